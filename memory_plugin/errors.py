@@ -1,0 +1,92 @@
+"""Typed errors shared by the services, the HTTP layer and the public API.
+
+Services raise these and know nothing of HTTP; the HTTP layer maps each to
+its status and renders it in the API's own format (OpenSearch's error body
+under ``/_plugins``, Telnyx's ``errors`` list under ``/v2``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ServiceError(Exception):
+    """An error a caller can act on.  ``parameter`` names the culprit."""
+
+    status: ClassVar[int] = 500
+    #: OpenSearch exception type name.
+    type: ClassVar[str] = "exception"
+    #: Telnyx-style error code and title.
+    code: ClassVar[str] = "internal_error"
+    title: ClassVar[str] = "Internal error"
+
+    def __init__(self, reason: str, *, parameter: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.parameter = parameter
+
+    def opensearch_body(self) -> dict[str, Any]:
+        cause = {"type": self.type, "reason": self.reason}
+        return {"error": {"root_cause": [cause], **cause}, "status": self.status}
+
+    def telnyx_body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "title": self.title, "detail": self.reason}
+        if self.parameter is not None:
+            error["source"] = {"parameter": self.parameter}
+        return {"errors": [error]}
+
+
+class InvalidArgument(ServiceError):
+    status = 400
+    type = "illegal_argument_exception"
+    code = "invalid_parameter"
+    title = "Invalid parameter"
+
+
+class ValidationFailed(InvalidArgument):
+    """A request that parsed but breaks a rule (ml-commons' request validation)."""
+
+    type = "action_request_validation_exception"
+
+
+class ParseFailure(InvalidArgument):
+    """A body that is not the JSON it should be."""
+
+    type = "parse_exception"
+    code = "invalid_body"
+    title = "Invalid request body"
+
+
+class NotFound(ServiceError):
+    status = 404
+    type = "resource_not_found_exception"
+    code = "not_found"
+    title = "Not found"
+
+
+class Unauthorized(ServiceError):
+    status = 401
+    type = "security_exception"
+    code = "unauthorized"
+    title = "Unauthorized"
+
+
+class PayloadTooLarge(ServiceError):
+    status = 413
+    type = "content_too_long_exception"
+    code = "payload_too_large"
+    title = "Payload too large"
+
+
+class Unavailable(ServiceError):
+    status = 503
+    type = "status_exception"
+    code = "service_unavailable"
+    title = "Service unavailable"
+
+
+class InsufficientStorage(ServiceError):
+    status = 507
+    type = "insufficient_storage_exception"
+    code = "insufficient_storage"
+    title = "Insufficient storage"

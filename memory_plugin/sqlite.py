@@ -1,0 +1,95 @@
+"""One SQLite connection per database, driven from a dedicated thread.
+
+SQLite connections are not safe to share between threads, and every call
+blocks.  Giving each database a single-thread executor keeps the event loop
+free and serialises writers without any locking of our own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: A migration takes the connection and brings the schema up one version.
+Migration = Callable[[sqlite3.Connection], None]
+
+
+class Database:
+    """A WAL-mode SQLite file with versioned migrations, used from asyncio."""
+
+    def __init__(self, path: Path, migrations: Sequence[Migration]) -> None:
+        self.path = Path(path)
+        self._migrations = list(migrations)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sqlite-{self.path.stem}")
+        self._connection: sqlite3.Connection | None = None
+
+    async def open(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        connection.row_factory = sqlite3.Row
+        connection.execute("PRAGMA journal_mode=WAL")
+        # FULL: an acknowledged write survives a kill and a power cut alike.
+        connection.execute("PRAGMA synchronous=FULL")
+        connection.execute("PRAGMA foreign_keys=ON")
+        connection.execute("PRAGMA busy_timeout=5000")
+        self._connection = connection
+        self._migrate(connection)
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(self._migrations):
+            raise RuntimeError(
+                f"{self.path} has schema version {version}, newer than this build knows ({len(self._migrations)})"
+            )
+        for number, migration in enumerate(self._migrations[version:], start=version + 1):
+            with transaction(connection):
+                migration(connection)
+                connection.execute(f"PRAGMA user_version={number}")
+
+    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work(connection)`` on the database thread."""
+        connection = self._connection
+        if connection is None:
+            raise RuntimeError(f"database {self.path} is not open")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work, connection)
+
+    async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` inside one transaction: all of it is committed, or none."""
+
+        def in_transaction(connection: sqlite3.Connection) -> T:
+            with transaction(connection):
+                return work(connection)
+
+        return await self.run(in_transaction)
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            await asyncio.get_running_loop().run_in_executor(self._executor, connection.close)
+        self._executor.shutdown(wait=True)
+
+
+class transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._connection.execute("BEGIN IMMEDIATE")
+        return self._connection
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self._connection.execute("COMMIT")
+        else:
+            self._connection.execute("ROLLBACK")

@@ -1,0 +1,120 @@
+"""The one interface every region store implements.
+
+The embedded store (SQLite + faiss) and the OpenSearch store both implement
+it, and one contract suite (``tests/store_contract.py``) runs against both.
+A record's identity is ``(organization_id, record_id)``; every operation is
+scoped to one organisation.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from memory_plugin.histories.filters import Filter
+
+MetadataValue = str | int | float | bool
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record's own fields, shared by all of its chunks."""
+
+    organization_id: str
+    record_id: str
+    record_type: str
+    region: str
+    record_created_at: datetime
+    ingested_at: datetime
+    user_id: str | None = None
+    document_id: str | None = None
+    retention: str | None = None
+    metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One embedded span of a record's text."""
+
+    index: int
+    total: int
+    text: str
+    #: float32, L2-normalised, of the embedder's dimension.
+    vector: np.ndarray
+
+
+def chunk_id(record_id: str, index: int) -> str:
+    return f"{record_id}_chunk_{index}"
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A chunk found by a search, with its cosine similarity to the query."""
+
+    record: Record
+    chunk_index: int
+    chunk_total: int
+    text: str
+    score: float
+
+    @property
+    def id(self) -> str:
+        return chunk_id(self.record.record_id, self.chunk_index)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteCounts:
+    records: int
+    chunks: int
+
+
+class VectorStore(abc.ABC):
+    """A region's store of record chunks and their vectors."""
+
+    @abc.abstractmethod
+    async def open(self, dimension: int) -> None:
+        """Create or load what the store needs; vectors have ``dimension`` floats."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def write_records(self, items: Sequence[tuple[Record, Sequence[Chunk]]]) -> None:
+        """Write each record with its chunks, replacing any chunks it had before.
+
+        Each record is atomic: after a crash it has all of its new chunks or
+        all of its old ones, never a mix.
+        """
+
+    @abc.abstractmethod
+    async def delete_record(self, organization_id: str, record_id: str) -> int:
+        """Delete one record; return how many chunks went (0 when unknown)."""
+
+    @abc.abstractmethod
+    async def delete_matching(self, organization_id: str, where: Filter) -> DeleteCounts:
+        """Delete every record of the organisation whose fields match ``where``."""
+
+    @abc.abstractmethod
+    async def search(
+        self,
+        organization_id: str,
+        record_type: str,
+        vector: np.ndarray,
+        where: Filter,
+        k: int,
+        min_score: float | None = None,
+    ) -> list[Hit]:
+        """The ``k`` chunks nearest to ``vector`` by cosine, best first.
+
+        ``where`` applies before ranking (efficient filtering), so a filter
+        never starves the result of matches that exist.
+        """
+
+    @abc.abstractmethod
+    async def health(self) -> dict[str, Any]:
+        """A small JSON-able status; raises when the store cannot serve."""

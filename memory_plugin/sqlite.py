@@ -78,6 +78,16 @@ class Database:
         self._executor.shutdown(wait=True)
 
 
+def run_script(connection: sqlite3.Connection, script: str) -> None:
+    """Run ``;``-separated statements inside the current transaction.
+
+    ``executescript`` would commit first, which breaks atomic migrations.
+    """
+    for statement in script.split(";"):
+        if statement.strip():
+            connection.execute(statement)
+
+
 class transaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception."""
 

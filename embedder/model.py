@@ -1,0 +1,163 @@
+"""onnxruntime embedder over any e5-style model folder.
+
+A model folder holds `model.onnx` (output `last_hidden_state`), a
+`tokenizer.json` for the `tokenizers` library and an optional `config.json`
+(prefixes, window, pooling). Nothing here is specific to e5-small, so a real
+multilingual-e5-large export drops in by configuration alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+DEFAULTS: dict[str, Any] = {
+    "query_prefix": "query: ",
+    "passage_prefix": "passage: ",
+    "max_tokens": 512,
+    "pooling": "mean",
+    "normalize": True,
+    "output": "last_hidden_state",
+    "precision": "fp32",
+    "models": {"fp32": "model.onnx"},
+}
+
+
+class Embedder:
+    """Sentence embeddings: tokenise, run the encoder, mean-pool, L2-normalise.
+
+    Not thread-safe for concurrent calls from many threads by design: the
+    async batcher serialises calls onto one worker thread.
+    """
+
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        tokenizer: Tokenizer,
+        config: dict[str, Any],
+        *,
+        batch_size: int = 32,
+    ) -> None:
+        self.config = {**DEFAULTS, **config}
+        self.session = session
+        self.tokenizer = tokenizer
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        self.query_prefix: str = self.config["query_prefix"]
+        self.passage_prefix: str = self.config["passage_prefix"]
+        self.max_tokens: int = int(self.config["max_tokens"])
+        self.batch_size = batch_size
+        if self.config["pooling"] not in ("mean", "cls"):
+            raise ValueError(f"unsupported pooling {self.config['pooling']!r}")
+        # a second tokenizer that truncates to the window, special tokens included
+        self._encoder = Tokenizer.from_str(tokenizer.to_str())
+        self._encoder.enable_truncation(max_length=self.max_tokens)
+        self._encoder.no_padding()
+        self._pad_id = next(
+            (i for i in (tokenizer.token_to_id(t) for t in ("<pad>", "[PAD]")) if i is not None), 0
+        )
+        self._input_names = [i.name for i in session.get_inputs()]
+        self._output = self.config["output"]
+        if self._output not in [o.name for o in session.get_outputs()]:
+            self._output = session.get_outputs()[0].name
+        self.dimension = self._probe_dimension()
+        expected = self.config.get("dimension")
+        if expected is not None and int(expected) != self.dimension:
+            raise ValueError(f"config says dimension {expected}, the model produces {self.dimension}")
+
+    @classmethod
+    def from_dir(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        intra_threads: int | None = None,
+        inter_threads: int = 1,
+        precision: str | None = None,
+        batch_size: int = 32,
+    ) -> Embedder:
+        """Load a model folder. `precision` picks a file from config["models"] (None: config default)."""
+        folder = Path(path)
+        config_path = folder / "config.json"
+        config: dict[str, Any] = json.loads(config_path.read_text()) if config_path.exists() else {}
+        merged = {**DEFAULTS, **config}
+        precision = precision or merged["precision"]
+        models: dict[str, str] = merged["models"]
+        if precision not in models:
+            raise ValueError(f"precision {precision!r} not available in {folder} (have {sorted(models)})")
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.inter_op_num_threads = inter_threads
+        if intra_threads is not None:
+            opts.intra_op_num_threads = intra_threads
+        session = ort.InferenceSession(str(folder / models[precision]), opts, providers=["CPUExecutionProvider"])
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        embedder = cls(session, tokenizer, config, batch_size=batch_size)
+        embedder.precision = precision
+        return embedder
+
+    precision: str = "fp32"
+
+    # ------------------------------------------------------------------ API
+
+    def query(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed search queries (adds the query prefix). Returns (n, dim) float32."""
+        return self.embed([self.query_prefix + t for t in texts])
+
+    def passage(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed documents/chunks (adds the passage prefix). Returns (n, dim) float32."""
+        return self.embed([self.passage_prefix + t for t in texts])
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` alone: no prefix, no special tokens (what chunking budgets)."""
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed already-prefixed texts, in length-sorted batches; rows come back in input order."""
+        out = np.empty((len(texts), self.dimension), np.float32)
+        if not texts:
+            return out
+        encodings = self._encoder.encode_batch(list(texts), add_special_tokens=True)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run([encodings[i].ids for i in idx])
+        return out
+
+    # ------------------------------------------------------------ internals
+
+    def _run(self, batch: list[list[int]]) -> np.ndarray:
+        width = max(len(ids) for ids in batch)
+        input_ids = np.full((len(batch), width), self._pad_id, np.int64)
+        mask = np.zeros((len(batch), width), np.int64)
+        for row, ids in enumerate(batch):
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        feeds = {k: v for k, v in feeds.items() if k in self._input_names}
+        hidden = self.session.run([self._output], feeds)[0].astype(np.float32, copy=False)
+        if self.config["pooling"] == "cls":
+            pooled = hidden[:, 0]
+        else:
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
+        if self.config["normalize"]:
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return pooled
+
+    def _probe_dimension(self) -> int:
+        """The output width: from the graph's declared shape, else from one tiny run."""
+        for out in self.session.get_outputs():
+            if out.name == self._output and isinstance(out.shape[-1], int):
+                return int(out.shape[-1])
+        ids = self._encoder.encode(self.passage_prefix + "probe").ids
+        return int(self._run([ids]).shape[1])

@@ -1,0 +1,3 @@
+from memory_plugin.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""The application factory: one function builds the server from settings.
+
+Every resource opens and closes in ``cleanup_ctx``, so the same app works
+stand-alone, under a test client, or mounted into another aiohttp app.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from memory_plugin import __version__
+from memory_plugin.auth import KeyStore
+from memory_plugin.memory import routes_v211
+from memory_plugin.memory.routes_v211 import MEMORY
+from memory_plugin.memory.service import MemoryService
+from memory_plugin.memory.store import SqliteMemoryStore
+from memory_plugin.settings import Settings
+from memory_plugin.web import MAX_BODY_BYTES, auth_middleware, error_middleware, json_response, request_id_middleware
+
+log = logging.getLogger("memory_plugin")
+
+SETTINGS = web.AppKey("settings", Settings)
+KEYS = web.AppKey("keys", KeyStore)
+
+#: What ``GET /`` reports as the OpenSearch version: the API level we serve.
+COMPATIBLE_OPENSEARCH = "2.19.1"
+
+
+def ensure_development_key(keys: KeyStore, settings: Settings) -> str | None:
+    """On first start, write a keys file with one development key and return its token."""
+    if keys.exists():
+        return None
+    entry, token = keys.create("dev-org", "dev-user")
+    base = f"http://{settings.host}:{settings.port}"
+    print(
+        f"\nCreated {keys.path} with a development key for organization 'dev-org', user 'dev-user'.\n"
+        f"It is shown only once:\n\n    {token}\n\n"
+        f"Try:  curl -H 'Authorization: Bearer {token}' {base}/_plugins/_ml/memory/conversation\n",
+        file=sys.stderr if settings.port == 0 else sys.stdout,
+        flush=True,
+    )
+    return token
+
+
+async def root(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    return json_response(
+        {
+            "name": settings.node_name,
+            "cluster_name": settings.cluster_name,
+            "cluster_uuid": "memory-plugin",
+            "version": {
+                "distribution": "opensearch",
+                "number": COMPATIBLE_OPENSEARCH,
+                "build_type": "memory-plugin",
+                "build_hash": __version__,
+                "build_date": "2026-11-30T00:00:00Z",
+                "build_snapshot": False,
+                "lucene_version": "9.12.1",
+                "minimum_wire_compatibility_version": "7.10.0",
+                "minimum_index_compatibility_version": "7.0.0",
+            },
+            "tagline": "The OpenSearch Project: https://opensearch.org/",
+        }
+    )
+
+
+async def health(request: web.Request) -> web.Response:
+    return json_response({"status": "green"})
+
+
+def create_app(settings: Settings) -> web.Application:
+    keys = KeyStore(settings.resolved_keys_file)
+    app = web.Application(
+        client_max_size=settings.max_body_bytes,
+        middlewares=[request_id_middleware, error_middleware, auth_middleware(keys)],
+    )
+    app[SETTINGS] = settings
+    app[KEYS] = keys
+    app[MAX_BODY_BYTES] = settings.max_body_bytes
+
+    async def memory_context(app: web.Application) -> AsyncIterator[None]:
+        ensure_development_key(keys, settings)
+        keys.load()
+        store = SqliteMemoryStore(settings.data_dir / "memory.sqlite3")
+        await store.open()
+        app[MEMORY] = MemoryService(store)
+        try:
+            yield
+        finally:
+            await store.close()
+
+    app.cleanup_ctx.append(memory_context)
+    app.router.add_get("/", root)
+    app.router.add_get("/_health", health)
+    app.router.add_routes(routes_v211.routes)
+    return app
+
+
+def run(settings: Settings, **kwargs: Any) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    web.run_app(create_app(settings), host=settings.host, port=settings.port, **kwargs)

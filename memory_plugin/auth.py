@@ -1,0 +1,166 @@
+"""API keys: who is calling.
+
+A key is ``<key_id>.<secret>``.  The keys file stores the id, the owner and
+a SHA-256 of the secret, never the secret.  Secrets are 32 random bytes, so
+a fast hash is as safe as a slow one here, and it keeps per-request
+checking cheap.  Comparison is constant-time.
+
+Clients that only speak HTTP Basic (``http_auth=(user, password)`` in
+opensearch-py) send the key id as the user and the secret as the password.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memory_plugin.errors import Unauthorized
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller: an organisation, and optionally a user within it."""
+
+    organization_id: str
+    user_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEntry:
+    key_id: str
+    secret_sha256: str
+    organization_id: str
+    user_id: str | None
+    created_at: str
+    revoked: bool = False
+
+    @property
+    def principal(self) -> Principal:
+        return Principal(self.organization_id, self.user_id)
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class KeyStore:
+    """The keys file, re-read when it changes so that revocation takes effect."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._entries: dict[str, KeyEntry] = {}
+        self._stamp: tuple[int, int] | None = None
+        self._checked_at = 0.0
+
+    # -- the file -------------------------------------------------------------
+
+    def load(self) -> None:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            self._entries, self._stamp = {}, None
+            return
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp == self._stamp:
+            return
+        document = json.loads(self.path.read_text())
+        self._entries = {raw["key_id"]: KeyEntry(**raw) for raw in document.get("keys", [])}
+        self._stamp = stamp
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(".tmp")
+        document = {"keys": [asdict(entry) for entry in self._entries.values()]}
+        with open(temporary, "w") as handle:
+            json.dump(document, handle, indent=2)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, self.path)
+        self._stamp = None
+        self.load()
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    # -- administration -------------------------------------------------------
+
+    def create(self, organization_id: str, user_id: str | None = None) -> tuple[KeyEntry, str]:
+        """Add a key and return it with its full token, which is shown only now."""
+        self.load()
+        key_id = "key_" + secrets.token_hex(8)
+        secret = secrets.token_urlsafe(32)
+        entry = KeyEntry(
+            key_id=key_id,
+            secret_sha256=_digest(secret),
+            organization_id=organization_id,
+            user_id=user_id,
+            created_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        )
+        self._entries[key_id] = entry
+        self._save()
+        return entry, f"{key_id}.{secret}"
+
+    def revoke(self, key_id: str) -> bool:
+        self.load()
+        entry = self._entries.get(key_id)
+        if entry is None:
+            return False
+        self._entries[key_id] = KeyEntry(**{**asdict(entry), "revoked": True})
+        self._save()
+        return True
+
+    def entries(self) -> list[KeyEntry]:
+        self.load()
+        return list(self._entries.values())
+
+    # -- checking -------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._checked_at >= 1.0:
+            self._checked_at = now
+            self.load()
+
+    def verify(self, key_id: str, secret: str) -> Principal:
+        self._refresh()
+        entry = self._entries.get(key_id)
+        # Hash even for unknown ids, so that timing does not tell ids apart.
+        expected = entry.secret_sha256 if entry else _digest("")
+        matches = hmac.compare_digest(_digest(secret), expected)
+        if entry is None or not matches:
+            raise Unauthorized("invalid credentials")
+        if entry.revoked:
+            raise Unauthorized("the API key has been revoked")
+        return entry.principal
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The principal named by an ``Authorization`` header value."""
+        if not authorization:
+            raise Unauthorized("missing authentication credentials")
+        scheme, _, credentials = authorization.strip().partition(" ")
+        credentials = credentials.strip()
+        if scheme.lower() == "bearer":
+            key_id, dot, secret = credentials.partition(".")
+        elif scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credentials, validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                raise Unauthorized("malformed basic credentials") from None
+            key_id, dot, secret = decoded.partition(":")
+            if secret.startswith(key_id + "."):
+                secret = secret[len(key_id) + 1 :]
+        else:
+            raise Unauthorized("unsupported authorization scheme; use Bearer or Basic")
+        if not dot or not key_id or not secret:
+            raise Unauthorized("malformed credentials")
+        return self.verify(key_id, secret)

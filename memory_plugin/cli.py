@@ -1,0 +1,87 @@
+"""``memory-plugin``: serve, manage keys, bulk-ingest."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memory_plugin.auth import KeyStore
+from memory_plugin.settings import Settings, load_settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(
+        args.config,
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        data_dir=args.data_dir,
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from memory_plugin.app import run
+
+    run(_settings(args))
+    return 0
+
+
+def _keys_create(args: argparse.Namespace) -> int:
+    keys = KeyStore(_settings(args).resolved_keys_file)
+    entry, token = keys.create(args.org, args.user)
+    print(f"key_id:  {entry.key_id}\norg:     {entry.organization_id}\nuser:    {entry.user_id or '-'}\nkey:     {token}")
+    return 0
+
+
+def _keys_revoke(args: argparse.Namespace) -> int:
+    keys = KeyStore(_settings(args).resolved_keys_file)
+    if not keys.revoke(args.key_id):
+        print(f"no key with id {args.key_id}", file=sys.stderr)
+        return 1
+    print(f"revoked {args.key_id}")
+    return 0
+
+
+def _keys_list(args: argparse.Namespace) -> int:
+    for entry in KeyStore(_settings(args).resolved_keys_file).entries():
+        state = "revoked" if entry.revoked else "active"
+        print(f"{entry.key_id}\t{entry.organization_id}\t{entry.user_id or '-'}\t{entry.created_at}\t{state}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memory-plugin", description=__doc__)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", type=Path, help="TOML settings file")
+    common.add_argument("--data-dir", type=Path, help="data folder (default ./data)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", parents=[common], help="run the HTTP server")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(run=_serve)
+
+    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
+    create = keys.add_parser("create", parents=[common], help="create a key and print it once")
+    create.add_argument("--org", required=True, help="organization id")
+    create.add_argument("--user", help="user id within the organization")
+    create.set_defaults(run=_keys_create)
+    revoke = keys.add_parser("revoke", parents=[common], help="revoke a key by its id")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(run=_keys_revoke)
+    listing = keys.add_parser("list", parents=[common], help="list keys (never their secrets)")
+    listing.set_defaults(run=_keys_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except ValueError as error:  # settings errors
+        print(f"memory-plugin: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

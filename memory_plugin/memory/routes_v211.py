@@ -1,0 +1,74 @@
+"""The ML Commons 2.11 conversational memory API (seed 000)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from memory_plugin.memory.service import DEFAULT_MAX_RESULTS, MemoryService
+from memory_plugin.memory.views import conversation_v211, interaction_v211, page_v211
+from memory_plugin.web import (
+    check_params,
+    int_param,
+    json_response,
+    principal_of,
+    read_json_object,
+    string_field,
+)
+
+BASE = "/_plugins/_ml/memory/conversation"
+PAGING = ("max_results", "next_token")
+INTERACTION_FIELDS = ("input", "prompt_template", "response", "origin", "additional_info")
+REQUIRED = ("input", "response")
+
+routes = web.RouteTableDef()
+MEMORY = web.AppKey("memory_service", MemoryService)
+
+
+def _paging(request: web.Request) -> tuple[int, int]:
+    return int_param(request, "next_token", 0), int_param(request, "max_results", DEFAULT_MAX_RESULTS)
+
+
+@routes.post(BASE)
+async def create_conversation(request: web.Request) -> web.Response:
+    check_params(request)
+    body = await read_json_object(request, required=False) or {}
+    name = string_field(body, "name") or ""
+    conversation = await request.app[MEMORY].create_conversation(principal_of(request), name=name)
+    return json_response({"conversation_id": conversation.conversation_id})
+
+
+@routes.get(BASE)
+async def list_conversations(request: web.Request) -> web.Response:
+    check_params(request, PAGING)
+    next_token, max_results = _paging(request)
+    page = await request.app[MEMORY].list_conversations(principal_of(request), next_token, max_results)
+    return json_response(page_v211("conversations", page, conversation_v211))
+
+
+@routes.post(BASE + "/{conversation_id}")
+async def create_interaction(request: web.Request) -> web.Response:
+    check_params(request)
+    body = await read_json_object(request, required=True) or {}
+    # Seed 000: input and response are not optional.
+    fields = {name: string_field(body, name, required=name in REQUIRED) for name in INTERACTION_FIELDS}
+    interaction = await request.app[MEMORY].create_interaction(
+        principal_of(request), request.match_info["conversation_id"], **fields
+    )
+    return json_response({"interaction_id": interaction.interaction_id})
+
+
+@routes.get(BASE + "/{conversation_id}")
+async def list_interactions(request: web.Request) -> web.Response:
+    check_params(request, PAGING)
+    next_token, max_results = _paging(request)
+    page = await request.app[MEMORY].list_interactions(
+        principal_of(request), request.match_info["conversation_id"], next_token, max_results, newest_first=True
+    )
+    return json_response(page_v211("interactions", page, interaction_v211))
+
+
+@routes.delete(BASE + "/{conversation_id}")
+async def delete_conversation(request: web.Request) -> web.Response:
+    check_params(request)
+    await request.app[MEMORY].delete_conversation(principal_of(request), request.match_info["conversation_id"])
+    return json_response({"success": True})

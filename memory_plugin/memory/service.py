@@ -1,0 +1,226 @@
+"""The conversational memory, whichever API form asks and whichever store holds it.
+
+Both HTTP forms (2.11 conversations, 2.12+ memories) and the public Python
+API call this class.  It owns the rules: paging bounds, what may be
+updated, ownership, and what the history bridge hears.  It knows no HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from memory_plugin.auth import Principal
+from memory_plugin.clock import new_id, now
+from memory_plugin.errors import InvalidArgument, NotFound, ValidationFailed
+from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
+from memory_plugin.memory.store import MemoryStore
+
+#: OpenSearch's ``index.max_result_window``: the furthest any page may reach.
+MAX_RESULTS_LIMIT = 10000
+DEFAULT_MAX_RESULTS = 10
+
+CONVERSATION_UPDATABLE = ("name", "additional_info")
+INTERACTION_UPDATABLE = ("response", "additional_info")
+
+
+class InteractionBridge(Protocol):
+    """Hears of interactions so that they become searchable history records."""
+
+    async def interaction_written(self, interaction: Interaction) -> None: ...
+
+    async def interactions_deleted(self, owner: Principal, interaction_ids: list[str]) -> None: ...
+
+
+def check_page(next_token: int, max_results: int, noun: str) -> None:
+    if max_results <= 0:
+        raise ValidationFailed(f"Validation Failed: 1: Can't list 0 or negative {noun};", parameter="max_results")
+    if max_results > MAX_RESULTS_LIMIT:
+        raise ValidationFailed(
+            f"Validation Failed: 1: max_results must not exceed {MAX_RESULTS_LIMIT};", parameter="max_results"
+        )
+    if next_token < 0:
+        raise ValidationFailed("Validation Failed: 1: next_token must not be negative;", parameter="next_token")
+
+
+def _page(items: list[Any], next_token: int, max_results: int) -> Page[Any]:
+    full = len(items) == max_results
+    return Page(items=items, next_token=next_token + max_results if full else None)
+
+
+def conversation_not_found(conversation_id: str) -> NotFound:
+    return NotFound(f"Conversation [{conversation_id}] not found")
+
+
+def interaction_not_found(interaction_id: str) -> NotFound:
+    return NotFound(f"Interaction [{interaction_id}] not found")
+
+
+def check_additional_info_map(value: Any, parameter: str = "additional_info") -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(
+        isinstance(key, str) and isinstance(item, str) for key, item in value.items()
+    ):
+        raise InvalidArgument(f"[{parameter}] must be a map of strings to strings", parameter=parameter)
+    return dict(value)
+
+
+def check_updates(changes: Mapping[str, Any], allowed: tuple[str, ...], noun: str) -> None:
+    unknown = sorted(set(changes) - set(allowed))
+    if unknown:
+        raise InvalidArgument(
+            f"Invalid field {unknown} for {noun} update; only {list(allowed)} can be updated",
+            parameter=unknown[0],
+        )
+    if not changes:
+        raise InvalidArgument(f"{noun} update has no fields; give one of {list(allowed)}")
+
+
+class MemoryService:
+    def __init__(self, store: MemoryStore, bridge: InteractionBridge | None = None) -> None:
+        self.store = store
+        self.bridge = bridge
+
+    # -- conversations ----------------------------------------------------------
+
+    async def create_conversation(
+        self, owner: Principal, name: str = "", additional_info: Mapping[str, str] | None = None
+    ) -> Conversation:
+        created = now()
+        conversation = Conversation(
+            conversation_id=new_id(),
+            owner=owner,
+            name=name,
+            create_time=created,
+            updated_time=created,
+            additional_info=check_additional_info_map(additional_info),
+        )
+        await self.store.add_conversation(conversation)
+        return conversation
+
+    async def get_conversation(self, owner: Principal, conversation_id: str) -> Conversation:
+        conversation = await self.store.get_conversation(owner, conversation_id)
+        if conversation is None:
+            raise conversation_not_found(conversation_id)
+        return conversation
+
+    async def list_conversations(
+        self,
+        owner: Principal,
+        next_token: int = 0,
+        max_results: int = DEFAULT_MAX_RESULTS,
+        by: str = "create_time",
+    ) -> Page[Conversation]:
+        check_page(next_token, max_results, "conversations")
+        items = await self.store.list_conversations(owner, next_token, max_results, by)
+        return _page(items, next_token, max_results)
+
+    async def update_conversation(
+        self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
+    ) -> Conversation:
+        check_updates(changes, CONVERSATION_UPDATABLE, "memory")
+        values = dict(changes)
+        if "name" in values and not isinstance(values["name"], str):
+            raise InvalidArgument("[name] must be a string", parameter="name")
+        if "additional_info" in values:
+            values["additional_info"] = check_additional_info_map(values["additional_info"])
+        values["updated_time"] = now()
+        conversation = await self.store.update_conversation(owner, conversation_id, values)
+        if conversation is None:
+            raise conversation_not_found(conversation_id)
+        return conversation
+
+    async def delete_conversation(self, owner: Principal, conversation_id: str) -> None:
+        deleted = await self.store.delete_conversation(owner, conversation_id)
+        if deleted is None:
+            raise conversation_not_found(conversation_id)
+        if self.bridge is not None and deleted:
+            await self.bridge.interactions_deleted(owner, deleted)
+
+    # -- interactions -------------------------------------------------------------
+
+    async def create_interaction(
+        self,
+        owner: Principal,
+        conversation_id: str,
+        *,
+        input: str | None,
+        response: str | None,
+        prompt_template: str | None = None,
+        origin: str | None = None,
+        additional_info: AdditionalInfo = None,
+        parent_interaction_id: str | None = None,
+        trace_number: int | None = None,
+    ) -> Interaction:
+        if parent_interaction_id is not None:
+            parent = await self.store.get_interaction(owner, parent_interaction_id)
+            if parent is None or parent.conversation_id != conversation_id:
+                raise interaction_not_found(parent_interaction_id)
+        if trace_number is not None and (isinstance(trace_number, bool) or trace_number < 0):
+            raise InvalidArgument("[trace_number] must be a non-negative integer", parameter="trace_number")
+        if trace_number is not None and parent_interaction_id is None:
+            raise InvalidArgument("[trace_number] needs a [parent_message_id]", parameter="trace_number")
+        interaction = Interaction(
+            interaction_id=new_id(),
+            conversation_id=conversation_id,
+            owner=owner,
+            create_time=now(),
+            input=input,
+            response=response,
+            prompt_template=prompt_template,
+            origin=origin,
+            additional_info=additional_info,
+            parent_interaction_id=parent_interaction_id,
+            trace_number=trace_number,
+        )
+        if not await self.store.add_interaction(interaction):
+            raise conversation_not_found(conversation_id)
+        if self.bridge is not None:
+            await self.bridge.interaction_written(interaction)
+        return interaction
+
+    async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction:
+        interaction = await self.store.get_interaction(owner, interaction_id)
+        if interaction is None:
+            raise interaction_not_found(interaction_id)
+        return interaction
+
+    async def list_interactions(
+        self,
+        owner: Principal,
+        conversation_id: str,
+        next_token: int = 0,
+        max_results: int = DEFAULT_MAX_RESULTS,
+        newest_first: bool = True,
+    ) -> Page[Interaction]:
+        check_page(next_token, max_results, "interactions")
+        items = await self.store.list_interactions(owner, conversation_id, next_token, max_results, newest_first)
+        if items is None:
+            raise conversation_not_found(conversation_id)
+        return _page(items, next_token, max_results)
+
+    async def list_traces(
+        self, owner: Principal, interaction_id: str, next_token: int = 0, max_results: int = DEFAULT_MAX_RESULTS
+    ) -> Page[Interaction]:
+        check_page(next_token, max_results, "traces")
+        items = await self.store.list_traces(owner, interaction_id, next_token, max_results)
+        if items is None:
+            raise interaction_not_found(interaction_id)
+        return _page(items, next_token, max_results)
+
+    async def update_interaction(
+        self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
+    ) -> Interaction:
+        check_updates(changes, INTERACTION_UPDATABLE, "message")
+        values = dict(changes)
+        if "response" in values and not isinstance(values["response"], str):
+            raise InvalidArgument("[response] must be a string", parameter="response")
+        if "additional_info" in values:
+            values["additional_info"] = check_additional_info_map(values["additional_info"])
+        interaction = await self.store.update_interaction(owner, interaction_id, values)
+        if interaction is None:
+            raise interaction_not_found(interaction_id)
+        if self.bridge is not None:
+            await self.bridge.interaction_written(interaction)
+        return interaction

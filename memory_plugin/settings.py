@@ -1,0 +1,175 @@
+"""Settings: defaults, then a TOML file, then ``MEMORY_PLUGIN_*`` variables.
+
+Everything the server needs is in one frozen object handed to
+``create_app``; nothing reads the environment after that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+REGIONS = ("USA", "DEU", "AUS", "UAE")
+ENV_PREFIX = "MEMORY_PLUGIN_"
+
+
+@dataclass(frozen=True)
+class EmbeddedRegion:
+    """A region served from SQLite + faiss files under the data folder."""
+
+    store: Literal["embedded"] = "embedded"
+    #: Defaults to ``<data_dir>/regions/<name>``.
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class OpenSearchRegion:
+    """A region served by a real OpenSearch cluster."""
+
+    hosts: tuple[str, ...] = ("http://127.0.0.1:9201",)
+    store: Literal["opensearch"] = "opensearch"
+    username: str | None = None
+    password: str | None = None
+    verify_certs: bool = True
+    ca_certs: str | None = None
+    index_prefix: str = "memory-plugin"
+    #: Seconds for one request; the search deadline caps it further.
+    timeout: float = 10.0
+    knn_engine: str = "lucene"
+
+
+RegionSettings = EmbeddedRegion | OpenSearchRegion
+
+
+def _default_regions() -> dict[str, RegionSettings]:
+    return {name: EmbeddedRegion() for name in REGIONS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    #: OpenSearch's port, so that clients need no change.
+    port: int = 9200
+    data_dir: Path = Path("data")
+    #: Defaults to ``<data_dir>/keys.json``.
+    keys_file: Path | None = None
+    #: Model folder; defaults to the default model built by ``make install``.
+    model_dir: Path | None = None
+    embed_threads: int | None = None
+    embed_batch_size: int = 32
+    embed_max_wait_ms: float = 5.0
+    query_cache_size: int = 1024
+    home_region: str = "USA"
+    regions: Mapping[str, RegionSettings] = field(default_factory=_default_regions)
+    #: Seconds a region may take to answer a search before it counts as failed.
+    search_deadline: float = 2.0
+    #: Largest request body accepted, in bytes.
+    max_body_bytes: int = 8 * 1024 * 1024
+    #: Write interactions from the memory API into the history index too.
+    bridge: bool = True
+    #: Who may see the cluster name in ``GET /``.
+    cluster_name: str = "memory-plugin"
+    node_name: str = "memory-plugin-0"
+
+    @property
+    def resolved_keys_file(self) -> Path:
+        return self.keys_file or self.data_dir / "keys.json"
+
+    def region_path(self, name: str) -> Path:
+        region = self.regions[name]
+        assert isinstance(region, EmbeddedRegion)
+        return region.path or self.data_dir / "regions" / name
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+_SCALARS: dict[str, type] = {
+    "host": str,
+    "port": int,
+    "data_dir": Path,
+    "keys_file": Path,
+    "model_dir": Path,
+    "embed_threads": int,
+    "embed_batch_size": int,
+    "embed_max_wait_ms": float,
+    "query_cache_size": int,
+    "home_region": str,
+    "search_deadline": float,
+    "max_body_bytes": int,
+    "bridge": bool,
+    "cluster_name": str,
+    "node_name": str,
+}
+
+
+def _coerce(name: str, kind: type, value: Any) -> Any:
+    if kind is bool and isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered not in {"1", "0", "true", "false", "yes", "no", "on", "off"}:
+            raise ValueError(f"setting {name!r}: expected a boolean, got {value!r}")
+        return lowered in {"1", "true", "yes", "on"}
+    try:
+        return kind(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"setting {name!r}: expected {kind.__name__}, got {value!r}") from error
+
+
+def _region(name: str, raw: Mapping[str, Any]) -> RegionSettings:
+    options = dict(raw)
+    kind = options.pop("store", "embedded")
+    if kind == "embedded":
+        path = options.pop("path", None)
+        if options:
+            raise ValueError(f"region {name}: unknown embedded settings {sorted(options)}")
+        return EmbeddedRegion(path=Path(path) if path else None)
+    if kind == "opensearch":
+        known = {f.name for f in dataclasses.fields(OpenSearchRegion)} - {"store"}
+        unknown = set(options) - known
+        if unknown:
+            raise ValueError(f"region {name}: unknown opensearch settings {sorted(unknown)}")
+        if "hosts" in options:
+            hosts = options["hosts"]
+            options["hosts"] = tuple([hosts] if isinstance(hosts, str) else hosts)
+        return OpenSearchRegion(**options)
+    raise ValueError(f"region {name}: store must be 'embedded' or 'opensearch', not {kind!r}")
+
+
+def load_settings(
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Defaults, then ``config_file`` (TOML), then the environment, then ``overrides``."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    config_file = config_file or (Path(environ[ENV_PREFIX + "CONFIG"]) if ENV_PREFIX + "CONFIG" in environ else None)
+    if config_file is not None:
+        with open(config_file, "rb") as handle:
+            document = tomllib.load(handle)
+        regions = document.pop("regions", None)
+        for name, value in document.items():
+            if name not in _SCALARS:
+                raise ValueError(f"{config_file}: unknown setting {name!r}")
+            values[name] = _coerce(name, _SCALARS[name], value)
+        if regions is not None:
+            values["regions"] = {name: _region(name, raw) for name, raw in regions.items()}
+    for name, kind in _SCALARS.items():
+        raw = environ.get(ENV_PREFIX + name.upper())
+        if raw is not None and raw != "":
+            values[name] = _coerce(name, kind, raw)
+    for name, value in overrides.items():
+        if value is not None:
+            values[name] = _coerce(name, _SCALARS[name], value) if name in _SCALARS else value
+    settings = Settings(**values)
+    unknown = [name for name in settings.regions if name not in REGIONS]
+    if unknown:
+        raise ValueError(f"unknown regions {unknown}; regions are {list(REGIONS)}")
+    if settings.home_region not in settings.regions:
+        raise ValueError(f"home_region {settings.home_region!r} is not among the configured regions")
+    return settings

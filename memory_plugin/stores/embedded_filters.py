@@ -1,0 +1,90 @@
+"""Compile a :class:`Filter` into SQL for the embedded store.
+
+The WHERE fragment is over the ``records`` table aliased ``r``; it must agree
+exactly with :func:`memory_plugin.histories.filters.matches`.  Dates are
+stored as integer microseconds since the epoch (UTC) so they compare exactly.
+Metadata lives in a JSON column; ``json_type`` keeps strings, numbers and
+booleans apart the way the reference evaluator does.  ``contains`` calls a
+Python function (``mp_contains``) so case folding is Unicode-correct, which
+SQLite's ASCII-only ``lower``/``LIKE`` are not.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+from typing import Any
+
+from memory_plugin.histories.filters import DATE_FIELDS, Condition, Filter, as_number, as_utc, fold
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def to_micros(value: datetime) -> int:
+    """An instant as integer microseconds since the epoch (exact, sortable)."""
+    delta = as_utc(value) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def register_functions(connection: sqlite3.Connection) -> None:
+    """Add the SQL functions compiled filters use to ``connection``."""
+    connection.create_function("mp_contains", 2, _contains, deterministic=True)
+
+
+def _contains(value: Any, needle: str) -> bool:
+    return isinstance(value, str) and fold(needle) in fold(value)
+
+
+def compile_filter(where: Filter) -> tuple[str, list[Any]]:
+    """``(sql, params)``: a boolean SQL expression over ``records r``."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for condition in where.conditions:
+        sql, condition_params = _compile_condition(condition)
+        parts.append(f"({sql})")
+        params.extend(condition_params)
+    return (" AND ".join(parts) or "1"), params
+
+
+def _compile_condition(condition: Condition) -> tuple[str, list[Any]]:
+    alternatives: list[str] = []
+    params: list[Any] = []
+    for value in condition.values:
+        if condition.is_metadata:
+            sql, value_params = _metadata(condition.field[len("metadata.") :], condition.op, str(value))
+        else:
+            sql, value_params = _top_level(condition.field, condition.op, value)
+        alternatives.append(sql)
+        params.extend(value_params)
+    return " OR ".join(alternatives) or "0", params
+
+
+def _top_level(field: str, op: str, value: Any) -> tuple[str, list[Any]]:
+    column = f"r.{field}"  # field is one of TOP_LEVEL_FIELDS, never user text
+    if field in DATE_FIELDS:
+        value = to_micros(value)
+    if op in ("eq", "in"):
+        return f"{column} = ?", [value]
+    if op == "contains":
+        return f"mp_contains({column}, ?)", [value]
+    return f"{column} {_RANGE_SQL[op]} ?", [value]
+
+
+def _metadata(key: str, op: str, value: str) -> tuple[str, list[Any]]:
+    path = f'$."{key}"'  # key matches [A-Za-z0-9_-]{1,64}: cannot break out of the quotes
+    kind = "json_type(r.metadata, ?)"
+    extracted = "json_extract(r.metadata, ?)"
+    number = as_number(value)
+    if op in ("eq", "in"):
+        options = [(f"({kind} = 'text' AND {extracted} = ?)", [path, path, value])]
+        if value in ("true", "false"):
+            options.append((f"{kind} = ?", [path, value]))
+        if number is not None:
+            options.append((f"({kind} IN ('integer', 'real') AND {extracted} = ?)", [path, path, number]))
+        return " OR ".join(sql for sql, _ in options), [p for _, ps in options for p in ps]
+    if op == "contains":
+        return f"({kind} = 'text' AND mp_contains({extracted}, ?))", [path, path, value]
+    if number is not None:
+        return f"({kind} IN ('integer', 'real') AND {extracted} {_RANGE_SQL[op]} ?)", [path, path, number]
+    return f"({kind} = 'text' AND {extracted} {_RANGE_SQL[op]} ?)", [path, path, value]

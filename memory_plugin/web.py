@@ -1,0 +1,233 @@
+"""HTTP plumbing shared by every route: middlewares, body and parameter parsing.
+
+Routes stay thin: they call these helpers to turn a request into typed
+values, call a service, and render the result.  Errors raised anywhere are
+rendered here, in the API's own format: OpenSearch's under ``/_plugins``
+and the rest, Telnyx's ``errors`` list under ``/v2``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from aiohttp import web
+
+from memory_plugin.auth import KeyStore, Principal
+from memory_plugin.errors import (
+    InsufficientStorage,
+    InvalidArgument,
+    NotFound,
+    ParseFailure,
+    PayloadTooLarge,
+    ServiceError,
+    Unauthorized,
+    Unavailable,
+)
+
+log = logging.getLogger("memory_plugin.http")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+MAX_BODY_BYTES = web.AppKey("max_body_bytes", int)
+PRINCIPAL = web.RequestKey("principal", Principal)
+REQUEST_ID = web.RequestKey("request_id", str)
+PUBLIC_PATHS = frozenset({"/_health"})
+#: Parameters OpenSearch accepts on every endpoint; clients send them.
+GLOBAL_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "source", "source_content_type"})
+#: The ceiling on JSON nesting, so that a hostile body cannot exhaust the stack.
+MAX_JSON_DEPTH = 64
+
+
+def _is_v2(request: web.Request) -> bool:
+    return request.path.startswith("/v2/") or request.path == "/v2"
+
+
+def principal_of(request: web.Request) -> Principal:
+    return request[PRINCIPAL]
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(body, ensure_ascii=False), status=status, content_type="application/json")
+
+
+def error_response(request: web.Request, error: ServiceError) -> web.Response:
+    body = error.telnyx_body() if _is_v2(request) else error.opensearch_body()
+    response = json_response(body, status=error.status)
+    if isinstance(error, Unauthorized):
+        response.headers["WWW-Authenticate"] = 'Bearer realm="memory-plugin", Basic realm="memory-plugin"'
+    return response
+
+
+def _storage_error(error: sqlite3.Error) -> ServiceError | None:
+    message = str(error).lower()
+    if "disk is full" in message or "disk i/o error" in message:
+        return InsufficientStorage("the data folder is full; the write was not stored")
+    if "readonly" in message or "read-only" in message or "unable to open" in message:
+        return Unavailable("the data folder cannot be written; the write was not stored")
+    return None
+
+
+@web.middleware
+async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    request_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
+    request[REQUEST_ID] = request_id
+    started = time.perf_counter()
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers["X-Request-Id"] = request_id
+        raise
+    response.headers["X-Request-Id"] = request_id
+    log.info(
+        "request",
+        extra={
+            "request_id": request_id,
+            "method": request.method,
+            "path": request.path,
+            "status": response.status,
+            "ms": round((time.perf_counter() - started) * 1000, 2),
+        },
+    )
+    return response
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ServiceError as error:
+        return error_response(request, error)
+    except web.HTTPRequestEntityTooLarge:
+        return error_response(request, PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes"))
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        error = InvalidArgument(
+            f"Incorrect HTTP method for uri [{request.path}] and method [{request.method}], allowed: [{allowed}]"
+        )
+        response = error_response(request, error)
+        response.set_status(405)
+        return response
+    except web.HTTPNotFound:
+        return error_response(
+            request, NotFound(f"no handler found for uri [{request.path}] and method [{request.method}]")
+        )
+    except sqlite3.Error as exc:
+        mapped = _storage_error(exc)
+        if mapped is None:
+            raise
+        log.error("storage error: %s", exc, extra={"request_id": request.get(REQUEST_ID)})
+        return error_response(request, mapped)
+    except OSError as exc:
+        if exc.errno in (28, 122):  # ENOSPC, EDQUOT
+            return error_response(request, InsufficientStorage("the data folder is full; the write was not stored"))
+        if exc.errno in (30, 13):  # EROFS, EACCES
+            return error_response(request, Unavailable("the data folder cannot be written; the write was not stored"))
+        raise
+
+
+def auth_middleware(keys: KeyStore) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in PUBLIC_PATHS:
+            request[PRINCIPAL] = keys.authenticate(request.headers.get("Authorization"))
+        return await handler(request)
+
+    return authenticate
+
+
+# -- request parsing ---------------------------------------------------------------
+
+
+def check_params(request: web.Request, allowed: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
+    """Reject query parameters the endpoint does not know, as OpenSearch does."""
+    known = GLOBAL_PARAMS | set(allowed)
+    prefixes = tuple(prefixes)
+    unknown = [name for name in request.query if name not in known and not name.startswith(prefixes or ("\0",))]
+    if unknown:
+        names = ", ".join(dict.fromkeys(unknown))
+        if _is_v2(request):
+            raise InvalidArgument(f"unknown query parameter [{names}]", parameter=unknown[0])
+        raise InvalidArgument(f"request [{request.path}] contains unrecognized parameter: [{names}]", parameter=unknown[0])
+
+
+def int_param(request: web.Request, name: str, default: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name) from None
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of a JSON value, iteratively, stopping past ``limit``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+async def read_json(request: web.Request, *, required: bool) -> Any:
+    """The body as JSON, or None when it is empty and not required."""
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes") from None
+    if not raw.strip():
+        if required:
+            raise ParseFailure("request body is required")
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseFailure(f"request body is not valid UTF-8 (byte {exc.start})") from None
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ParseFailure(f"request body nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise ParseFailure(f"Failed to parse request body: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if _depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise ParseFailure(f"request body nests deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+async def read_json_object(request: web.Request, *, required: bool) -> dict[str, Any] | None:
+    value = await read_json(request, required=required)
+    if value is not None and not isinstance(value, dict):
+        raise ParseFailure(f"request body must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def string_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    if name not in body or body[name] is None:
+        if required:
+            raise InvalidArgument(f"[{name}] is required", parameter=name)
+        return None
+    value = body[name]
+    if not isinstance(value, str):
+        raise InvalidArgument(f"[{name}] must be a string, not {_json_type(value)}", parameter=name)
+    return value
+
+
+def check_fields(body: dict[str, Any], allowed: Iterable[str]) -> None:
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise InvalidArgument(f"unknown field {unknown} in request body; known fields are {sorted(allowed)}", parameter=unknown[0])
+
+
+def _json_type(value: Any) -> str:
+    return {bool: "boolean", int: "number", float: "number", dict: "object", list: "array"}.get(type(value), "null")

@@ -1,0 +1,65 @@
+"""Fixtures shared by the HTTP-level tests."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memory_plugin.app import create_app
+from memory_plugin.auth import KeyStore
+from memory_plugin.settings import Settings, load_settings
+
+
+@dataclass(frozen=True)
+class Caller:
+    key_id: str
+    token: str
+    organization_id: str
+    user_id: str | None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def basic_headers(self) -> dict[str, str]:
+        key_id, secret = self.token.split(".", 1)
+        return {"Authorization": "Basic " + base64.b64encode(f"{key_id}:{secret}".encode()).decode()}
+
+
+def make_caller(keys: KeyStore, organization_id: str, user_id: str | None) -> Caller:
+    entry, token = keys.create(organization_id, user_id)
+    return Caller(entry.key_id, token, organization_id, user_id)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return load_settings(environ={}, data_dir=tmp_path / "data", port=0, bridge=False)
+
+
+@pytest.fixture
+def keys(settings: Settings) -> KeyStore:
+    return KeyStore(settings.resolved_keys_file)
+
+
+@pytest.fixture
+def alice(keys: KeyStore) -> Caller:
+    return make_caller(keys, "org-1", "alice")
+
+
+@pytest.fixture
+def bob(keys: KeyStore) -> Caller:
+    return make_caller(keys, "org-1", "bob")
+
+
+@pytest.fixture
+def carol(keys: KeyStore) -> Caller:
+    return make_caller(keys, "org-2", "carol")
+
+
+@pytest.fixture
+async def client(aiohttp_client, settings: Settings, alice: Caller, bob: Caller, carol: Caller):  # type: ignore[no-untyped-def]
+    return await aiohttp_client(create_app(settings))

@@ -178,6 +178,8 @@ def tokenizer_json(model: E5S1) -> dict[str, Any]:
         "normalizer": {
             "type": "Sequence",
             "normalizers": [
+                # XLM-R's own (2019) nmt_nfkc data maps ZWJ to a space; the wheel's newer data keeps it
+                {"type": "Replace", "pattern": {"String": "\u200d"}, "content": " "},
                 {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(nmt_nfkc_charsmap()).decode()},
                 {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
             ],

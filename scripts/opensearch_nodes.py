@@ -696,7 +696,8 @@ def check_knn_engine(url: str, engine: str) -> dict[str, Any]:
     """Create a cosinesimil hnsw index for *engine*, index docs, run filtered + plain knn queries."""
     index = f"knn-engine-check-{engine}"
     result: dict[str, Any] = {"engine": engine, "works": False}
-    http_json(f"{url}/{index}", "DELETE")
+    with contextlib.suppress(Exception):
+        http_json(f"{url}/{index}", "DELETE")
     mapping = {
         "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}},
         "mappings": {"properties": {
@@ -750,8 +751,61 @@ def check_knn_engine(url: str, engine: str) -> dict[str, Any]:
             http_json(f"{url}/{index}", "DELETE")
 
 
-def check_knn_engines(url: str, engines: Sequence[str] = ("lucene", "faiss", "nmslib")) -> dict[str, dict[str, Any]]:
-    return {e: check_knn_engine(url, e) for e in engines}
+NATIVE_ENGINES = ("faiss", "nmslib")
+
+
+def native_knn_libraries(home: Path | str | None = None) -> list[Path]:
+    """The k-NN JNI libraries (libopensearchknn_*.so) present in the install; empty for the Maven zip."""
+    home = Path(home) if home else default_home()
+    return sorted((home / "plugins" / "opensearch-knn").rglob("libopensearchknn_*"))
+
+
+def check_knn_engines(
+    url: str,
+    engines: Sequence[str] = ("lucene", "faiss", "nmslib"),
+    *,
+    home: Path | str | None = None,
+    unsafe: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Check each engine on the node at *url*.
+
+    Native engines (faiss, nmslib) are only tried when their JNI libraries are installed or
+    *unsafe* is set: without them the first flush of a native index throws UnsatisfiedLinkError,
+    which OpenSearch treats as fatal -- the whole node exits.
+    """
+    results = {}
+    has_native = bool(native_knn_libraries(home))
+    for engine in engines:
+        if engine in NATIVE_ENGINES and not (has_native or unsafe):
+            results[engine] = {
+                "engine": engine,
+                "works": False,
+                "error": "k-NN JNI libraries (libopensearchknn_*.so) are not in the Maven Central plugin zip; "
+                "indexing into a native-engine index kills the node (UnsatisfiedLinkError is fatal). "
+                "Not tried; use `engines --isolated` to try it on a throwaway node.",
+            }
+            continue
+        results[engine] = check_knn_engine(url, engine)
+    return results
+
+
+def check_knn_engines_isolated(
+    engines: Sequence[str] = ("lucene", "faiss", "nmslib"), *, home: Path | str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Try every engine on its own throwaway node (a crash of one cannot hide another's result)."""
+    results = {}
+    for engine in engines:
+        with start_nodes(1, home=home, name_prefix=f"engine-{engine}") as nodes:
+            res = check_knn_engine(nodes[0].url, engine)
+            if not nodes[0].is_running():
+                res["works"] = False
+                res["node_crashed"] = True
+                res["log_tail"] = [
+                    line for line in nodes[0].log_tail(400).splitlines()
+                    if "UnsatisfiedLinkError" in line or "fatal error" in line
+                ][:4]
+            results[engine] = res
+    return results
 
 
 # --------------------------------------------------------------------------- CLI
@@ -838,11 +892,13 @@ def _cmd_stop(args: argparse.Namespace) -> int:
 
 
 def _cmd_engines(args: argparse.Namespace) -> int:
-    if args.url:
-        print(json.dumps(check_knn_engines(args.url), indent=2))
-        return 0
-    with start_nodes(1, home=args.home) as nodes:
-        print(json.dumps(check_knn_engines(nodes[0].url), indent=2))
+    if args.isolated:
+        print(json.dumps(check_knn_engines_isolated(home=args.home), indent=2))
+    elif args.url:
+        print(json.dumps(check_knn_engines(args.url, home=args.home), indent=2))
+    else:
+        with start_nodes(1, home=args.home) as nodes:
+            print(json.dumps(check_knn_engines(nodes[0].url, home=args.home), indent=2))
     return 0
 
 
@@ -858,7 +914,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(fn=_cmd_start)
     sub.add_parser("stop", help="stop nodes started by `start`").set_defaults(fn=_cmd_stop)
     p = sub.add_parser("engines", help="report which k-NN engines work (starts a node unless --url)")
-    p.add_argument("--url", default=None)
+    p.add_argument("--url", default=None, help="check an already running node (native engines are skipped)")
+    p.add_argument("--isolated", action="store_true", help="try every engine on its own throwaway node")
     p.set_defaults(fn=_cmd_engines)
     args = parser.parse_args(argv)
     try:

@@ -64,8 +64,13 @@ _MAX_EF = 2048
 
 
 def _schema_v1(connection: sqlite3.Connection) -> None:
-    connection.executescript(
-        """
+    # Statement by statement: executescript() would commit the migration's transaction.
+    for statement in _SCHEMA_V1.split(";"):
+        if statement.strip():
+            connection.execute(statement)
+
+
+_SCHEMA_V1 = """
         CREATE TABLE records (
             rid INTEGER PRIMARY KEY,
             organization_id TEXT NOT NULL,
@@ -92,7 +97,6 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
         );
         CREATE INDEX chunks_rid ON chunks (rid);
         """
-    )
 
 
 MIGRATIONS = [_schema_v1]

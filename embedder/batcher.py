@@ -1,0 +1,221 @@
+"""Async micro-batching in front of an Embedder.
+
+Concurrent requests are coalesced so that onnxruntime sees batches (much
+higher throughput than one text per run), inference runs on one worker thread
+so the event loop stays responsive, and repeated queries hit an LRU cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+
+Kind = Literal["query", "passage"]
+OnBatch = Callable[[str, int, float], None]
+
+
+class SyncEmbedder(Protocol):
+    def query(self, texts: Sequence[str]) -> np.ndarray: ...
+    def passage(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass
+class BatchStats:
+    """Plain counters a metrics layer can read (or use the on_batch callback)."""
+
+    batches: int = 0
+    texts: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    cancelled: int = 0
+    queue_seconds_total: float = 0.0
+    batch_sizes: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Item:
+    kind: Kind
+    text: str
+    future: asyncio.Future[np.ndarray]
+    enqueued: float
+
+
+class AsyncEmbedder:
+    """Micro-batching async facade: `await query(text)`, `await passages(texts)`."""
+
+    def __init__(
+        self,
+        embedder: SyncEmbedder,
+        *,
+        max_batch: int = 32,
+        max_wait_ms: float = 5.0,
+        cache_size: int = 1024,
+        executor: Executor | None = None,
+        on_batch: OnBatch | None = None,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self.embedder = embedder
+        self.max_batch = max_batch
+        self.max_wait = max_wait_ms / 1000.0
+        self.cache_size = cache_size
+        self.on_batch = on_batch
+        self.stats = BatchStats()
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._pending: deque[_Item] = deque()
+        self._wakeup: asyncio.Event | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def dimension(self) -> int:
+        return int(getattr(self.embedder, "dimension"))
+
+    async def query(self, text: str) -> np.ndarray:
+        """One query embedding (1-D, read-only); cached by exact text."""
+        hit = self._cache.get(text)
+        if hit is not None:
+            self._cache.move_to_end(text)
+            self.stats.cache_hits += 1
+            return hit
+        self.stats.cache_misses += 1
+        vec = await self._submit("query", text)
+        vec.flags.writeable = False
+        self._cache[text] = vec
+        self._cache.move_to_end(text)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return vec
+
+    async def passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage embeddings (2-D, input order); not cached (chunks rarely repeat)."""
+        if not texts:
+            return np.empty((0, self.dimension), np.float32)
+        futures = [self._enqueue("passage", t) for t in texts]
+        try:
+            rows = await asyncio.gather(*futures)
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+        return np.stack(rows)
+
+    async def close(self) -> None:
+        """Stop the worker, fail whatever is still queued, release the thread."""
+        self._closed = True
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except asyncio.CancelledError:
+                pass
+            self._worker = None
+        while self._pending:
+            item = self._pending.popleft()
+            if not item.future.done():
+                item.future.set_exception(RuntimeError("AsyncEmbedder closed"))
+        if self._own_executor:
+            self._executor.shutdown(wait=False)
+
+    # ------------------------------------------------------------ internals
+
+    async def _submit(self, kind: Kind, text: str) -> np.ndarray:
+        return await self._enqueue(kind, text)
+
+    def _enqueue(self, kind: Kind, text: str) -> asyncio.Future[np.ndarray]:
+        if self._closed:
+            raise RuntimeError("AsyncEmbedder closed")
+        loop = asyncio.get_running_loop()
+        if self._worker is None:
+            self._wakeup = asyncio.Event()
+            self._worker = loop.create_task(self._run(), name="embedder-batcher")
+        future: asyncio.Future[np.ndarray] = loop.create_future()
+        self._pending.append(_Item(kind, text, future, time.perf_counter()))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        return future
+
+    def _live(self, kind: Kind) -> int:
+        return sum(1 for it in self._pending if it.kind == kind and not it.future.done())
+
+    def _take(self, kind: Kind) -> list[_Item]:
+        """Pop up to max_batch live items of `kind`, keeping the others queued in order."""
+        batch: list[_Item] = []
+        keep: deque[_Item] = deque()
+        for item in self._pending:
+            if item.future.done():  # cancelled waiter: simply dropped
+                self.stats.cancelled += 1
+            elif item.kind == kind and len(batch) < self.max_batch:
+                batch.append(item)
+            else:
+                keep.append(item)
+        self._pending = keep
+        return batch
+
+    async def _run(self) -> None:
+        assert self._wakeup is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self._pending:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            first = self._pending[0]
+            if first.future.done():
+                self._pending.popleft()
+                self.stats.cancelled += 1
+                continue
+            # wait for company until the batch is full or the oldest item's deadline passes
+            deadline = first.enqueued + self.max_wait
+            while self._live(first.kind) < self.max_batch:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    break
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), remaining)
+                except TimeoutError:
+                    break
+            batch = self._take(first.kind)
+            if not batch:
+                continue
+            started = time.perf_counter()
+            queue_seconds = started - min(it.enqueued for it in batch)
+            texts = list(dict.fromkeys(it.text for it in batch))  # identical texts run once
+            fn = self.embedder.query if first.kind == "query" else self.embedder.passage
+            try:
+                vectors = await loop.run_in_executor(self._executor, fn, texts)
+            except asyncio.CancelledError:
+                for it in batch:
+                    it.future.cancel()
+                raise
+            except Exception as exc:  # a failed batch fails its waiters, not the worker
+                for it in batch:
+                    if not it.future.done():
+                        it.future.set_exception(exc)
+                continue
+            row = {t: i for i, t in enumerate(texts)}
+            for it in batch:
+                if not it.future.done():
+                    it.future.set_result(vectors[row[it.text]].copy())
+            self._record(first.kind, len(batch), queue_seconds)
+
+    def _record(self, kind: str, size: int, queue_seconds: float) -> None:
+        s = self.stats
+        s.batches += 1
+        s.texts += size
+        s.queue_seconds_total += queue_seconds
+        s.batch_sizes[size] = s.batch_sizes.get(size, 0) + 1
+        if self.on_batch is not None:
+            try:
+                self.on_batch(kind, size, queue_seconds)
+            except Exception:  # metrics must never break embedding
+                pass

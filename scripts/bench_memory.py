@@ -1,0 +1,115 @@
+"""Memory API throughput at concurrency 32, beside an aiohttp hello-world in the same run.
+
+    python scripts/bench_memory.py [--requests 3000] [--concurrency 32] [--out bench-results/memory.json]
+
+Starts both servers as subprocesses on loopback, drives each with the same
+aiohttp client, and prints req/s and latency percentiles side by side: the
+ratio to hello-world is our overhead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from memory_plugin.auth import KeyStore  # noqa: E402
+from tests.live import LiveServer, free_port  # noqa: E402
+
+BASE = "/_plugins/_ml/memory/conversation"
+
+
+async def drive(name, url, method, body, headers, requests, concurrency, bar) -> dict:
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    queue = iter(range(requests))
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(headers=headers, connector=connector) as http:
+
+        async def worker() -> None:
+            for n in queue:
+                started = time.perf_counter()
+                payload = body(n) if callable(body) else body
+                async with http.request(method, url, json=payload) as response:
+                    await response.read()
+                    statuses[response.status] = statuses.get(response.status, 0) + 1
+                latencies.append(time.perf_counter() - started)
+                bar.update()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    ms = np.array(latencies) * 1000
+    return {
+        "case": name,
+        "requests": requests,
+        "concurrency": concurrency,
+        "req_per_s": round(requests / elapsed, 1),
+        "p50_ms": round(float(np.percentile(ms, 50)), 2),
+        "p99_ms": round(float(np.percentile(ms, 99)), 2),
+        "statuses": statuses,
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--bridge", action="store_true", help="also index interactions for search (loads the model)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "memory.json")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    _, token = KeyStore(workdir / "data" / "keys.json").create("bench-org", "bench-user")
+    headers = {"Authorization": f"Bearer {token}"}
+    env = {"MEMORY_PLUGIN_BRIDGE": "true" if args.bridge else "false"}
+    hello_port = free_port()
+    hello = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "hello_world.py"), str(hello_port)])
+    results = []
+    with LiveServer(workdir / "data", env=env) as server:
+        await asyncio.sleep(1.0)  # let hello-world bind too
+        async with aiohttp.ClientSession(server.url, headers=headers) as http:
+            async with http.post(BASE, json={"name": "bench"}) as response:
+                conversation_id = (await response.json())["conversation_id"]
+        hello_url = f"http://127.0.0.1:{hello_port}/"
+        interaction = lambda n: {"input": f"question {n} about billing", "response": f"answer {n}"}  # noqa: E731
+        cases = [
+            ("hello-world GET", hello_url, "GET", None, {}),
+            ("hello-world POST", hello_url, "POST", interaction, {}),
+            ("create interaction", f"{server.url}{BASE}/{conversation_id}", "POST", interaction, headers),
+            ("list interactions", f"{server.url}{BASE}/{conversation_id}?max_results=10", "GET", None, headers),
+        ]
+        with tqdm(total=args.requests * len(cases), unit="req", desc="bench_memory") as bar:
+            for name, url, method, body, case_headers in cases:
+                results.append(await drive(name, url, method, body, case_headers, args.requests, args.concurrency, bar))
+    hello.terminate()
+    hello.wait()
+
+    baseline = {"GET": results[0]["req_per_s"], "POST": results[1]["req_per_s"]}
+    print(f"\n{'case':<22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs hello':>10}  statuses")
+    for row in results:
+        method = "POST" if "create" in row["case"] or "POST" in row["case"] else "GET"
+        row["ratio_to_hello_world"] = round(row["req_per_s"] / baseline[method], 3)
+        print(
+            f"{row['case']:<22}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}"
+            f"{row['ratio_to_hello_world']:>10}  {row['statuses']}"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"bridge": args.bridge, "results": results}, indent=2))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,152 @@
+"""The embedded store: the shared contract plus persistence, crash catch-up and the HNSW path."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory_plugin.histories.filters import Filter, parse_filters
+from memory_plugin.stores.base import Chunk, Record
+from memory_plugin.stores.embedded import EmbeddedStore
+from tests.store_contract import DIM, StoreContract, as_pairs, exact_hits, make_dataset, unit
+
+NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
+
+
+class TestEmbeddedStoreContract(StoreContract):
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
+        store = EmbeddedStore(tmp_path / "usa")
+        await store.open(DIM)
+        yield store
+        await store.close()
+
+
+class TestEmbeddedStoreHnswContract(StoreContract):
+    """The contract again with ``exact_threshold=0``: every search goes through HNSW + selector."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
+        store = EmbeddedStore(tmp_path / "usa", exact_threshold=0, ef_search=256)
+        await store.open(DIM)
+        yield store
+        await store.close()
+
+
+async def test_persists_across_close_and_open(tmp_path: Path) -> None:
+    dataset = make_dataset()
+    store = EmbeddedStore(tmp_path)
+    await store.open(DIM)
+    await store.write_records(dataset)
+    await store.delete_record("org-a", "rec-001")
+    await store.close()
+
+    reopened = EmbeddedStore(tmp_path)
+    await reopened.open(DIM)
+    try:
+        assert set(reopened.load_report.values()) == {"snapshot"}
+        rest = [item for item in dataset if (item[0].organization_id, item[0].record_id) != ("org-a", "rec-001")]
+        query = unit(np.random.default_rng(2), 1)[0]
+        for record_type in ("voice", "message"):
+            hits = await reopened.search("org-a", record_type, query, Filter(), 100)
+            assert [h for h, _ in as_pairs(hits)] == [h for h, _ in exact_hits(rest, "org-a", record_type, query, Filter(), 100)]
+    finally:
+        await reopened.close()
+
+
+async def test_catches_up_after_crash(tmp_path: Path) -> None:
+    """Snapshot, then more writes and deletes, then no close(): open() must see all of it."""
+    dataset = make_dataset()
+    crashed = EmbeddedStore(tmp_path, exact_threshold=0)
+    await crashed.open(DIM)
+    await crashed.write_records(dataset[:40])
+    await crashed.snapshot()
+    await crashed.write_records(dataset[40:])
+    await crashed.delete_record("org-a", "rec-002")
+    replaced_vector = unit(np.random.default_rng(77), 1)[0]
+    old = dataset[3][0]
+    await crashed.write_records([(old, [Chunk(0, 1, "new text", replaced_vector)])])
+    # Simulate SIGKILL: never close; release the SQLite handle only (WAL keeps the commits).
+    await crashed._db.close()
+
+    store = EmbeddedStore(tmp_path, exact_threshold=0)
+    await store.open(DIM)
+    try:
+        assert set(store.load_report.values()) == {"snapshot"}
+        expected = [
+            item if item[0] != old else (old, [Chunk(0, 1, "new text", replaced_vector)])
+            for item in dataset
+            if (item[0].organization_id, item[0].record_id) != ("org-a", "rec-002")
+        ]
+        for query in unit(np.random.default_rng(5), 3):
+            for record_type in ("voice", "message"):
+                hits = await store.search("org-a", record_type, query, Filter(), 100)
+                want = exact_hits(expected, "org-a", record_type, query, Filter(), 100)
+                assert [h for h, _ in as_pairs(hits)] == [h for h, _ in want]
+        hits = await store.search("org-a", old.record_type, replaced_vector, Filter(), 1)
+        assert hits[0].text == "new text"
+    finally:
+        await store.close()
+
+
+async def test_corrupt_snapshot_is_rebuilt(tmp_path: Path) -> None:
+    dataset = make_dataset()
+    store = EmbeddedStore(tmp_path)
+    await store.open(DIM)
+    await store.write_records(dataset)
+    await store.close()
+    (tmp_path / "hnsw-voice.faiss").write_bytes(b"garbage")
+    reopened = EmbeddedStore(tmp_path)
+    await reopened.open(DIM)
+    try:
+        assert reopened.load_report["voice"].startswith("rebuilt")
+        assert reopened.load_report["message"] == "snapshot"
+        query = unit(np.random.default_rng(2), 1)[0]
+        hits = await reopened.search("org-a", "voice", query, Filter(), 100)
+        assert [h for h, _ in as_pairs(hits)] == [h for h, _ in exact_hits(dataset, "org-a", "voice", query, Filter(), 100)]
+    finally:
+        await reopened.close()
+
+
+def clustered(rng: np.random.Generator, n: int, dim: int, clusters: int = 50) -> np.ndarray:
+    """Embedding-like vectors: a shared direction, clusters and noise (not uniform random)."""
+    shared = unit(rng, 1, dim)[0]
+    centres = unit(rng, clusters, dim)
+    vectors = 1.6 * shared + centres[rng.integers(0, clusters, n)] + 0.35 * rng.standard_normal((n, dim)).astype(np.float32) / np.sqrt(dim) * 4
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize("fraction", [0.01, 0.3])
+async def test_hnsw_selector_recall(tmp_path: Path, fraction: float) -> None:
+    """20k chunks, a filter passing ``fraction`` of them, exact path forced off: recall@10 >= 0.95."""
+    rng = np.random.default_rng(1)
+    n, dim = 20_000, 32
+    vectors = clustered(rng, n, dim)
+    groups = rng.random(n)
+    records = [
+        (
+            Record("org", f"r{i}", "voice", "USA", NOW, NOW, user_id="in" if groups[i] < fraction else "out"),
+            [Chunk(0, 1, "", vectors[i])],
+        )
+        for i in range(n)
+    ]
+    store = EmbeddedStore(tmp_path, exact_threshold=0)
+    await store.open(dim)
+    try:
+        await store.write_records(records)
+        where = parse_filters([("filter[user_id]", "in")])
+        member = groups < fraction
+        recalls = []
+        for query in clustered(np.random.default_rng(9), 30, dim):
+            scores = np.where(member, vectors @ query, -np.inf)
+            truth = {f"r{i}_chunk_0" for i in np.argsort(-scores)[:10]}
+            hits = await store.search("org", "voice", query, where, 10)
+            assert all(hit.record.user_id == "in" for hit in hits)
+            recalls.append(len(truth & {hit.id for hit in hits}) / 10)
+        assert np.mean(recalls) >= 0.95
+    finally:
+        await store.close()

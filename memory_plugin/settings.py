@@ -61,6 +61,8 @@ class Settings:
     #: Model folder; defaults to the default model built by ``make install``.
     model_dir: Path | None = None
     embed_threads: int | None = None
+    #: A model file named in the model folder's config (``fp32`` or ``int8`` for the default).
+    embed_precision: str | None = None
     embed_batch_size: int = 32
     embed_max_wait_ms: float = 5.0
     query_cache_size: int = 1024
@@ -96,6 +98,7 @@ _SCALARS: dict[str, type] = {
     "keys_file": Path,
     "model_dir": Path,
     "embed_threads": int,
+    "embed_precision": str,
     "embed_batch_size": int,
     "embed_max_wait_ms": float,
     "query_cache_size": int,

@@ -166,6 +166,19 @@ def int_param(request: web.Request, name: str, default: int) -> int:
         raise InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name) from None
 
 
+def float_param(request: web.Request, name: str) -> float | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidArgument(f"Failed to parse float parameter [{name}] with value [{raw}]", parameter=name) from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InvalidArgument(f"[{name}] must be a finite number, not [{raw}]", parameter=name)
+    return value
+
+
 def _depth(value: Any, limit: int) -> int:
     """Nesting depth of a JSON value, iteratively, stopping past ``limit``."""
     deepest, stack = 0, [(value, 1)]

@@ -797,6 +797,9 @@ def check_knn_engines_isolated(
     for engine in engines:
         with start_nodes(1, home=home, name_prefix=f"engine-{engine}") as nodes:
             res = check_knn_engine(nodes[0].url, engine)
+            if not res["works"] and nodes[0].process is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    nodes[0].process.wait(10)  # a fatal error takes a moment to end the JVM
             if not nodes[0].is_running():
                 res["works"] = False
                 res["node_crashed"] = True

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from embedder import Embedder, ensure_default_model
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore
 from memory_plugin.settings import Settings, load_settings
@@ -33,6 +34,12 @@ class Caller:
 def make_caller(keys: KeyStore, organization_id: str, user_id: str | None) -> Caller:
     entry, token = keys.create(organization_id, user_id)
     return Caller(entry.key_id, token, organization_id, user_id)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The real default model, loaded once for the whole run."""
+    return Embedder.from_dir(ensure_default_model())
 
 
 @pytest.fixture
@@ -61,5 +68,5 @@ def carol(keys: KeyStore) -> Caller:
 
 
 @pytest.fixture
-async def client(aiohttp_client, settings: Settings, alice: Caller, bob: Caller, carol: Caller):  # type: ignore[no-untyped-def]
-    return await aiohttp_client(create_app(settings))
+async def client(aiohttp_client, settings: Settings, embedder: Embedder, alice: Caller, bob: Caller, carol: Caller):  # type: ignore[no-untyped-def]
+    return await aiohttp_client(create_app(settings, embedder=embedder))

@@ -90,7 +90,7 @@ def parse_filters(params: Iterable[tuple[str, str]]) -> Filter:
         match = _KEY.fullmatch(key)
         if match is None:
             raise InvalidArgument(f"malformed filter parameter '{key}'", parameter=key)
-        name, op = match.group(1), match.group(2) or "eq"
+        name, op = match.group(1), ("eq" if match.group(2) is None else match.group(2))
         if not _FIELD.fullmatch(name):
             raise InvalidArgument(
                 f"invalid filter field '{name}': use 1 to 64 of A-Z a-z 0-9 _ -", parameter=key

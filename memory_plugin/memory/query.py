@@ -243,9 +243,9 @@ def _values_equal(field_value: Any, wanted: Any, case_insensitive: bool = False)
         b = norm[wanted] if isinstance(wanted, bool) else str(wanted).lower()
         return a == b
     if _is_number(wanted) or _is_number(field_value):
-        a, b = _as_float(field_value), _as_float(wanted)
-        if a is not None and b is not None:
-            return a == b
+        fa, fb = _as_float(field_value), _as_float(wanted)
+        if fa is not None and fb is not None:
+            return fa == fb
         if isinstance(field_value, str) and _is_number(wanted):
             fdt = _parse_instant(field_value)
             return fdt is not None and _epoch_ms(fdt) == float(wanted)
@@ -895,6 +895,14 @@ def _filter_obj(obj: Mapping[str, Any], prefix: str, inc: tuple[str, ...], exc: 
                 sub = _filter_obj(v, path + ".", () if included else inc, exc)
                 if sub or included:
                     out[k] = sub
+        elif isinstance(v, list | tuple) and any(isinstance(x, Mapping) for x in v):
+            deeper = included or any(p.startswith(path + ".") or p.startswith("*") for p in inc)
+            if deeper:
+                sub_inc = () if included else inc
+                items = [_filter_obj(x, path + ".", sub_inc, exc) if isinstance(x, Mapping) else x for x in v]
+                items = [x for x in items if included or x != {}]
+                if items or included:
+                    out[k] = items
         elif included:
             out[k] = v
     return out
@@ -1030,8 +1038,7 @@ def _sort_value(src: Mapping[str, Any], doc_id: str, spec: SortSpec) -> Any:
     if spec.field == "_id":
         return doc_id
     values = [v for v in _field_values(src, spec.field) if not isinstance(v, Mapping)]
-    keyed = [_sortable(v) for v in values]
-    keyed = [k for k in keyed if k is not None]
+    keyed = [k for k in (_sortable(v) for v in values) if k is not None]
     if not keyed:
         return _MISSING
     return min(keyed) if spec.order == "asc" else max(keyed)
@@ -1128,6 +1135,8 @@ def _sort_output(src: Mapping[str, Any], doc_id: str, pos: int, score: float, sp
         return v
     kind, raw = v
     if kind == 0:
+        if any(isinstance(x, str) for x in _field_values(src, spec.field)):
+            return int(math.floor(raw))  # a date: epoch millis, as a long
         return int(raw) if float(raw).is_integer() else raw
     return raw
 

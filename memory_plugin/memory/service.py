@@ -29,7 +29,7 @@ class InteractionBridge(Protocol):
 
     async def interaction_written(self, interaction: Interaction) -> None: ...
 
-    async def interactions_deleted(self, owner: Principal, interaction_ids: list[str]) -> None: ...
+    async def conversation_deleted(self, owner: Principal, conversation_id: str) -> None: ...
 
 
 def check_page(next_token: int, max_results: int, noun: str) -> None:
@@ -136,7 +136,7 @@ class MemoryService:
         if deleted is None:
             raise conversation_not_found(conversation_id)
         if self.bridge is not None and deleted:
-            await self.bridge.interactions_deleted(owner, deleted)
+            await self.bridge.conversation_deleted(owner, conversation_id)
 
     # -- interactions -------------------------------------------------------------
 

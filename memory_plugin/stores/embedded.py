@@ -248,6 +248,8 @@ class _TypeIndex:
         if count == 0 or k <= 0:
             return []
         if count <= self.params.exact_threshold:
+            if count * 4 >= n:  # dense: one contiguous product beats a gather
+                return _top_k(ids[candidates], (vectors @ query)[candidates], k)
             return _top_k(ids[candidates], vectors[candidates] @ query, k)
         if mask is None:
             mask = np.zeros(n, dtype=bool)

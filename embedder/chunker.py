@@ -1,0 +1,86 @@
+"""Token-budgeted chunking (spec: at most 480 tokens per chunk, 64 tokens of overlap).
+
+Tokens are counted with the embedding model's own tokenizer, without the
+`passage: ` prefix and without special tokens. Chunks are spans of the
+ORIGINAL text (``text[start:end]``), cut at token offsets and never
+detokenised, so what is stored is exactly what the user sent.
+
+Edge cases, decided:
+
+* Empty or whitespace-only text gives one chunk holding the text as is
+  (index 0, total 1), so every record has at least one chunk. The HTTP layer
+  rejects empty records anyway.
+* Consecutive chunks share exactly `overlap` tokens of the full text's
+  tokenisation. Chunk i covers tokens [token_start, token_end); the next one
+  starts at token_end - overlap.
+* A cut falls where the next token's offset starts, so the whitespace that a
+  Metaspace token carries stays with that token; the first chunk starts at 0
+  and the last ends at len(text), so the chunks cover the whole text.
+* Re-tokenising a span can differ slightly from the slice it came from (a cut
+  inside a word gets a fresh "▁"), so each span is re-counted and shrunk until
+  it fits the budget; the budget is a hard limit on what gets embedded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tokenizers import Tokenizer
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    index: int
+    total: int
+    text: str
+    start: int  # char offset into the original text
+    end: int  # exclusive char offset
+    token_start: int = 0  # token range in the full text's tokenisation
+    token_end: int = 0
+
+
+def _tokenizer(obj: Any) -> Tokenizer:
+    tok = obj if isinstance(obj, Tokenizer) else getattr(obj, "tokenizer", None)
+    if not isinstance(tok, Tokenizer):
+        raise TypeError("chunk_text needs a tokenizers.Tokenizer or an object with a .tokenizer")
+    if tok.truncation is not None or tok.padding is not None:
+        tok = Tokenizer.from_str(tok.to_str())
+        tok.no_truncation()
+        tok.no_padding()
+    return tok
+
+
+def chunk_text(tokenizer_or_embedder: Any, text: str, max_tokens: int = 480, overlap: int = 64) -> list[TextChunk]:
+    """Split `text` into spans of at most `max_tokens` tokens overlapping by `overlap` tokens."""
+    if not 0 <= overlap < max_tokens:
+        raise ValueError("need 0 <= overlap < max_tokens")
+    tok = _tokenizer(tokenizer_or_embedder)
+    offsets = tok.encode(text, add_special_tokens=False).offsets
+    n = len(offsets)
+    if n <= max_tokens:
+        return [TextChunk(0, 1, text, 0, len(text), 0, n)]
+
+    # cut[j]: char position where token j begins, made monotonic (suffix minimum);
+    # a leading "▁" token of Metaspace reports the next char's offsets.
+    cut = [0] * (n + 1)
+    cut[n] = len(text)
+    for j in range(n - 1, -1, -1):
+        cut[j] = min(offsets[j][0], cut[j + 1])
+    cut[0] = 0
+
+    def count(a: int, b: int) -> int:
+        return len(tok.encode(text[a:b], add_special_tokens=False).ids)
+
+    spans: list[tuple[int, int]] = []
+    s = 0
+    while True:
+        e = min(s + max_tokens, n)
+        while e > s + overlap + 1 and count(cut[s], cut[e]) > max_tokens:
+            e -= 1
+        spans.append((s, e))
+        if e >= n:
+            break
+        s = e - overlap
+    total = len(spans)
+    return [TextChunk(i, total, text[cut[s]:cut[e]], cut[s], cut[e], s, e) for i, (s, e) in enumerate(spans)]

@@ -1,0 +1,285 @@
+"""Conversation histories: ingestion, deletion and semantic search across regions.
+
+Knows no HTTP.  Takes plain Python values, checks them (each rule lives
+here once), and speaks to the region stores through ``VectorStore``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from embedder import AsyncEmbedder, chunk_text
+from memory_plugin.clock import new_id, now, parse_instant
+from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
+from memory_plugin.histories.filters import Filter
+from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
+from memory_plugin.stores.regions import RegionObserver, fan_out
+
+RECORD_TYPES = ("voice", "message", "ai_pipeline_storage", "knowledge_base")
+RECORD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+MAX_TEXT_BYTES = 1024 * 1024
+MAX_RECORDS = 100
+RECORD_FIELDS = (
+    "record_id",
+    "record_type",
+    "region",
+    "text",
+    "user_id",
+    "document_id",
+    "record_created_at",
+    "retention",
+    "metadata",
+)
+CHUNK_TOKENS = 480
+CHUNK_OVERLAP = 64
+MAX_TOP_K = 100
+MAX_PAGE_SIZE = 100
+MAX_QUERY_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    q: str
+    record_type: str
+    region: str | None = None
+    top_k: int = 20
+    min_score: float | None = None
+    where: Filter = field(default_factory=Filter)
+    page_number: int = 1
+    page_size: int = 20
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    hits: list[Hit]
+    total_results: int
+    total_pages: int
+    page_number: int
+    page_size: int
+    failed_regions: list[str]
+
+
+@dataclass(frozen=True)
+class IngestedRecord:
+    record_id: str
+    region: str
+    record_type: str
+    chunk_total: int
+    ingested_at: datetime
+
+
+def _text(raw: Mapping[str, Any], name: str, where: str, *, required: bool = False) -> str | None:
+    value = raw.get(name)
+    if value is None:
+        if required:
+            raise InvalidArgument(f"{where}.{name} is required", parameter=f"{where}.{name}")
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{where}.{name} must be a string", parameter=f"{where}.{name}")
+    return value
+
+
+class HistoryService:
+    def __init__(
+        self,
+        stores: Mapping[str, VectorStore],
+        embedder: AsyncEmbedder,
+        home_region: str,
+        deadline: float = 2.0,
+        observe_region: RegionObserver | None = None,
+    ) -> None:
+        self.stores = dict(stores)
+        self.embedder = embedder
+        self.home_region = home_region
+        self.deadline = deadline
+        self.observe_region = observe_region
+
+    # -- validation ----------------------------------------------------------------
+
+    def check_record(self, raw: Any, position: int) -> tuple[Record, str]:
+        """A record as sent, checked whole; ``organization_id`` and times are filled in later."""
+        where = f"records[{position}]"
+        if not isinstance(raw, Mapping):
+            raise InvalidArgument(f"{where} must be an object", parameter=where)
+        unknown = sorted(set(raw) - set(RECORD_FIELDS))
+        if unknown:
+            raise InvalidArgument(f"{where} has unknown field(s) {unknown}", parameter=f"{where}.{unknown[0]}")
+        record_id = _text(raw, "record_id", where) or new_id()
+        if not RECORD_ID.fullmatch(record_id):
+            raise InvalidArgument(
+                f"{where}.record_id must match [A-Za-z0-9._:-]{{1,128}}", parameter=f"{where}.record_id"
+            )
+        record_type = _text(raw, "record_type", where, required=True)
+        if record_type not in RECORD_TYPES:
+            raise InvalidArgument(
+                f"{where}.record_type must be one of {list(RECORD_TYPES)}", parameter=f"{where}.record_type"
+            )
+        region = _text(raw, "region", where) or self.home_region
+        if region not in self.stores:
+            raise InvalidArgument(f"{where}.region must be one of {list(self.stores)}", parameter=f"{where}.region")
+        text = _text(raw, "text", where, required=True) or ""
+        if not text.strip():
+            raise InvalidArgument(f"{where}.text must not be empty", parameter=f"{where}.text")
+        if len(text.encode()) > MAX_TEXT_BYTES:
+            raise InvalidArgument(f"{where}.text is larger than 1 MiB", parameter=f"{where}.text")
+        created = _text(raw, "record_created_at", where)
+        try:
+            record_created_at = parse_instant(created) if created is not None else None
+        except ValueError:
+            raise InvalidArgument(
+                f"{where}.record_created_at is not an ISO 8601 date-time: {created!r}",
+                parameter=f"{where}.record_created_at",
+            ) from None
+        metadata = raw.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise InvalidArgument(f"{where}.metadata must be an object", parameter=f"{where}.metadata")
+        for key, value in metadata.items():
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", key):
+                raise InvalidArgument(
+                    f"{where}.metadata key {key!r} must match [A-Za-z0-9_-]{{1,64}}", parameter=f"{where}.metadata"
+                )
+            if not isinstance(value, (str, int, float, bool)) or (isinstance(value, float) and not math.isfinite(value)):
+                raise InvalidArgument(
+                    f"{where}.metadata.{key} must be a string, number or boolean",
+                    parameter=f"{where}.metadata.{key}",
+                )
+        placeholder = now()
+        return Record(
+            organization_id="",
+            record_id=record_id,
+            record_type=record_type,
+            region=region,
+            record_created_at=record_created_at or placeholder,
+            ingested_at=placeholder,
+            user_id=_text(raw, "user_id", where),
+            document_id=_text(raw, "document_id", where),
+            retention=_text(raw, "retention", where),
+            metadata=dict(metadata),
+        ), text
+
+    def check_search(self, query: SearchQuery) -> None:
+        if not query.q.strip():
+            raise InvalidArgument("q is required and must not be empty", parameter="q")
+        if len(query.q) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"q is longer than {MAX_QUERY_CHARS} characters", parameter="q")
+        if query.record_type not in RECORD_TYPES:
+            raise InvalidArgument(f"record_type must be one of {list(RECORD_TYPES)}", parameter="record_type")
+        if query.region is not None and query.region not in self.stores:
+            raise InvalidArgument(f"region must be one of {list(self.stores)}", parameter="region")
+        if not 1 <= query.top_k <= MAX_TOP_K:
+            raise InvalidArgument(f"top_k must be between 1 and {MAX_TOP_K}", parameter="top_k")
+        if query.min_score is not None and not 0.0 <= query.min_score <= 1.0:
+            raise InvalidArgument("min_score must be between 0.0 and 1.0", parameter="min_score")
+        if query.page_number < 1:
+            raise InvalidArgument("page[number] must be 1 or more", parameter="page[number]")
+        if not 1 <= query.page_size <= MAX_PAGE_SIZE:
+            raise InvalidArgument(f"page[size] must be between 1 and {MAX_PAGE_SIZE}", parameter="page[size]")
+
+    # -- ingestion -----------------------------------------------------------------
+
+    async def ingest(self, organization_id: str, records: Sequence[Any]) -> list[IngestedRecord]:
+        """Validate the whole batch, then chunk, embed and write each record atomically."""
+        if not isinstance(records, Sequence) or isinstance(records, (str, bytes)):
+            raise InvalidArgument("records must be a list", parameter="records")
+        if not 1 <= len(records) <= MAX_RECORDS:
+            raise InvalidArgument(f"records must hold 1 to {MAX_RECORDS} records", parameter="records")
+        checked = [self.check_record(raw, position) for position, raw in enumerate(records)]
+        seen: dict[str, int] = {}
+        for position, (record, _) in enumerate(checked):
+            if record.record_id in seen:
+                raise InvalidArgument(
+                    f"records[{position}].record_id repeats records[{seen[record.record_id]}]",
+                    parameter=f"records[{position}].record_id",
+                )
+            seen[record.record_id] = position
+        loop = asyncio.get_running_loop()
+        spans = await loop.run_in_executor(
+            None,
+            lambda: [chunk_text(self.embedder.embedder, text, CHUNK_TOKENS, CHUNK_OVERLAP) for _, text in checked],
+        )
+        vectors = await self.embedder.passages([span.text for record_spans in spans for span in record_spans])
+        ingested_at = now()
+        by_region: dict[str, list[tuple[Record, list[Chunk]]]] = {}
+        offset = 0
+        for (record, _), record_spans in zip(checked, spans):
+            stored = dataclasses.replace(record, organization_id=organization_id, ingested_at=ingested_at)
+            chunks = [
+                Chunk(index=span.index, total=span.total, text=span.text, vector=vectors[offset + i])
+                for i, span in enumerate(record_spans)
+            ]
+            offset += len(record_spans)
+            by_region.setdefault(record.region, []).append((stored, chunks))
+        await asyncio.gather(*(self._write_region(organization_id, region, items) for region, items in by_region.items()))
+        return [
+            IngestedRecord(record.record_id, record.region, record.record_type, len(record_spans), ingested_at)
+            for (record, _), record_spans in zip(checked, spans)
+        ]
+
+    async def _write_region(self, organization_id: str, region: str, items: list[tuple[Record, list[Chunk]]]) -> None:
+        # A record id names one record in the organisation: a re-ingestion into
+        # another region replaces the copy there too.
+        others = [name for name in self.stores if name != region]
+        for record, _ in items:
+            await asyncio.gather(*(self.stores[name].delete_record(organization_id, record.record_id) for name in others))
+        await self.stores[region].write_records(items)
+
+    # -- deletion ------------------------------------------------------------------
+
+    async def _everywhere(self, call: Any) -> list[Any]:
+        outcome = await fan_out(self.stores, list(self.stores), call, self.deadline * 5, self.observe_region)
+        if outcome.failed:
+            raise Unavailable(
+                f"regions {outcome.failed} did not answer; the deletion may be incomplete, retry it",
+            )
+        return list(outcome.results.values())
+
+    async def delete_record(self, organization_id: str, record_id: str) -> int:
+        counts = await self._everywhere(lambda store: store.delete_record(organization_id, record_id))
+        deleted = sum(counts)
+        if deleted == 0:
+            raise NotFound(f"record [{record_id}] not found", parameter="record_id")
+        return deleted
+
+    async def delete_matching(self, organization_id: str, where: Filter) -> DeleteCounts:
+        if not where:
+            raise InvalidArgument("at least one filter is required, e.g. filter[user_id]=...", parameter="filter")
+        counts = await self._everywhere(lambda store: store.delete_matching(organization_id, where))
+        return DeleteCounts(records=sum(c.records for c in counts), chunks=sum(c.chunks for c in counts))
+
+    # -- search --------------------------------------------------------------------
+
+    async def search(self, organization_id: str, query: SearchQuery) -> SearchResult:
+        self.check_search(query)
+        vector = await self.embedder.query(query.q)
+        regions = [query.region] if query.region else list(self.stores)
+        outcome = await fan_out(
+            self.stores,
+            regions,
+            lambda store: store.search(
+                organization_id, query.record_type, vector, query.where, query.top_k, query.min_score
+            ),
+            self.deadline,
+            self.observe_region,
+        )
+        if len(outcome.failed) == len(regions):
+            raise Unavailable(f"no region answered: {outcome.failed}", parameter="region" if query.region else None)
+        merged = sorted(
+            (hit for hits in outcome.results.values() for hit in hits),
+            key=lambda hit: (-hit.score, hit.record.region, hit.id),
+        )[: query.top_k]
+        first = (query.page_number - 1) * query.page_size
+        return SearchResult(
+            hits=merged[first : first + query.page_size],
+            total_results=len(merged),
+            total_pages=math.ceil(len(merged) / query.page_size),
+            page_number=query.page_number,
+            page_size=query.page_size,
+            failed_regions=sorted(outcome.failed),
+        )

@@ -1,0 +1,186 @@
+"""Store-level search benchmark: p50/p99 latency and recall@10 against exact search.
+
+    python scripts/bench_search.py --sizes 20000            # quick, about a minute
+    python scripts/bench_search.py --sizes 100000,1000000 --seed-vectors e5.npy
+
+Each backend (an async factory of an opened :class:`VectorStore`) gets the
+same chunks and the same query vectors; add a real OpenSearch node as another
+entry of :data:`BACKENDS`.  Three cases per size: no filter, a filter passing
+1% of the chunks (``user_id`` = one of 100 users) and one passing 30%
+(``user_id`` in 30 of them).  Truth is numpy brute force over the same
+candidate set.  Vectors are e5-shaped (see ``_vectors.py``), never uniform.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _vectors import from_seed, mean_pairwise_cosine, synthetic  # noqa: E402
+
+from memory_plugin.histories.filters import Filter, parse_filters  # noqa: E402
+from memory_plugin.stores.base import Chunk, Record, VectorStore  # noqa: E402
+from memory_plugin.stores.embedded import EmbeddedStore  # noqa: E402
+
+DIM = 384
+ORG = "org-bench"
+USERS = 100
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+#: name -> (filter params, mask over chunk number i)
+CASES: dict[str, tuple[list[tuple[str, str]], Callable[[np.ndarray], np.ndarray]]] = {
+    "unfiltered": ([], lambda i: np.ones(len(i), dtype=bool)),
+    "filter 1%": ([("filter[user_id]", "user-0")], lambda i: i % USERS == 0),
+    "filter 30%": (
+        [("filter[user_id][in]", ",".join(f"user-{u}" for u in range(30)))],
+        lambda i: i % USERS < 30,
+    ),
+}
+
+StoreFactory = Callable[[Path], AsyncIterator[VectorStore]]
+
+
+@asynccontextmanager
+async def embedded(folder: Path) -> AsyncIterator[VectorStore]:
+    store = EmbeddedStore(folder / "embedded")
+    await store.open(DIM)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+#: (column name, factory).  A second backend (OpenSearch) is one more entry.
+BACKENDS: list[tuple[str, Callable[[Path], Any]]] = [("embedded", embedded)]
+
+
+async def load(store: VectorStore, vectors: np.ndarray, batch: int) -> float:
+    """Write one single-chunk record per vector, ``batch`` records per call; return seconds."""
+    started = time.perf_counter()
+    with tqdm(total=len(vectors), unit="chunk", desc="loading", mininterval=2.0) as progress:
+        for start in range(0, len(vectors), batch):
+            items = [
+                (
+                    Record(ORG, f"r{i}", "voice", "USA", NOW, NOW, user_id=f"user-{i % USERS}"),
+                    [Chunk(0, 1, f"chunk {i}", vectors[i])],
+                )
+                for i in range(start, min(start + batch, len(vectors)))
+            ]
+            await store.write_records(items)
+            progress.update(len(items))
+    return time.perf_counter() - started
+
+
+async def measure(
+    store: VectorStore, vectors: np.ndarray, queries: np.ndarray, params: list[tuple[str, str]], mask: np.ndarray, k: int
+) -> dict[str, float]:
+    where: Filter = parse_filters(params)
+    candidates = np.flatnonzero(mask)
+    latencies, recalls = [], []
+    await store.search(ORG, "voice", queries[0], where, k)  # warm caches
+    for query in queries:
+        started = time.perf_counter()
+        hits = await store.search(ORG, "voice", query, where, k)
+        latencies.append(time.perf_counter() - started)
+        exact = candidates[np.argsort(-(vectors[candidates] @ query), kind="stable")[:k]]
+        truth = {f"r{i}_chunk_0" for i in exact}
+        recalls.append(len(truth & {hit.id for hit in hits}) / min(k, len(candidates)))
+    ms = np.asarray(latencies) * 1000
+    return {
+        "candidates": int(len(candidates)),
+        "p50_ms": round(float(np.percentile(ms, 50)), 3),
+        "p99_ms": round(float(np.percentile(ms, 99)), 3),
+        "recall_at_10": round(float(np.mean(recalls)), 4),
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    seed = np.load(args.seed_vectors) if args.seed_vectors else None
+    results: dict[str, Any] = {
+        "dimension": DIM,
+        "vectors": f"mixed from {args.seed_vectors}" if seed is not None else "synthetic e5-shaped (no seed file given)",
+        "queries": args.queries,
+        "k": 10,
+        "cpus": os.cpu_count(),
+        "sizes": {},
+    }
+    for size in args.sizes:
+        total = size + args.queries
+        pool = from_seed(seed, total) if seed is not None else synthetic(total, DIM)
+        vectors, queries = pool[:size], pool[size:]  # queries: held-out draws of the same distribution
+        cosine = mean_pairwise_cosine(vectors)
+        print(f"\n{size} chunks, dim {DIM}, mean pairwise cosine {cosine:.3f}")
+        numbers = np.arange(size)
+        row: dict[str, Any] = {"mean_pairwise_cosine": round(cosine, 3), "load_average_before": os.getloadavg()[0]}
+        for name, factory in BACKENDS:
+            with tempfile.TemporaryDirectory(prefix="bench-search-") as folder:
+                async with factory(Path(folder)) as store:
+                    seconds = await load(store, vectors, args.batch)
+                    backend: dict[str, Any] = {"load_s": round(seconds, 1), "load_us_per_chunk": round(seconds / size * 1e6, 1)}
+                    for case, (params, mask_of) in CASES.items():
+                        backend[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
+                if isinstance(store, EmbeddedStore):
+                    backend["reopen_s"] = round(await reopen_seconds(Path(folder)), 2)
+            row[name] = backend
+        row["load_average_after"] = os.getloadavg()[0]
+        results["sizes"][str(size)] = row
+        print_table(size, row)
+    return results
+
+
+async def reopen_seconds(folder: Path) -> float:
+    """Time to open the embedded store again from its snapshot (the restart cost)."""
+    started = time.perf_counter()
+    store = EmbeddedStore(folder / "embedded")
+    await store.open(DIM)
+    seconds = time.perf_counter() - started
+    assert set(store.load_report.values()) == {"snapshot"}, store.load_report
+    await store.close()
+    return seconds
+
+
+def print_table(size: int, row: dict[str, Any]) -> None:
+    names = [name for name, _ in BACKENDS]
+    print(f"{'size':>9} {'case':<12} " + " ".join(f"{n + ' p50/p99 ms, recall':>34}" for n in names))
+    for case in CASES:
+        cells = []
+        for name in names:
+            m = row[name][case]
+            cells.append(f"{m['p50_ms']:>9.2f} / {m['p99_ms']:>8.2f}   {m['recall_at_10']:>6.3f}      ")
+        print(f"{size:>9} {case:<12} " + " ".join(f"{c:>34}" for c in cells))
+    for name in names:
+        extra = {key: value for key, value in row[name].items() if key not in CASES}
+        print(f"{'':>9} {name}: {extra}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="100000,1000000", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=5000, help="records per write_records call")
+    parser.add_argument("--seed-vectors", type=Path, help=".npy of real embeddings (n, 384) to mix from")
+    parser.add_argument("--out", type=Path, default=Path("bench-results/search.json"))
+    args = parser.parse_args()
+    results = asyncio.run(run(args))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -22,7 +22,7 @@ from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.auth import KeyStore
-from memory_plugin.memory import routes_v211
+from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.memory.service import MemoryService
 from memory_plugin.memory.store import SqliteMemoryStore
@@ -134,6 +134,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/", root)
     app.router.add_get("/_health", health)
     app.router.add_routes(routes_v211.routes)
+    app.router.add_routes(routes_v212.routes)
     app.router.add_routes(history_routes.routes)
     return app
 

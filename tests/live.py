@@ -19,6 +19,17 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def live_server_with_key(data_dir: Path, organization_id: str = "org-1", user_id: str | None = "alice", **kwargs: object) -> LiveServer:
+    """A started server whose keys file holds one key for the given principal."""
+    from memory_plugin.auth import KeyStore
+
+    _, token = KeyStore(data_dir / "keys.json").create(organization_id, user_id)
+    server = LiveServer(data_dir, **kwargs)  # type: ignore[arg-type]
+    server.token = token
+    server.start()
+    return server
+
+
 class LiveServer:
     """``memory-plugin serve`` on a loopback port, with its own data folder."""
 
@@ -29,6 +40,11 @@ class LiveServer:
         self.config = config
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"server-{self.port}.log"
+        self.token = ""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
 
     @property
     def url(self) -> str:

@@ -211,11 +211,11 @@ async def test_missing_required_interaction_field_is_400(client, alice, field):
 @pytest.mark.parametrize(
     ("params", "type_", "fragment"),
     [
-        ({"max_results": "0"}, "action_request_validation_exception", "0 or negative"),
-        ({"max_results": "-1"}, "action_request_validation_exception", "0 or negative"),
+        ({"max_results": "0"}, "action_request_validation_exception", "Validation Failed: 1: "),
+        ({"max_results": "-1"}, "action_request_validation_exception", "Validation Failed: 1: "),
         ({"max_results": "abc"}, "illegal_argument_exception", "Failed to parse int parameter [max_results] with value [abc]"),
         ({"max_results": "10001"}, "action_request_validation_exception", "max_results"),
-        ({"next_token": "-1"}, "action_request_validation_exception", "next_token"),
+        ({"next_token": "-1"}, "action_request_validation_exception", "The starting position must be nonnegative"),
         ({"next_token": "x"}, "illegal_argument_exception", "[next_token]"),
         ({"bogus": "1"}, "illegal_argument_exception", "unrecognized parameter: [bogus]"),
     ],

@@ -24,7 +24,7 @@ routes = web.RouteTableDef()
 MEMORY = web.AppKey("memory_service", MemoryService)
 
 
-def _paging(request: web.Request) -> tuple[int, int]:
+def paging(request: web.Request) -> tuple[int, int]:
     return int_param(request, "next_token", 0), int_param(request, "max_results", DEFAULT_MAX_RESULTS)
 
 
@@ -40,7 +40,7 @@ async def create_conversation(request: web.Request) -> web.Response:
 @routes.get(BASE)
 async def list_conversations(request: web.Request) -> web.Response:
     check_params(request, PAGING)
-    next_token, max_results = _paging(request)
+    next_token, max_results = paging(request)
     page = await request.app[MEMORY].list_conversations(principal_of(request), next_token, max_results)
     return json_response(page_v211("conversations", page, conversation_v211))
 
@@ -60,7 +60,7 @@ async def create_interaction(request: web.Request) -> web.Response:
 @routes.get(BASE + "/{conversation_id}")
 async def list_interactions(request: web.Request) -> web.Response:
     check_params(request, PAGING)
-    next_token, max_results = _paging(request)
+    next_token, max_results = paging(request)
     page = await request.app[MEMORY].list_interactions(
         principal_of(request), request.match_info["conversation_id"], next_token, max_results, newest_first=True
     )

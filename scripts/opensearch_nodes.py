@@ -241,6 +241,7 @@ def ensure_distribution(home: Path | str | None = None) -> Path:
                 what="Installing the k-NN plugin",
                 env=env,
             )
+        _make_world_readable(home)  # config/* ships as 0660; other users (the node user) must read it
         stamp.write_text(json.dumps({"opensearch": OPENSEARCH_VERSION, "knn": KNN_VERSION, "time": time.time()}))
         _log(f"OpenSearch {OPENSEARCH_VERSION} + k-NN ready in {home} ({time.monotonic() - t0:.1f}s)")
         return home
@@ -251,12 +252,26 @@ def _file_lock(path: Path) -> Iterator[None]:
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:  # someone else's lock file: a read-only fd can still flock
+        fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _make_world_readable(path: Path) -> None:
+    for root, dirs, files in os.walk(path):
+        for d in dirs:
+            p = os.path.join(root, d)
+            os.chmod(p, os.stat(p).st_mode | 0o755)
+        for f in files:
+            p = os.path.join(root, f)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode | 0o644)
 
 
 def _base_env() -> dict[str, str]:
@@ -314,6 +329,7 @@ def _runtime_home(home: Path) -> Path:
     """When root: a copy of *home* the unprivileged node user can read (hard links when possible)."""
     if _world_traversable(home):
         return home
+    _make_world_readable(home)
     stamp = (home / INSTALLED_STAMP).read_text()
     mirror = Path(tempfile.gettempdir()) / f"memory_plugin-opensearch-{OPENSEARCH_VERSION}-runtime"
     with _file_lock(Path(tempfile.gettempdir()) / f".memory_plugin-opensearch-{OPENSEARCH_VERSION}-runtime.lock"):
@@ -391,13 +407,22 @@ _live_nodes: set[OpenSearchNode] = set()
 _live_lock = threading.Lock()
 
 
-def _set_pdeathsig() -> None:  # runs in the child, after setuid
+def _set_pdeathsig() -> None:
+    """preexec_fn (non-root case): SIGTERM the node when the thread that forked it dies."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except Exception:
         pass
+
+
+def _setpriv_supports_pdeathsig() -> bool:
+    exe = shutil.which("setpriv")
+    if not exe:
+        return False
+    proc = subprocess.run([exe, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return "--pdeathsig" in proc.stdout
 
 
 class OpenSearchNode:
@@ -515,13 +540,20 @@ class OpenSearchNode:
         self._stdout = open(self.logs_dir / "stdout.log", "ab")
         if popen_kw.get("user") is not None:
             os.chown(self.logs_dir / "stdout.log", popen_kw["user"], popen_kw["group"])
+        cmd = [str(home / "bin" / "opensearch")]
         if threading.current_thread() is threading.main_thread():
-            # the node dies with us even on SIGKILL (only from the main thread:
-            # PDEATHSIG fires when the *thread* that forked exits)
-            popen_kw["preexec_fn"] = _set_pdeathsig
+            # The node gets SIGTERM when we die, even by SIGKILL (no orphaned JVMs).  Only from
+            # the main thread: PDEATHSIG fires when the *thread* that forked exits.
+            if "user" not in popen_kw:
+                popen_kw["preexec_fn"] = _set_pdeathsig
+            elif _setpriv_supports_pdeathsig():
+                # Python's own setuid + prctl loses the death signal; util-linux setpriv keeps it
+                cmd = ["setpriv", f"--reuid={popen_kw['user']}", f"--regid={popen_kw['group']}",
+                       "--clear-groups", "--pdeathsig=TERM", "--", *cmd]
+                popen_kw = {}
         self._started_at = time.monotonic()
         self.process = subprocess.Popen(
-            [str(home / "bin" / "opensearch")],
+            cmd,
             cwd=str(home),
             env=env,
             stdin=subprocess.DEVNULL,

@@ -68,5 +68,16 @@ def carol(keys: KeyStore) -> Caller:
 
 
 @pytest.fixture
-async def client(aiohttp_client, settings: Settings, embedder: Embedder, alice: Caller, bob: Caller, carol: Caller):  # type: ignore[no-untyped-def]
+def admin(keys: KeyStore) -> Caller:
+    """An organisation-wide key of org-1 (no user): sees every user's records."""
+    return make_caller(keys, "org-1", None)
+
+
+@pytest.fixture
+def other_admin(keys: KeyStore) -> Caller:
+    return make_caller(keys, "org-2", None)
+
+
+@pytest.fixture
+async def client(aiohttp_client, settings: Settings, embedder: Embedder, alice: Caller, bob: Caller, carol: Caller, admin: Caller, other_admin: Caller):  # type: ignore[no-untyped-def]
     return await aiohttp_client(create_app(settings, embedder=embedder))

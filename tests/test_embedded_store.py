@@ -150,3 +150,78 @@ async def test_hnsw_selector_recall(tmp_path: Path, fraction: float) -> None:
         assert np.mean(recalls) >= 0.95
     finally:
         await store.close()
+
+
+_KILLED_WRITER = """
+import asyncio, os, signal, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from memory_plugin.stores.embedded import EmbeddedStore
+from tests.store_contract import DIM, make_dataset
+
+async def main():
+    dataset = make_dataset()
+    store = EmbeddedStore(Path({folder!r}))
+    await store.open(DIM)
+    await store.write_records(dataset[:30])
+    await store.snapshot()
+    await store.write_records(dataset[30:])
+    await store.delete_record("org-a", "rec-005")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+async def test_survives_sigkill(tmp_path: Path) -> None:
+    """A process killed after acknowledged writes loses none of them."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parent.parent)
+    code = _KILLED_WRITER.format(root=root, folder=str(tmp_path))
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, timeout=120)
+    assert result.returncode == -9
+    dataset = [item for item in make_dataset() if (item[0].organization_id, item[0].record_id) != ("org-a", "rec-005")]
+    store = EmbeddedStore(tmp_path)
+    await store.open(DIM)
+    try:
+        assert set(store.load_report.values()) == {"snapshot"}
+        assert (await store.health())["records"] == len(dataset)
+        query = unit(np.random.default_rng(6), 1)[0]
+        for org in ("org-a", "org-b"):
+            hits = await store.search(org, "voice", query, Filter(), 100)
+            assert [h for h, _ in as_pairs(hits)] == [h for h, _ in exact_hits(dataset, org, "voice", query, Filter(), 100)]
+    finally:
+        await store.close()
+
+
+async def test_concurrent_searches_and_writes(tmp_path: Path) -> None:
+    """Searches racing rewrites and deletes never fail nor return another org's or a deleted chunk."""
+    import asyncio
+
+    dataset = make_dataset()
+    store = EmbeddedStore(tmp_path, exact_threshold=0)
+    await store.open(DIM)
+    try:
+        await store.write_records(dataset)
+        queries = unit(np.random.default_rng(3), 20)
+
+        async def searcher() -> None:
+            for query in queries:
+                hits = await store.search("org-a", "voice", query, Filter(), 20)
+                assert all(hit.record.organization_id == "org-a" for hit in hits)
+
+        async def writer() -> None:
+            for round_ in range(5):
+                await store.write_records(dataset[round_ * 8 : round_ * 8 + 8])
+                await store.delete_record("org-a", f"rec-{round_ * 8:03d}")
+
+        await asyncio.gather(searcher(), writer(), searcher(), writer())
+        deleted = {f"rec-{i * 8:03d}" for i in range(5)}
+        rest = [item for item in dataset if not (item[0].organization_id == "org-a" and item[0].record_id in deleted)]
+        for query in queries[:3]:
+            hits = await store.search("org-a", "voice", query, Filter(), 100)
+            assert [h for h, _ in as_pairs(hits)] == [h for h, _ in exact_hits(rest, "org-a", "voice", query, Filter(), 100)]
+    finally:
+        await store.close()

@@ -33,8 +33,8 @@ class HistoryBridge:
             "record_created_at": interaction.create_time.isoformat(),
             "metadata": metadata,
         }
-        await self.histories.ingest(interaction.owner.organization_id, [record])
+        await self.histories.ingest(interaction.owner, [record])
 
     async def conversation_deleted(self, owner: Principal, conversation_id: str) -> None:
         where = Filter((Condition("metadata.conversation_id", "eq", (conversation_id,)),))
-        await self.histories.delete_matching(owner.organization_id, where)
+        await self.histories.delete_matching(owner, where)

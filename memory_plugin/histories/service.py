@@ -18,7 +18,8 @@ from typing import Any
 from embedder import AsyncEmbedder, chunk_text
 from memory_plugin.clock import new_id, now, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
-from memory_plugin.histories.filters import Filter
+from memory_plugin.auth import Principal
+from memory_plugin.histories.filters import Condition, Filter
 from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
 from memory_plugin.stores.regions import RegionObserver, fan_out
 
@@ -84,6 +85,13 @@ def _text(raw: Mapping[str, Any], name: str, where: str, *, required: bool = Fal
     if not isinstance(value, str):
         raise InvalidArgument(f"{where}.{name} must be a string", parameter=f"{where}.{name}")
     return value
+
+
+def scoped(principal: Principal, where: Filter) -> Filter:
+    """A user's key sees only that user's records; an organisation's key sees the organisation's."""
+    if principal.user_id is None:
+        return where
+    return Filter((*where.conditions, Condition("user_id", "eq", (principal.user_id,))))
 
 
 class HistoryService:
@@ -184,15 +192,23 @@ class HistoryService:
 
     # -- ingestion -----------------------------------------------------------------
 
-    async def ingest(self, organization_id: str, records: Sequence[Any]) -> list[IngestedRecord]:
+    async def ingest(self, principal: Principal, records: Sequence[Any]) -> list[IngestedRecord]:
         """Validate the whole batch, then chunk, embed and write each record atomically."""
+        organization_id = principal.organization_id
         if not isinstance(records, Sequence) or isinstance(records, (str, bytes)):
             raise InvalidArgument("records must be a list", parameter="records")
         if not 1 <= len(records) <= MAX_RECORDS:
             raise InvalidArgument(f"records must hold 1 to {MAX_RECORDS} records", parameter="records")
         checked = [self.check_record(raw, position) for position, raw in enumerate(records)]
         seen: dict[str, int] = {}
-        for position, (record, _) in enumerate(checked):
+        for position, (record, text) in enumerate(checked):
+            if principal.user_id is not None:
+                if record.user_id not in (None, principal.user_id):
+                    raise InvalidArgument(
+                        f"records[{position}].user_id must be the caller's own user [{principal.user_id}]",
+                        parameter=f"records[{position}].user_id",
+                    )
+                checked[position] = (dataclasses.replace(record, user_id=principal.user_id), text)
             if record.record_id in seen:
                 raise InvalidArgument(
                     f"records[{position}].record_id repeats records[{seen[record.record_id]}]",
@@ -240,30 +256,37 @@ class HistoryService:
             )
         return list(outcome.results.values())
 
-    async def delete_record(self, organization_id: str, record_id: str) -> int:
-        counts = await self._everywhere(lambda store: store.delete_record(organization_id, record_id))
+    async def delete_record(self, principal: Principal, record_id: str) -> int:
+        organization_id = principal.organization_id
+        if principal.user_id is None:
+            counts = await self._everywhere(lambda store: store.delete_record(organization_id, record_id))
+        else:
+            where = scoped(principal, Filter((Condition("record_id", "eq", (record_id,)),)))
+            counts = [c.chunks for c in await self._everywhere(lambda store: store.delete_matching(organization_id, where))]
         deleted = sum(counts)
         if deleted == 0:
             raise NotFound(f"record [{record_id}] not found", parameter="record_id")
         return deleted
 
-    async def delete_matching(self, organization_id: str, where: Filter) -> DeleteCounts:
+    async def delete_matching(self, principal: Principal, where: Filter) -> DeleteCounts:
         if not where:
             raise InvalidArgument("at least one filter is required, e.g. filter[user_id]=...", parameter="filter")
+        organization_id, where = principal.organization_id, scoped(principal, where)
         counts = await self._everywhere(lambda store: store.delete_matching(organization_id, where))
         return DeleteCounts(records=sum(c.records for c in counts), chunks=sum(c.chunks for c in counts))
 
     # -- search --------------------------------------------------------------------
 
-    async def search(self, organization_id: str, query: SearchQuery) -> SearchResult:
+    async def search(self, principal: Principal, query: SearchQuery) -> SearchResult:
         self.check_search(query)
+        organization_id, where = principal.organization_id, scoped(principal, query.where)
         vector = await self.embedder.query(query.q)
         regions = [query.region] if query.region else list(self.stores)
         outcome = await fan_out(
             self.stores,
             regions,
             lambda store: store.search(
-                organization_id, query.record_type, vector, query.where, query.top_k, query.min_score
+                organization_id, query.record_type, vector, where, query.top_k, query.min_score
             ),
             self.deadline,
             self.observe_region,

@@ -61,6 +61,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_EF = 2048
+#: Below this many candidates exact search always wins; above it, exact search
+#: is kept only for selective filters, where HNSW with a selector loses recall.
+_ALWAYS_EXACT = 2_000
+_EXACT_SELECTIVITY = 0.05
 
 
 def _schema_v1(connection: sqlite3.Connection) -> None:
@@ -247,21 +251,21 @@ class _TypeIndex:
         count = len(candidates)
         if count == 0 or k <= 0:
             return []
-        if count <= self.params.exact_threshold:
+        selectivity = count / max(self.hnsw.ntotal, 1)
+        if count <= self.params.exact_threshold and (count <= _ALWAYS_EXACT or selectivity <= _EXACT_SELECTIVITY):
             if count * 4 >= n:  # dense: one contiguous product beats a gather
                 return _top_k(ids[candidates], (vectors @ query)[candidates], k)
             return _top_k(ids[candidates], vectors[candidates] @ query, k)
         if mask is None:
             mask = np.zeros(n, dtype=bool)
             mask[candidates] = True
-        selectivity = count / max(self.hnsw.ntotal, 1)
         ef = int(min(_MAX_EF, max(self.params.ef_search, k) / selectivity))
         ef = max(ef, self.params.ef_search, k)
         params = faiss.SearchParametersHNSW()
         params.efSearch = ef
         bitmap = None
         if count < self.hnsw.ntotal:
-            # Positions the graph holds but the mask does not (n > ntotal never happens).
+            # Some positions are dead or belong to others: restrict the walk to ours.
             bitmap = np.packbits(mask, bitorder="little")
             params.sel = faiss.IDSelectorBitmap(n, faiss.swig_ptr(bitmap))
         _, labels = self.hnsw.search(query[None, :], min(k, count), params=params)

@@ -11,13 +11,23 @@ SQLite's ASCII-only ``lower``/``LIKE`` are not.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from datetime import datetime, timezone
 from typing import Any
 
-from memory_plugin.histories.filters import DATE_FIELDS, Condition, Filter, as_number, as_utc, fold
+from memory_plugin.histories.filters import (
+    DATE_FIELDS,
+    TOP_LEVEL_FIELDS,
+    Condition,
+    Filter,
+    as_number,
+    as_utc,
+    fold,
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
@@ -61,7 +71,9 @@ def _compile_condition(condition: Condition) -> tuple[str, list[Any]]:
 
 
 def _top_level(field: str, op: str, value: Any) -> tuple[str, list[Any]]:
-    column = f"r.{field}"  # field is one of TOP_LEVEL_FIELDS, never user text
+    if field not in TOP_LEVEL_FIELDS:  # never let a hand-built Condition into the SQL text
+        raise ValueError(f"unknown filter field {field!r}")
+    column = f"r.{field}"
     if field in DATE_FIELDS:
         value = to_micros(value)
     if op in ("eq", "in"):
@@ -72,7 +84,9 @@ def _top_level(field: str, op: str, value: Any) -> tuple[str, list[Any]]:
 
 
 def _metadata(key: str, op: str, value: str) -> tuple[str, list[Any]]:
-    path = f'$."{key}"'  # key matches [A-Za-z0-9_-]{1,64}: cannot break out of the quotes
+    if not _KEY.fullmatch(key):
+        raise ValueError(f"invalid metadata key {key!r}")
+    path = f'$."{key}"'  # cannot break out of the quotes
     kind = "json_type(r.metadata, ?)"
     extracted = "json_extract(r.metadata, ?)"
     number = as_number(value)

@@ -49,6 +49,20 @@ def _keys_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ingest(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from memory_plugin.ingest import ingest_file
+
+    settings = _settings(args)
+    url = args.url or f"http://{settings.host}:{settings.port}"
+    summary = asyncio.run(
+        ingest_file(args.file, url, args.key, batch_size=args.batch_size, concurrency=args.concurrency)
+    )
+    print(summary)
+    return 1 if summary.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memory-plugin", description=__doc__)
     common = argparse.ArgumentParser(add_help=False)
@@ -71,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.set_defaults(run=_keys_revoke)
     listing = keys.add_parser("list", parents=[common], help="list keys (never their secrets)")
     listing.set_defaults(run=_keys_list)
+    ingest = commands.add_parser("ingest", parents=[common], help="bulk-load records from a JSON Lines file")
+    ingest.add_argument("file", type=Path, help="one record per line, as in POST /v2/ai/conversation_histories")
+    ingest.add_argument("--key", required=True, help="API key of the organisation to load into")
+    ingest.add_argument("--url", help="server URL (default: the configured host and port)")
+    ingest.add_argument("--batch-size", type=int, default=50, help="records per request (at most 100)")
+    ingest.add_argument("--concurrency", type=int, default=4, help="requests in flight")
+    ingest.set_defaults(run=_ingest)
     return parser
 
 

@@ -120,9 +120,18 @@ def _log(msg: str) -> None:
 # --------------------------------------------------------------------------- prerequisites
 
 
-def missing_prerequisites() -> list[str]:
-    """Names of missing tools among ``java`` and ``mvn`` (empty list: all present)."""
-    return [tool for tool in ("java", "mvn") if shutil.which(tool) is None and not (tool == "java" and _java_home())]
+def distribution_installed(home: Path | str | None = None) -> bool:
+    """True when the cached install (OpenSearch + lang-painless + k-NN) is complete."""
+    home = Path(home).expanduser() if home else default_home()
+    return (home / INSTALLED_STAMP).is_file() and _knn_installed(home)
+
+
+def missing_prerequisites(home: Path | str | None = None) -> list[str]:
+    """Missing tools: ``java`` always needed, ``mvn`` only until the distribution is cached."""
+    missing = [] if _java_home() else ["java"]
+    if shutil.which("mvn") is None and not distribution_installed(home):
+        missing.append("mvn")
+    return missing
 
 
 def _java_home() -> str | None:
@@ -171,7 +180,8 @@ def maven_fetch(artifact: str, dest: Path) -> Path:
     if shutil.which("mvn") is None:
         raise OpenSearchSetupError("Maven ('mvn') is not on PATH; it is needed to fetch " + artifact)
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={dest}"]
+    cmd = ["mvn", "-q", "-B", "-U", "-Dstyle.color=never", "dependency:copy",
+           f"-Dartifact={artifact}", f"-DoutputDirectory={dest}"]
     out = _run(cmd, what=f"Fetching {artifact} from Maven Central")
     if not target.is_file():
         raise OpenSearchSetupError(
@@ -208,7 +218,7 @@ def ensure_distribution(home: Path | str | None = None) -> Path:
     with _install_lock, _file_lock(home.parent / f".{home.name}.lock"):
         if stamp.is_file() and _knn_installed(home):
             return home
-        missing = missing_prerequisites()
+        missing = missing_prerequisites(home)
         if missing:
             raise OpenSearchSetupError(f"missing prerequisites: {', '.join(missing)} (need Java 17+ and Maven)")
         t0 = time.monotonic()

@@ -295,8 +295,8 @@ def onnx_graph(model: E5S1) -> Any:
         )
         heads = {}
         for t, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-            r = node("Reshape", [pre + t, "shape_heads"], pre + t + "_r")
-            heads[t] = node("Transpose", [r], pre + t + "_t", perm=perm)
+            split = node("Reshape", [pre + t, "shape_heads"], pre + t + "_r")
+            heads[t] = node("Transpose", [split], pre + t + "_t", perm=perm)
         s = node("MatMul", [heads["q"], heads["k"]], pre + "scores")
         s = node("Add", [s, mask], pre + "scores_masked")
         s = node("Softmax", [s], pre + "probs", axis=-1)

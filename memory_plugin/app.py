@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from embedder import AsyncEmbedder, Embedder, ensure_default_model
-from memory_plugin import __version__
+from memory_plugin import __version__, logs
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.routes import HISTORIES
@@ -26,6 +26,7 @@ from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.memory.service import MemoryService
 from memory_plugin.memory.store import SqliteMemoryStore
+from memory_plugin.metrics import Metrics
 from memory_plugin.settings import Settings
 from memory_plugin.stores.factory import region_store
 from memory_plugin.web import MAX_BODY_BYTES, auth_middleware, error_middleware, json_response, request_id_middleware
@@ -34,6 +35,7 @@ log = logging.getLogger("memory_plugin")
 
 SETTINGS = web.AppKey("settings", Settings)
 KEYS = web.AppKey("keys", KeyStore)
+METRICS = web.AppKey("metrics", Metrics)
 
 #: What ``GET /`` reports as the OpenSearch version: the API level we serve.
 COMPATIBLE_OPENSEARCH = "2.19.1"
@@ -91,10 +93,12 @@ def load_embedder(settings: Settings) -> Embedder:
 def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.Application:
     """The whole server.  Pass ``embedder`` to share one loaded model between apps."""
     keys = KeyStore(settings.resolved_keys_file)
+    metrics = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[request_id_middleware, error_middleware, auth_middleware(keys)],
+        middlewares=[request_id_middleware, metrics.middleware(), error_middleware, auth_middleware(keys)],
     )
+    app[METRICS] = metrics
     app[SETTINGS] = settings
     app[KEYS] = keys
     app[MAX_BODY_BYTES] = settings.max_body_bytes
@@ -107,6 +111,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             max_batch=settings.embed_batch_size,
             max_wait_ms=settings.embed_max_wait_ms,
             cache_size=settings.query_cache_size,
+            on_batch=metrics.observe_batch,
         )
         stores = {name: region_store(settings, name) for name in settings.regions}
         async with AsyncExitStack() as stack:
@@ -114,7 +119,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             for store in stores.values():
                 await store.open(model.dimension)
                 stack.push_async_callback(store.close)
-            app[HISTORIES] = HistoryService(stores, batcher, settings.home_region, settings.search_deadline)
+            app[HISTORIES] = HistoryService(
+                stores, batcher, settings.home_region, settings.search_deadline, metrics.observe_region
+            )
             yield
 
     async def memory_context(app: web.Application) -> AsyncIterator[None]:
@@ -133,6 +140,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.cleanup_ctx.append(memory_context)
     app.router.add_get("/", root)
     app.router.add_get("/_health", health)
+    app.router.add_get("/_metrics", metrics.handler)
     app.router.add_routes(routes_v211.routes)
     app.router.add_routes(routes_v212.routes)
     app.router.add_routes(history_routes.routes)
@@ -140,5 +148,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
 
 
 def run(settings: Settings, **kwargs: Any) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    web.run_app(create_app(settings), host=settings.host, port=settings.port, **kwargs)
+    logs.configure()
+    web.run_app(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        access_log=None,  # the request-id middleware logs each request, structured
+        shutdown_timeout=30.0,
+        **kwargs,
+    )

@@ -17,7 +17,14 @@ as an unprivileged system user (default ``opensearch``, override with
 ``MEMORY_PLUGIN_OPENSEARCH_USER``), created with ``useradd`` on first use; its
 data/log/config folders are chowned to that user, and the distribution is
 mirrored to a world-readable folder when the cache lives under an unreadable
-home (``/root`` is mode 0700).
+home (``/root`` is mode 0700).  The user switch goes through util-linux ``setpriv`` with
+``--pdeathsig=TERM`` so a node never outlives the Python process that started it (even
+after SIGKILL); without setpriv, ``subprocess.Popen(user=...)`` is used.
+
+k-NN engines: only ``lucene`` works.  The Maven Central k-NN zip has no JNI libraries, and
+the first flush of a ``faiss`` or ``nmslib`` index -- including an hnsw field with no
+``engine`` given, since the 2.19 default is faiss -- throws UnsatisfiedLinkError, which
+kills the node.  Always set ``"engine": "lucene"``.  Its cosinesimil score is ``(1 + cos) / 2``.
 
 CLI::
 
@@ -414,6 +421,7 @@ def http_json(url: str, method: str = "GET", body: Any = None, timeout: float = 
 # --------------------------------------------------------------------------- nodes
 
 _live_nodes: set[OpenSearchNode] = set()
+_all_nodes: set[OpenSearchNode] = set()
 _live_lock = threading.Lock()
 
 
@@ -471,6 +479,8 @@ class OpenSearchNode:
         self.start_seconds: float | None = None
         self._stdout: Any = None
         self._started_at = 0.0
+        with _live_lock:
+            _all_nodes.add(self)  # closed (temp folder removed) at interpreter exit at the latest
 
     # -- properties
     @property
@@ -625,6 +635,8 @@ class OpenSearchNode:
         """Stop and delete the node's temp folder (config, data, logs)."""
         self.stop()
         shutil.rmtree(self.base_dir, ignore_errors=True)
+        with _live_lock:
+            _all_nodes.discard(self)
 
     def restart(self, wait: bool = True, timeout: float = 180) -> OpenSearchNode:
         self.stop()
@@ -647,10 +659,10 @@ class OpenSearchNode:
 
 
 def stop_all(nodes: Sequence[OpenSearchNode] | None = None, *, cleanup: bool = True) -> None:
-    """Stop *nodes* (default: every node started by this process), concurrently."""
+    """Stop (and with *cleanup*, delete) *nodes* -- default: every node of this process -- concurrently."""
     if nodes is None:
         with _live_lock:
-            nodes = list(_live_nodes)
+            nodes = list(_all_nodes if cleanup else _live_nodes)
     threads = [threading.Thread(target=(n.close if cleanup else n.stop)) for n in nodes]
     for t in threads:
         t.start()

@@ -225,3 +225,18 @@ async def test_concurrent_searches_and_writes(tmp_path: Path) -> None:
             assert [h for h, _ in as_pairs(hits)] == [h for h, _ in exact_hits(rest, "org-a", "voice", query, Filter(), 100)]
     finally:
         await store.close()
+
+
+async def test_bad_vector_writes_nothing(tmp_path: Path) -> None:
+    from memory_plugin.errors import InvalidArgument
+
+    dataset = make_dataset()
+    store = EmbeddedStore(tmp_path)
+    await store.open(DIM)
+    try:
+        bad = (dataset[1][0], [Chunk(0, 1, "x", np.ones(DIM + 1, dtype=np.float32))])
+        with pytest.raises(InvalidArgument):
+            await store.write_records([dataset[0], bad])
+        assert (await store.health())["records"] == 0
+    finally:
+        await store.close()

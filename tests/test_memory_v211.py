@@ -253,7 +253,7 @@ async def test_oversized_body_is_413(client, alice, settings):
 
 
 async def test_wrong_method_is_405(client, alice):
-    response = await client.put(BASE, json={}, headers=alice.headers)
+    response = await client.patch(BASE, json={}, headers=alice.headers)
     assert response.status == 405
     assert "Incorrect HTTP method" in (await response.json())["error"]["reason"]
 
@@ -317,3 +317,20 @@ async def test_other_users_conversation_is_invisible(client, alice, bob, carol):
     # The owner still has everything.
     interactions = await (await client.get(f"{BASE}/{conversation_id}", headers=alice.headers)).json()
     assert len(interactions["interactions"]) == 1
+
+
+async def test_metrics_need_a_key_and_count_requests_by_route(client, alice):
+    assert (await client.get("/_metrics")).status == 401
+    await client.get(BASE, headers=alice.headers)
+    response = await client.get("/_metrics", headers=alice.headers)
+    assert response.status == 200
+    text = await response.text()
+    assert 'memory_plugin_requests_total{method="GET",route="/_plugins/_ml/memory/conversation",status="200"}' in text
+    assert "memory_plugin_request_seconds_bucket" in text
+
+
+async def test_request_id_is_echoed_or_made(client, alice):
+    response = await client.get(BASE, headers={**alice.headers, "X-Request-Id": "trace-123"})
+    assert response.headers["X-Request-Id"] == "trace-123"
+    generated = await client.get(BASE)
+    assert len(generated.headers["X-Request-Id"]) == 32

@@ -4,7 +4,10 @@ The WHERE fragment is over the ``records`` table aliased ``r``; it must agree
 exactly with :func:`memory_plugin.histories.filters.matches`.  Dates are
 stored as integer microseconds since the epoch (UTC) so they compare exactly.
 Metadata lives in a JSON column; ``json_type`` keeps strings, numbers and
-booleans apart the way the reference evaluator does.  ``contains`` calls a
+booleans apart the way the reference evaluator does.  A JSON column (rather
+than a key/value side table) keeps each record one row and one write; a
+metadata condition is then a scan of the organisation's records of one type,
+which the top-level conditions (indexed) usually narrow first.  ``contains`` calls a
 Python function (``mp_contains``) so case folding is Unicode-correct, which
 SQLite's ASCII-only ``lower``/``LIKE`` are not.
 """

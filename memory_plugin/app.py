@@ -6,29 +6,23 @@ stand-alone, under a test client, or mounted into another aiohttp app.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from typing import Any
 
 from aiohttp import web
 
-from embedder import AsyncEmbedder, Embedder, ensure_default_model
+from embedder import Embedder
 from memory_plugin import __version__, logs
 from memory_plugin.histories import routes as history_routes
-from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.routes import HISTORIES
-from memory_plugin.histories.service import HistoryService
 from memory_plugin.auth import KeyStore
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.routes_v211 import MEMORY
-from memory_plugin.memory.service import MemoryService
-from memory_plugin.memory.store import SqliteMemoryStore
 from memory_plugin.metrics import Metrics
+from memory_plugin.services import open_services
 from memory_plugin.settings import Settings
-from memory_plugin.stores.factory import region_store
 from memory_plugin.web import MAX_BODY_BYTES, auth_middleware, error_middleware, json_response, request_id_middleware
 
 log = logging.getLogger("memory_plugin")
@@ -84,12 +78,6 @@ async def health(request: web.Request) -> web.Response:
     return json_response({"status": "green"})
 
 
-def load_embedder(settings: Settings) -> Embedder:
-    """The configured model folder, or the default one (built on first use)."""
-    model_dir = settings.model_dir or ensure_default_model()
-    return Embedder.from_dir(model_dir, intra_threads=settings.embed_threads, precision=settings.embed_precision)
-
-
 def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.Application:
     """The whole server.  Pass ``embedder`` to share one loaded model between apps."""
     keys = KeyStore(settings.resolved_keys_file)
@@ -103,41 +91,15 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app[KEYS] = keys
     app[MAX_BODY_BYTES] = settings.max_body_bytes
 
-    async def histories_context(app: web.Application) -> AsyncIterator[None]:
-        loop = asyncio.get_running_loop()
-        model = embedder or await loop.run_in_executor(None, load_embedder, settings)
-        batcher = AsyncEmbedder(
-            model,
-            max_batch=settings.embed_batch_size,
-            max_wait_ms=settings.embed_max_wait_ms,
-            cache_size=settings.query_cache_size,
-            on_batch=metrics.observe_batch,
-        )
-        stores = {name: region_store(settings, name) for name in settings.regions}
-        async with AsyncExitStack() as stack:
-            stack.push_async_callback(batcher.close)
-            for store in stores.values():
-                await store.open(model.dimension)
-                stack.push_async_callback(store.close)
-            app[HISTORIES] = HistoryService(
-                stores, batcher, settings.home_region, settings.search_deadline, metrics.observe_region
-            )
-            yield
-
-    async def memory_context(app: web.Application) -> AsyncIterator[None]:
+    async def services_context(app: web.Application) -> AsyncIterator[None]:
         ensure_development_key(keys, settings)
         keys.load()
-        store = SqliteMemoryStore(settings.data_dir / "memory.sqlite3")
-        await store.open()
-        bridge = HistoryBridge(app[HISTORIES]) if settings.bridge else None
-        app[MEMORY] = MemoryService(store, bridge)
-        try:
+        async with open_services(settings, embedder=embedder, metrics=metrics) as services:
+            app[MEMORY] = services.memory
+            app[HISTORIES] = services.histories
             yield
-        finally:
-            await store.close()
 
-    app.cleanup_ctx.append(histories_context)
-    app.cleanup_ctx.append(memory_context)
+    app.cleanup_ctx.append(services_context)
     app.router.add_get("/", root)
     app.router.add_get("/_health", health)
     app.router.add_get("/_metrics", metrics.handler)

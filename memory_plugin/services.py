@@ -1,0 +1,66 @@
+"""Open and close everything the services need, in one place.
+
+The HTTP app and the in-process public API both use ``open_services``, so
+they run the very same code over the very same stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from embedder import AsyncEmbedder, Embedder, ensure_default_model
+from memory_plugin.histories.bridge import HistoryBridge
+from memory_plugin.histories.service import HistoryService
+from memory_plugin.memory.service import MemoryService
+from memory_plugin.memory.store import SqliteMemoryStore
+from memory_plugin.metrics import Metrics
+from memory_plugin.settings import Settings
+from memory_plugin.stores.factory import region_store
+
+
+@dataclass(frozen=True)
+class Services:
+    memory: MemoryService
+    histories: HistoryService
+
+
+def load_embedder(settings: Settings) -> Embedder:
+    """The configured model folder, or the default one (built on first use)."""
+    model_dir = settings.model_dir or ensure_default_model()
+    return Embedder.from_dir(model_dir, intra_threads=settings.embed_threads, precision=settings.embed_precision)
+
+
+@asynccontextmanager
+async def open_services(
+    settings: Settings, *, embedder: Embedder | None = None, metrics: Metrics | None = None
+) -> AsyncIterator[Services]:
+    """Open the embedder, the region stores and the memory store; close them all on exit."""
+    model = embedder or await asyncio.get_running_loop().run_in_executor(None, load_embedder, settings)
+    async with AsyncExitStack() as stack:
+        batcher = AsyncEmbedder(
+            model,
+            max_batch=settings.embed_batch_size,
+            max_wait_ms=settings.embed_max_wait_ms,
+            cache_size=settings.query_cache_size,
+            on_batch=metrics.observe_batch if metrics else None,
+        )
+        stack.push_async_callback(batcher.close)
+        stores = {name: region_store(settings, name) for name in settings.regions}
+        for store in stores.values():
+            await store.open(model.dimension)
+            stack.push_async_callback(store.close)
+        histories = HistoryService(
+            stores,
+            batcher,
+            settings.home_region,
+            settings.search_deadline,
+            metrics.observe_region if metrics else None,
+        )
+        memory_store = SqliteMemoryStore(settings.data_dir / "memory.sqlite3")
+        await memory_store.open()
+        stack.push_async_callback(memory_store.close)
+        bridge = HistoryBridge(histories) if settings.bridge else None
+        yield Services(MemoryService(memory_store, bridge), histories)

@@ -37,7 +37,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MAX_BODY_BYTES = web.AppKey("max_body_bytes", int)
 PRINCIPAL = web.RequestKey("principal", Principal)
 REQUEST_ID = web.RequestKey("request_id", str)
-PUBLIC_PATHS = frozenset({"/_health"})
 #: Parameters OpenSearch accepts on every endpoint; clients send them.
 GLOBAL_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "source", "source_content_type"})
 #: The ceiling on JSON nesting, so that a hostile body cannot exhaust the stack.
@@ -45,7 +44,8 @@ MAX_JSON_DEPTH = 64
 
 
 def _is_v2(request: web.Request) -> bool:
-    return request.path.startswith("/v2/") or request.path == "/v2"
+    """Telnyx-style errors under ``/v2``, also when mounted under a prefix."""
+    return "/v2/" in request.path or request.path.endswith("/v2")
 
 
 def principal_of(request: web.Request) -> Principal:
@@ -131,10 +131,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         raise
 
 
-def auth_middleware(keys: KeyStore) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def auth_middleware(
+    keys: KeyStore, public: Iterable[Handler] = ()
+) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    """Every route needs a key except the ``public`` handlers (the health check)."""
+    public = frozenset(public)
+
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in PUBLIC_PATHS:
+        if request.match_info.handler not in public:
             request[PRINCIPAL] = keys.authenticate(request.headers.get("Authorization"))
         return await handler(request)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,3 +82,21 @@ def other_admin(keys: KeyStore) -> Caller:
 @pytest.fixture
 async def client(aiohttp_client, settings: Settings, embedder: Embedder, alice: Caller, bob: Caller, carol: Caller, admin: Caller, other_admin: Caller):  # type: ignore[no-untyped-def]
     return await aiohttp_client(create_app(settings, embedder=embedder))
+
+
+@pytest.fixture(scope="session")
+def opensearch_nodes():  # type: ignore[no-untyped-def]
+    """Two real single-node OpenSearch 2.19.1 clusters ("regions"), for the whole run.
+
+    They may be skipped on a developer machine without Java or Maven; under
+    ``CI=true`` that is a failure, never a skip.
+    """
+    from scripts.opensearch_nodes import missing_prerequisites, start_nodes
+
+    missing = missing_prerequisites()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the OpenSearch tests, but {missing} are missing")
+        pytest.skip(f"OpenSearch tests need {missing}")
+    with start_nodes(2) as nodes:
+        yield nodes

@@ -43,6 +43,7 @@ from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from datetime import datetime, timedelta, timezone
 from hashlib import sha1
 from pathlib import Path
@@ -261,7 +262,7 @@ class _TypeIndex:
             mask[candidates] = True
         ef = int(min(_MAX_EF, max(self.params.ef_search, k) / selectivity))
         ef = max(ef, self.params.ef_search, k)
-        params = faiss.SearchParametersHNSW()
+        params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
         params.efSearch = ef
         bitmap = None
         if count < self.hnsw.ntotal:
@@ -329,11 +330,12 @@ class _TypeIndex:
             raise ValueError("snapshot lacks live chunks")
         if len(saved_ids) > 1000 and old.sum() < len(saved_ids) / 2:
             raise ValueError("snapshot is mostly dead chunks: compacting")
-        stored = faiss.rev_swig_ptr(faiss.downcast_index(hnsw.storage).get_xb(), hnsw.ntotal * hnsw.d)
+        storage = faiss.downcast_index(hnsw.storage)  # type: ignore[attr-defined]
+        stored = faiss.rev_swig_ptr(storage.get_xb(), hnsw.ntotal * hnsw.d)
         stored = stored.reshape(hnsw.ntotal, hnsw.d)
         if not np.array_equal(stored[old_positions], vectors[old]):
             raise ValueError("snapshot vectors differ from the database")
-        hnsw.hnsw.efSearch = params.ef_search
+        hnsw.hnsw.efSearch = params.ef_search  # type: ignore[attr-defined]
         index = cls(params, hnsw, len(saved_ids) + int((~old).sum()))
         index.append(saved_ids, np.zeros((len(saved_ids), params.dimension), np.float32),
                      np.full(len(saved_ids), -1, np.int32), to_hnsw=False)
@@ -430,7 +432,7 @@ class EmbeddedStore(VectorStore):
             lambda c: [row[0] for row in c.execute("SELECT DISTINCT record_type FROM records ORDER BY 1")]
         )
         for record_type in record_types:
-            ids, vectors, orgs = await self._db.run(lambda c, rt=record_type: self._load_chunks(c, rt))
+            ids, vectors, orgs = await self._db.run(partial(self._load_chunks, record_type=record_type))
             base = _file_base(self.path, record_type)
             index, how = await self._offload(_TypeIndex.load, self._params, base, ids, vectors, orgs)
             self._indexes[record_type] = index
@@ -438,7 +440,7 @@ class EmbeddedStore(VectorStore):
             if how != "snapshot":
                 log.info("embedded store %s: index %s %s", self.path, record_type, how)
 
-    def _load_chunks(self, connection: sqlite3.Connection, record_type: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _load_chunks(self, connection: sqlite3.Connection, *, record_type: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         assert self._params is not None
         cursor = connection.cursor()
         cursor.row_factory = None

@@ -94,7 +94,7 @@ def _metadata(key: str, op: str, value: str) -> tuple[str, list[Any]]:
     extracted = "json_extract(r.metadata, ?)"
     number = as_number(value)
     if op in ("eq", "in"):
-        options = [(f"({kind} = 'text' AND {extracted} = ?)", [path, path, value])]
+        options: list[tuple[str, list[Any]]] = [(f"({kind} = 'text' AND {extracted} = ?)", [path, path, value])]
         if value in ("true", "false"):
             options.append((f"{kind} = ?", [path, value]))
         if number is not None:

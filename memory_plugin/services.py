@@ -15,9 +15,9 @@ from embedder import AsyncEmbedder, Embedder, ensure_default_model
 from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.memory.service import MemoryService
-from memory_plugin.memory.store import SqliteMemoryStore
+from memory_plugin.memory.store import MemoryStore, SqliteMemoryStore
 from memory_plugin.metrics import Metrics
-from memory_plugin.settings import Settings
+from memory_plugin.settings import OpenSearchRegion, Settings
 from memory_plugin.stores.factory import region_store
 
 
@@ -33,12 +33,24 @@ def load_embedder(settings: Settings) -> Embedder:
     return Embedder.from_dir(model_dir, intra_threads=settings.embed_threads, precision=settings.embed_precision)
 
 
+def memory_store_for(settings: Settings) -> MemoryStore:
+    """Memory lives in the home region: its OpenSearch cluster, or SQLite under the data folder."""
+    home = settings.regions.get(settings.home_region)
+    if isinstance(home, OpenSearchRegion):
+        from memory_plugin.memory.opensearch_store import OpenSearchMemoryStore
+
+        return OpenSearchMemoryStore(home)
+    return SqliteMemoryStore(settings.data_dir / "memory.sqlite3")
+
+
 @asynccontextmanager
 async def open_services(
     settings: Settings, *, embedder: Embedder | None = None, metrics: Metrics | None = None
 ) -> AsyncIterator[Services]:
     """Open the embedder, the region stores and the memory store; close them all on exit."""
-    model = embedder or await asyncio.get_running_loop().run_in_executor(None, load_embedder, settings)
+    model = embedder if embedder is not None else await asyncio.get_running_loop().run_in_executor(
+        None, load_embedder, settings
+    )
     async with AsyncExitStack() as stack:
         batcher = AsyncEmbedder(
             model,
@@ -59,7 +71,7 @@ async def open_services(
             settings.search_deadline,
             metrics.observe_region if metrics else None,
         )
-        memory_store = SqliteMemoryStore(settings.data_dir / "memory.sqlite3")
+        memory_store = memory_store_for(settings)
         await memory_store.open()
         stack.push_async_callback(memory_store.close)
         bridge = HistoryBridge(histories) if settings.bridge else None

@@ -107,10 +107,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(request, PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes"))
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
-        error = InvalidArgument(
+        wrong_method = InvalidArgument(
             f"Incorrect HTTP method for uri [{request.path}] and method [{request.method}], allowed: [{allowed}]"
         )
-        response = error_response(request, error)
+        response = error_response(request, wrong_method)
         response.set_status(405)
         return response
     except web.HTTPNotFound:

@@ -52,9 +52,9 @@ A whole-document rewrite (not a partial ``_update``) is used because partial
 updates merge object fields, and ``additional_info`` must be replaced.
 
 Races with ``delete_conversation`` (SQLite has none, having transactions):
-the meta document goes first, so a concurrent ``add_interaction`` either
-wrote its message before the messages were collected (and it is deleted with
-them) or finds the meta document gone when it bumps ``updated_time``; it
+the meta document goes first, then the messages are collected by a search
+and deleted by id in bulk.  A concurrent ``add_interaction`` either wrote its
+message before the messages were collected (and it is deleted with them) or finds the meta document gone when it bumps ``updated_time``; it
 then deletes its own message and answers False.  A process killed in the
 middle of a delete can leave messages without a conversation behind; they
 can still be read by id, but never listed.
@@ -84,6 +84,8 @@ MAX_RESULT_WINDOW = 10000
 #: Largest UTF-8 size of one ``additional_info`` key + value that is indexed in the flat_object
 #: (Lucene refuses terms over 32766 bytes; flat_object indexes ``key=value`` terms).
 _FLAT_ENTRY_LIMIT = 8191
+#: Message deletions per bulk request.
+_BULK_DELETES = 1000
 #: Optimistic-concurrency retries before giving up.
 _RETRIES = 50
 
@@ -447,14 +449,21 @@ class OpenSearchMemoryStore(MemoryStore):
         query = {"bool": {"filter": [{"term": {"memory_id": conversation_id}}]}}
         hits = await self._search(self.message_index, query, [{"message_id": {"order": "asc"}}])
         ids = [hit["_id"] for hit in hits]
-        if ids:
-            await self.client.delete_by_query(
-                index=self.message_index,
-                body={"query": query},
-                refresh=True,
-                conflicts="proceed",
-                slices="auto",
-            )
+        # Bulk deletes by id rather than _delete_by_query: that lives in the reindex module,
+        # which not every distribution has (the integ-test zip has not).
+        for start in range(0, len(ids), _BULK_DELETES):
+            actions = [
+                {"delete": {"_index": self.message_index, "_id": message_id}}
+                for message_id in ids[start : start + _BULK_DELETES]
+            ]
+            result = await self.client.bulk(body=actions, refresh="true")
+            failed = [
+                item["delete"]
+                for item in result["items"]
+                if item["delete"].get("status") not in (200, 404)
+            ]
+            if failed:
+                raise RuntimeError(f"could not delete messages of [{conversation_id}]: {failed[:3]}")
         return ids
 
     # -- interactions --------------------------------------------------------------------------

@@ -52,7 +52,13 @@ async def create_interaction(request: web.Request) -> web.Response:
     # Seed 000: input and response are not optional.
     fields = {name: string_field(body, name, required=name in REQUIRED) for name in INTERACTION_FIELDS}
     interaction = await request.app[MEMORY].create_interaction(
-        principal_of(request), request.match_info["conversation_id"], **fields
+        principal_of(request),
+        request.match_info["conversation_id"],
+        input=fields["input"],
+        response=fields["response"],
+        prompt_template=fields["prompt_template"],
+        origin=fields["origin"],
+        additional_info=fields["additional_info"],
     )
     return json_response({"interaction_id": interaction.interaction_id})
 

@@ -1,0 +1,407 @@
+"""The OpenSearch region store: one real cluster per region, one index per record_type.
+
+Why it looks like this:
+
+* **Indices.** ``{index_prefix}-{record_type}`` (lowercase; an unusual type
+  name is hashed), one shard, no replicas, ``index.knn``.  Every index of a
+  store carries the alias ``{index_prefix}.all`` so that deletes and
+  cross-type cleanups reach exactly this store's indices (a ``prefix-*``
+  pattern would also hit another store whose prefix extends ours).
+* **Documents.** One per chunk, id ``{org}:{record_id}_chunk_{i}`` (the org
+  keeps organisations apart), with the seed's top-level keyword/date fields,
+  raw metadata under ``data.metadata.<k>``, and the derived filter fields
+  described in :mod:`opensearch_filters` (``*_us``, ``meta_*``, ``fold``).
+* **Replacing a record** writes the new chunks first (deterministic ids, so a
+  chunk is overwritten in place), tagged with a fresh ``generation``, then
+  deletes the record's documents of any other generation (extra chunks, or
+  chunks in another record_type's index).  OpenSearch has no multi-document
+  transactions, so the guarantee is weaker than the embedded store's: a crash
+  between the two steps (or mid-bulk) never leaves a record with *no* chunks,
+  but may leave new chunks beside stale old extras until the record is
+  written again (ingestion is idempotent) or deleted.
+* **Scores.** Lucene's cosinesimil score is ``(1 + cos) / 2``; hits are
+  converted back (``cos = 2 * score - 1``) before ``min_score`` applies, so
+  scores compare with the embedded store's.  ``k`` sent to Lucene is at least
+  ``ef_search`` (it doubles as the candidate count), then cut to ``k``.
+* **Failure.** The client never retries (``max_retries=0``): a dead cluster
+  fails fast and the region shows in ``failed_regions``.  ``open()`` on an
+  unreachable cluster logs and returns, so one dead region never stops the
+  server; indices are then created on first write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from opensearchpy import AsyncOpenSearch
+from opensearchpy.exceptions import ConnectionError as OSConnectionError
+from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, RequestError, TransportError
+
+from memory_plugin.errors import InvalidArgument
+from memory_plugin.histories.filters import Filter, as_utc, fold
+from memory_plugin.settings import OpenSearchRegion
+from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
+from memory_plugin.stores.opensearch_filters import STRING_FIELDS, compile_filter, to_micros
+
+log = logging.getLogger(__name__)
+
+#: Record types whose indices open() creates up front; others appear on first write.
+KNOWN_RECORD_TYPES = ("voice", "message", "ai_pipeline_storage", "knowledge_base")
+_SAFE_TYPE = re.compile(r"[a-z0-9_][a-z0-9_-]{0,63}")
+_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_BULK_DOCS = 1000
+#: Keyword values longer than this are kept in _source but not indexed (Lucene's term limit is 32 KiB).
+_IGNORE_ABOVE = 8191
+_SOURCE_EXCLUDES = ["vector", "fold", "meta_str", "meta_num", "meta_bool", "meta_fold", "*_us", "generation"]
+
+
+def _keyword() -> dict[str, Any]:
+    return {"type": "keyword", "ignore_above": _IGNORE_ABOVE}
+
+
+def index_mapping(dimension: int, engine: str, m: int, ef_construction: int) -> dict[str, Any]:
+    """The mapping of one record_type's index."""
+    keywords = ("organization_id", "record_id", "record_type", "region", "user_id", "document_id", "retention",
+                "chunk_id", "generation")
+    properties: dict[str, Any] = {name: _keyword() for name in keywords}
+    date = {"type": "date", "format": "strict_date_optional_time||epoch_millis"}
+    properties.update(
+        record_created_at=date,
+        ingested_at=date,
+        record_created_at_us={"type": "long"},
+        ingested_at_us={"type": "long"},
+        chunk_index={"type": "integer"},
+        chunk_total={"type": "integer"},
+        text={"type": "text", "index": False},
+        vector={
+            "type": "knn_vector",
+            "dimension": dimension,
+            "method": {
+                "name": "hnsw",
+                "space_type": "cosinesimil",
+                "engine": engine,
+                "parameters": {"m": m, "ef_construction": ef_construction},
+            },
+        },
+        fold={"properties": {name: _keyword() for name in STRING_FIELDS}},
+        data={"properties": {"metadata": {"type": "object", "dynamic": True}}},
+        meta_str={"type": "object", "dynamic": True},
+        meta_num={"type": "object", "dynamic": True},
+        meta_bool={"type": "object", "dynamic": True},
+        meta_fold={"type": "object", "dynamic": True},
+    )
+    templates = [
+        # Raw metadata as the seed names it (data.metadata.<k>): a keyword of any JSON scalar,
+        # so mixed types never conflict.  Exact typed filtering uses the meta_* copies.
+        {"data_metadata": {"path_match": "data.metadata.*", "mapping": _keyword()}},
+        {"meta_str": {"path_match": "meta_str.*", "mapping": _keyword()}},
+        {"meta_fold": {"path_match": "meta_fold.*", "mapping": _keyword()}},
+        {"meta_num": {"path_match": "meta_num.*", "mapping": {"type": "double"}}},
+        {"meta_bool": {"path_match": "meta_bool.*", "mapping": {"type": "boolean"}}},
+    ]
+    return {"dynamic": "strict", "dynamic_templates": templates, "properties": properties}
+
+
+def _instant(value: datetime) -> str:
+    return as_utc(value).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def _parse_instant(text: str) -> datetime:
+    return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+
+
+def _normalised(vector: np.ndarray, dimension: int) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if array.shape[0] != dimension:
+        raise InvalidArgument(f"vector has {array.shape[0]} dimensions, the store has {dimension}")
+    norm = float(np.linalg.norm(array))
+    if not math.isfinite(norm) or norm == 0.0:
+        raise InvalidArgument("vector must be finite and non-zero")
+    return array / np.float32(norm)
+
+
+def document(record: Record, chunk: Chunk, vector: np.ndarray, generation: str) -> dict[str, Any]:
+    """The indexed form of one chunk."""
+    doc: dict[str, Any] = {
+        "organization_id": record.organization_id,
+        "record_id": record.record_id,
+        "record_type": record.record_type,
+        "region": record.region,
+        "chunk_id": f"{record.record_id}_chunk_{chunk.index}",
+        "chunk_index": chunk.index,
+        "chunk_total": chunk.total,
+        "text": chunk.text,
+        "record_created_at": _instant(record.record_created_at),
+        "ingested_at": _instant(record.ingested_at),
+        "record_created_at_us": to_micros(record.record_created_at),
+        "ingested_at_us": to_micros(record.ingested_at),
+        "generation": generation,
+        "vector": vector.tolist(),
+    }
+    for name in ("user_id", "document_id", "retention"):
+        value = getattr(record, name)
+        if value is not None:
+            doc[name] = value
+    doc["fold"] = {name: fold(doc[name]) for name in STRING_FIELDS if name in doc}
+    metadata = dict(record.metadata)
+    doc["data"] = {"metadata": metadata}
+    strings, numbers, booleans = {}, {}, {}
+    for key, value in metadata.items():
+        if not _KEY.fullmatch(key):
+            raise InvalidArgument(f"metadata key {key!r} must match [A-Za-z0-9_-]{{1,64}}")
+        if isinstance(value, bool):
+            booleans[key] = value
+        elif isinstance(value, (int, float)):
+            numbers[key] = float(value)
+        else:
+            strings[key] = value
+    doc.update(
+        meta_str=strings,
+        meta_fold={key: fold(value) for key, value in strings.items()},
+        meta_num=numbers,
+        meta_bool=booleans,
+    )
+    return doc
+
+
+def _record(source: dict[str, Any]) -> Record:
+    return Record(
+        organization_id=source["organization_id"],
+        record_id=source["record_id"],
+        record_type=source["record_type"],
+        region=source["region"],
+        record_created_at=_parse_instant(source["record_created_at"]),
+        ingested_at=_parse_instant(source["ingested_at"]),
+        user_id=source.get("user_id"),
+        document_id=source.get("document_id"),
+        retention=source.get("retention"),
+        metadata=source.get("data", {}).get("metadata", {}),
+    )
+
+
+class OpenSearchStore(VectorStore):
+    """A region store on one OpenSearch cluster; see the module docstring for the design."""
+
+    def __init__(
+        self,
+        settings: OpenSearchRegion,
+        region: str,
+        *,
+        hnsw_m: int = 16,
+        ef_construction: int = 128,
+        ef_search: int = 128,
+    ) -> None:
+        self.settings = settings
+        self.region = region
+        self.prefix = settings.index_prefix.lower()
+        self.alias = f"{self.prefix}.all"
+        self.hnsw_m, self.ef_construction, self.ef_search = hnsw_m, ef_construction, ef_search
+        self._dimension: int | None = None
+        self._ready: set[str] = set()  # record types whose index is known to exist
+        auth = (settings.username, settings.password or "") if settings.username else None
+        self.client = AsyncOpenSearch(
+            hosts=list(settings.hosts),
+            http_auth=auth,
+            verify_certs=settings.verify_certs,
+            ca_certs=settings.ca_certs,
+            timeout=settings.timeout,
+            max_retries=0,
+            retry_on_timeout=False,
+        )
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def index_name(self, record_type: str) -> str:
+        name = record_type.lower()
+        if name != record_type or not _SAFE_TYPE.fullmatch(name):
+            name = "x" + hashlib.sha1(record_type.encode()).hexdigest()[:16]
+        return f"{self.prefix}-{name}"
+
+    async def open(self, dimension: int) -> None:
+        self._dimension = dimension
+        try:
+            for record_type in KNOWN_RECORD_TYPES:
+                await self._ensure_index(record_type)
+        except (OSConnectionError, ConnectionTimeout) as error:
+            # One dead region must not stop the server: it fails per request instead.
+            log.warning("opensearch region %s unreachable at open (%r); indices come on first write",
+                        self.region, error)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def health(self) -> dict[str, Any]:
+        health = await self.client.cluster.health()
+        return {"status": health["status"], "cluster_name": health.get("cluster_name")}
+
+    async def _ensure_index(self, record_type: str) -> str:
+        index = self.index_name(record_type)
+        if record_type in self._ready:
+            return index
+        dimension = self._require_open()
+        if await self.client.indices.exists(index=index):
+            mapping = await self.client.indices.get_mapping(index=index)
+            found = mapping[index]["mappings"]["properties"]["vector"]["dimension"]
+            if found != dimension:
+                raise RuntimeError(f"index {index} has vectors of dimension {found}, the embedder {dimension}")
+        else:
+            body = {
+                "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}},
+                "mappings": index_mapping(dimension, self.settings.knn_engine, self.hnsw_m, self.ef_construction),
+                "aliases": {self.alias: {}},
+            }
+            try:
+                await self.client.indices.create(index=index, body=body)
+            except RequestError as error:
+                if error.error != "resource_already_exists_exception":
+                    raise
+        self._ready.add(record_type)
+        return index
+
+    def _require_open(self) -> int:
+        if self._dimension is None:
+            raise RuntimeError(f"opensearch store {self.region} is not open")
+        return self._dimension
+
+    # -- writes ---------------------------------------------------------------------
+
+    async def write_records(self, items: Sequence[tuple[Record, Sequence[Chunk]]]) -> None:
+        """Index the new chunks, then delete each record's documents of older generations."""
+        dimension = self._require_open()
+        if not items:
+            return
+        generation = uuid.uuid4().hex
+        actions: list[dict[str, Any]] = []
+        for record, chunks in items:  # validate everything before writing anything
+            index = self.index_name(record.record_type)
+            for chunk in chunks:
+                doc = document(record, chunk, _normalised(chunk.vector, dimension), generation)
+                actions.append({"index": {"_index": index, "_id": f"{record.organization_id}:{doc['chunk_id']}"}})
+                actions.append(doc)
+        for record_type in {record.record_type for record, _ in items}:
+            await self._ensure_index(record_type)
+        for start in range(0, len(actions), 2 * _BULK_DOCS):
+            last = start + 2 * _BULK_DOCS >= len(actions)
+            response = await self.client.bulk(body=actions[start : start + 2 * _BULK_DOCS], refresh="true" if last else "false")
+            if response.get("errors"):
+                failed = next(item for item in response["items"] if "error" in next(iter(item.values())))
+                raise TransportError(500, "bulk_failure", next(iter(failed.values()))["error"])
+        by_org: dict[str, list[str]] = defaultdict(list)
+        for record, _ in items:
+            by_org[record.organization_id].append(record.record_id)
+        for organization_id, record_ids in by_org.items():
+            for start in range(0, len(record_ids), 10_000):
+                query = {
+                    "bool": {
+                        "filter": [
+                            {"term": {"organization_id": organization_id}},
+                            {"terms": {"record_id": record_ids[start : start + 10_000]}},
+                        ],
+                        "must_not": [{"term": {"generation": generation}}],
+                    }
+                }
+                await self._delete_by_query(query)
+
+    async def _delete_by_query(self, query: dict[str, Any]) -> int:
+        try:
+            response = await self.client.delete_by_query(
+                index=self.alias, body={"query": query}, refresh=True, conflicts="proceed",
+                ignore_unavailable=True, allow_no_indices=True,
+            )
+        except NotFoundError:
+            return 0
+        return int(response.get("deleted", 0))
+
+    async def delete_record(self, organization_id: str, record_id: str) -> int:
+        self._require_open()
+        return await self._delete_by_query(
+            {"bool": {"filter": [{"term": {"organization_id": organization_id}}, {"term": {"record_id": record_id}}]}}
+        )
+
+    async def delete_matching(self, organization_id: str, where: Filter) -> DeleteCounts:
+        self._require_open()
+        query = {"bool": {"filter": [{"term": {"organization_id": organization_id}}, *compile_filter(where)]}}
+        records = await self._count_records(query)
+        chunks = await self._delete_by_query(query) if records else 0
+        return DeleteCounts(records=records, chunks=chunks)
+
+    async def _count_records(self, query: dict[str, Any]) -> int:
+        """Distinct record ids matching ``query``, exactly (a composite aggregation, paged)."""
+        count, after = 0, None
+        while True:
+            composite: dict[str, Any] = {"size": 10_000, "sources": [{"id": {"terms": {"field": "record_id"}}}]}
+            if after is not None:
+                composite["after"] = after
+            try:
+                response = await self.client.search(
+                    index=self.alias, body={"size": 0, "query": query, "aggs": {"ids": {"composite": composite}}},
+                    ignore_unavailable=True, allow_no_indices=True,
+                )
+            except NotFoundError:
+                return 0
+            aggregation = response.get("aggregations", {}).get("ids", {})
+            buckets = aggregation.get("buckets", [])
+            count += len(buckets)
+            after = aggregation.get("after_key")
+            if not buckets or after is None:
+                return count
+
+    # -- search -----------------------------------------------------------------------
+
+    async def search(
+        self,
+        organization_id: str,
+        record_type: str,
+        vector: np.ndarray,
+        where: Filter,
+        k: int,
+        min_score: float | None = None,
+    ) -> list[Hit]:
+        dimension = self._require_open()
+        query = _normalised(vector, dimension)
+        if k <= 0:
+            return []
+        conditions = [{"term": {"organization_id": organization_id}}, *compile_filter(where)]
+        body = {
+            "size": k,
+            "_source": {"excludes": _SOURCE_EXCLUDES},
+            "query": {
+                "knn": {
+                    "vector": {
+                        "vector": query.tolist(),
+                        "k": max(k, self.ef_search),
+                        "filter": {"bool": {"filter": conditions}},
+                    }
+                }
+            },
+        }
+        try:
+            response = await self.client.search(index=self.index_name(record_type), body=body)
+        except NotFoundError:
+            return []
+        hits = []
+        for raw in response["hits"]["hits"]:
+            source = raw["_source"]
+            score = min(1.0, max(-1.0, 2.0 * float(raw["_score"]) - 1.0))
+            if min_score is not None and score < min_score:
+                continue
+            hits.append(
+                Hit(
+                    record=_record(source),
+                    chunk_index=int(source["chunk_index"]),
+                    chunk_total=int(source["chunk_total"]),
+                    text=source["text"],
+                    score=score,
+                )
+            )
+        hits.sort(key=lambda hit: (-hit.score, hit.record.record_id, hit.chunk_index))
+        return hits[:k]

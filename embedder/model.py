@@ -44,8 +44,10 @@ class Embedder:
         config: dict[str, Any],
         *,
         batch_size: int = 32,
+        precision: str = "fp32",
     ) -> None:
         self.config = {**DEFAULTS, **config}
+        self.precision = precision
         self.session = session
         self.tokenizer = tokenizer
         self.tokenizer.no_truncation()
@@ -99,11 +101,7 @@ class Embedder:
             opts.intra_op_num_threads = intra_threads
         session = ort.InferenceSession(str(folder / models[precision]), opts, providers=["CPUExecutionProvider"])
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        embedder = cls(session, tokenizer, config, batch_size=batch_size)
-        embedder.precision = precision
-        return embedder
-
-    precision: str = "fp32"
+        return cls(session, tokenizer, config, batch_size=batch_size, precision=precision)
 
     # ------------------------------------------------------------------ API
 

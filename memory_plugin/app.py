@@ -22,6 +22,7 @@ from memory_plugin.auth import KeyStore
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.metrics import Metrics
+from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
 from memory_plugin.settings import Settings
 from memory_plugin.web import MAX_BODY_BYTES, auth_middleware, error_middleware, json_response, request_id_middleware
@@ -34,6 +35,7 @@ METRICS = web.AppKey("metrics", Metrics)
 
 #: What ``GET /`` reports as the OpenSearch version: the API level we serve.
 COMPATIBLE_OPENSEARCH = "2.19.1"
+OPENAPI = openapi_document()
 
 
 def ensure_development_key(keys: KeyStore, settings: Settings) -> str | None:
@@ -75,6 +77,10 @@ async def root(request: web.Request) -> web.Response:
     )
 
 
+async def openapi(request: web.Request) -> web.Response:
+    return json_response(OPENAPI)
+
+
 async def health(request: web.Request) -> web.Response:
     return json_response({"status": "green"})
 
@@ -104,6 +110,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/", root)
     app.router.add_get("/_health", health)
     app.router.add_get("/_metrics", metrics.handler)
+    app.router.add_get("/_openapi.json", openapi)
     app.router.add_routes(routes_v211.routes)
     app.router.add_routes(routes_v212.routes)
     app.router.add_routes(history_routes.routes)

@@ -8,6 +8,7 @@ free and serialises writers without any locking of our own.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: A migration takes the connection and brings the schema up one version.
 Migration = Callable[[sqlite3.Connection], None]
@@ -100,6 +102,21 @@ class transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
-            self._connection.execute("COMMIT")
+            try:
+                self._connection.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
         else:
-            self._connection.execute("ROLLBACK")
+            self._rollback()
+
+    def _rollback(self) -> None:
+        # SQLite rolls a transaction back by itself on some errors (SQLITE_FULL,
+        # SQLITE_IOERR, ...).  A second ROLLBACK would then fail with "cannot
+        # rollback - no transaction is active" and hide the error that matters
+        # (a full disk, which the HTTP layer turns into a 507).
+        if self._connection.in_transaction:
+            try:
+                self._connection.execute("ROLLBACK")
+            except sqlite3.Error:
+                log.exception("ROLLBACK failed on %s", self._connection)

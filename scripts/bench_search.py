@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -65,7 +66,30 @@ async def embedded(folder: Path) -> AsyncIterator[VectorStore]:
         await store.close()
 
 
-#: (column name, factory).  A second backend (OpenSearch) is one more entry.
+def opensearch_backend(url: str, engine: str = "lucene") -> Callable[[Path], Any]:
+    """A factory of OpenSearchStores on ``url``, each with fresh indices dropped afterwards."""
+
+    @asynccontextmanager
+    async def factory(folder: Path) -> AsyncIterator[VectorStore]:
+        import uuid
+
+        from memory_plugin.settings import OpenSearchRegion
+        from memory_plugin.stores.opensearch import OpenSearchStore
+
+        settings = OpenSearchRegion(hosts=(url,), index_prefix=f"bench-{uuid.uuid4().hex[:8]}", timeout=120.0,
+                                    knn_engine=engine)
+        store = OpenSearchStore(settings, "USA", create_indices=("voice",))
+        await store.open(DIM)
+        try:
+            yield store
+        finally:
+            await store.client.indices.delete(index=f"{store.prefix}-*", ignore_unavailable=True)
+            await store.close()
+
+    return factory
+
+
+#: (column name, factory); main() appends "opensearch-<engine>" when asked to.
 BACKENDS: list[tuple[str, Callable[[Path], Any]]] = [("embedded", embedded)]
 
 
@@ -188,8 +212,19 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=5000, help="records per write_records call")
     parser.add_argument("--seed-vectors", type=Path, help=".npy of real embeddings (n, 384) to mix from")
     parser.add_argument("--out", type=Path, default=Path("bench-results/search.json"))
+    parser.add_argument("--opensearch", action="store_true", help="also bench a real node started here")
+    parser.add_argument("--opensearch-url", help="also bench this running OpenSearch node")
+    parser.add_argument("--knn-engine", default="lucene", help="k-NN engine of the OpenSearch index")
     args = parser.parse_args()
-    results = asyncio.run(run(args))
+    with contextlib.ExitStack() as stack:
+        url = args.opensearch_url
+        if args.opensearch and not url:
+            from scripts.opensearch_nodes import start_nodes
+
+            url = stack.enter_context(start_nodes(1))[0].url
+        if url:
+            BACKENDS.append((f"opensearch-{args.knn_engine}", opensearch_backend(url, args.knn_engine)))
+        results = asyncio.run(run(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {args.out}")

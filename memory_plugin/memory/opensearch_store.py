@@ -242,8 +242,9 @@ def _client(settings: OpenSearchRegion) -> AsyncOpenSearch:
 class OpenSearchMemoryStore(MemoryStore):
     def __init__(self, settings: OpenSearchRegion) -> None:
         self.settings = settings
-        self.meta_index = f"{settings.index_prefix}-memory-meta"
-        self.message_index = f"{settings.index_prefix}-memory-message"
+        prefix = settings.index_prefix.lower()  # index names are lowercase, as in the region store
+        self.meta_index = f"{prefix}-memory-meta"
+        self.message_index = f"{prefix}-memory-message"
         #: ``index.max_result_window``; deeper pages go through ``search_after``.
         self.max_result_window = MAX_RESULT_WINDOW
         self._client: AsyncOpenSearch | None = None
@@ -273,7 +274,6 @@ class OpenSearchMemoryStore(MemoryStore):
         except RequestError as error:
             if error.error != "resource_already_exists_exception":
                 raise
-        await self.client.cluster.health(index=index, wait_for_status="green")
 
     async def close(self) -> None:
         if self._client is not None:
@@ -318,8 +318,8 @@ class OpenSearchMemoryStore(MemoryStore):
         if limit is not None and offset + limit <= window:
             if limit <= 0:
                 return []
-            body = {"query": query, "sort": sort, "from": offset, "size": limit, "track_total_hits": False}
-            result = await self.client.search(index=index, body=body)
+            window_body = {"query": query, "sort": sort, "from": offset, "size": limit, "track_total_hits": False}
+            result = await self.client.search(index=index, body=window_body)
             return list(result["hits"]["hits"])
         end = None if limit is None else offset + limit
         hits: list[dict[str, Any]] = []

@@ -41,7 +41,7 @@ import re
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from datetime import datetime, timedelta, timezone
@@ -280,13 +280,20 @@ class _TypeIndex:
         """Write the snapshot atomically enough: any prefix of positions is valid."""
         n = self.hnsw.ntotal
         ids_tmp, index_tmp = base.with_suffix(".ids.npy.tmp"), base.with_suffix(".faiss.tmp")
-        with open(ids_tmp, "wb") as file:
-            np.save(file, self.ids[:n])
-            file.flush()
-            os.fsync(file.fileno())
-        faiss.write_index(self.hnsw, str(index_tmp))
-        with open(index_tmp, "rb") as file:
-            os.fsync(file.fileno())
+        try:
+            with open(ids_tmp, "wb") as file:
+                np.save(file, self.ids[:n])
+                file.flush()
+                os.fsync(file.fileno())
+            faiss.write_index(self.hnsw, str(index_tmp))
+            with open(index_tmp, "rb") as file:
+                os.fsync(file.fileno())
+        except BaseException:
+            # A full or read-only disk: leave no half-written files taking space.
+            for leftover in (ids_tmp, index_tmp):
+                with suppress(OSError):
+                    leftover.unlink()
+            raise
         os.replace(ids_tmp, base.with_suffix(".ids.npy"))
         os.replace(index_tmp, base.with_suffix(".faiss"))
         self.unsaved = 0
@@ -477,7 +484,12 @@ class EmbeddedStore(VectorStore):
         if self._pool is None:
             return
         async with self._write_lock:
-            await self.snapshot()
+            try:
+                await self.snapshot()
+            except (OSError, RuntimeError) as error:  # faiss reports write failures as RuntimeError
+                # The snapshot is only a cache of SQLite: the next open() rebuilds it.
+                log.warning("embedded store %s: index snapshot not written (%s); it is rebuilt at next start",
+                            self.path, error)
         await self._db.close()
         self._pool.shutdown(wait=True)
         self._pool = None
@@ -592,8 +604,13 @@ class EmbeddedStore(VectorStore):
             async with index.lock.write():
                 await self._offload(index.append, np.asarray(ids, dtype=np.int64), np.stack(vectors), codes)
             if index.unsaved >= self._snapshot_every:
-                async with index.lock.read():
-                    await self._offload(index.save, _file_base(self.path, record_type))
+                try:
+                    async with index.lock.read():
+                        await self._offload(index.save, _file_base(self.path, record_type))
+                except (OSError, RuntimeError) as error:
+                    # The write is committed in SQLite already: a snapshot that cannot be
+                    # written (full disk) must not turn its acknowledgement into an error.
+                    log.warning("embedded store %s: index snapshot not written (%s)", self.path, error)
 
     # -- search -----------------------------------------------------------------
 

@@ -19,6 +19,9 @@ Why it looks like this:
   between the two steps (or mid-bulk) never leaves a record with *no* chunks,
   but may leave new chunks beside stale old extras until the record is
   written again (ingestion is idempotent) or deleted.
+* **Deletes** scroll the matching ids and bulk-delete them with a refresh
+  (the test distribution has no reindex module, hence no ``_delete_by_query``);
+  the distinct ``record_id``s seen give ``DeleteCounts.records`` exactly.
 * **Scores.** Lucene's cosinesimil score is ``(1 + cos) / 2``; hits are
   converted back (``cos = 2 * score - 1``) before ``min_score`` applies, so
   scores compare with the embedded store's.  ``k`` sent to Lucene is at least

@@ -232,19 +232,31 @@ class HistoryService:
             ]
             offset += len(record_spans)
             by_region.setdefault(record.region, []).append((stored, chunks))
-        await asyncio.gather(*(self._write_region(organization_id, region, items) for region, items in by_region.items()))
+        await self._clear_other_regions(organization_id, [record for record, _ in checked])
+        await asyncio.gather(*(self.stores[region].write_records(items) for region, items in by_region.items()))
         return [
             IngestedRecord(record.record_id, record.region, record.record_type, len(record_spans), ingested_at)
             for (record, _), record_spans in zip(checked, spans)
         ]
 
-    async def _write_region(self, organization_id: str, region: str, items: list[tuple[Record, list[Chunk]]]) -> None:
-        # A record id names one record in the organisation: a re-ingestion into
-        # another region replaces the copy there too.
-        others = [name for name in self.stores if name != region]
-        for record, _ in items:
-            await asyncio.gather(*(self.stores[name].delete_record(organization_id, record.record_id) for name in others))
-        await self.stores[region].write_records(items)
+    async def _clear_other_regions(self, organization_id: str, records: list[Record]) -> None:
+        """A record id names one record in the organisation: a copy in another region goes.
+
+        Runs before anything is written, so a region that cannot answer
+        leaves the batch unwritten (503) rather than duplicated.
+        """
+
+        async def clear(region: str, store: VectorStore) -> None:
+            for record in records:
+                if record.region != region:
+                    await store.delete_record(organization_id, record.record_id)
+
+        outcome = await fan_out(self.stores, list(self.stores), clear, self.deadline * 5, self.observe_region)
+        if outcome.failed:
+            raise Unavailable(
+                f"regions {sorted(outcome.failed)} did not answer, so older copies of these records could not be "
+                "replaced; nothing was written, retry later"
+            )
 
     # -- deletion ------------------------------------------------------------------
 
@@ -259,10 +271,10 @@ class HistoryService:
     async def delete_record(self, principal: Principal, record_id: str) -> int:
         organization_id = principal.organization_id
         if principal.user_id is None:
-            counts = await self._everywhere(lambda store: store.delete_record(organization_id, record_id))
+            counts = await self._everywhere(lambda _, store: store.delete_record(organization_id, record_id))
         else:
             where = scoped(principal, Filter((Condition("record_id", "eq", (record_id,)),)))
-            counts = [c.chunks for c in await self._everywhere(lambda store: store.delete_matching(organization_id, where))]
+            counts = [c.chunks for c in await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))]
         deleted = sum(counts)
         if deleted == 0:
             raise NotFound(f"record [{record_id}] not found", parameter="record_id")
@@ -272,7 +284,7 @@ class HistoryService:
         if not where:
             raise InvalidArgument("at least one filter is required, e.g. filter[user_id]=...", parameter="filter")
         organization_id, where = principal.organization_id, scoped(principal, where)
-        counts = await self._everywhere(lambda store: store.delete_matching(organization_id, where))
+        counts = await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))
         return DeleteCounts(records=sum(c.records for c in counts), chunks=sum(c.chunks for c in counts))
 
     # -- search --------------------------------------------------------------------
@@ -285,7 +297,7 @@ class HistoryService:
         outcome = await fan_out(
             self.stores,
             regions,
-            lambda store: store.search(
+            lambda _, store: store.search(
                 organization_id, query.record_type, vector, where, query.top_k, query.min_score
             ),
             self.deadline,

@@ -32,16 +32,16 @@ class FanOut(Generic[T]):
 async def fan_out(
     stores: Mapping[str, VectorStore],
     regions: Sequence[str],
-    call: Callable[[VectorStore], Awaitable[T]],
+    call: Callable[[str, VectorStore], Awaitable[T]],
     deadline: float,
     observe: RegionObserver | None = None,
 ) -> FanOut[T]:
-    """Run ``call`` on every named region concurrently, each within ``deadline`` seconds."""
+    """Run ``call(region, store)`` on every named region concurrently, each within ``deadline`` seconds."""
 
     async def one(region: str) -> tuple[str, T | None, bool]:
         started = time.perf_counter()
         try:
-            result = await asyncio.wait_for(call(stores[region]), timeout=deadline)
+            result = await asyncio.wait_for(call(region, stores[region]), timeout=deadline)
             failed = False
         except Exception as error:  # a region's failure must not sink the others
             log.warning("region %s failed: %r", region, error)

@@ -245,6 +245,14 @@ class StoreContract:
         hits = await loaded.search("org-b", record.record_type, chunks[0].vector, Filter(), 1)
         assert hits[0].record.record_id == record.record_id
 
+    async def test_record_owners(self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
+        wanted = ["rec-001", "rec-007", "rec-unknown"]
+        expected = {r.record_id: r.user_id for r, _ in dataset if r.organization_id == "org-a" and r.record_id in wanted}
+        assert await loaded.record_owners("org-a", wanted) == expected
+        assert expected == {"rec-001": "user-1", "rec-007": None}
+        assert await loaded.record_owners("org-c", wanted) == {}
+        assert await loaded.record_owners("org-a", []) == {}
+
     async def test_delete_matching_user(self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
         where = parse_filters([("filter[user_id]", "user-1")])
         doomed = [item for item in dataset if item[0].organization_id == "org-a" and matches(where, item[0])]

@@ -278,6 +278,7 @@ class FailingStore(VectorStore):
     async def close(self) -> None: ...
     async def write_records(self, items): return await self.inner.write_records(items)
     async def delete_record(self, organization_id, record_id): return await self.inner.delete_record(organization_id, record_id)
+    async def record_owners(self, organization_id, record_ids): return await self.inner.record_owners(organization_id, record_ids)
     async def delete_matching(self, organization_id, where): return await self.inner.delete_matching(organization_id, where)
     async def health(self): return {"status": "red"}
 
@@ -328,3 +329,14 @@ async def test_a_users_key_sees_and_writes_only_that_users_records(client, admin
     assert (await erased.json())["data"] == {"deleted_records": 0, "deleted_chunks": 0}
     everyone = await search(client, admin, q="broken handset", top_k=100)
     assert {i["record_id"] for i in everyone["data"]} == {"mine", "for-bob"}
+
+
+async def test_a_users_key_cannot_replace_another_users_record(client, admin, alice, bob):
+    await ingest(client, bob, [{"record_id": "shared", "record_type": "voice", "text": "Bob's private call about a loan"}])
+    response = await client.post(BASE, json={"records": [{"record_id": "shared", "record_type": "voice", "text": "Alice was here"}]},
+                                 headers=alice.headers)
+    assert response.status == 400
+    assert_telnyx_error(await response.json(), "records[0].record_id")
+    everyone = await search(client, admin, q="loan", top_k=100)
+    assert [(i["record_id"], i["user_id"], i["text"]) for i in everyone["data"]] == [("shared", "bob", "Bob's private call about a loan")]
+    await ingest(client, bob, [{"record_id": "shared", "record_type": "voice", "text": "Bob's updated call about a loan"}])

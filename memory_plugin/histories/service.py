@@ -232,12 +232,35 @@ class HistoryService:
             ]
             offset += len(record_spans)
             by_region.setdefault(record.region, []).append((stored, chunks))
+        if principal.user_id is not None:
+            await self._check_not_taken(principal, [record.record_id for record, _ in checked])
         await self._clear_other_regions(organization_id, [record for record, _ in checked])
         await asyncio.gather(*(self.stores[region].write_records(items) for region, items in by_region.items()))
         return [
             IngestedRecord(record.record_id, record.region, record.record_type, len(record_spans), ingested_at)
             for (record, _), record_spans in zip(checked, spans)
         ]
+
+    async def _check_not_taken(self, principal: Principal, record_ids: list[str]) -> None:
+        """A user's key may replace its own records, never another user's of the organisation."""
+        outcome = await fan_out(
+            self.stores,
+            list(self.stores),
+            lambda _, store: store.record_owners(principal.organization_id, record_ids),
+            self.deadline * 5,
+            self.observe_region,
+        )
+        if outcome.failed:
+            raise Unavailable(f"regions {sorted(outcome.failed)} did not answer; nothing was written, retry later")
+        for owners in outcome.results.values():
+            for record_id, user_id in owners.items():
+                if user_id != principal.user_id:
+                    position = record_ids.index(record_id)
+                    raise InvalidArgument(
+                        f"records[{position}].record_id [{record_id}] is already used by another user of the "
+                        "organisation; choose another id",
+                        parameter=f"records[{position}].record_id",
+                    )
 
     async def _clear_other_regions(self, organization_id: str, records: list[Record]) -> None:
         """A record id names one record in the organisation: a copy in another region goes.

@@ -92,6 +92,10 @@ class VectorStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
+        """``record_id → user_id`` for those of ``record_ids`` the organisation has here."""
+
+    @abc.abstractmethod
     async def delete_record(self, organization_id: str, record_id: str) -> int:
         """Delete one record; return how many chunks went (0 when unknown)."""
 

@@ -54,7 +54,7 @@ import numpy as np
 
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.filters import Filter
-from memory_plugin.sqlite import Database
+from memory_plugin.sqlite import Database, run_script
 from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
 from memory_plugin.stores.embedded_filters import compile_filter, register_functions, to_micros
 
@@ -69,10 +69,7 @@ _EXACT_SELECTIVITY = 0.05
 
 
 def _schema_v1(connection: sqlite3.Connection) -> None:
-    # Statement by statement: executescript() would commit the migration's transaction.
-    for statement in _SCHEMA_V1.split(";"):
-        if statement.strip():
-            connection.execute(statement)
+    run_script(connection, _SCHEMA_V1)
 
 
 _SCHEMA_V1 = """
@@ -547,6 +544,14 @@ class EmbeddedStore(VectorStore):
         async with self._write_lock:
             removed, added = await self._db.write(work)
             await self._apply(removed, added)
+
+    async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
+        self._require_open()
+        marks = ", ".join("?" for _ in record_ids)
+        sql = f"SELECT record_id, user_id FROM records WHERE organization_id = ? AND record_id IN ({marks})"
+        if not record_ids:
+            return {}
+        return await self._db.run(lambda c: {row[0]: row[1] for row in c.execute(sql, [organization_id, *record_ids])})
 
     async def delete_record(self, organization_id: str, record_id: str) -> int:
         self._require_open()

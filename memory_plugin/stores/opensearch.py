@@ -361,6 +361,24 @@ class OpenSearchStore(VectorStore):
                 if "error" in result:
                     raise TransportError(result.get("status", 500), "bulk_failure", result["error"])
 
+    async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
+        self._require_open()
+        if not record_ids:
+            return {}
+        query = {"bool": {"filter": [
+            {"term": {"organization_id": organization_id}},
+            {"terms": {"record_id": list(record_ids)}},
+            {"term": {"chunk_index": 0}},
+        ]}}
+        try:
+            response = await self.client.search(
+                index=self.alias, body={"query": query, "_source": ["record_id", "user_id"]},
+                size=len(record_ids), ignore_unavailable=True, allow_no_indices=True,
+            )
+        except NotFoundError:
+            return {}
+        return {hit["_source"]["record_id"]: hit["_source"].get("user_id") for hit in response["hits"]["hits"]}
+
     async def delete_record(self, organization_id: str, record_id: str) -> int:
         self._require_open()
         _, chunks = await self._delete_where(

@@ -31,7 +31,8 @@ from tests.live import LiveServer, free_port  # noqa: E402
 BASE = "/_plugins/_ml/memory/conversation"
 
 
-async def drive(name, url, method, body, headers, requests, concurrency, bar) -> dict:
+async def drive(name, url, method, body, headers, requests, concurrency, bar, url_suffix="") -> dict:
+    """``requests`` calls at ``concurrency``; ``url_suffix`` is rendered with str() per call."""
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     queue = iter(range(requests))
@@ -42,7 +43,7 @@ async def drive(name, url, method, body, headers, requests, concurrency, bar) ->
             for n in queue:
                 started = time.perf_counter()
                 payload = body(n) if callable(body) else body
-                async with http.request(method, url, json=payload) as response:
+                async with http.request(method, f"{url}{url_suffix}", json=payload) as response:
                     await response.read()
                     statuses[response.status] = statuses.get(response.status, 0) + 1
                 latencies.append(time.perf_counter() - started)

@@ -118,7 +118,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
 
 
 def run(settings: Settings, **kwargs: Any) -> None:
-    logs.configure()
+    logs.configure(settings.log_level.upper())
     web.run_app(
         create_app(settings),
         host=settings.host,

@@ -75,6 +75,8 @@ class Settings:
     #: Write interactions from the memory API into the history index too.
     bridge: bool = True
     #: Who may see the cluster name in ``GET /``.
+    #: ``info`` logs one JSON line per request; ``warning`` only problems.
+    log_level: str = "info"
     cluster_name: str = "memory-plugin"
     node_name: str = "memory-plugin-0"
 
@@ -106,6 +108,7 @@ _SCALARS: dict[str, type] = {
     "search_deadline": float,
     "max_body_bytes": int,
     "bridge": bool,
+    "log_level": str,
     "cluster_name": str,
     "node_name": str,
 }

@@ -68,14 +68,15 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--bridge", action="store_true", help="also index interactions for search (loads the model)")
+    parser.add_argument("--bridge", action="store_true", help="also index interactions for search")
+    parser.add_argument("--log-level", default="info", help="the server's log level (info logs every request)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "memory.json")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     _, token = KeyStore(workdir / "data" / "keys.json").create("bench-org", "bench-user")
     headers = {"Authorization": f"Bearer {token}"}
-    env = {"MEMORY_PLUGIN_BRIDGE": "true" if args.bridge else "false"}
+    env = {"MEMORY_PLUGIN_BRIDGE": "true" if args.bridge else "false", "MEMORY_PLUGIN_LOG_LEVEL": args.log_level}
     hello_port = free_port()
     hello = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "hello_world.py"), str(hello_port)])
     results = []

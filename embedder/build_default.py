@@ -230,7 +230,6 @@ def onnx_graph(model: E5S1) -> Any:
     the position table. The word table is stored fp16 (halves the file) and the
     gathered rows are cast to fp32 in-graph.
     """
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     H, NH, FF = model.hidden, model.heads, model.ffn

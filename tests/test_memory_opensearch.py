@@ -29,7 +29,6 @@ from tests.test_memory_v212 import *  # noqa: F401,F403  (re-run the 2.12+ suite
 
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore, Principal
-from memory_plugin.clock import isoformat
 from memory_plugin.memory.models import Conversation, Interaction
 from memory_plugin.memory.opensearch_store import OpenSearchMemoryStore
 from memory_plugin.memory.routes_v211 import MEMORY

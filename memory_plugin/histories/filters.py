@@ -65,7 +65,9 @@ class Filter:
 # --- Parsing -----------------------------------------------------------------
 
 _KEY = re.compile(r"filter\[([^\[\]]*)\](?:\[([^\[\]]*)\])?")
-_FIELD = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: A field or metadata key: safe in SQL JSON paths and OpenSearch field names alike.
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+FIELD_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
@@ -91,7 +93,7 @@ def parse_filters(params: Iterable[tuple[str, str]]) -> Filter:
         if match is None:
             raise InvalidArgument(f"malformed filter parameter '{key}'", parameter=key)
         name, op = match.group(1), ("eq" if match.group(2) is None else match.group(2))
-        if not _FIELD.fullmatch(name):
+        if not FIELD_NAME.fullmatch(name):
             raise InvalidArgument(
                 f"invalid filter field '{name}': use 1 to 64 of A-Z a-z 0-9 _ -", parameter=key
             )
@@ -125,6 +127,12 @@ def parse_instant(text: str, *, parameter: str) -> datetime:
 
 def as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def to_micros(value: datetime) -> int:
+    """An instant as integer microseconds since the epoch (exact, sortable)."""
+    delta = as_utc(value) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def as_number(text: str) -> float | None:

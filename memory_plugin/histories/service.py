@@ -19,7 +19,7 @@ from embedder import AsyncEmbedder, chunk_text
 from memory_plugin.clock import new_id, now, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
 from memory_plugin.auth import Principal
-from memory_plugin.histories.filters import Condition, Filter
+from memory_plugin.histories.filters import FIELD_NAME, Condition, Filter
 from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
 from memory_plugin.stores.regions import RegionObserver, fan_out
 
@@ -149,7 +149,7 @@ class HistoryService:
         if not isinstance(metadata, Mapping):
             raise InvalidArgument(f"{where}.metadata must be an object", parameter=f"{where}.metadata")
         for key, value in metadata.items():
-            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", key):
+            if not FIELD_NAME.fullmatch(key):
                 raise InvalidArgument(
                     f"{where}.metadata key {key!r} must match [A-Za-z0-9_-]{{1,64}}", parameter=f"{where}.metadata"
                 )

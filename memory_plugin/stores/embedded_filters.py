@@ -14,30 +14,22 @@ SQLite's ASCII-only ``lower``/``LIKE`` are not.
 
 from __future__ import annotations
 
-import re
 import sqlite3
-from datetime import datetime, timezone
 from typing import Any
 
 from memory_plugin.histories.filters import (
     DATE_FIELDS,
     TOP_LEVEL_FIELDS,
     Condition,
+    FIELD_NAME,
     Filter,
     as_number,
-    as_utc,
     fold,
+    to_micros,
 )
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
-
-def to_micros(value: datetime) -> int:
-    """An instant as integer microseconds since the epoch (exact, sortable)."""
-    delta = as_utc(value) - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def register_functions(connection: sqlite3.Connection) -> None:
@@ -87,7 +79,7 @@ def _top_level(field: str, op: str, value: Any) -> tuple[str, list[Any]]:
 
 
 def _metadata(key: str, op: str, value: str) -> tuple[str, list[Any]]:
-    if not _KEY.fullmatch(key):
+    if not FIELD_NAME.fullmatch(key):
         raise ValueError(f"invalid metadata key {key!r}")
     path = f'$."{key}"'  # cannot break out of the quotes
     kind = "json_type(r.metadata, ?)"

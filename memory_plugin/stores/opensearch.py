@@ -53,14 +53,14 @@ from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.filters import Filter, as_utc, fold
 from memory_plugin.settings import OpenSearchRegion
 from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
-from memory_plugin.stores.opensearch_filters import STRING_FIELDS, compile_filter, to_micros
+from memory_plugin.histories.filters import FIELD_NAME, to_micros
+from memory_plugin.stores.opensearch_filters import STRING_FIELDS, compile_filter
 
 log = logging.getLogger(__name__)
 
 #: Record types whose indices open() creates up front; others appear on first write.
 KNOWN_RECORD_TYPES = ("voice", "message", "ai_pipeline_storage", "knowledge_base")
 _SAFE_TYPE = re.compile(r"[a-z0-9_][a-z0-9_-]{0,63}")
-_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _BULK_DOCS = 1000
 #: Keyword values longer than this are kept in _source but not indexed (Lucene's term limit is 32 KiB).
 _IGNORE_ABOVE = 8191
@@ -159,7 +159,7 @@ def document(record: Record, chunk: Chunk, vector: np.ndarray, generation: str) 
     doc["data"] = {"metadata": metadata}
     strings, numbers, booleans = {}, {}, {}
     for key, value in metadata.items():
-        if not _KEY.fullmatch(key):
+        if not FIELD_NAME.fullmatch(key):
             raise InvalidArgument(f"metadata key {key!r} must match [A-Za-z0-9_-]{{1,64}}")
         if isinstance(value, bool):
             booleans[key] = value

@@ -21,29 +21,22 @@ against the same pattern as :func:`parse_filters` before use.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from typing import Any
 
 from memory_plugin.histories.filters import (
     DATE_FIELDS,
     TOP_LEVEL_FIELDS,
     Condition,
+    FIELD_NAME,
     Filter,
     as_number,
-    as_utc,
     fold,
+    to_micros,
 )
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: Top-level string fields, each with a case-folded copy under ``fold.``.
 STRING_FIELDS = tuple(name for name in TOP_LEVEL_FIELDS if name not in DATE_FIELDS)
 
-
-def to_micros(value: datetime) -> int:
-    """An instant as integer microseconds since the epoch (exact, sortable)."""
-    delta = as_utc(value) - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def escape_wildcard(text: str) -> str:
@@ -69,7 +62,7 @@ def _any(clauses: list[dict[str, Any]]) -> dict[str, Any]:
 def _condition(condition: Condition) -> dict[str, Any]:
     if condition.is_metadata:
         key = condition.field[len("metadata.") :]
-        if not _KEY.fullmatch(key):
+        if not FIELD_NAME.fullmatch(key):
             raise ValueError(f"invalid metadata key {key!r}")
         return _any([clause for value in condition.values for clause in _metadata(key, condition.op, str(value))])
     field = condition.field

@@ -56,6 +56,7 @@ class AsyncEmbedder:
         *,
         max_batch: int = 32,
         max_wait_ms: float = 5.0,
+        max_batch_chars: int = 8192,
         cache_size: int = 1024,
         executor: Executor | None = None,
         on_batch: OnBatch | None = None,
@@ -65,6 +66,9 @@ class AsyncEmbedder:
         self.embedder = embedder
         self.max_batch = max_batch
         self.max_wait = max_wait_ms / 1000.0
+        #: Long passages gain nothing from big batches, and a big batch of them
+        #: would hold every query and short text behind it for seconds.
+        self.max_batch_chars = max_batch_chars
         self.cache_size = cache_size
         self.on_batch = on_batch
         self.stats = BatchStats()
@@ -148,14 +152,20 @@ class AsyncEmbedder:
         return sum(1 for it in self._pending if it.kind == kind and not it.future.done())
 
     def _take(self, kind: Kind) -> list[_Item]:
-        """Pop up to max_batch live items of `kind`, keeping the others queued in order."""
+        """Pop up to max_batch live items of `kind` within the character budget, keeping the rest in order."""
         batch: list[_Item] = []
         keep: deque[_Item] = deque()
+        chars = 0
         for item in self._pending:
             if item.future.done():  # cancelled waiter: simply dropped
                 self.stats.cancelled += 1
-            elif item.kind == kind and len(batch) < self.max_batch:
+            elif (
+                item.kind == kind
+                and len(batch) < self.max_batch
+                and (not batch or chars + len(item.text) <= self.max_batch_chars)
+            ):
                 batch.append(item)
+                chars += len(item.text)
             else:
                 keep.append(item)
         self._pending = keep
@@ -173,6 +183,8 @@ class AsyncEmbedder:
                 self._pending.popleft()
                 self.stats.cancelled += 1
                 continue
+            # Queries are someone waiting on a search: they go before passages.
+            first = next((it for it in self._pending if it.kind == "query" and not it.future.done()), first)
             # wait for company until the batch is full or the oldest item's deadline passes
             deadline = first.enqueued + self.max_wait
             while self._live(first.kind) < self.max_batch:

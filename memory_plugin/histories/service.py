@@ -232,54 +232,55 @@ class HistoryService:
             ]
             offset += len(record_spans)
             by_region.setdefault(record.region, []).append((stored, chunks))
-        if principal.user_id is not None:
-            await self._check_not_taken(principal, [record.record_id for record, _ in checked])
-        await self._clear_other_regions(organization_id, [record for record, _ in checked])
+        await self._prepare_replacement(principal, [record for record, _ in checked])
         await asyncio.gather(*(self.stores[region].write_records(items) for region, items in by_region.items()))
         return [
             IngestedRecord(record.record_id, record.region, record.record_type, len(record_spans), ingested_at)
             for (record, _), record_spans in zip(checked, spans)
         ]
 
-    async def _check_not_taken(self, principal: Principal, record_ids: list[str]) -> None:
-        """A user's key may replace its own records, never another user's of the organisation."""
+    async def _prepare_replacement(self, principal: Principal, records: list[Record]) -> None:
+        """Before anything is written: check ownership, and remove copies held by other regions.
+
+        A record id names one record in the organisation, wherever it lives. A
+        user's key may replace its own records, never another user's. Runs
+        before any write, so a region that cannot answer leaves the batch
+        unwritten (503) rather than duplicated; only regions that hold an
+        older copy are written to.
+        """
+        organization_id = principal.organization_id
+        record_ids = [record.record_id for record in records]
         outcome = await fan_out(
             self.stores,
             list(self.stores),
-            lambda _, store: store.record_owners(principal.organization_id, record_ids),
+            lambda _, store: store.record_owners(organization_id, record_ids),
             self.deadline * 5,
             self.observe_region,
         )
         if outcome.failed:
-            raise Unavailable(f"regions {sorted(outcome.failed)} did not answer; nothing was written, retry later")
-        for owners in outcome.results.values():
-            for record_id, user_id in owners.items():
-                if user_id != principal.user_id:
-                    position = record_ids.index(record_id)
-                    raise InvalidArgument(
-                        f"records[{position}].record_id [{record_id}] is already used by another user of the "
-                        "organisation; choose another id",
-                        parameter=f"records[{position}].record_id",
-                    )
-
-    async def _clear_other_regions(self, organization_id: str, records: list[Record]) -> None:
-        """A record id names one record in the organisation: a copy in another region goes.
-
-        Runs before anything is written, so a region that cannot answer
-        leaves the batch unwritten (503) rather than duplicated.
-        """
-
-        async def clear(region: str, store: VectorStore) -> None:
-            for record in records:
-                if record.region != region:
-                    await store.delete_record(organization_id, record.record_id)
-
-        outcome = await fan_out(self.stores, list(self.stores), clear, self.deadline * 5, self.observe_region)
-        if outcome.failed:
             raise Unavailable(
                 f"regions {sorted(outcome.failed)} did not answer, so older copies of these records could not be "
-                "replaced; nothing was written, retry later"
+                "checked; nothing was written, retry later"
             )
+        if principal.user_id is not None:
+            for owners in outcome.results.values():
+                for record_id, user_id in owners.items():
+                    if user_id != principal.user_id:
+                        position = record_ids.index(record_id)
+                        raise InvalidArgument(
+                            f"records[{position}].record_id [{record_id}] is already used by another user of the "
+                            "organisation; choose another id",
+                            parameter=f"records[{position}].record_id",
+                        )
+        target = {record.record_id: record.region for record in records}
+        await asyncio.gather(
+            *(
+                self.stores[region].delete_record(organization_id, record_id)
+                for region, owners in outcome.results.items()
+                for record_id in owners
+                if target[record_id] != region
+            )
+        )
 
     # -- deletion ------------------------------------------------------------------
 

@@ -588,9 +588,10 @@ async def test_sigterm_finishes_in_flight_requests_refuses_new_connections_and_e
                 assert r.status == 201
 
             async def slow_ingest(batch: int) -> tuple[int, Any, float]:
+                # About 24 chunks of 480 tokens a batch: several seconds of embedding even on an idle machine.
                 records = [
-                    {"record_id": f"term-{batch}-{n}", "record_type": "voice", "text": words(rng, 330)}
-                    for n in range(4)
+                    {"record_id": f"term-{batch}-{n}", "record_type": "voice", "text": words(rng, 1200)}
+                    for n in range(6)
                 ]
                 async with http.post(HISTORIES, json={"records": records}) as response:
                     return response.status, await response.json(), time.monotonic()
@@ -619,7 +620,7 @@ async def test_sigterm_finishes_in_flight_requests_refuses_new_connections_and_e
             results = await asyncio.gather(*in_flight)
         for batch, (status, body, finished) in enumerate(results):
             assert status == 201, body
-            assert [item["record_id"] for item in body["data"]] == [f"term-{batch}-{n}" for n in range(4)]
+            assert [item["record_id"] for item in body["data"]] == [f"term-{batch}-{n}" for n in range(6)]
             assert finished > terminated
         assert refused_at < max(finished for _, _, finished in results), "refusal should come before the drain ends"
         assert server.process.wait(60) == 0, server.log_path.read_text(errors="replace")[-3000:]
@@ -627,7 +628,7 @@ async def test_sigterm_finishes_in_flight_requests_refuses_new_connections_and_e
         server = start(data_dir, server_env)  # what was acknowledged during the shutdown is stored
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
             for batch in range(2):
-                for n in range(4):
+                for n in range(6):
                     assert await search_record(http, f"term-{batch}-{n}", "voice")
     finally:
         server.kill()

@@ -7,7 +7,6 @@ stand-alone, under a test client, or mounted into another aiohttp app.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -48,7 +47,6 @@ def ensure_development_key(keys: KeyStore, settings: Settings) -> str | None:
         f"\nCreated {keys.path} with a development key for organization 'dev-org', user 'dev-user'.\n"
         f"It is shown only once:\n\n    {token}\n\n"
         f"Try:  curl -H 'Authorization: Bearer {token}' {base}/_plugins/_ml/memory/conversation\n",
-        file=sys.stderr if settings.port == 0 else sys.stdout,
         flush=True,
     )
     return token

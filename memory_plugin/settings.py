@@ -74,9 +74,9 @@ class Settings:
     max_body_bytes: int = 8 * 1024 * 1024
     #: Write interactions from the memory API into the history index too.
     bridge: bool = True
-    #: Who may see the cluster name in ``GET /``.
     #: ``info`` logs one JSON line per request; ``warning`` only problems.
     log_level: str = "info"
+    #: What ``GET /`` reports, as an OpenSearch node would.
     cluster_name: str = "memory-plugin"
     node_name: str = "memory-plugin-0"
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import urllib.request
 
@@ -85,3 +86,12 @@ class LiveServer:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip on a developer machine that lacks a tool; under ``CI=true`` that is a failure."""
+    import pytest
+
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: this test must run)")
+    pytest.skip(reason)

@@ -13,6 +13,7 @@ import pytest
 
 from embedder import AsyncEmbedder, BuildError, Embedder, default_model_dir, ensure_default_model
 from embedder import build_default
+from tests.live import unavailable
 
 pytestmark = pytest.mark.model
 
@@ -121,7 +122,7 @@ def test_long_input_is_truncated_to_the_window(embedder: Embedder) -> None:
 def test_int8_variant_is_close(model_dir: Path, embedder: Embedder) -> None:
     config = json.loads((model_dir / "config.json").read_text())
     if "int8" not in config["models"]:
-        pytest.skip("no int8 variant built")
+        unavailable("no int8 variant built")
     q8 = Embedder.from_dir(model_dir, precision="int8")
     texts = FIDELITY_TEXTS[1:12]
     cos = (q8.passage(texts) * embedder.passage(texts)).sum(axis=1)

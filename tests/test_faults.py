@@ -29,7 +29,7 @@ import aiohttp
 import pytest
 
 from memory_plugin.auth import KeyStore
-from tests.live import LiveServer
+from tests.live import LiveServer, unavailable
 
 MEMORY = "/_plugins/_ml/memory/conversation"
 HISTORIES = "/v2/ai/conversation_histories"
@@ -336,7 +336,7 @@ def mounted(target: Path, *mount_args: str) -> Iterator[Path]:
     target.mkdir(parents=True, exist_ok=True)
     done = _run("mount", *mount_args, str(target))
     if done.returncode != 0:
-        pytest.skip(f"cannot mount ({' '.join(mount_args)}) here: {done.stderr.strip()} (needs root / CAP_SYS_ADMIN)")
+        unavailable(f"cannot mount ({' '.join(mount_args)}) here: {done.stderr.strip()} (needs root / CAP_SYS_ADMIN)")
     try:
         yield target
     finally:
@@ -504,13 +504,13 @@ async def test_read_only_data_folder_gives_a_clear_error_keeps_serving_and_recov
     SIGBUS, not an error SQLite could report.
     """
     if shutil.which("mkfs.ext4") is None or shutil.which("chattr") is None:
-        pytest.skip("needs mkfs.ext4 and chattr")
+        unavailable("needs mkfs.ext4 and chattr")
     image = tmp_path / "fs.img"
     with open(image, "wb") as handle:
         handle.truncate(96 << 20)
     made = _run("mkfs.ext4", "-q", "-F", "-m", "0", str(image))
     if made.returncode != 0:
-        pytest.skip(f"mkfs.ext4 failed: {made.stderr}")
+        unavailable(f"mkfs.ext4 failed: {made.stderr}")
     with mounted(tmp_path / "data", "-o", "loop", str(image)) as data_dir:
         _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
         headers = {"Authorization": f"Bearer {token}"}

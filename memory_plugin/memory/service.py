@@ -79,7 +79,8 @@ def check_additional_info_map(value: Any, parameter: str = "additional_info") ->
     return dict(value)
 
 
-def check_updates(changes: Mapping[str, Any], allowed: tuple[str, ...], noun: str) -> None:
+def checked_updates(changes: Mapping[str, Any], allowed: tuple[str, ...], noun: str) -> dict[str, Any]:
+    """The update's fields, checked: only ``allowed`` ones, text as strings, ``additional_info`` a string map."""
     unknown = sorted(set(changes) - set(allowed))
     if unknown:
         raise InvalidArgument(
@@ -88,6 +89,13 @@ def check_updates(changes: Mapping[str, Any], allowed: tuple[str, ...], noun: st
         )
     if not changes:
         raise InvalidArgument(f"{noun} update has no fields; give one of {list(allowed)}")
+    values = dict(changes)
+    for name, value in values.items():
+        if name == "additional_info":
+            values[name] = check_additional_info_map(value)
+        elif not isinstance(value, str):
+            raise InvalidArgument(f"[{name}] must be a string", parameter=name)
+    return values
 
 
 def _took(started: float) -> int:
@@ -136,12 +144,7 @@ class MemoryService:
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Conversation:
-        check_updates(changes, CONVERSATION_UPDATABLE, "memory")
-        values = dict(changes)
-        if "name" in values and not isinstance(values["name"], str):
-            raise InvalidArgument("[name] must be a string", parameter="name")
-        if "additional_info" in values:
-            values["additional_info"] = check_additional_info_map(values["additional_info"])
+        values = checked_updates(changes, CONVERSATION_UPDATABLE, "memory")
         values["updated_time"] = now()
         conversation = await self.store.update_conversation(owner, conversation_id, values)
         if conversation is None:
@@ -248,12 +251,7 @@ class MemoryService:
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
     ) -> Interaction:
-        check_updates(changes, INTERACTION_UPDATABLE, "message")
-        values = dict(changes)
-        if "response" in values and not isinstance(values["response"], str):
-            raise InvalidArgument("[response] must be a string", parameter="response")
-        if "additional_info" in values:
-            values["additional_info"] = check_additional_info_map(values["additional_info"])
+        values = checked_updates(changes, INTERACTION_UPDATABLE, "message")
         interaction = await self.store.update_interaction(owner, interaction_id, values)
         if interaction is None:
             raise interaction_not_found(interaction_id)

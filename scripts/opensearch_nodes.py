@@ -348,8 +348,8 @@ def _runtime_home(home: Path) -> Path:
         return home
     _make_world_readable(home)
     stamp = (home / INSTALLED_STAMP).read_text()
-    mirror = Path(tempfile.gettempdir()) / f"memory_plugin-opensearch-{OPENSEARCH_VERSION}-runtime"
-    with _file_lock(Path(tempfile.gettempdir()) / f".memory_plugin-opensearch-{OPENSEARCH_VERSION}-runtime.lock"):
+    mirror = Path(tempfile.gettempdir()) / f"memory_plugin-{home.name}-runtime"  # one mirror per home
+    with _file_lock(Path(tempfile.gettempdir()) / f".memory_plugin-{home.name}-runtime.lock"):
         if (mirror / INSTALLED_STAMP).is_file() and (mirror / INSTALLED_STAMP).read_text() == stamp:
             return mirror
         staging = Path(tempfile.mkdtemp(prefix=".mirror-", dir=mirror.parent))

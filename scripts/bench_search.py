@@ -35,8 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _vectors import from_seed, mean_pairwise_cosine, synthetic  # noqa: E402
 
-from memory_plugin.histories.filters import Filter, parse_filters  # noqa: E402
-from memory_plugin.stores.base import Chunk, Record, VectorStore  # noqa: E402
+from memory_plugin.stores.filters import Filter, parse_filters  # noqa: E402
+from memory_plugin.stores.base import VectorStore  # noqa: E402
+from memory_plugin.stores.records import Chunk, Record  # noqa: E402
 from memory_plugin.stores.embedded import EmbeddedStore  # noqa: E402
 
 DIM = 384

@@ -15,8 +15,9 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memory_plugin.histories.filters import Condition, Filter, matches, parse_filters
-from memory_plugin.stores.base import Chunk, Hit, Record, VectorStore
+from memory_plugin.stores.filters import Condition, Filter, matches, parse_filters
+from memory_plugin.stores.base import VectorStore
+from memory_plugin.stores.records import Chunk, Hit, Record
 
 DIM = 16
 ORGS = ("org-a", "org-b")

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_plugin.histories.filters import Filter, parse_filters
-from memory_plugin.stores.base import Chunk, Record
+from memory_plugin.stores.filters import Filter, parse_filters
+from memory_plugin.stores.records import Chunk, Record
 from memory_plugin.stores.embedded import EmbeddedStore
 from tests.store_contract import DIM, StoreContract, as_pairs, exact_hits, make_dataset, unit
 

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.histories.filters import Condition, Filter, matches, parse_filters
-from memory_plugin.stores.base import Record
+from memory_plugin.stores.filters import Condition, Filter, matches, parse_filters
+from memory_plugin.stores.records import Record
 
 UTC = timezone.utc
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_plugin.histories.filters import Condition, Filter, parse_filters
+from memory_plugin.stores.filters import Condition, Filter, parse_filters
 from memory_plugin.stores.opensearch_filters import compile_filter, escape_wildcard
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory_plugin.histories.filters import Filter, parse_filters
+from memory_plugin.stores.filters import Filter, parse_filters
 from memory_plugin.settings import OpenSearchRegion
-from memory_plugin.stores.base import Chunk
+from memory_plugin.stores.records import Chunk
 from memory_plugin.stores.embedded import EmbeddedStore
 from memory_plugin.stores.opensearch import OpenSearchStore
 from tests.store_contract import DIM, FILTER_PARAMS, StoreContract, as_pairs, make_dataset, unit

@@ -9,69 +9,13 @@ scoped to one organisation.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from memory_plugin.histories.filters import Filter
-
-MetadataValue = str | int | float | bool
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A record's own fields, shared by all of its chunks."""
-
-    organization_id: str
-    record_id: str
-    record_type: str
-    region: str
-    record_created_at: datetime
-    ingested_at: datetime
-    user_id: str | None = None
-    document_id: str | None = None
-    retention: str | None = None
-    metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One embedded span of a record's text."""
-
-    index: int
-    total: int
-    text: str
-    #: float32, L2-normalised, of the embedder's dimension.
-    vector: np.ndarray
-
-
-def chunk_id(record_id: str, index: int) -> str:
-    return f"{record_id}_chunk_{index}"
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A chunk found by a search, with its cosine similarity to the query."""
-
-    record: Record
-    chunk_index: int
-    chunk_total: int
-    text: str
-    score: float
-
-    @property
-    def id(self) -> str:
-        return chunk_id(self.record.record_id, self.chunk_index)
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteCounts:
-    records: int
-    chunks: int
-
+from memory_plugin.stores.filters import Filter
+from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
 
 class VectorStore(abc.ABC):
     """A region's store of record chunks and their vectors."""

@@ -53,10 +53,11 @@ import faiss
 import numpy as np
 
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.histories.filters import Filter
+from memory_plugin.stores.filters import Filter
 from memory_plugin.sqlite import Database, run_script
-from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
-from memory_plugin.histories.filters import to_micros
+from memory_plugin.stores.base import VectorStore
+from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
+from memory_plugin.stores.filters import to_micros
 from memory_plugin.stores.embedded_filters import compile_filter, register_functions
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Compile a :class:`Filter` into SQL for the embedded store.
 
 The WHERE fragment is over the ``records`` table aliased ``r``; it must agree
-exactly with :func:`memory_plugin.histories.filters.matches`.  Dates are
+exactly with :func:`memory_plugin.stores.filters.matches`.  Dates are
 stored as integer microseconds since the epoch (UTC) so they compare exactly.
 Metadata lives in a JSON column; ``json_type`` keeps strings, numbers and
 booleans apart the way the reference evaluator does.  A JSON column (rather
@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from memory_plugin.histories.filters import (
+from memory_plugin.stores.filters import (
     DATE_FIELDS,
     TOP_LEVEL_FIELDS,
     Condition,

@@ -12,12 +12,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from memory_plugin.errors import InvalidArgument
-
-if TYPE_CHECKING:
-    from memory_plugin.stores.base import MetadataValue, Record
+from memory_plugin.stores.records import MetadataValue, Record
 
 Operator = Literal["eq", "in", "gte", "gt", "lte", "lt", "contains"]
 OPERATORS: tuple[Operator, ...] = ("eq", "in", "gte", "gt", "lte", "lt", "contains")

@@ -51,7 +51,9 @@ def filters_from_python(filters: FilterSpec | None) -> Filter:
                 values = [value] if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) else value
                 texts = [_filter_text(v) for v in values]
                 if any("," in text for text in texts):
-                    raise InvalidArgument(f"filter[{field}][in] values may not contain commas", parameter=f"filter[{field}][in]")
+                    raise InvalidArgument(
+                        f"filter[{field}][in] values may not contain commas", parameter=f"filter[{field}][in]"
+                    )
                 pairs.append((f"filter[{field}][in]", ",".join(texts)))
             else:
                 pairs.append((f"filter[{field}][{op}]", _filter_text(value)))

@@ -89,7 +89,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     metrics = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[request_id_middleware, metrics.middleware(), error_middleware, auth_middleware(keys, public=[health])],
+        middlewares=[
+            request_id_middleware,
+            metrics.middleware(),
+            error_middleware,
+            auth_middleware(keys, public=[health]),
+        ],
     )
     app[METRICS] = metrics
     app[SETTINGS] = settings

@@ -48,8 +48,10 @@ async def open_services(
     settings: Settings, *, embedder: Embedder | None = None, metrics: Metrics | None = None
 ) -> AsyncIterator[Services]:
     """Open the embedder, the region stores and the memory store; close them all on exit."""
-    model = embedder if embedder is not None else await asyncio.get_running_loop().run_in_executor(
-        None, load_embedder, settings
+    model = (
+        embedder
+        if embedder is not None
+        else await asyncio.get_running_loop().run_in_executor(None, load_embedder, settings)
     )
     async with AsyncExitStack() as stack:
         batcher = AsyncEmbedder(

@@ -104,7 +104,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except ServiceError as error:
         return error_response(request, error)
     except web.HTTPRequestEntityTooLarge:
-        return error_response(request, PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes"))
+        return error_response(
+            request, PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes")
+        )
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
         wrong_method = InvalidArgument(
@@ -167,7 +169,9 @@ def check_params(request: web.Request, allowed: Iterable[str] = (), prefixes: It
         names = ", ".join(dict.fromkeys(unknown))
         if _is_v2(request):
             raise InvalidArgument(f"unknown query parameter [{names}]", parameter=unknown[0])
-        raise InvalidArgument(f"request [{request.path}] contains unrecognized parameter: [{names}]", parameter=unknown[0])
+        raise InvalidArgument(
+            f"request [{request.path}] contains unrecognized parameter: [{names}]", parameter=unknown[0]
+        )
 
 
 def int_param(request: web.Request, name: str, default: int) -> int:
@@ -257,7 +261,9 @@ def string_field(body: dict[str, Any], name: str, *, required: bool = False) -> 
 def check_fields(body: dict[str, Any], allowed: Iterable[str]) -> None:
     unknown = sorted(set(body) - set(allowed))
     if unknown:
-        raise InvalidArgument(f"unknown field {unknown} in request body; known fields are {sorted(allowed)}", parameter=unknown[0])
+        raise InvalidArgument(
+            f"unknown field {unknown} in request body; known fields are {sorted(allowed)}", parameter=unknown[0]
+        )
 
 
 def _json_type(value: Any) -> str:

@@ -77,8 +77,9 @@ def opensearch_backend(url: str, engine: str = "lucene") -> Callable[[Path], Any
         from memory_plugin.settings import OpenSearchRegion
         from memory_plugin.stores.opensearch import OpenSearchStore
 
-        settings = OpenSearchRegion(hosts=(url,), index_prefix=f"bench-{uuid.uuid4().hex[:8]}", timeout=120.0,
-                                    knn_engine=engine)
+        settings = OpenSearchRegion(
+            hosts=(url,), index_prefix=f"bench-{uuid.uuid4().hex[:8]}", timeout=120.0, knn_engine=engine
+        )
         store = OpenSearchStore(settings, "USA", create_indices=("voice",))
         await store.open(DIM)
         try:
@@ -124,7 +125,12 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, candidates: np.ndarray, 
 
 
 async def measure(
-    store: VectorStore, vectors: np.ndarray, queries: np.ndarray, params: list[tuple[str, str]], mask: np.ndarray, k: int
+    store: VectorStore,
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    params: list[tuple[str, str]],
+    mask: np.ndarray,
+    k: int,
 ) -> dict[str, float]:
     """Latency of back-to-back searches (truth computed beforehand, off the clock)."""
     where: Filter = parse_filters(params)
@@ -151,7 +157,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     seed = np.load(args.seed_vectors) if args.seed_vectors else None
     results: dict[str, Any] = {
         "dimension": DIM,
-        "vectors": f"mixed from {args.seed_vectors}" if seed is not None else "synthetic e5-shaped (no seed file given)",
+        "vectors": f"mixed from {args.seed_vectors}"
+        if seed is not None
+        else "synthetic e5-shaped (no seed file given)",
         "queries": args.queries,
         "k": 10,
         "cpus": os.cpu_count(),
@@ -169,7 +177,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="bench-search-") as folder:
                 async with factory(Path(folder)) as store:
                     seconds = await load(store, vectors, args.batch)
-                    backend: dict[str, Any] = {"load_s": round(seconds, 1), "load_us_per_chunk": round(seconds / size * 1e6, 1)}
+                    backend: dict[str, Any] = {
+                        "load_s": round(seconds, 1),
+                        "load_us_per_chunk": round(seconds / size * 1e6, 1),
+                    }
                     for case, (params, mask_of) in CASES.items():
                         backend[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
                 if isinstance(store, EmbeddedStore):

@@ -187,8 +187,16 @@ def maven_fetch(artifact: str, dest: Path) -> Path:
     if shutil.which("mvn") is None:
         raise OpenSearchSetupError("Maven ('mvn') is not on PATH; it is needed to fetch " + artifact)
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = ["mvn", "-q", "-B", "-U", "-Dstyle.color=never", "dependency:copy",
-           f"-Dartifact={artifact}", f"-DoutputDirectory={dest}"]
+    cmd = [
+        "mvn",
+        "-q",
+        "-B",
+        "-U",
+        "-Dstyle.color=never",
+        "dependency:copy",
+        f"-Dartifact={artifact}",
+        f"-DoutputDirectory={dest}",
+    ]
     out = _run(cmd, what=f"Fetching {artifact} from Maven Central")
     if not target.is_file():
         raise OpenSearchSetupError(
@@ -314,8 +322,17 @@ def ensure_user(name: str | None = None) -> pwd.struct_passwd:
     with contextlib.suppress(KeyError):
         return pwd.getpwnam(name)
     attempts = [
-        ["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
-         "--shell", "/usr/sbin/nologin", name],
+        [
+            "useradd",
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ],
         ["adduser", "-S", "-D", "-H", "-s", "/sbin/nologin", name],  # busybox/alpine
     ]
     errors = []
@@ -528,9 +545,7 @@ class OpenSearchNode:
             "action.destructive_requires_name": False,
         }
         settings.update(self.extra_settings)
-        (self.config_dir / "opensearch.yml").write_text(
-            "".join(f"{k}: {json.dumps(v)}\n" for k, v in settings.items())
-        )
+        (self.config_dir / "opensearch.yml").write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in settings.items()))
         jvm = (home / "config" / "jvm.options").read_text()
         jvm = (
             jvm.replace("-Xms1g", f"-Xms{self.heap}")
@@ -568,8 +583,15 @@ class OpenSearchNode:
                 popen_kw["preexec_fn"] = _set_pdeathsig
             elif _setpriv_supports_pdeathsig():
                 # Python's own setuid + prctl loses the death signal; util-linux setpriv keeps it
-                cmd = ["setpriv", f"--reuid={popen_kw['user']}", f"--regid={popen_kw['group']}",
-                       "--clear-groups", "--pdeathsig=TERM", "--", *cmd]
+                cmd = [
+                    "setpriv",
+                    f"--reuid={popen_kw['user']}",
+                    f"--regid={popen_kw['group']}",
+                    "--clear-groups",
+                    "--pdeathsig=TERM",
+                    "--",
+                    *cmd,
+                ]
                 popen_kw = {}
         self._started_at = time.monotonic()
         self.process = subprocess.Popen(
@@ -647,8 +669,11 @@ class OpenSearchNode:
         for f in (self.logs_dir / "stdout.log", self.logs_dir / f"{self.cluster_name}.log"):
             if f.is_file():
                 all_lines = f.read_text(errors="replace").splitlines()
-                errors = [ln for ln in all_lines
-                          if any(m in ln for m in ("ERROR", "FATAL", "Exception:", "Error:", "fatal error"))][:6]
+                errors = [
+                    ln
+                    for ln in all_lines
+                    if any(m in ln for m in ("ERROR", "FATAL", "Exception:", "Error:", "fatal error"))
+                ][:6]
                 tail = all_lines[-lines:]
                 head = ("--- first error lines ---\n" + "\n".join(errors) + "\n") if errors else ""
                 return f"{head}--- last {len(tail)} lines of {f} ---\n" + "\n".join(tail)
@@ -676,8 +701,16 @@ atexit.register(stop_all)
 class OpenSearchCluster:
     """N independent single-node clusters ("regions"); a context manager."""
 
-    def __init__(self, n: int = 1, *, home: Path | str | None = None, heap: str = DEFAULT_HEAP,
-                 name_prefix: str = "region", timeout: float = 240, base_dir: Path | str | None = None) -> None:
+    def __init__(
+        self,
+        n: int = 1,
+        *,
+        home: Path | str | None = None,
+        heap: str = DEFAULT_HEAP,
+        name_prefix: str = "region",
+        timeout: float = 240,
+        base_dir: Path | str | None = None,
+    ) -> None:
         self.n, self.home, self.heap, self.timeout = n, home, heap, timeout
         self.name_prefix, self.base_dir = name_prefix, base_dir
         self.nodes: list[OpenSearchNode] = []
@@ -694,8 +727,16 @@ class OpenSearchCluster:
             ports.add(hp)
             tp = free_port(ports)
             ports.add(tp)
-            self.nodes.append(OpenSearchNode(f"{self.name_prefix}-{i}", home=self.home, http_port=hp,
-                                             transport_port=tp, heap=self.heap, base_dir=self.base_dir))
+            self.nodes.append(
+                OpenSearchNode(
+                    f"{self.name_prefix}-{i}",
+                    home=self.home,
+                    http_port=hp,
+                    transport_port=tp,
+                    heap=self.heap,
+                    base_dir=self.base_dir,
+                )
+            )
         try:
             for node in self.nodes:  # launch all, then wait: startups overlap
                 node.start(wait=False)
@@ -757,11 +798,16 @@ def check_knn_engine(url: str, engine: str) -> dict[str, Any]:
         http_json(f"{url}/{index}", "DELETE")
     mapping = {
         "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}},
-        "mappings": {"properties": {
-            "vec": {"type": "knn_vector", "dimension": 4,
-                    "method": {"name": "hnsw", "space_type": "cosinesimil", "engine": engine}},
-            "tag": {"type": "keyword"},
-        }},
+        "mappings": {
+            "properties": {
+                "vec": {
+                    "type": "knn_vector",
+                    "dimension": 4,
+                    "method": {"name": "hnsw", "space_type": "cosinesimil", "engine": engine},
+                },
+                "tag": {"type": "keyword"},
+            }
+        },
     }
     try:
         status, body = http_json(f"{url}/{index}", "PUT", mapping)
@@ -769,28 +815,37 @@ def check_knn_engine(url: str, engine: str) -> dict[str, Any]:
             result["error"] = f"create index: HTTP {status}: {body}"
             return result
         bulk = "".join(
-            json.dumps({"index": {"_index": index, "_id": k}}) + "\n"
-            + json.dumps({"vec": v, "tag": "even" if i % 2 == 0 else "odd"}) + "\n"
+            json.dumps({"index": {"_index": index, "_id": k}})
+            + "\n"
+            + json.dumps({"vec": v, "tag": "even" if i % 2 == 0 else "odd"})
+            + "\n"
             for i, (k, v) in enumerate(_ENGINE_VECTORS.items())
         )
         status, body = http_json(f"{url}/_bulk?refresh=true", "POST", bulk)
         if status != 200 or body.get("errors"):
             result["error"] = f"bulk: HTTP {status}: {str(body)[:2000]}"
             return result
-        status, body = http_json(f"{url}/{index}/_search", "POST",
-                                 {"size": 5, "query": {"knn": {"vec": {"vector": _QUERY, "k": 5}}}})
+        status, body = http_json(
+            f"{url}/{index}/_search", "POST", {"size": 5, "query": {"knn": {"vec": {"vector": _QUERY, "k": 5}}}}
+        )
         if status != 200:
             result["error"] = f"knn query: HTTP {status}: {str(body)[:2000]}"
             return result
         hits = body["hits"]["hits"]
         pairs = [(_cos(_QUERY, _ENGINE_VECTORS[h["_id"]]), h["_score"]) for h in hits]
-        result["hits"] = [{"id": h["_id"], "score": h["_score"],
-                           "cos": round(_cos(_QUERY, _ENGINE_VECTORS[h["_id"]]), 6)} for h in hits]
+        result["hits"] = [
+            {"id": h["_id"], "score": h["_score"], "cos": round(_cos(_QUERY, _ENGINE_VECTORS[h["_id"]]), 6)}
+            for h in hits
+        ]
         result["score_formula"] = next(
-            (name for name, f in _SCORE_FORMULAS.items()
-             if pairs and all(abs(f(c) - s) < 1e-4 for c, s in pairs)), "unknown")
-        status, body = http_json(f"{url}/{index}/_search", "POST", {"size": 3, "query": {"knn": {"vec": {
-            "vector": _QUERY, "k": 3, "filter": {"term": {"tag": "even"}}}}}})
+            (name for name, f in _SCORE_FORMULAS.items() if pairs and all(abs(f(c) - s) < 1e-4 for c, s in pairs)),
+            "unknown",
+        )
+        status, body = http_json(
+            f"{url}/{index}/_search",
+            "POST",
+            {"size": 3, "query": {"knn": {"vec": {"vector": _QUERY, "k": 3, "filter": {"term": {"tag": "even"}}}}}},
+        )
         if status != 200:
             result["filter_error"] = f"HTTP {status}: {str(body)[:2000]}"
             result["efficient_filter"] = False
@@ -861,7 +916,8 @@ def check_knn_engines_isolated(
                 res["works"] = False
                 res["node_crashed"] = True
                 res["log_tail"] = [
-                    line for line in nodes[0].log_tail(400).splitlines()
+                    line
+                    for line in nodes[0].log_tail(400).splitlines()
                     if "UnsatisfiedLinkError" in line or "fatal error" in line
                 ][:4]
             results[engine] = res
@@ -890,8 +946,18 @@ def _cmd_start(args: argparse.Namespace) -> int:
         info = {
             "pid": os.getpid(),
             "started": time.time(),
-            "nodes": [{"name": n.name, "url": n.url, "http_port": n.http_port, "transport_port": n.transport_port,
-                       "pid": n.pid, "dir": str(n.base_dir), "cluster_name": n.cluster_name} for n in nodes],
+            "nodes": [
+                {
+                    "name": n.name,
+                    "url": n.url,
+                    "http_port": n.http_port,
+                    "transport_port": n.transport_port,
+                    "pid": n.pid,
+                    "dir": str(n.base_dir),
+                    "cluster_name": n.cluster_name,
+                }
+                for n in nodes
+            ],
             "urls": [n.url for n in nodes],
         }
         state.parent.mkdir(parents=True, exist_ok=True)
@@ -904,8 +970,10 @@ def _cmd_start(args: argparse.Namespace) -> int:
             for n in nodes:
                 if not n.is_running() and n.name not in reported:
                     reported.add(n.name)  # keep the others running (a "failed region" is legitimate)
-                    _log(f"node {n.name} ({n.url}) exited with code {n.process.returncode if n.process else None}:"
-                         f"\n{n.log_tail(20)}")
+                    _log(
+                        f"node {n.name} ({n.url}) exited with code {n.process.returncode if n.process else None}:"
+                        f"\n{n.log_tail(20)}"
+                    )
             if len(reported) == len(nodes):
                 _log("all nodes have exited")
                 return 1

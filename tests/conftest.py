@@ -79,7 +79,16 @@ def other_admin(keys: KeyStore) -> Caller:
 
 
 @pytest.fixture
-async def client(aiohttp_client, settings: Settings, embedder: Embedder, alice: Caller, bob: Caller, carol: Caller, admin: Caller, other_admin: Caller):  # type: ignore[no-untyped-def]
+async def client(
+    aiohttp_client,
+    settings: Settings,
+    embedder: Embedder,
+    alice: Caller,
+    bob: Caller,
+    carol: Caller,
+    admin: Caller,
+    other_admin: Caller,
+):  # type: ignore[no-untyped-def]
     return await aiohttp_client(create_app(settings, embedder=embedder))
 
 

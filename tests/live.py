@@ -20,7 +20,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def live_server_with_key(data_dir: Path, organization_id: str = "org-1", user_id: str | None = "alice", **kwargs: object) -> LiveServer:
+def live_server_with_key(
+    data_dir: Path, organization_id: str = "org-1", user_id: str | None = "alice", **kwargs: object
+) -> LiveServer:
     """A started server whose keys file holds one key for the given principal."""
     from memory_plugin.auth import KeyStore
 
@@ -61,7 +63,9 @@ class LiveServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log_path.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"server exited with {self.process.returncode}:\n{self.log_path.read_text()[-3000:]}"
+                )
             try:
                 with urllib.request.urlopen(self.url + "/_health", timeout=1) as response:
                     if response.status == 200:

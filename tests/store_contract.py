@@ -38,7 +38,10 @@ def make_dataset(seed: int = 7, per_org: int = 40) -> list[tuple[Record, list[Ch
     items: list[tuple[Record, list[Chunk]]] = []
     template: list[tuple[Record, list[Chunk]]] = []
     for i in range(per_org):
-        metadata: dict[str, str | int | float | bool] = {"language": languages[i % 4], "score": [5, 5.0, 7.5, 12][i % 4]}
+        metadata: dict[str, str | int | float | bool] = {
+            "language": languages[i % 4],
+            "score": [5, 5.0, 7.5, 12][i % 4],
+        }
         if i % 3 == 0:
             metadata["urgent"] = i % 2 == 0
         if i % 5 == 0:
@@ -166,7 +169,9 @@ class StoreContract:
                 for query in queries:
                     hits = await loaded.search(org, record_type, query, where, 100)
                     self.assert_same(hits, exact_hits(dataset, org, record_type, query, where, 100))
-                    assert all(hit.record.organization_id == org and hit.record.record_type == record_type for hit in hits)
+                    assert all(
+                        hit.record.organization_id == org and hit.record.record_type == record_type for hit in hits
+                    )
                     assert all(matches(where, hit.record) for hit in hits)
 
     async def test_k_truncation_and_min_score(
@@ -204,7 +209,9 @@ class StoreContract:
         assert await loaded.search("org-a", "voice", query, where, 100) == []
         assert await loaded.search("org-a", "kb-nothing", query, Filter(), 100) == []
 
-    async def test_rewrite_replaces_all_chunks(self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
+    async def test_rewrite_replaces_all_chunks(
+        self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]
+    ) -> None:
         record, chunks = next(item for item in dataset if len(item[1]) == 3 and item[0].organization_id == "org-a")
         new_type = "message" if record.record_type == "voice" else "voice"
         moved = replace(record, record_type=new_type, metadata={"language": "xx"})
@@ -222,7 +229,9 @@ class StoreContract:
             hits = await loaded.search("org-a", record.record_type, query, Filter(), 100)
             assert record.record_id not in {hit.record.record_id for hit in hits}
 
-    async def test_reingestion_is_idempotent(self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
+    async def test_reingestion_is_idempotent(
+        self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]
+    ) -> None:
         query = unit(np.random.default_rng(8), 1)[0]
         before = as_pairs(await loaded.search("org-a", "voice", query, Filter(), 100))
         await loaded.write_records(dataset)
@@ -248,7 +257,9 @@ class StoreContract:
 
     async def test_record_owners(self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
         wanted = ["rec-001", "rec-007", "rec-unknown"]
-        expected = {r.record_id: r.user_id for r, _ in dataset if r.organization_id == "org-a" and r.record_id in wanted}
+        expected = {
+            r.record_id: r.user_id for r, _ in dataset if r.organization_id == "org-a" and r.record_id in wanted
+        }
         assert await loaded.record_owners("org-a", wanted) == expected
         assert expected == {"rec-001": "user-1", "rec-007": None}
         assert await loaded.record_owners("org-c", wanted) == {}

@@ -21,15 +21,29 @@ async def hits(client, caller, q):
 
 
 async def test_interactions_become_records_and_leave_with_the_conversation(bridged, alice, bob):
-    conversation_id = (await (await bridged.post("/_plugins/_ml/memory/conversation", json={"name": "c"}, headers=alice.headers)).json())["conversation_id"]
+    conversation_id = (
+        await (
+            await bridged.post("/_plugins/_ml/memory/conversation", json={"name": "c"}, headers=alice.headers)
+        ).json()
+    )["conversation_id"]
     created = await bridged.post(
         f"/_plugins/_ml/memory/conversation/{conversation_id}",
-        json={"input": "How do I reset my router?", "response": "Hold the reset button for ten seconds.", "origin": "RAG Pipeline"},
+        json={
+            "input": "How do I reset my router?",
+            "response": "Hold the reset button for ten seconds.",
+            "origin": "RAG Pipeline",
+        },
         headers=alice.headers,
     )
     interaction_id = (await created.json())["interaction_id"]
-    memory_id = (await (await bridged.post("/_plugins/_ml/memory", json={"name": "m"}, headers=alice.headers)).json())["memory_id"]
-    await bridged.post(f"/_plugins/_ml/memory/{memory_id}/messages", json={"input": "Where is my parcel?", "response": "It ships tomorrow."}, headers=alice.headers)
+    memory_id = (await (await bridged.post("/_plugins/_ml/memory", json={"name": "m"}, headers=alice.headers)).json())[
+        "memory_id"
+    ]
+    await bridged.post(
+        f"/_plugins/_ml/memory/{memory_id}/messages",
+        json={"input": "Where is my parcel?", "response": "It ships tomorrow."},
+        headers=alice.headers,
+    )
 
     (hit, *rest) = await hits(bridged, alice, "router reset button")
     assert hit["record_id"] == interaction_id

@@ -52,8 +52,12 @@ async def test_ingest_cli_then_sigkill_loses_no_acknowledged_record(tmp_path):
     headers = {"Authorization": f"Bearer {token}"}
     topics = ["billing", "router", "delivery", "password", "refund", "upgrade", "outage", "address"]
     lines = [
-        {"record_id": f"rec-{n}", "record_type": "voice", "region": ["USA", "DEU", "AUS", "UAE"][n % 4],
-         "text": f"Call {n}: the customer asked about {topics[n % len(topics)]} number {n}."}
+        {
+            "record_id": f"rec-{n}",
+            "record_type": "voice",
+            "region": ["USA", "DEU", "AUS", "UAE"][n % 4],
+            "text": f"Call {n}: the customer asked about {topics[n % len(topics)]} number {n}.",
+        }
         for n in range(120)
     ]
     source = tmp_path / "records.jsonl"
@@ -61,8 +65,22 @@ async def test_ingest_cli_then_sigkill_loses_no_acknowledged_record(tmp_path):
     server = LiveServer(data_dir).start()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "memory_plugin", "ingest", str(source), "--url", server.url, "--key", token, "--batch-size", "25"],
-            capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "memory_plugin",
+                "ingest",
+                str(source),
+                "--url",
+                server.url,
+                "--key",
+                token,
+                "--batch-size",
+                "25",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == 0, done.stderr
         assert "ingested 120 records (120 chunks)" in done.stdout

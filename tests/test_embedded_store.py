@@ -53,7 +53,9 @@ async def test_persists_across_close_and_open(tmp_path: Path) -> None:
         query = unit(np.random.default_rng(2), 1)[0]
         for record_type in ("voice", "message"):
             hits = await reopened.search("org-a", record_type, query, Filter(), 100)
-            assert [h for h, _ in as_pairs(hits)] == [h for h, _ in exact_hits(rest, "org-a", record_type, query, Filter(), 100)]
+            assert [h for h, _ in as_pairs(hits)] == [
+                h for h, _ in exact_hits(rest, "org-a", record_type, query, Filter(), 100)
+            ]
     finally:
         await reopened.close()
 
@@ -107,7 +109,9 @@ async def test_corrupt_snapshot_is_rebuilt(tmp_path: Path) -> None:
         assert reopened.load_report["message"] == "snapshot"
         query = unit(np.random.default_rng(2), 1)[0]
         hits = await reopened.search("org-a", "voice", query, Filter(), 100)
-        assert [h for h, _ in as_pairs(hits)] == [h for h, _ in exact_hits(dataset, "org-a", "voice", query, Filter(), 100)]
+        assert [h for h, _ in as_pairs(hits)] == [
+            h for h, _ in exact_hits(dataset, "org-a", "voice", query, Filter(), 100)
+        ]
     finally:
         await reopened.close()
 
@@ -190,7 +194,9 @@ async def test_survives_sigkill(tmp_path: Path) -> None:
         query = unit(np.random.default_rng(6), 1)[0]
         for org in ("org-a", "org-b"):
             hits = await store.search(org, "voice", query, Filter(), 100)
-            assert [h for h, _ in as_pairs(hits)] == [h for h, _ in exact_hits(dataset, org, "voice", query, Filter(), 100)]
+            assert [h for h, _ in as_pairs(hits)] == [
+                h for h, _ in exact_hits(dataset, org, "voice", query, Filter(), 100)
+            ]
     finally:
         await store.close()
 
@@ -221,7 +227,9 @@ async def test_concurrent_searches_and_writes(tmp_path: Path) -> None:
         rest = [item for item in dataset if not (item[0].organization_id == "org-a" and item[0].record_id in deleted)]
         for query in queries[:3]:
             hits = await store.search("org-a", "voice", query, Filter(), 100)
-            assert [h for h, _ in as_pairs(hits)] == [h for h, _ in exact_hits(rest, "org-a", "voice", query, Filter(), 100)]
+            assert [h for h, _ in as_pairs(hits)] == [
+                h for h, _ in exact_hits(rest, "org-a", "voice", query, Filter(), 100)
+            ]
     finally:
         await store.close()
 

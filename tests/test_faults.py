@@ -155,7 +155,8 @@ async def write_stream(
                 await writer
 
         await asyncio.gather(
-            until_killed(memory_writer(0)), until_killed(memory_writer(1)),
+            until_killed(memory_writer(0)),
+            until_killed(memory_writer(1)),
             until_killed(long_writer() if long_records else short_writer()),
         )
 
@@ -226,7 +227,9 @@ async def test_sigkill_at_random_moments_loses_nothing_acknowledged_and_shows_no
                 server = start(data_dir, server_env)
                 history.append((0.0, *await check_ledger(server.url, headers, ledger)))
             delay = rng.uniform(0.2, 2.0)
-            stream = asyncio.create_task(write_stream(server.url, headers, ledger, rng, f"{n}", long_records=n % 2 == 0))
+            stream = asyncio.create_task(
+                write_stream(server.url, headers, ledger, rng, f"{n}", long_records=n % 2 == 0)
+            )
             await asyncio.sleep(delay)
             server.kill()  # SIGKILL, at a random moment of the stream
             await stream
@@ -234,8 +237,10 @@ async def test_sigkill_at_random_moments_loses_nothing_acknowledged_and_shows_no
         interactions, records = await check_ledger(server.url, headers, ledger)
     finally:
         server.kill()
-    print(f"{rounds} kills; acknowledged {interactions} interactions, {records} records "
-          f"({ledger.long_acks} multi-chunk ingestions acknowledged, {len(ledger.unsettled)} never acknowledged)")
+    print(
+        f"{rounds} kills; acknowledged {interactions} interactions, {records} records "
+        f"({ledger.long_acks} multi-chunk ingestions acknowledged, {len(ledger.unsettled)} never acknowledged)"
+    )
     assert interactions > 0 and records > 2
 
 
@@ -285,8 +290,12 @@ async def test_a_hanging_region_is_reported_in_failed_regions_within_the_deadlin
     # record id in every other region, which a hanging region cannot confirm.
     with LiveServer(data_dir, env=server_env) as server:
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
-            record = {"record_id": "usa-1", "record_type": "voice", "region": "USA",
-                      "text": "The customer called about a billing discrepancy on the invoice."}
+            record = {
+                "record_id": "usa-1",
+                "record_type": "voice",
+                "region": "USA",
+                "text": "The customer called about a billing discrepancy on the invoice.",
+            }
             async with http.post(HISTORIES, json={"records": [record]}) as response:
                 assert response.status == 201, await response.text()
     with hanging_listener() as port:
@@ -383,8 +392,11 @@ class Writes:
     async def ingest(self, count: int = 2) -> tuple[int, Any]:
         self.n += 1
         records = [
-            {"record_id": f"disk-{self.n}-{j}", "record_type": "voice",
-             "text": f"Call {self.n}.{j}: the customer asked about a refund for order {self.n * 100 + j}."}
+            {
+                "record_id": f"disk-{self.n}-{j}",
+                "record_type": "voice",
+                "text": f"Call {self.n}.{j}: the customer asked about a refund for order {self.n * 100 + j}.",
+            }
             for j in range(count)
         ]
         async with self.http.post(HISTORIES, json={"records": records}) as response:
@@ -432,7 +444,9 @@ async def until_refused(write: Any, attempts: int = 40) -> tuple[int, Any]:
 
 
 @pytest.mark.timeout(300)
-async def test_full_data_folder_gives_507_keeps_serving_and_recovers(tmp_path: Path, server_env: dict[str, str]) -> None:
+async def test_full_data_folder_gives_507_keeps_serving_and_recovers(
+    tmp_path: Path, server_env: dict[str, str]
+) -> None:
     with mounted(tmp_path / "data", "-t", "tmpfs", "-o", "size=48m", "tmpfs") as data_dir:
         _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
         headers = {"Authorization": f"Bearer {token}"}
@@ -611,8 +625,9 @@ async def test_sigterm_finishes_in_flight_requests_refuses_new_connections_and_e
                     break
                 await asyncio.sleep(0.05)
             assert refused_at is not None, "new connections still accepted 5 s after SIGTERM"
-            async with aiohttp.ClientSession(server.url, headers=headers,
-                                             connector=aiohttp.TCPConnector(force_close=True)) as fresh:
+            async with aiohttp.ClientSession(
+                server.url, headers=headers, connector=aiohttp.TCPConnector(force_close=True)
+            ) as fresh:
                 with pytest.raises(aiohttp.ClientConnectionError):
                     async with fresh.get(f"{MEMORY}/{conversation}"):
                         pass

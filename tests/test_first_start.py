@@ -25,12 +25,19 @@ def test_first_start_serves_on_9200_and_prints_a_working_development_key(tmp_pat
     data_dir = tmp_path / "data"
     log = tmp_path / "serve.log"
     # The defaults, as on a fresh machine: no host, port or config from the caller's environment.
-    environment = {k: v for k, v in os.environ.items() if k not in ("MEMORY_PLUGIN_HOST", "MEMORY_PLUGIN_PORT", "MEMORY_PLUGIN_CONFIG")}
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MEMORY_PLUGIN_HOST", "MEMORY_PLUGIN_PORT", "MEMORY_PLUGIN_CONFIG")
+    }
     environment["MEMORY_PLUGIN_BRIDGE"] = "false"
     with open(log, "wb") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "memory_plugin", "serve", "--data-dir", str(data_dir)],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=environment,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=environment,
         )
     try:
         token = None
@@ -43,8 +50,10 @@ def test_first_start_serves_on_9200_and_prints_a_working_development_key(tmp_pat
         assert token, log.read_text()
         while time.monotonic() < deadline:
             try:
-                request = urllib.request.Request("http://127.0.0.1:9200/_plugins/_ml/memory/conversation",
-                                                 headers={"Authorization": f"Bearer {token}"})
+                request = urllib.request.Request(
+                    "http://127.0.0.1:9200/_plugins/_ml/memory/conversation",
+                    headers={"Authorization": f"Bearer {token}"},
+                )
                 with urllib.request.urlopen(request, timeout=2) as response:
                     assert response.status == 200
                     break

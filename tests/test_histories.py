@@ -12,10 +12,30 @@ from memory_plugin.stores.base import VectorStore
 BASE = "/v2/ai/conversation_histories"
 
 CORPUS = [
-    ("billing-en", "USA", "en", "The customer was charged twice for the same invoice and asked us to reverse the duplicate payment."),
-    ("router-de", "DEU", "de", "Der Kunde kann sich nicht mit dem WLAN verbinden; wir haben den Router neu gestartet und die Firmware aktualisiert."),
-    ("delivery-fr", "USA", "fr", "Le colis n'est jamais arrivé ; le client demande où se trouve sa livraison et quand elle sera livrée."),
-    ("password-es", "AUS", "es", "El usuario olvidó su contraseña y no puede iniciar sesión en su cuenta; le enviamos un enlace de restablecimiento."),
+    (
+        "billing-en",
+        "USA",
+        "en",
+        "The customer was charged twice for the same invoice and asked us to reverse the duplicate payment.",
+    ),
+    (
+        "router-de",
+        "DEU",
+        "de",
+        "Der Kunde kann sich nicht mit dem WLAN verbinden; wir haben den Router neu gestartet und die Firmware aktualisiert.",
+    ),
+    (
+        "delivery-fr",
+        "USA",
+        "fr",
+        "Le colis n'est jamais arrivé ; le client demande où se trouve sa livraison et quand elle sera livrée.",
+    ),
+    (
+        "password-es",
+        "AUS",
+        "es",
+        "El usuario olvidó su contraseña y no puede iniciar sesión en su cuenta; le enviamos un enlace de restablecimiento.",
+    ),
     ("cancel-en", "UAE", "en", "She wants to cancel her subscription at the end of the month and close the account."),
     ("hold-de", "DEU", "de", "Der Anrufer beschwerte sich über die lange Wartezeit in der Warteschleife der Hotline."),
     ("address-en", "USA", "en", "Please update my shipping address: I moved to a new apartment last week."),
@@ -88,13 +108,38 @@ async def test_each_query_ranks_its_record_first_across_languages(client, admin,
 
 
 async def test_response_items_have_every_field_and_never_retention(client, admin):
-    await ingest(client, admin, [record("kb-1", "USA", "en", "How to set up voicemail", record_type="knowledge_base",
-                                         document_id="doc-789", retention="30d")])
+    await ingest(
+        client,
+        admin,
+        [
+            record(
+                "kb-1",
+                "USA",
+                "en",
+                "How to set up voicemail",
+                record_type="knowledge_base",
+                document_id="doc-789",
+                retention="30d",
+            )
+        ],
+    )
     body = await search(client, admin, q="voicemail setup", record_type="knowledge_base")
     (item,) = body["data"]
     assert set(item) == {
-        "id", "record_id", "chunk_index", "chunk_total", "text", "score", "record_type", "region", "user_id",
-        "organization_id", "record_created_at", "ingested_at", "metadata", "document_id",
+        "id",
+        "record_id",
+        "chunk_index",
+        "chunk_total",
+        "text",
+        "score",
+        "record_type",
+        "region",
+        "user_id",
+        "organization_id",
+        "record_created_at",
+        "ingested_at",
+        "metadata",
+        "document_id",
     }
     assert item["id"] == "kb-1_chunk_0" and item["organization_id"] == admin.organization_id
     assert item["record_created_at"].startswith("2026-05-28T12:00:00")
@@ -102,7 +147,9 @@ async def test_response_items_have_every_field_and_never_retention(client, admin
     assert body["meta"] == {"total_pages": 1, "total_results": 1, "page_number": 1, "page_size": 20}
     filtered = await search(client, admin, q="voicemail", record_type="knowledge_base", **{"filter[retention]": "30d"})
     assert len(filtered["data"]) == 1
-    assert (await search(client, admin, q="voicemail", record_type="knowledge_base", **{"filter[retention]": "7d"}))["data"] == []
+    assert (await search(client, admin, q="voicemail", record_type="knowledge_base", **{"filter[retention]": "7d"}))[
+        "data"
+    ] == []
 
 
 async def test_scores_descend_and_min_score_excludes_below(client, admin, corpus):
@@ -141,7 +188,9 @@ async def test_metadata_and_date_filters(client, admin, corpus):
     assert len(contains["data"]) == len(CORPUS)
     later = await search(client, admin, q="problem", **{"filter[record_created_at][gt]": "2026-05-28T12:00:00Z"})
     assert later["data"] == []
-    same = await search(client, admin, q="problem", top_k=100, **{"filter[record_created_at][lte]": "2026-05-28T14:00:00+02:00"})
+    same = await search(
+        client, admin, q="problem", top_k=100, **{"filter[record_created_at][lte]": "2026-05-28T14:00:00+02:00"}
+    )
     assert len(same["data"]) == len(CORPUS), "dates compare as instants, whatever the offset"
 
 
@@ -189,7 +238,12 @@ async def test_organisations_see_only_their_own(client, admin, other_admin):
     await ingest(client, admin, [record("shared-id", "USA", "en", text)])
     await ingest(client, other_admin, [record("shared-id", "USA", "en", text)])
     for caller in (admin, other_admin):
-        for extra in ({}, {"filter[organization_id]": "org-1"}, {"filter[organization_id]": "org-2"}, {"filter[user_id]": "user-1"}):
+        for extra in (
+            {},
+            {"filter[organization_id]": "org-1"},
+            {"filter[organization_id]": "org-2"},
+            {"filter[user_id]": "user-1"},
+        ):
             body = await search(client, caller, q="fibre line storm", top_k=100, **extra)
             assert {i["organization_id"] for i in body["data"]} <= {caller.organization_id}
     own = await search(client, admin, q="fibre line storm")
@@ -202,7 +256,9 @@ async def test_organisations_see_only_their_own(client, admin, other_admin):
 
 
 async def test_reingesting_replaces_chunks_and_is_idempotent(client, admin):
-    long_text = " ".join(f"Sentence number {n} about the network configuration of branch office {n % 7}." for n in range(200))
+    long_text = " ".join(
+        f"Sentence number {n} about the network configuration of branch office {n % 7}." for n in range(200)
+    )
     first = await ingest(client, admin, [record("rec-long", "USA", "en", long_text)])
     assert first["data"][0]["chunk_total"] > 2
     again = await ingest(client, admin, [record("rec-long", "USA", "en", long_text)])
@@ -244,8 +300,12 @@ async def test_invalid_record_fields_are_400(client, admin, mutate, parameter):
 
 
 async def test_batch_limits_and_body_shape(client, admin):
-    for body, parameter in (({"records": []}, "records"), ({"records": [record(f"r{n}", "USA", "en", "x") for n in range(101)]}, "records"),
-                            ({"records": "x"}, "records"), ({"rows": []}, "rows")):
+    for body, parameter in (
+        ({"records": []}, "records"),
+        ({"records": [record(f"r{n}", "USA", "en", "x") for n in range(101)]}, "records"),
+        ({"records": "x"}, "records"),
+        ({"rows": []}, "rows"),
+    ):
         response = await client.post(BASE, json=body, headers=admin.headers)
         assert response.status == 400, body
         assert_telnyx_error(await response.json(), parameter)
@@ -254,8 +314,15 @@ async def test_batch_limits_and_body_shape(client, admin):
 
 
 async def test_delete_by_user_erases_everything_of_that_user(client, admin):
-    await ingest(client, admin, [record("a1", "USA", "en", "first"), record("a2", "DEU", "en", "second"),
-                                 {**record("b1", "USA", "en", "third"), "user_id": "user-2"}])
+    await ingest(
+        client,
+        admin,
+        [
+            record("a1", "USA", "en", "first"),
+            record("a2", "DEU", "en", "second"),
+            {**record("b1", "USA", "en", "third"), "user_id": "user-2"},
+        ],
+    )
     response = await client.delete(BASE, params={"filter[user_id]": "user-1"}, headers=admin.headers)
     assert response.status == 200
     assert await response.json() == {"data": {"deleted_records": 2, "deleted_chunks": 2}}
@@ -276,11 +343,20 @@ class FailingStore(VectorStore):
 
     async def open(self, dimension: int) -> None: ...
     async def close(self) -> None: ...
-    async def write_records(self, items): return await self.inner.write_records(items)
-    async def delete_record(self, organization_id, record_id): return await self.inner.delete_record(organization_id, record_id)
-    async def record_owners(self, organization_id, record_ids): return await self.inner.record_owners(organization_id, record_ids)
-    async def delete_matching(self, organization_id, where): return await self.inner.delete_matching(organization_id, where)
-    async def health(self): return {"status": "red"}
+    async def write_records(self, items):
+        return await self.inner.write_records(items)
+
+    async def delete_record(self, organization_id, record_id):
+        return await self.inner.delete_record(organization_id, record_id)
+
+    async def record_owners(self, organization_id, record_ids):
+        return await self.inner.record_owners(organization_id, record_ids)
+
+    async def delete_matching(self, organization_id, where):
+        return await self.inner.delete_matching(organization_id, where)
+
+    async def health(self):
+        return {"status": "red"}
 
     async def search(self, *args, **kwargs):
         if self.hang:
@@ -315,10 +391,20 @@ async def test_all_regions_failing_is_503(client, admin, corpus):
 
 async def test_a_users_key_sees_and_writes_only_that_users_records(client, admin, alice, bob):
     await ingest(client, admin, [record("for-bob", "USA", "en", "Bob's call about a broken handset", user_id="bob")])
-    response = await client.post(BASE, json={"records": [record("mine", "USA", "en", "Alice's call about a broken handset", user_id="bob")]}, headers=alice.headers)
+    response = await client.post(
+        BASE,
+        json={"records": [record("mine", "USA", "en", "Alice's call about a broken handset", user_id="bob")]},
+        headers=alice.headers,
+    )
     assert response.status == 400
     assert_telnyx_error(await response.json(), "records[0].user_id")
-    created = await client.post(BASE, json={"records": [{"record_id": "mine", "record_type": "voice", "text": "Alice's call about a broken handset"}]}, headers=alice.headers)
+    created = await client.post(
+        BASE,
+        json={
+            "records": [{"record_id": "mine", "record_type": "voice", "text": "Alice's call about a broken handset"}]
+        },
+        headers=alice.headers,
+    )
     assert created.status == 201
     seen_by_alice = await search(client, alice, q="broken handset", top_k=100, **{"filter[user_id]": "bob"})
     assert seen_by_alice["data"] == []
@@ -332,11 +418,20 @@ async def test_a_users_key_sees_and_writes_only_that_users_records(client, admin
 
 
 async def test_a_users_key_cannot_replace_another_users_record(client, admin, alice, bob):
-    await ingest(client, bob, [{"record_id": "shared", "record_type": "voice", "text": "Bob's private call about a loan"}])
-    response = await client.post(BASE, json={"records": [{"record_id": "shared", "record_type": "voice", "text": "Alice was here"}]},
-                                 headers=alice.headers)
+    await ingest(
+        client, bob, [{"record_id": "shared", "record_type": "voice", "text": "Bob's private call about a loan"}]
+    )
+    response = await client.post(
+        BASE,
+        json={"records": [{"record_id": "shared", "record_type": "voice", "text": "Alice was here"}]},
+        headers=alice.headers,
+    )
     assert response.status == 400
     assert_telnyx_error(await response.json(), "records[0].record_id")
     everyone = await search(client, admin, q="loan", top_k=100)
-    assert [(i["record_id"], i["user_id"], i["text"]) for i in everyone["data"]] == [("shared", "bob", "Bob's private call about a loan")]
-    await ingest(client, bob, [{"record_id": "shared", "record_type": "voice", "text": "Bob's updated call about a loan"}])
+    assert [(i["record_id"], i["user_id"], i["text"]) for i in everyone["data"]] == [
+        ("shared", "bob", "Bob's private call about a loan")
+    ]
+    await ingest(
+        client, bob, [{"record_id": "shared", "record_type": "voice", "text": "Bob's updated call about a loan"}]
+    )

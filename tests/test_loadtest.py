@@ -16,9 +16,21 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_short_spawned_load_run_loses_nothing_and_has_no_5xx(tmp_path: Path) -> None:
     out = tmp_path / "loadtest.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "loadtest.py"), "--spawn", "--duration", "8", "--concurrency", "8",
-         "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=220,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "loadtest.py"),
+            "--spawn",
+            "--duration",
+            "8",
+            "--concurrency",
+            "8",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=220,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -27,7 +39,11 @@ def test_short_spawned_load_run_loses_nothing_and_has_no_5xx(tmp_path: Path) -> 
     assert result["verification"]["lost_writes"] == 0
     assert result["verification"]["verify_error_count"] == 0
     assert set(result["operations"]) == {
-        "create_interaction", "list_interactions", "ingest", "search", "create_conversation"
+        "create_interaction",
+        "list_interactions",
+        "ingest",
+        "search",
+        "create_conversation",
     }
     for op, stats in result["operations"].items():
         assert stats["count"] > 0 and stats["throughput_rps"] > 0, (op, stats)
@@ -39,9 +55,22 @@ def test_short_spawned_load_run_loses_nothing_and_has_no_5xx(tmp_path: Path) -> 
 
 def test_refuses_a_non_loopback_url(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "loadtest.py"), "--url", "http://10.1.2.3:9200", "--keys", "k",
-         "--duration", "1", "--out", str(tmp_path / "x.json")],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "loadtest.py"),
+            "--url",
+            "http://10.1.2.3:9200",
+            "--keys",
+            "k",
+            "--duration",
+            "1",
+            "--out",
+            str(tmp_path / "x.json"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode != 0
     assert "only loopback" in done.stderr

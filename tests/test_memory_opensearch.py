@@ -58,7 +58,9 @@ def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-async def client(aiohttp_client, settings, embedder, opensearch_nodes, index_prefix, alice, bob, carol, admin, other_admin):  # type: ignore[no-untyped-def]
+async def client(
+    aiohttp_client, settings, embedder, opensearch_nodes, index_prefix, alice, bob, carol, admin, other_admin
+):  # type: ignore[no-untyped-def]
     region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
     app_settings = settings.replace(regions={"USA": region}, home_region="USA")
     return await aiohttp_client(create_app(app_settings, embedder=embedder))
@@ -89,10 +91,7 @@ def server(tmp_path_factory, opensearch_nodes):  # type: ignore[no-untyped-def]
     prefix = _new_prefix()
     config = base / "memory-plugin.toml"
     config.write_text(
-        "[regions.USA]\n"
-        'store = "opensearch"\n'
-        f'hosts = ["{opensearch_nodes[0].url}"]\n'
-        f'index_prefix = "{prefix}"\n'
+        f'[regions.USA]\nstore = "opensearch"\nhosts = ["{opensearch_nodes[0].url}"]\nindex_prefix = "{prefix}"\n'
     )
     live = live_server_with_key(base / "data", config=config)
     _, live.other_token = KeyStore(live.data_dir / "keys.json").create("org-1", "bob")
@@ -128,7 +127,9 @@ def at(micros: int) -> datetime:
     return T0 + timedelta(microseconds=micros)
 
 
-def conversation(cid: str, owner: Principal, created: datetime, name: str = "", info: dict | None = None) -> Conversation:
+def conversation(
+    cid: str, owner: Principal, created: datetime, name: str = "", info: dict | None = None
+) -> Conversation:
     return Conversation(cid, owner, name, created, created, info)
 
 
@@ -187,7 +188,9 @@ async def test_another_owner_sees_nothing(store):  # type: ignore[no-untyped-def
         assert await store.list_conversations(other, 0, 10) == []
         assert await store.list_conversations(other, 0, 10, "updated_time") == []
         assert await store.update_conversation(other, "c-alice", {"name": "pwned", "updated_time": at(9)}) is None
-        assert not await store.add_interaction(interaction(f"x-{other.organization_id}-{other.user_id}", "c-alice", other, at(4)))
+        assert not await store.add_interaction(
+            interaction(f"x-{other.organization_id}-{other.user_id}", "c-alice", other, at(4))
+        )
         assert await store.get_interaction(other, "i-1") is None
         assert await store.list_interactions(other, "c-alice", 0, 10, True) is None
         assert await store.list_traces(other, "i-1", 0, 10) is None
@@ -268,7 +271,9 @@ async def test_concurrent_messages_lose_no_update(store):  # type: ignore[no-unt
 
 async def test_updates_replace_fields_and_additional_info(store):  # type: ignore[no-untyped-def]
     await store.add_conversation(conversation("c", ALICE, at(0), "old", {"a": "1", "b": "2"}))
-    updated = await store.update_conversation(ALICE, "c", {"name": "new", "additional_info": {"c": "3"}, "updated_time": at(7)})
+    updated = await store.update_conversation(
+        ALICE, "c", {"name": "new", "additional_info": {"c": "3"}, "updated_time": at(7)}
+    )
     assert updated == Conversation("c", ALICE, "new", at(0), at(7), {"c": "3"})
     assert await store.get_conversation(ALICE, "c") == updated  # replaced, not merged
     cleared = await store.update_conversation(ALICE, "c", {"additional_info": None, "updated_time": at(8)})
@@ -348,13 +353,19 @@ async def _scenario(store) -> list[object]:  # type: ignore[no-untyped-def]
     owners = (ALICE, BOB, CAROL, ADMIN)
     for n in range(12):
         owner = owners[n % 4]
-        await store.add_conversation(conversation(f"c{n:02d}", owner, at(n // 3), f"name {n}", {"n": str(n)} if n % 2 else None))
+        await store.add_conversation(
+            conversation(f"c{n:02d}", owner, at(n // 3), f"name {n}", {"n": str(n)} if n % 2 else None)
+        )
     for n in range(30):
         cid = f"c{n % 6:02d}"
         owner = owners[(n % 6) % 4]
         parent, trace = (f"i{n - 6:02d}", n % 3 if n % 5 else None) if n >= 6 and n % 4 == 0 else (None, None)
         info = {"turn": str(n)} if n % 3 == 0 else (f"raw {n}" if n % 3 == 1 else None)
-        record(await store.add_interaction(interaction(f"i{n:02d}", cid, owner, at(10 + n // 4), info=info, parent=parent, trace=trace)))
+        record(
+            await store.add_interaction(
+                interaction(f"i{n:02d}", cid, owner, at(10 + n // 4), info=info, parent=parent, trace=trace)
+            )
+        )
     record(await store.add_interaction(interaction("stranger", "c00", BOB, at(99))))
     record(await store.update_conversation(ALICE, "c04", {"name": "renamed", "updated_time": at(5)}))
     record(await store.update_conversation(BOB, "c04", {"name": "stolen", "updated_time": at(6)}))

@@ -166,7 +166,10 @@ def test_range_dates_compare_as_instants() -> None:
     # epoch millis against a date field
     ms = int(datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
     assert ids({"query": {"range": {"create_time": {"lt": ms}}}}) == ["m3"]
-    assert ids({"query": {"range": {"create_time": {"from": "2024-01-02T10:00:00.123456Z", "include_lower": False}}}}) == []
+    assert (
+        ids({"query": {"range": {"create_time": {"from": "2024-01-02T10:00:00.123456Z", "include_lower": False}}}})
+        == []
+    )
 
 
 def test_range_now_date_math() -> None:
@@ -239,7 +242,9 @@ def test_bool_filter_only_scores_zero_like_opensearch() -> None:
 
 def test_empty_bool_and_constant_score() -> None:
     assert ids({"query": {"bool": {}}}) == ["m1", "m2", "m3"]
-    result = execute(parse_search({"query": {"constant_score": {"filter": {"term": {"origin": "chat"}}, "boost": 3}}}), DOCS)
+    result = execute(
+        parse_search({"query": {"constant_score": {"filter": {"term": {"origin": "chat"}}, "boost": 3}}}), DOCS
+    )
     assert [(h.id, h.score) for h in result.hits] == [("m2", 3.0), ("m3", 3.0)]
 
 
@@ -265,7 +270,9 @@ def test_field_sort_nulls_scores_and_reports_sort_values() -> None:
     assert result.max_score is None
     assert all(h.score is None for h in result.hits)
     assert result.hits[0].sort == (int(datetime(2023, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp() * 1000),)
-    result = execute(parse_search({"sort": ["_score", {"create_time": "asc"}], "query": {"term": {"origin": "chat"}}}), DOCS)
+    result = execute(
+        parse_search({"sort": ["_score", {"create_time": "asc"}], "query": {"term": {"origin": "chat"}}}), DOCS
+    )
     assert [h.id for h in result.hits] == ["m3", "m2"]
     assert result.hits[0].score == 1.0
 
@@ -354,7 +361,10 @@ def test_empty_result() -> None:
         ({"query": {"frobnicate": {}}}, "unknown query [frobnicate]"),
         ({"query": {"bool": {"must": [{"regexp": {"a": "b"}}]}}}, "unsupported query [regexp]"),
         ({"query": {"bool": {"musts": []}}}, "[bool] query does not support [musts]"),
-        ({"query": {"match": {"a": "x", "b": "y"}}}, "[match] query doesn't support multiple fields, found [a] and [b]"),
+        (
+            {"query": {"match": {"a": "x", "b": "y"}}},
+            "[match] query doesn't support multiple fields, found [a] and [b]",
+        ),
         ({"query": {"term": {"a": "x", "b": "y"}}}, "[term] query doesn't support multiple fields, found [a] and [b]"),
         ({"query": {"match": {"a": {"query": "x", "bogus": 1}}}}, "[match] query does not support [bogus]"),
         ({"query": {"match": {"a": {"operator": "and"}}}}, "[match] query malformed, no [query] specified"),
@@ -365,7 +375,10 @@ def test_empty_result() -> None:
         ({"query": {"range": {"a": {"gte": "now-1q"}}}}, "failed to parse date field [now-1q]"),
         ({"query": {"exists": {}}}, "[exists] must be provided with a [field]"),
         ({"query": {"ids": {"values": "m1"}}}, "[ids] query malformed, [values] must be an array"),
-        ({"query": {"match_all": {}, "term": {"a": 1}}}, "[match_all] malformed query, expected [END_OBJECT] but found [FIELD_NAME]"),
+        (
+            {"query": {"match_all": {}, "term": {"a": 1}}},
+            "[match_all] malformed query, expected [END_OBJECT] but found [FIELD_NAME]",
+        ),
         ({"query": {}}, "query malformed, empty clause found"),
         ({"query": "match_all"}, "[_na] query malformed, must start with start_object, found [VALUE_STRING]"),
         ({"aggs": {}}, "Unknown key for a START_OBJECT in [aggs]."),

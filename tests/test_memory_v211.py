@@ -66,14 +66,10 @@ async def test_conversations_page_newest_first(client, alice):
     page1 = await (await client.get(BASE, params={"max_results": 1}, headers=alice.headers)).json()
     assert [c["conversation_id"] for c in page1["conversations"]] == [second]
     assert page1["next_token"] == 1
-    page2 = await (
-        await client.get(BASE, params={"max_results": 1, "next_token": 1}, headers=alice.headers)
-    ).json()
+    page2 = await (await client.get(BASE, params={"max_results": 1, "next_token": 1}, headers=alice.headers)).json()
     assert [c["conversation_id"] for c in page2["conversations"]] == [first]
     assert page2["next_token"] == 2
-    page3 = await (
-        await client.get(BASE, params={"max_results": 1, "next_token": 2}, headers=alice.headers)
-    ).json()
+    page3 = await (await client.get(BASE, params={"max_results": 1, "next_token": 2}, headers=alice.headers)).json()
     assert page3 == {"conversations": []}
     conversation = page2["conversations"][0]
     assert set(conversation) == {"conversation_id", "create_time", "name"}
@@ -213,7 +209,11 @@ async def test_missing_required_interaction_field_is_400(client, alice, field):
     [
         ({"max_results": "0"}, "action_request_validation_exception", "Validation Failed: 1: "),
         ({"max_results": "-1"}, "action_request_validation_exception", "Validation Failed: 1: "),
-        ({"max_results": "abc"}, "illegal_argument_exception", "Failed to parse int parameter [max_results] with value [abc]"),
+        (
+            {"max_results": "abc"},
+            "illegal_argument_exception",
+            "Failed to parse int parameter [max_results] with value [abc]",
+        ),
         ({"max_results": "10001"}, "action_request_validation_exception", "max_results"),
         ({"next_token": "-1"}, "action_request_validation_exception", "The starting position must be nonnegative"),
         ({"next_token": "x"}, "illegal_argument_exception", "[next_token]"),

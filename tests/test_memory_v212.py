@@ -39,7 +39,11 @@ async def test_every_client_method_on_one_memory(ml):
 
     message_ids = []
     for n, (question, answer) in enumerate(
-        [("How do I reset my router?", "Hold the reset button."), ("Is the light red?", "Yes"), ("Then what?", "Call us")]
+        [
+            ("How do I reset my router?", "Hold the reset button."),
+            ("Is the light red?", "Yes"),
+            ("Then what?", "Call us"),
+        ]
     ):
         body = {"input": question, "response": answer, "origin": "assistant", "additional_info": {"turn": str(n)}}
         message_ids.append((await ml.create_message(memory_id=memory_id, body=body))["message_id"])
@@ -61,8 +65,13 @@ async def test_every_client_method_on_one_memory(ml):
         (
             await ml.create_message(
                 memory_id=memory_id,
-                body={"input": f"tool call {n}", "response": f"tool result {n}", "origin": "tool",
-                      "parent_message_id": parent, "trace_number": n},
+                body={
+                    "input": f"tool call {n}",
+                    "response": f"tool result {n}",
+                    "origin": "tool",
+                    "parent_message_id": parent,
+                    "trace_number": n,
+                },
             )
         )["message_id"]
         for n in (1, 2)
@@ -137,9 +146,13 @@ async def test_2_11_and_2_12_are_views_of_the_same_data(server, ml):
         old = await client.transport.perform_request("POST", "/_plugins/_ml/memory/conversation", body={"name": "old"})
         conversation_id = old["conversation_id"]
         interaction = await client.transport.perform_request(
-            "POST", f"/_plugins/_ml/memory/conversation/{conversation_id}", body={"input": "q", "response": "a", "additional_info": "raw"}
+            "POST",
+            f"/_plugins/_ml/memory/conversation/{conversation_id}",
+            body={"input": "q", "response": "a", "additional_info": "raw"},
         )
-        assert conversation_id in [m["memory_id"] for m in (await ml.get_all_memories(params={"max_results": 1000}))["memories"]]
+        assert conversation_id in [
+            m["memory_id"] for m in (await ml.get_all_memories(params={"max_results": 1000}))["memories"]
+        ]
         assert (await ml.get_memory(memory_id=conversation_id))["name"] == "old"
         (message,) = (await ml.get_all_messages(memory_id=conversation_id))["messages"]
         assert message["message_id"] == interaction["interaction_id"] and message["input"] == "q"
@@ -148,12 +161,20 @@ async def test_2_11_and_2_12_are_views_of_the_same_data(server, ml):
             await client.transport.perform_request("GET", f"/_plugins/_ml/memory/conversation/{conversation_id}")
 
         memory_id = (await ml.create_memory(body={"name": "new"}))["memory_id"]
-        await ml.create_message(memory_id=memory_id, body={"input": "q2", "response": "a2", "additional_info": {"k": "v"}})
-        listing = await client.transport.perform_request("GET", "/_plugins/_ml/memory/conversation", params={"max_results": 1000})
+        await ml.create_message(
+            memory_id=memory_id, body={"input": "q2", "response": "a2", "additional_info": {"k": "v"}}
+        )
+        listing = await client.transport.perform_request(
+            "GET", "/_plugins/_ml/memory/conversation", params={"max_results": 1000}
+        )
         assert memory_id in [c["conversation_id"] for c in listing["conversations"]]
-        (old_view,) = (await client.transport.perform_request("GET", f"/_plugins/_ml/memory/conversation/{memory_id}"))["interactions"]
+        (old_view,) = (await client.transport.perform_request("GET", f"/_plugins/_ml/memory/conversation/{memory_id}"))[
+            "interactions"
+        ]
         assert old_view["input"] == "q2" and old_view["additional_info"] == '{"k": "v"}'
-        assert await client.transport.perform_request("DELETE", f"/_plugins/_ml/memory/conversation/{memory_id}") == {"success": True}
+        assert await client.transport.perform_request("DELETE", f"/_plugins/_ml/memory/conversation/{memory_id}") == {
+            "success": True
+        }
         with pytest.raises(NotFoundError):
             await ml.get_memory(memory_id=memory_id)
     finally:
@@ -165,8 +186,14 @@ async def test_2_11_and_2_12_are_views_of_the_same_data(server, ml):
     [
         (lambda ml, m, msg: ml.update_memory(memory_id=m, body={"user": "mallory"}), "Invalid field ['user']"),
         (lambda ml, m, msg: ml.update_message(message_id=msg, body={"input": "rewritten"}), "Invalid field ['input']"),
-        (lambda ml, m, msg: ml.create_message(memory_id=m, body={"input": "x", "additional_info": {"a": 1}}), "map of strings"),
-        (lambda ml, m, msg: ml.create_message(memory_id=m, body={"input": "x", "additional_info": "flat"}), "map of strings"),
+        (
+            lambda ml, m, msg: ml.create_message(memory_id=m, body={"input": "x", "additional_info": {"a": 1}}),
+            "map of strings",
+        ),
+        (
+            lambda ml, m, msg: ml.create_message(memory_id=m, body={"input": "x", "additional_info": "flat"}),
+            "map of strings",
+        ),
         (lambda ml, m, msg: ml.update_memory(memory_id=m, body={"additional_info": ["x"]}), "map of strings"),
         (lambda ml, m, msg: ml.search_memory(body={"query": {"fuzzy": {"name": "x"}}}), "fuzzy"),
         (lambda ml, m, msg: ml.search_memory(body={"query": {"match_all": {}}, "size": 10001}), "10000"),
@@ -188,7 +215,9 @@ async def test_bad_input_is_400_in_opensearch_format(ml, call, fragment):
 
 async def test_another_principal_sees_nothing(ml, other_ml):
     memory_id = (await ml.create_memory(body={"name": "secret plans"}))["memory_id"]
-    message_id = (await ml.create_message(memory_id=memory_id, body={"input": "secret", "response": "plans"}))["message_id"]
+    message_id = (await ml.create_message(memory_id=memory_id, body={"input": "secret", "response": "plans"}))[
+        "message_id"
+    ]
     for call in (
         other_ml.get_memory(memory_id=memory_id),
         other_ml.get_all_messages(memory_id=memory_id),

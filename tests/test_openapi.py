@@ -26,10 +26,7 @@ def routed_operations(app) -> set[tuple[str, str]]:
 
 def described_operations() -> set[tuple[str, str]]:
     return {
-        (method, path)
-        for path, item in openapi_document()["paths"].items()
-        for method in item
-        if method in METHODS
+        (method, path) for path, item in openapi_document()["paths"].items() for method in item if method in METHODS
     }
 
 
@@ -84,7 +81,9 @@ def test_fuzz_no_server_errors_and_every_4xx_in_the_api_format(live, label, mode
     @hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def check(case) -> None:
         response = case.call(base_url=live.url, headers=live.headers, timeout=30)
-        assert response.status_code < 500, f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}"
+        assert response.status_code < 500, (
+            f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}"
+        )
         if 400 <= response.status_code < 500:
             api_error_format(response, case.path)
 

@@ -35,10 +35,20 @@ def test_dates_compare_as_exact_microseconds() -> None:
 def test_metadata_eq_follows_the_reference_types() -> None:
     assert dsl(("filter[language]", "en")) == [{"term": {"meta_str.language": "en"}}]
     assert dsl(("filter[score]", "5")) == [
-        {"bool": {"should": [{"term": {"meta_str.score": "5"}}, {"term": {"meta_num.score": 5.0}}], "minimum_should_match": 1}}
+        {
+            "bool": {
+                "should": [{"term": {"meta_str.score": "5"}}, {"term": {"meta_num.score": 5.0}}],
+                "minimum_should_match": 1,
+            }
+        }
     ]
     assert dsl(("filter[urgent]", "true")) == [
-        {"bool": {"should": [{"term": {"meta_str.urgent": "true"}}, {"term": {"meta_bool.urgent": True}}], "minimum_should_match": 1}}
+        {
+            "bool": {
+                "should": [{"term": {"meta_str.urgent": "true"}}, {"term": {"meta_bool.urgent": True}}],
+                "minimum_should_match": 1,
+            }
+        }
     ]
     assert dsl(("filter[x][in]", "a,b")) == [
         {"bool": {"should": [{"term": {"meta_str.x": "a"}}, {"term": {"meta_str.x": "b"}}], "minimum_should_match": 1}}
@@ -51,7 +61,9 @@ def test_metadata_ranges_are_numeric_or_string_never_both() -> None:
 
 
 def test_contains_folds_and_escapes_wildcards() -> None:
-    assert dsl(("filter[note][contains]", "A*B?C\\D")) == [{"wildcard": {"meta_fold.note": {"value": "*a\\*b\\?c\\\\d*"}}}]
+    assert dsl(("filter[note][contains]", "A*B?C\\D")) == [
+        {"wildcard": {"meta_fold.note": {"value": "*a\\*b\\?c\\\\d*"}}}
+    ]
     assert dsl(("filter[note][contains]", "STRASSE")) == [{"wildcard": {"meta_fold.note": {"value": "*strasse*"}}}]
     assert dsl(("filter[note][contains]", "Straße")) == [{"wildcard": {"meta_fold.note": {"value": "*strasse*"}}}]
     assert escape_wildcard("**") == "\\*\\*"

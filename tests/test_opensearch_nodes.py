@@ -36,23 +36,39 @@ def test_single_node_version_plugin_and_knn_query() -> None:
 
         # lucene is the only engine that works with the Maven Central k-NN zip (no JNI libraries);
         # always name it explicitly: the 2.19 default engine (faiss) would crash the node.
-        status, body = node.request("PUT", "/knn-test", {
-            "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}},
-            "mappings": {"properties": {
-                "vec": {"type": "knn_vector", "dimension": 4,
-                        "method": {"name": "hnsw", "space_type": "cosinesimil", "engine": "lucene"}},
-                "tenant": {"type": "keyword"},
-            }},
-        })
+        status, body = node.request(
+            "PUT",
+            "/knn-test",
+            {
+                "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}},
+                "mappings": {
+                    "properties": {
+                        "vec": {
+                            "type": "knn_vector",
+                            "dimension": 4,
+                            "method": {"name": "hnsw", "space_type": "cosinesimil", "engine": "lucene"},
+                        },
+                        "tenant": {"type": "keyword"},
+                    }
+                },
+            },
+        )
         assert status == 200, body
         docs = {"1": ([1.0, 0.0, 0.0, 0.0], "a"), "2": ([0.0, 1.0, 0.0, 0.0], "a"), "3": ([1.0, 0.1, 0.0, 0.0], "b")}
         for doc_id, (vec, tenant) in docs.items():
-            status, body = node.request("PUT", f"/knn-test/_doc/{doc_id}?refresh=true",
-                                        {"vec": vec, "tenant": tenant})
+            status, body = node.request("PUT", f"/knn-test/_doc/{doc_id}?refresh=true", {"vec": vec, "tenant": tenant})
             assert status == 201, body
 
-        status, body = node.request("POST", "/knn-test/_search", {"size": 3, "query": {"knn": {"vec": {
-            "vector": [1.0, 0.0, 0.0, 0.0], "k": 3, "filter": {"term": {"tenant": "a"}}}}}})
+        status, body = node.request(
+            "POST",
+            "/knn-test/_search",
+            {
+                "size": 3,
+                "query": {
+                    "knn": {"vec": {"vector": [1.0, 0.0, 0.0, 0.0], "k": 3, "filter": {"term": {"tenant": "a"}}}}
+                },
+            },
+        )
         assert status == 200, body
         hits = body["hits"]["hits"]
         assert [h["_id"] for h in hits] == ["1", "2"]  # doc 3 filtered out

@@ -43,8 +43,15 @@ async def client(aiohttp_client, regions: Settings, embedder, admin, other_admin
 
 
 def record(record_id: str, region: str, text: str, **extra: Any) -> dict[str, Any]:
-    return {"record_id": record_id, "record_type": "voice", "region": region, "text": text, "user_id": "u-1",
-            "metadata": {"language": "en"}, **extra}
+    return {
+        "record_id": record_id,
+        "record_type": "voice",
+        "region": region,
+        "text": text,
+        "user_id": "u-1",
+        "metadata": {"language": "en"},
+        **extra,
+    }
 
 
 async def ingest(client, caller, records) -> None:  # type: ignore[no-untyped-def]
@@ -75,7 +82,9 @@ async def test_fan_out_merges_both_clusters(client, admin) -> None:  # type: ign
     # Re-ingesting a record into the other region moves it (no copy left behind).
     await ingest(client, admin, [record("wifi", "USA", ROUTER)])
     body = await search(client, admin, q="router wifi")
-    assert [(hit["record_id"], hit["region"]) for hit in body["data"] if hit["record_id"] == "wifi"] == [("wifi", "USA")]
+    assert [(hit["record_id"], hit["region"]) for hit in body["data"] if hit["record_id"] == "wifi"] == [
+        ("wifi", "USA")
+    ]
     response = await client.delete(f"{BASE}/wifi", headers=admin.headers)
     assert (await response.json())["data"]["deleted_chunks"] == 1
 
@@ -99,8 +108,10 @@ INJECTIONS = ['a"b', "x*", "x?y", "back\\slash", '"}}, {"match_all": {}}', "' OR
 
 
 async def test_injection_values_match_literally(client, admin) -> None:  # type: ignore[no-untyped-def]
-    records = [record(f"r{i}", "USA" if i % 2 else "DEU", BILLING, metadata={"note": value}, user_id=value)
-               for i, value in enumerate(INJECTIONS)]
+    records = [
+        record(f"r{i}", "USA" if i % 2 else "DEU", BILLING, metadata={"note": value}, user_id=value)
+        for i, value in enumerate(INJECTIONS)
+    ]
     records.append(record("plain", "USA", BILLING, metadata={"note": "xay"}, user_id="xay"))
     await ingest(client, admin, records)
     for i, value in enumerate(INJECTIONS):

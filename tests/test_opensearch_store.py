@@ -138,7 +138,7 @@ async def test_unreachable_cluster_opens_and_fails_per_request() -> None:
 async def test_injection_values_are_literal(os_store: OpenSearchStore) -> None:
     """Wildcard and JSON characters in values match literally, never as patterns."""
     rng = np.random.default_rng(0)
-    texts = ['a*b', 'a?b', 'a\\b', 'axb', '"}, {"match_all": {}}', "O'Brien"]
+    texts = ["a*b", "a?b", "a\\b", "axb", '"}, {"match_all": {}}', "O'Brien"]
     base = make_dataset()[0][0]
     items = [
         (replace(base, record_id=f"r{i}", user_id=text, metadata={"note": text}), [Chunk(0, 1, text, unit(rng, 1)[0])])

@@ -30,8 +30,13 @@ async def mp(settings, embedder):
 
 async def test_every_operation_in_process(mp):
     conversation = await mp.create_conversation(ALICE, "Billing", {"channel": "chat"})
-    first = await mp.add_interaction(ALICE, conversation.conversation_id, input="Why was I charged twice?",
-                                     response="A duplicate authorisation; it drops in three days.", origin="bot")
+    first = await mp.add_interaction(
+        ALICE,
+        conversation.conversation_id,
+        input="Why was I charged twice?",
+        response="A duplicate authorisation; it drops in three days.",
+        origin="bot",
+    )
     second = await mp.add_interaction(ALICE, conversation.conversation_id, input="Thanks", response="You're welcome")
     page = await mp.list_interactions(ALICE, conversation.conversation_id)
     assert [i.interaction_id for i in page.items] == [second.interaction_id, first.interaction_id]
@@ -45,18 +50,33 @@ async def test_every_operation_in_process(mp):
     found = await mp.search(ALICE, "charged twice", "ai_pipeline_storage")
     assert found.hits[0].record.record_id == first.interaction_id
 
-    ingested = await mp.ingest(ALICE, [
-        {"record_id": "call-1", "record_type": "voice", "region": "DEU", "text": "Der Router startet ständig neu.",
-         "record_created_at": "2026-03-01T10:00:00Z", "metadata": {"language": "de", "minutes": 12}},
-        {"record_id": "call-2", "record_type": "voice", "text": "The router keeps rebooting every hour.",
-         "metadata": {"language": "en", "minutes": 3}},
-    ])
+    ingested = await mp.ingest(
+        ALICE,
+        [
+            {
+                "record_id": "call-1",
+                "record_type": "voice",
+                "region": "DEU",
+                "text": "Der Router startet ständig neu.",
+                "record_created_at": "2026-03-01T10:00:00Z",
+                "metadata": {"language": "de", "minutes": 12},
+            },
+            {
+                "record_id": "call-2",
+                "record_type": "voice",
+                "text": "The router keeps rebooting every hour.",
+                "metadata": {"language": "en", "minutes": 3},
+            },
+        ],
+    )
     assert [(r.record_id, r.region, r.chunk_total) for r in ingested] == [("call-1", "DEU", 1), ("call-2", "USA", 1)]
     german = await mp.search(ALICE, "router reboots", "voice", filters={"language": "de"})
     assert [h.record.record_id for h in german.hits] == ["call-1"]
     long_calls = await mp.search(ALICE, "router reboots", "voice", filters={"minutes": {"gte": 10}})
     assert [h.record.record_id for h in long_calls.hits] == ["call-1"]
-    early = await mp.search(ALICE, "router", "voice", filters={"record_created_at": {"lt": datetime(2026, 6, 1, tzinfo=UTC)}})
+    early = await mp.search(
+        ALICE, "router", "voice", filters={"record_created_at": {"lt": datetime(2026, 6, 1, tzinfo=UTC)}}
+    )
     assert [h.record.record_id for h in early.hits] == ["call-1"]
     regions = await mp.search(ALICE, "router", "voice", filters={"region": {"in": ["USA", "AUS"]}})
     assert [h.record.record_id for h in regions.hits] == ["call-2"]
@@ -89,15 +109,24 @@ async def test_same_rules_and_typed_errors_as_http(mp):
 
 async def test_results_match_http_on_the_same_data(aiohttp_client, settings, embedder, admin):
     async with MemoryPlugin.open(settings, embedder=embedder) as mp:
-        await mp.ingest(Principal("org-1"), [
-            {"record_id": f"r{n}", "record_type": "message", "text": text}
-            for n, text in enumerate(["refund for a broken kettle", "password reset link expired", "kettle arrived broken"])
-        ])
+        await mp.ingest(
+            Principal("org-1"),
+            [
+                {"record_id": f"r{n}", "record_type": "message", "text": text}
+                for n, text in enumerate(
+                    ["refund for a broken kettle", "password reset link expired", "kettle arrived broken"]
+                )
+            ],
+        )
         direct = await mp.search(Principal("org-1"), "broken kettle", "message")
     client = await aiohttp_client(create_app(settings, embedder=embedder))
-    response = await client.get("/v2/ai/conversation_histories", params={"q": "broken kettle", "record_type": "message"}, headers=admin.headers)
+    response = await client.get(
+        "/v2/ai/conversation_histories", params={"q": "broken kettle", "record_type": "message"}, headers=admin.headers
+    )
     over_http = (await response.json())["data"]
-    assert [(h.record.record_id, round(h.score, 6)) for h in direct.hits] == [(i["record_id"], i["score"]) for i in over_http]
+    assert [(h.record.record_id, round(h.score, 6)) for h in direct.hits] == [
+        (i["record_id"], i["score"]) for i in over_http
+    ]
 
 
 async def test_mounted_under_a_prefix_beside_the_hosts_routes(aiohttp_client, settings, embedder, alice):
@@ -114,9 +143,15 @@ async def test_mounted_under_a_prefix_beside_the_hosts_routes(aiohttp_client, se
         assert await (await client.get("/hello")).json() == {"host": "ok"}
         assert (await client.get("/memory/_health")).status == 200
         assert (await client.get("/memory/_plugins/_ml/memory/conversation")).status == 401
-        created = await client.post("/memory/_plugins/_ml/memory/conversation", json={"name": "x"}, headers=alice.headers)
+        created = await client.post(
+            "/memory/_plugins/_ml/memory/conversation", json={"name": "x"}, headers=alice.headers
+        )
         assert created.status == 200
-        bad = await client.get("/memory/v2/ai/conversation_histories", params={"q": "x", "record_type": "voice", "top_k": "0"}, headers=alice.headers)
+        bad = await client.get(
+            "/memory/v2/ai/conversation_histories",
+            params={"q": "x", "record_type": "voice", "top_k": "0"},
+            headers=alice.headers,
+        )
         assert bad.status == 400 and "errors" in await bad.json()
         from memory_plugin.memory.routes_v211 import MEMORY
 

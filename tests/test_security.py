@@ -64,8 +64,16 @@ async def test_keys_are_stored_hashed(keys, alice):
 
 
 async def test_cross_user_and_cross_organisation_on_every_memory_path(client, alice, bob, carol):
-    memory_id = (await (await client.post("/_plugins/_ml/memory", json={"name": "mine"}, headers=alice.headers)).json())["memory_id"]
-    message_id = (await (await client.post(f"/_plugins/_ml/memory/{memory_id}/messages", json={"input": "secret"}, headers=alice.headers)).json())["message_id"]
+    memory_id = (
+        await (await client.post("/_plugins/_ml/memory", json={"name": "mine"}, headers=alice.headers)).json()
+    )["memory_id"]
+    message_id = (
+        await (
+            await client.post(
+                f"/_plugins/_ml/memory/{memory_id}/messages", json={"input": "secret"}, headers=alice.headers
+            )
+        ).json()
+    )["message_id"]
     attempts = [
         ("GET", f"/_plugins/_ml/memory/conversation/{memory_id}", None),
         ("POST", f"/_plugins/_ml/memory/conversation/{memory_id}", {"input": "x", "response": "y"}),
@@ -87,25 +95,47 @@ async def test_cross_user_and_cross_organisation_on_every_memory_path(client, al
         for listing in ("/_plugins/_ml/memory", "/_plugins/_ml/memory/conversation"):
             text = await (await client.get(listing, headers=intruder.headers)).text()
             assert memory_id not in text
-        hits = await (await client.post("/_plugins/_ml/memory/_search", json={"query": {"ids": {"values": [memory_id]}}}, headers=intruder.headers)).json()
+        hits = await (
+            await client.post(
+                "/_plugins/_ml/memory/_search",
+                json={"query": {"ids": {"values": [memory_id]}}},
+                headers=intruder.headers,
+            )
+        ).json()
         assert hits["hits"]["hits"] == []
     mine = await (await client.get(f"/_plugins/_ml/memory/message/{message_id}", headers=alice.headers)).json()
     assert mine["input"] == "secret" and mine["response"] is None
-    assert (await (await client.get(f"/_plugins/_ml/memory/{memory_id}", headers=alice.headers)).json())["name"] == "mine"
+    assert (await (await client.get(f"/_plugins/_ml/memory/{memory_id}", headers=alice.headers)).json())[
+        "name"
+    ] == "mine"
 
 
 async def test_cross_organisation_on_history_paths(client, admin, other_admin):
     record = {"record_id": "r-1", "record_type": "voice", "text": "confidential call about a merger"}
-    assert (await client.post("/v2/ai/conversation_histories", json={"records": [record]}, headers=admin.headers)).status == 201
+    assert (
+        await client.post("/v2/ai/conversation_histories", json={"records": [record]}, headers=admin.headers)
+    ).status == 201
     search = {"q": "merger", "record_type": "voice", "filter[organization_id]": "org-1"}
     found = await (await client.get("/v2/ai/conversation_histories", params=search, headers=other_admin.headers)).json()
     assert found["data"] == []
     assert (await client.delete("/v2/ai/conversation_histories/r-1", headers=other_admin.headers)).status == 404
-    erased = await client.delete("/v2/ai/conversation_histories", params={"filter[record_id]": "r-1"}, headers=other_admin.headers)
+    erased = await client.delete(
+        "/v2/ai/conversation_histories", params={"filter[record_id]": "r-1"}, headers=other_admin.headers
+    )
     assert (await erased.json())["data"] == {"deleted_records": 0, "deleted_chunks": 0}
     # An attempt to write over another organisation's record id writes a record of one's own.
-    assert (await client.post("/v2/ai/conversation_histories", json={"records": [{**record, "text": "overwritten"}]}, headers=other_admin.headers)).status == 201
-    still = await (await client.get("/v2/ai/conversation_histories", params={"q": "merger", "record_type": "voice"}, headers=admin.headers)).json()
+    assert (
+        await client.post(
+            "/v2/ai/conversation_histories",
+            json={"records": [{**record, "text": "overwritten"}]},
+            headers=other_admin.headers,
+        )
+    ).status == 201
+    still = await (
+        await client.get(
+            "/v2/ai/conversation_histories", params={"q": "merger", "record_type": "voice"}, headers=admin.headers
+        )
+    ).json()
     assert [i["text"] for i in still["data"]] == ["confidential call about a merger"]
 
 
@@ -128,9 +158,13 @@ async def test_hostile_bodies_are_clear_400s(client, admin, path, body, status, 
 
 async def test_oversized_body_and_headers(client, admin, settings):
     big = b'{"name": "' + b"x" * (settings.max_body_bytes + 10) + b'"}'
-    response = await client.post("/_plugins/_ml/memory/conversation", data=big, headers={**admin.headers, "Content-Type": "application/json"})
+    response = await client.post(
+        "/_plugins/_ml/memory/conversation", data=big, headers={**admin.headers, "Content-Type": "application/json"}
+    )
     assert response.status == 413
-    v2 = await client.post("/v2/ai/conversation_histories", data=big, headers={**admin.headers, "Content-Type": "application/json"})
+    v2 = await client.post(
+        "/v2/ai/conversation_histories", data=big, headers={**admin.headers, "Content-Type": "application/json"}
+    )
     assert v2.status == 413 and (await v2.json())["errors"][0]["code"] == "payload_too_large"
     huge_header = await client.get("/_plugins/_ml/memory", headers={**admin.headers, "X-Padding": "y" * 70000})
     assert huge_header.status in (400, 431)

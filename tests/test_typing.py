@@ -11,9 +11,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_public_api_passes_mypy_strict():
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
-         "memory_plugin/__init__.py", "memory_plugin/api.py", "examples/asyncio_memory.py"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "memory_plugin/__init__.py",
+            "memory_plugin/api.py",
+            "examples/asyncio_memory.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Success" in done.stdout

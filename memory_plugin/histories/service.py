@@ -154,7 +154,9 @@ class HistoryService:
                 raise InvalidArgument(
                     f"{where}.metadata key {key!r} must match [A-Za-z0-9_-]{{1,64}}", parameter=f"{where}.metadata"
                 )
-            if not isinstance(value, (str, int, float, bool)) or (isinstance(value, float) and not math.isfinite(value)):
+            if not isinstance(value, (str, int, float, bool)) or (
+                isinstance(value, float) and not math.isfinite(value)
+            ):
                 raise InvalidArgument(
                     f"{where}.metadata.{key} must be a string, number or boolean",
                     parameter=f"{where}.metadata.{key}",
@@ -299,7 +301,9 @@ class HistoryService:
             counts = await self._everywhere(lambda _, store: store.delete_record(organization_id, record_id))
         else:
             where = scoped(principal, Filter((Condition("record_id", "eq", (record_id,)),)))
-            counts = [c.chunks for c in await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))]
+            counts = [
+                c.chunks for c in await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))
+            ]
         deleted = sum(counts)
         if deleted == 0:
             raise NotFound(f"record [{record_id}] not found", parameter="record_id")

@@ -409,7 +409,9 @@ class OpenSearchMemoryStore(MemoryStore):
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Conversation | None:
-        columns = {name: value for name, value in changes.items() if name in {"name", "additional_info", "updated_time"}}
+        columns = {
+            name: value for name, value in changes.items() if name in {"name", "additional_info", "updated_time"}
+        }
 
         def change(source: dict[str, Any]) -> bool:
             if not columns:
@@ -457,11 +459,7 @@ class OpenSearchMemoryStore(MemoryStore):
                 for message_id in ids[start : start + _BULK_DELETES]
             ]
             result = await self.client.bulk(body=actions, refresh="true")
-            failed = [
-                item["delete"]
-                for item in result["items"]
-                if item["delete"].get("status") not in (200, 404)
-            ]
+            failed = [item["delete"] for item in result["items"] if item["delete"].get("status") not in (200, 404)]
             if failed:
                 raise RuntimeError(f"could not delete messages of [{conversation_id}]: {failed[:3]}")
         return ids

@@ -278,7 +278,9 @@ def _single_field(qname: str, body: Any) -> tuple[str, Any, dict[str, Any]]:
     if not fields:
         raise QueryParsingError(f"[{qname}] query malformed, no field specified")
     if len(fields) > 1:
-        raise QueryParsingError(f"[{qname}] query doesn't support multiple fields, found [{fields[0]}] and [{fields[1]}]")
+        raise QueryParsingError(
+            f"[{qname}] query doesn't support multiple fields, found [{fields[0]}] and [{fields[1]}]"
+        )
     extra = {k: body[k] for k in body if k in ("boost", "_name")}
     return fields[0], body[fields[0]], extra
 
@@ -541,7 +543,9 @@ def _msm(spec: Any, n: int, *, default: int) -> int:
 def _validate_msm(qname: str, spec: Any) -> Any:
     if spec is None:
         return None
-    if isinstance(spec, bool) or not (isinstance(spec, int) or (isinstance(spec, str) and re.fullmatch(r"\s*-?\d+%?\s*", spec))):
+    if isinstance(spec, bool) or not (
+        isinstance(spec, int) or (isinstance(spec, str) and re.fullmatch(r"\s*-?\d+%?\s*", spec))
+    ):
         raise QueryParsingError(f"[{qname}] query: invalid [minimum_should_match] value [{spec}]")
     return spec
 
@@ -551,26 +555,89 @@ def _validate_msm(qname: str, spec: Any) -> Any:
 #: Real OpenSearch query types this evaluator does not implement.
 _UNSUPPORTED = frozenset(
     {
-        "fuzzy", "regexp", "query_string", "simple_query_string", "multi_match", "match_phrase_prefix",
-        "match_bool_prefix", "combined_fields", "nested", "has_child", "has_parent", "parent_id",
-        "geo_bounding_box", "geo_distance", "geo_polygon", "geo_shape", "script", "script_score",
-        "function_score", "more_like_this", "dis_max", "boosting", "span_term", "span_first",
-        "span_near", "span_or", "span_not", "span_containing", "span_within", "span_multi",
-        "field_masking_span", "intervals", "knn", "neural", "neural_sparse", "hybrid", "terms_set",
-        "distance_feature", "percolate", "wrapper", "rank_feature", "type", "template", "shape",
-        "xy_shape", "pinned",
+        "fuzzy",
+        "regexp",
+        "query_string",
+        "simple_query_string",
+        "multi_match",
+        "match_phrase_prefix",
+        "match_bool_prefix",
+        "combined_fields",
+        "nested",
+        "has_child",
+        "has_parent",
+        "parent_id",
+        "geo_bounding_box",
+        "geo_distance",
+        "geo_polygon",
+        "geo_shape",
+        "script",
+        "script_score",
+        "function_score",
+        "more_like_this",
+        "dis_max",
+        "boosting",
+        "span_term",
+        "span_first",
+        "span_near",
+        "span_or",
+        "span_not",
+        "span_containing",
+        "span_within",
+        "span_multi",
+        "field_masking_span",
+        "intervals",
+        "knn",
+        "neural",
+        "neural_sparse",
+        "hybrid",
+        "terms_set",
+        "distance_feature",
+        "percolate",
+        "wrapper",
+        "rank_feature",
+        "type",
+        "template",
+        "shape",
+        "xy_shape",
+        "pinned",
     }
 )
 
 _FIELD_OPTIONS = {
-    "match": {"query", "operator", "minimum_should_match", "zero_terms_query", "boost", "analyzer", "lenient",
-              "fuzziness", "prefix_length", "max_expansions", "auto_generate_synonyms_phrase_query", "_name"},
+    "match": {
+        "query",
+        "operator",
+        "minimum_should_match",
+        "zero_terms_query",
+        "boost",
+        "analyzer",
+        "lenient",
+        "fuzziness",
+        "prefix_length",
+        "max_expansions",
+        "auto_generate_synonyms_phrase_query",
+        "_name",
+    },
     "match_phrase": {"query", "slop", "boost", "analyzer", "zero_terms_query", "_name"},
     "term": {"value", "boost", "case_insensitive", "_name"},
     "prefix": {"value", "boost", "case_insensitive", "rewrite", "_name"},
     "wildcard": {"value", "wildcard", "boost", "case_insensitive", "rewrite", "_name"},
-    "range": {"gt", "gte", "lt", "lte", "from", "to", "include_lower", "include_upper", "format",
-              "time_zone", "relation", "boost", "_name"},
+    "range": {
+        "gt",
+        "gte",
+        "lt",
+        "lte",
+        "from",
+        "to",
+        "include_lower",
+        "include_upper",
+        "format",
+        "time_zone",
+        "relation",
+        "boost",
+        "_name",
+    },
 }
 
 
@@ -582,7 +649,7 @@ def _parse_query(q: Any) -> Clause:
             raise QueryParsingError("query malformed, empty clause found")
         names = list(q)
         raise QueryParsingError(f"[{names[0]}] malformed query, expected [END_OBJECT] but found [FIELD_NAME]")
-    (name, body), = q.items()
+    ((name, body),) = q.items()
     parser = _PARSERS.get(name)
     if parser is None:
         if name in _UNSUPPORTED:
@@ -675,7 +742,9 @@ def _p_terms(body: Any) -> Clause:
     if not fields:
         raise QueryParsingError("[terms] query malformed, no field specified")
     if len(fields) > 1:
-        raise QueryParsingError(f"[terms] query does not support multiple fields, found [{fields[0]}] and [{fields[1]}]")
+        raise QueryParsingError(
+            f"[terms] query does not support multiple fields, found [{fields[0]}] and [{fields[1]}]"
+        )
     fname = fields[0]
     values = body[fname]
     if not isinstance(values, list | tuple):
@@ -849,22 +918,28 @@ def _parse_sort(spec: Any) -> tuple[SortSpec, ...]:
         if isinstance(item, str):
             out.append(SortSpec(item, "desc" if item == "_score" else "asc"))
         elif isinstance(item, Mapping) and len(item) == 1:
-            (fname, opts), = item.items()
+            ((fname, opts),) = item.items()
             if isinstance(opts, str):
                 out.append(SortSpec(fname, _parse_order(fname, opts)))
             elif isinstance(opts, Mapping):
                 for k in opts:
                     if k not in ("order", "missing", "unmapped_type", "mode", "format", "numeric_type"):
                         raise QueryParsingError(f"[field_sort] unknown field [{k}]")
-                order = _parse_order(fname, opts["order"]) if "order" in opts else ("desc" if fname == "_score" else "asc")
+                order = (
+                    _parse_order(fname, opts["order"]) if "order" in opts else ("desc" if fname == "_score" else "asc")
+                )
                 missing = opts.get("missing", "_last")
                 if missing not in ("_last", "_first"):
                     raise QueryParsingError(f"[{fname}] sort: unsupported [missing] value [{missing}]")
                 out.append(SortSpec(fname, order, missing))
             else:
-                raise QueryParsingError(f"malformed sort format, within the sort array, an object, or an actual string are allowed, found [{_token_name(opts)}]")
+                raise QueryParsingError(
+                    f"malformed sort format, within the sort array, an object, or an actual string are allowed, found [{_token_name(opts)}]"
+                )
         else:
-            raise QueryParsingError("malformed sort format, within the sort array, an object, or an actual string are allowed")
+            raise QueryParsingError(
+                "malformed sort format, within the sort array, an object, or an actual string are allowed"
+            )
     return tuple(out)
 
 

@@ -122,7 +122,7 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
             ON interactions (conversation_id, create_time, interaction_id);
         CREATE INDEX interactions_by_parent
             ON interactions (parent_interaction_id, trace_number);
-        """
+        """,
     )
 
 
@@ -208,8 +208,7 @@ class SqliteMemoryStore(MemoryStore):
     ) -> list[Conversation]:
         column = {"create_time": "create_time", "updated_time": "updated_time"}[by]
         sql = (
-            f"SELECT * FROM conversations WHERE {_OWNER} "
-            f"ORDER BY {column} DESC, conversation_id DESC LIMIT ? OFFSET ?"
+            f"SELECT * FROM conversations WHERE {_OWNER} ORDER BY {column} DESC, conversation_id DESC LIMIT ? OFFSET ?"
         )
         params = (*_owner_params(owner), limit, offset)
         return await self.db.run(lambda c: [_conversation(row) for row in c.execute(sql, params)])
@@ -217,7 +216,9 @@ class SqliteMemoryStore(MemoryStore):
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Conversation | None:
-        columns = {name: value for name, value in changes.items() if name in {"name", "additional_info", "updated_time"}}
+        columns = {
+            name: value for name, value in changes.items() if name in {"name", "additional_info", "updated_time"}
+        }
 
         def update(c: sqlite3.Connection) -> Conversation | None:
             assignments = ", ".join(f"{name} = ?" for name in columns)

@@ -17,6 +17,7 @@ import numpy as np
 from memory_plugin.stores.filters import Filter
 from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
 
+
 class VectorStore(abc.ABC):
     """A region's store of record chunks and their vectors."""
 

@@ -210,7 +210,11 @@ class _TypeIndex:
         ids = np.zeros(capacity, dtype=np.int64)
         vectors = np.zeros((capacity, self.params.dimension), dtype=np.float32)
         orgs = np.full(capacity, -1, dtype=np.int32)
-        ids[: self.n], vectors[: self.n], orgs[: self.n] = self.ids[: self.n], self.vectors[: self.n], self.orgs[: self.n]
+        ids[: self.n], vectors[: self.n], orgs[: self.n] = (
+            self.ids[: self.n],
+            self.vectors[: self.n],
+            self.orgs[: self.n],
+        )
         self.ids, self.vectors, self.orgs = ids, vectors, orgs
 
     # -- reading ----------------------------------------------------------
@@ -238,9 +242,7 @@ class _TypeIndex:
         self._org_cache[org] = (version, mask, positions)
         return mask, positions
 
-    def search(
-        self, query: np.ndarray, org: int, candidates: np.ndarray | None, k: int
-    ) -> list[tuple[int, float]]:
+    def search(self, query: np.ndarray, org: int, candidates: np.ndarray | None, k: int) -> list[tuple[int, float]]:
         """Top ``k`` ``(chunk_id, score)`` among ``candidates`` (None: the whole org)."""
         n = self.n
         ids, vectors = self.ids[:n], self.vectors[:n]
@@ -343,8 +345,12 @@ class _TypeIndex:
             raise ValueError("snapshot vectors differ from the database")
         hnsw.hnsw.efSearch = params.ef_search  # type: ignore[attr-defined]
         index = cls(params, hnsw, len(saved_ids) + int((~old).sum()))
-        index.append(saved_ids, np.zeros((len(saved_ids), params.dimension), np.float32),
-                     np.full(len(saved_ids), -1, np.int32), to_hnsw=False)
+        index.append(
+            saved_ids,
+            np.zeros((len(saved_ids), params.dimension), np.float32),
+            np.full(len(saved_ids), -1, np.int32),
+            to_hnsw=False,
+        )
         index.vectors[old_positions] = vectors[old]
         index.orgs[old_positions] = orgs[old]
         index.append(ids[~old], vectors[~old], orgs[~old])
@@ -446,7 +452,9 @@ class EmbeddedStore(VectorStore):
             if how != "snapshot":
                 log.info("embedded store %s: index %s %s", self.path, record_type, how)
 
-    def _load_chunks(self, connection: sqlite3.Connection, *, record_type: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _load_chunks(
+        self, connection: sqlite3.Connection, *, record_type: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         assert self._params is not None
         cursor = connection.cursor()
         cursor.row_factory = None
@@ -487,8 +495,9 @@ class EmbeddedStore(VectorStore):
                 await self.snapshot()
             except (OSError, RuntimeError) as error:  # faiss reports write failures as RuntimeError
                 # The snapshot is only a cache of SQLite: the next open() rebuilds it.
-                log.warning("embedded store %s: index snapshot not written (%s); it is rebuilt at next start",
-                            self.path, error)
+                log.warning(
+                    "embedded store %s: index snapshot not written (%s); it is rebuilt at next start", self.path, error
+                )
         await self._db.close()
         self._pool.shutdown(wait=True)
         self._pool = None
@@ -527,9 +536,16 @@ class EmbeddedStore(VectorStore):
                     "INSERT INTO records (organization_id, record_id, record_type, region, record_created_at,"
                     " ingested_at, user_id, document_id, retention, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        record.organization_id, record.record_id, record.record_type, record.region,
-                        to_micros(record.record_created_at), to_micros(record.ingested_at),
-                        record.user_id, record.document_id, record.retention, json.dumps(dict(record.metadata)),
+                        record.organization_id,
+                        record.record_id,
+                        record.record_type,
+                        record.region,
+                        to_micros(record.record_created_at),
+                        to_micros(record.ingested_at),
+                        record.user_id,
+                        record.document_id,
+                        record.retention,
+                        json.dumps(dict(record.metadata)),
                     ),
                 ).lastrowid
                 group = added.setdefault(record.record_type, (record.record_type, [], [], []))

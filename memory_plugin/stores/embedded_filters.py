@@ -31,7 +31,6 @@ from memory_plugin.stores.filters import (
 _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
-
 def register_functions(connection: sqlite3.Connection) -> None:
     """Add the SQL functions compiled filters use to ``connection``."""
     connection.create_function("mp_contains", 2, _contains, deterministic=True)

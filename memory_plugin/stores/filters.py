@@ -92,9 +92,7 @@ def parse_filters(params: Iterable[tuple[str, str]]) -> Filter:
             raise InvalidArgument(f"malformed filter parameter '{key}'", parameter=key)
         name, op = match.group(1), ("eq" if match.group(2) is None else match.group(2))
         if not FIELD_NAME.fullmatch(name):
-            raise InvalidArgument(
-                f"invalid filter field '{name}': use 1 to 64 of A-Z a-z 0-9 _ -", parameter=key
-            )
+            raise InvalidArgument(f"invalid filter field '{name}': use 1 to 64 of A-Z a-z 0-9 _ -", parameter=key)
         if op not in OPERATORS:
             raise InvalidArgument(
                 f"unknown operator '{op}' in '{key}'; use one of {', '.join(OPERATORS)}", parameter=key

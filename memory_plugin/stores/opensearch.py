@@ -74,8 +74,17 @@ def _keyword() -> dict[str, Any]:
 
 def index_mapping(dimension: int, engine: str, m: int, ef_construction: int) -> dict[str, Any]:
     """The mapping of one record_type's index."""
-    keywords = ("organization_id", "record_id", "record_type", "region", "user_id", "document_id", "retention",
-                "chunk_id", "generation")
+    keywords = (
+        "organization_id",
+        "record_id",
+        "record_type",
+        "region",
+        "user_id",
+        "document_id",
+        "retention",
+        "chunk_id",
+        "generation",
+    )
     properties: dict[str, Any] = {name: _keyword() for name in keywords}
     date = {"type": "date", "format": "strict_date_optional_time||epoch_millis"}
     properties.update(
@@ -239,8 +248,9 @@ class OpenSearchStore(VectorStore):
                 await self._ensure_index(record_type)
         except (OSConnectionError, ConnectionTimeout) as error:
             # One dead region must not stop the server: it fails per request instead.
-            log.warning("opensearch region %s unreachable at open (%r); indices come on first write",
-                        self.region, error)
+            log.warning(
+                "opensearch region %s unreachable at open (%r); indices come on first write", self.region, error
+            )
 
     async def close(self) -> None:
         await self.client.close()
@@ -254,7 +264,12 @@ class OpenSearchStore(VectorStore):
             records = (await self.client.count(body={"query": {"term": {"chunk_index": 0}}}, **counts))["count"]
         except NotFoundError:
             chunks = records = 0
-        return {"status": health["status"], "cluster_name": health.get("cluster_name"), "records": records, "chunks": chunks}
+        return {
+            "status": health["status"],
+            "cluster_name": health.get("cluster_name"),
+            "records": records,
+            "chunks": chunks,
+        }
 
     async def _ensure_index(self, record_type: str) -> str:
         index = self.index_name(record_type)
@@ -331,8 +346,12 @@ class OpenSearchStore(VectorStore):
         records: set[str] = set()
         try:
             response = await self.client.search(
-                index=self.alias, body={"query": query, "_source": ["record_id"], "sort": ["_doc"]},
-                size=5000, scroll="1m", ignore_unavailable=True, allow_no_indices=True,
+                index=self.alias,
+                body={"query": query, "_source": ["record_id"], "sort": ["_doc"]},
+                size=5000,
+                scroll="1m",
+                ignore_unavailable=True,
+                allow_no_indices=True,
             )
         except NotFoundError:
             return 0, 0
@@ -366,15 +385,22 @@ class OpenSearchStore(VectorStore):
         self._require_open()
         if not record_ids:
             return {}
-        query = {"bool": {"filter": [
-            {"term": {"organization_id": organization_id}},
-            {"terms": {"record_id": list(record_ids)}},
-            {"term": {"chunk_index": 0}},
-        ]}}
+        query = {
+            "bool": {
+                "filter": [
+                    {"term": {"organization_id": organization_id}},
+                    {"terms": {"record_id": list(record_ids)}},
+                    {"term": {"chunk_index": 0}},
+                ]
+            }
+        }
         try:
             response = await self.client.search(
-                index=self.alias, body={"query": query, "_source": ["record_id", "user_id"]},
-                size=len(record_ids), ignore_unavailable=True, allow_no_indices=True,
+                index=self.alias,
+                body={"query": query, "_source": ["record_id", "user_id"]},
+                size=len(record_ids),
+                ignore_unavailable=True,
+                allow_no_indices=True,
             )
         except NotFoundError:
             return {}

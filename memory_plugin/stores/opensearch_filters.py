@@ -38,7 +38,6 @@ from memory_plugin.stores.filters import (
 STRING_FIELDS = tuple(name for name in TOP_LEVEL_FIELDS if name not in DATE_FIELDS)
 
 
-
 def escape_wildcard(text: str) -> str:
     """``text`` as a literal inside a Lucene wildcard pattern."""
     return re.sub(r"([\\*?])", r"\\\1", text)

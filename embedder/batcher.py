@@ -82,7 +82,7 @@ class AsyncEmbedder:
 
     @property
     def dimension(self) -> int:
-        return int(getattr(self.embedder, "dimension"))
+        return int(self.embedder.dimension)
 
     async def query(self, text: str) -> np.ndarray:
         """One query embedding (1-D, read-only); cached by exact text."""

@@ -21,12 +21,12 @@ from embedder import Embedder
 from memory_plugin.auth import Principal
 from memory_plugin.clock import isoformat
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.stores.filters import Condition, Filter, parse_filters
 from memory_plugin.histories.service import IngestedRecord, SearchQuery, SearchResult
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
 from memory_plugin.memory.service import DEFAULT_MAX_RESULTS
 from memory_plugin.services import Services, open_services
 from memory_plugin.settings import Settings
+from memory_plugin.stores.filters import Condition, Filter, parse_filters
 from memory_plugin.stores.records import DeleteCounts
 
 #: A filter value: one value for ``eq``, or ``{"op": value}``; ``in`` takes a list.

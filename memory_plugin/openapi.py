@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from memory_plugin._version import __version__
-from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
 from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K, RECORD_TYPES
 from memory_plugin.settings import REGIONS
+from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
 
 JSON = "application/json"
 

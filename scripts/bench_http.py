@@ -119,7 +119,7 @@ async def main() -> None:
                     """A distinct query per request, so the query cache never answers."""
 
                     def __str__(self) -> str:
-                        n = next(counter)
+                        n = next(counter)  # noqa: B023 (used within this iteration only)
                         return f"?q=customer+asks+about+{TOPICS[n % len(TOPICS)].replace(' ', '+')}+{n}&record_type=voice&top_k=10"
 
                 row = await drive(

@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _vectors import from_seed, mean_pairwise_cosine, synthetic  # noqa: E402
 
-from memory_plugin.stores.filters import Filter, parse_filters  # noqa: E402
 from memory_plugin.stores.base import VectorStore  # noqa: E402
-from memory_plugin.stores.records import Chunk, Record  # noqa: E402
 from memory_plugin.stores.embedded import EmbeddedStore  # noqa: E402
+from memory_plugin.stores.filters import Filter, parse_filters  # noqa: E402
+from memory_plugin.stores.records import Chunk, Record  # noqa: E402
 
 DIM = 384
 ORG = "org-bench"
 USERS = 100
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 #: name -> (filter params, mask over chunk number i)
 CASES: dict[str, tuple[list[tuple[str, str]], Callable[[np.ndarray], np.ndarray]]] = {
     "unfiltered": ([], lambda i: np.ones(len(i), dtype=bool)),

@@ -183,7 +183,7 @@ class Load:
             async with http.request(method, self.url + path, headers=org.headers, **kwargs) as response:
                 body = await response.read()
                 status = response.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
             self.stats.record(op, started, type(error).__name__)
             return 0, None
         self.stats.record(op, started, str(status))
@@ -288,7 +288,7 @@ class Load:
                             if response.status == 200:
                                 return await response.json()
                             problem = f"GET {path} {params} -> {response.status}: {(await response.text())[:200]}"
-                    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+                    except (TimeoutError, aiohttp.ClientError, OSError) as error:
                         problem = f"GET {path} -> {error!r}"
                     await asyncio.sleep(0.2 * (attempt + 1))
                 problems.append(problem)

@@ -8,10 +8,9 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import NoReturn
-
-import urllib.request
 
 
 def free_port() -> int:

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
-from memory_plugin.stores.filters import Condition, Filter, matches, parse_filters
 from memory_plugin.stores.base import VectorStore
+from memory_plugin.stores.filters import Condition, Filter, matches, parse_filters
 from memory_plugin.stores.records import Chunk, Hit, Record
 
 DIM = 16
 ORGS = ("org-a", "org-b")
 TYPES = ("voice", "message")
 REGIONS = ("USA", "DEU", "AUS", "UAE")
-BASE_TIME = datetime(2026, 1, 1, tzinfo=timezone.utc)
+BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from memory_plugin.stores.embedded import EmbeddedStore
 from memory_plugin.stores.filters import Filter, parse_filters
 from memory_plugin.stores.records import Chunk, Record
-from memory_plugin.stores.embedded import EmbeddedStore
 from tests.store_contract import DIM, StoreContract, as_pairs, exact_hits, make_dataset, unit
 
-NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 class TestEmbeddedStoreContract(StoreContract):

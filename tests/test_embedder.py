@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embedder import AsyncEmbedder, BuildError, Embedder, default_model_dir, ensure_default_model
-from embedder import build_default
+from embedder import AsyncEmbedder, BuildError, Embedder, build_default, default_model_dir, ensure_default_model
 from tests.live import unavailable
 
 pytestmark = pytest.mark.model

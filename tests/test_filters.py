@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -10,7 +10,7 @@ from memory_plugin.errors import InvalidArgument
 from memory_plugin.stores.filters import Condition, Filter, matches, parse_filters
 from memory_plugin.stores.records import Record
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def parse_one(key: str, value: str) -> Condition:

@@ -24,9 +24,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.test_memory_v211 import *  # noqa: F401,F403  (re-run the 2.11 suite here)
-from tests.test_memory_v212 import *  # noqa: F401,F403  (re-run the 2.12+ suite here)
-
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore, Principal
 from memory_plugin.memory.models import Conversation, Interaction
@@ -35,6 +32,8 @@ from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.memory.store import SqliteMemoryStore
 from memory_plugin.settings import OpenSearchRegion
 from tests.live import live_server_with_key
+from tests.test_memory_v211 import *  # noqa: F401,F403  (re-run the 2.11 suite here)
+from tests.test_memory_v212 import *  # noqa: F401,F403  (re-run the 2.12+ suite here)
 
 pytestmark = pytest.mark.opensearch
 

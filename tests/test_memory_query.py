@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -164,7 +164,7 @@ def test_range_dates_compare_as_instants() -> None:
     body = {"query": {"range": {"create_time": {"gte": "2024-01-01T00:59:59+0100"}}}}
     assert ids(body) == ["m1", "m2", "m3"]
     # epoch millis against a date field
-    ms = int(datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    ms = int(datetime(2024, 1, 1, tzinfo=UTC).timestamp() * 1000)
     assert ids({"query": {"range": {"create_time": {"lt": ms}}}}) == ["m3"]
     assert (
         ids({"query": {"range": {"create_time": {"from": "2024-01-02T10:00:00.123456Z", "include_lower": False}}}})
@@ -173,7 +173,7 @@ def test_range_dates_compare_as_instants() -> None:
 
 
 def test_range_now_date_math() -> None:
-    recent = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    recent = (datetime.now(UTC) - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
     docs = [("new", {"t": recent}), ("old", {"t": "2001-01-01T00:00:00Z"})]
     assert ids({"query": {"range": {"t": {"gte": "now-1d"}}}}, docs) == ["new"]
     assert ids({"query": {"range": {"t": {"lt": "now-1y/d"}}}}, docs) == ["old"]
@@ -269,7 +269,7 @@ def test_field_sort_nulls_scores_and_reports_sort_values() -> None:
     result = execute(parse_search({"sort": [{"create_time": "asc"}]}), DOCS)
     assert result.max_score is None
     assert all(h.score is None for h in result.hits)
-    assert result.hits[0].sort == (int(datetime(2023, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp() * 1000),)
+    assert result.hits[0].sort == (int(datetime(2023, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp() * 1000),)
     result = execute(
         parse_search({"sort": ["_score", {"create_time": "asc"}], "query": {"term": {"origin": "chat"}}}), DOCS
     )

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 import schemathesis
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from schemathesis import GenerationMode
-from hypothesis import HealthCheck, given, settings as hypothesis_settings
 
 from memory_plugin.app import create_app
 from memory_plugin.openapi import openapi_document

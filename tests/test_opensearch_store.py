@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory_plugin.stores.filters import Filter, parse_filters
 from memory_plugin.settings import OpenSearchRegion
-from memory_plugin.stores.records import Chunk
 from memory_plugin.stores.embedded import EmbeddedStore
+from memory_plugin.stores.filters import Filter, parse_filters
 from memory_plugin.stores.opensearch import OpenSearchStore
+from memory_plugin.stores.records import Chunk
 from tests.store_contract import DIM, FILTER_PARAMS, StoreContract, as_pairs, make_dataset, unit
 
 pytestmark = pytest.mark.opensearch

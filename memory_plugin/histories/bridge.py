@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from memory_plugin.auth import Principal
-from memory_plugin.stores.filters import Condition, Filter
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.memory.models import Interaction
+from memory_plugin.stores.filters import Condition, Filter
 
 
 def interaction_text(interaction: Interaction) -> str:

@@ -8,8 +8,8 @@ from aiohttp import web
 
 from memory_plugin.clock import isoformat
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.stores.filters import parse_filters
 from memory_plugin.histories.service import HistoryService, SearchQuery
+from memory_plugin.stores.filters import parse_filters
 from memory_plugin.stores.records import Hit
 from memory_plugin.web import (
     check_fields,

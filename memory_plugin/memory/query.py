@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memory_plugin.errors import InvalidArgument, ParseFailure
@@ -177,13 +177,13 @@ def _parse_instant(value: Any) -> datetime | None:
             sign = 1 if tz[0] == "+" else -1
             digits = tz[1:].replace(":", "")
             offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-            dt = (dt - sign * offset).replace(tzinfo=timezone.utc)
+            dt = (dt - sign * offset).replace(tzinfo=UTC)
         else:
-            dt = dt.replace(tzinfo=timezone.utc)
+            dt = dt.replace(tzinfo=UTC)
         return dt
     m = _DATE_MATH_RE.match(text)
     if m:
-        dt = datetime.now(timezone.utc)
+        dt = datetime.now(UTC)
         for sign, amount, unit in _UNIT_RE.findall(m.group(1)):
             dt = _add(dt, int(amount) * (1 if sign == "+" else -1), unit)
         if m.group(2):

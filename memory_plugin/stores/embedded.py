@@ -39,30 +39,29 @@ import math
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import partial
-from datetime import datetime, timedelta, timezone
 from hashlib import sha1
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import faiss
 import numpy as np
 
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.stores.filters import Filter
 from memory_plugin.sqlite import Database, run_script
 from memory_plugin.stores.base import VectorStore
-from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
-from memory_plugin.stores.filters import to_micros
 from memory_plugin.stores.embedded_filters import compile_filter, register_functions
+from memory_plugin.stores.filters import Filter, to_micros
+from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_EF = 2048
 #: Below this many candidates exact search always wins; above it, exact search
 #: is kept only for selective filters, where HNSW with a selector loses recall.

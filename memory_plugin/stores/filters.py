@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from memory_plugin.errors import InvalidArgument
@@ -64,7 +64,7 @@ class Filter:
 
 _KEY = re.compile(r"filter\[([^\[\]]*)\](?:\[([^\[\]]*)\])?")
 #: A field or metadata key: safe in SQL JSON paths and OpenSearch field names alike.
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FIELD_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -122,7 +122,7 @@ def parse_instant(text: str, *, parameter: str) -> datetime:
 
 
 def as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def to_micros(value: datetime) -> int:

@@ -50,12 +50,11 @@ from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, RequestError, TransportError
 
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.stores.filters import Filter, as_utc, fold
 from memory_plugin.settings import OpenSearchRegion
 from memory_plugin.stores.base import VectorStore
-from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
-from memory_plugin.stores.filters import FIELD_NAME, to_micros
+from memory_plugin.stores.filters import FIELD_NAME, Filter, as_utc, fold, to_micros
 from memory_plugin.stores.opensearch_filters import STRING_FIELDS, compile_filter
+from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
 
 log = logging.getLogger(__name__)
 

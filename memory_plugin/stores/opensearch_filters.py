@@ -25,9 +25,9 @@ from typing import Any
 
 from memory_plugin.stores.filters import (
     DATE_FIELDS,
+    FIELD_NAME,
     TOP_LEVEL_FIELDS,
     Condition,
-    FIELD_NAME,
     Filter,
     as_number,
     fold,

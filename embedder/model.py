@@ -148,7 +148,8 @@ class Embedder:
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
         if self.config["normalize"]:
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return pooled
+        result: np.ndarray = pooled
+        return result
 
     def _probe_dimension(self) -> int:
         """The output width: from the graph's declared shape, else from one tiny run."""

@@ -6,6 +6,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -65,7 +66,7 @@ class Metrics:
         if failed:
             self.region_failures.labels(region).inc()
 
-    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    def middleware(self) -> Middleware:
         @web.middleware
         async def measure(request: web.Request, handler: Handler) -> web.StreamResponse:
             started = time.perf_counter()

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from memory_plugin.auth import KeyStore, Principal
 from memory_plugin.errors import (
@@ -142,9 +143,7 @@ def _internal_error(request: web.Request, exc: BaseException) -> web.Response:
     return error_response(request, ServiceError("internal error; the request id is in the X-Request-Id header"))
 
 
-def auth_middleware(
-    keys: KeyStore, public: Iterable[Handler] = ()
-) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def auth_middleware(keys: KeyStore, public: Iterable[Handler] = ()) -> Middleware:
     """Every route needs a key except the ``public`` handlers (the health check)."""
     public = frozenset(public)
 

@@ -32,7 +32,7 @@ from bench_memory import drive  # noqa: E402
 
 from embedder import Embedder, chunk_text, ensure_default_model  # noqa: E402
 from memory_plugin.auth import KeyStore  # noqa: E402
-from tests.live import LiveServer  # noqa: E402
+from tests.support.live import LiveServer  # noqa: E402
 
 ENDPOINT = "/v2/ai/conversation_histories"
 TOPICS = [

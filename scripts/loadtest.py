@@ -346,7 +346,7 @@ class Load:
 
 async def hello_world_rps(concurrency: int, seconds: float) -> dict[str, Any]:
     """Req/s of the smallest aiohttp app, same client and concurrency: the ceiling for this machine."""
-    from tests.live import free_port
+    from tests.support.live import free_port
 
     port = free_port()
     process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "hello_world.py"), str(port)])
@@ -459,7 +459,7 @@ async def main(argv: list[str] | None = None) -> int:
     workdir: Path | None = None
     try:
         if args.spawn:
-            from tests.live import LiveServer
+            from tests.support.live import LiveServer
 
             workdir = Path(tempfile.mkdtemp(prefix="loadtest-"))
             data_dir = workdir / "data"

@@ -1,4 +1,4 @@
-"""Fixtures shared by the HTTP-level tests."""
+"""Fixtures shared by every tier (tests/http/conftest.py swaps in the embedder double)."""
 
 from __future__ import annotations
 
@@ -37,9 +37,14 @@ def make_caller(keys: KeyStore, organization_id: str, user_id: str | None) -> Ca
 
 
 @pytest.fixture(scope="session")
-def embedder() -> Embedder:
+def real_embedder() -> Embedder:
     """The real default model, loaded once for the whole run."""
     return Embedder.from_dir(ensure_default_model())
+
+
+@pytest.fixture
+def embedder(real_embedder: Embedder) -> Embedder:
+    return real_embedder
 
 
 @pytest.fixture
@@ -100,7 +105,7 @@ def opensearch_nodes():  # type: ignore[no-untyped-def]
     ``CI=true`` that is a failure, never a skip.
     """
     from scripts.opensearch_nodes import missing_prerequisites, start_nodes
-    from tests.live import unavailable
+    from tests.support.live import unavailable
 
     missing = missing_prerequisites()
     if missing:

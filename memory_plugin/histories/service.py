@@ -304,7 +304,7 @@ class HistoryService:
             counts = [
                 c.chunks for c in await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))
             ]
-        deleted = sum(counts)
+        deleted = int(sum(counts))
         if deleted == 0:
             raise NotFound(f"record [{record_id}] not found", parameter="record_id")
         return deleted

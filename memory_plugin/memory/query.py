@@ -407,12 +407,12 @@ def _compare(value: Any, op: str, bound: Any) -> bool:
         return False
     a, b = ordered
     if op == "gt":
-        return a > b
+        return bool(a > b)
     if op == "gte":
-        return a >= b
+        return bool(a >= b)
     if op == "lt":
-        return a < b
-    return a <= b
+        return bool(a < b)
+    return bool(a <= b)
 
 
 def _ordered_pair(value: Any, bound: Any) -> tuple[Any, Any] | None:
@@ -1143,7 +1143,7 @@ class _Reverse:
         self.v = v
 
     def __lt__(self, other: _Reverse) -> bool:
-        return other.v < self.v
+        return bool(other.v < self.v)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Reverse) and other.v == self.v

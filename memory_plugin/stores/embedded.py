@@ -226,7 +226,8 @@ class _TypeIndex:
         positions = np.searchsorted(ids[:n], chunk_ids)
         inside = positions < n
         positions, chunk_ids = positions[inside], chunk_ids[inside]
-        return positions[ids[positions] == chunk_ids]
+        found: np.ndarray = positions[ids[positions] == chunk_ids]
+        return found
 
     def org_positions(self, org: int) -> tuple[np.ndarray, np.ndarray]:
         """``(mask, positions)`` of the organisation's live chunks, cached per version."""

@@ -107,7 +107,7 @@ def parse_filters(params: Iterable[tuple[str, str]]) -> Filter:
             values: tuple[FilterValue, ...] = tuple(parse_instant(item, parameter=key) for item in items)
         else:
             values = tuple(items)
-        conditions.append(Condition(field, op, values))  # type: ignore[arg-type]
+        conditions.append(Condition(field, op, values))
     return Filter(tuple(conditions))
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from embedder import AsyncEmbedder, BuildError, Embedder, build_default, default_model_dir, ensure_default_model
-from tests.live import unavailable
+from tests.support.live import unavailable
 
 pytestmark = pytest.mark.model
 

@@ -6,7 +6,7 @@ import pytest
 from opensearchpy import AsyncOpenSearch, NotFoundError, RequestError
 
 from memory_plugin.auth import KeyStore
-from tests.live import live_server_with_key
+from tests.support.live import live_server_with_key
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,11 @@
 
 Three layers:
 
-- The whole 2.11 HTTP suite (``tests/test_memory_v211.py``) again, in process, with a
+- The whole 2.11 HTTP suite (``tests/http/test_memory_v211.py``) again, in process, with a
   ``client`` whose home region is an ``OpenSearchRegion``: the star import below brings
   its test functions into this module, and the ``client`` fixture defined after it
   overrides conftest's for them.
-- The whole 2.12+ suite (``tests/test_memory_v212.py``) again, against a live server
+- The whole 2.12+ suite (``tests/http/test_memory_v212.py``) again, against a live server
   whose TOML config puts the home region on OpenSearch (module ``server`` override).
 - ``OpenSearchMemoryStore`` directly: owner isolation, ordering and paging, deep pages
   through ``search_after``, races, and the same scenario run on ``SqliteMemoryStore``
@@ -31,9 +31,9 @@ from memory_plugin.memory.opensearch_store import OpenSearchMemoryStore
 from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.memory.store import SqliteMemoryStore
 from memory_plugin.settings import OpenSearchRegion
-from tests.live import live_server_with_key
-from tests.test_memory_v211 import *  # noqa: F401,F403  (re-run the 2.11 suite here)
-from tests.test_memory_v212 import *  # noqa: F401,F403  (re-run the 2.12+ suite here)
+from tests.http.test_memory_v211 import *  # noqa: F401,F403  (re-run the 2.11 suite here)
+from tests.http.test_memory_v212 import *  # noqa: F401,F403  (re-run the 2.12+ suite here)
+from tests.support.live import live_server_with_key
 
 pytestmark = pytest.mark.opensearch
 

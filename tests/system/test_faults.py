@@ -29,7 +29,7 @@ import aiohttp
 import pytest
 
 from memory_plugin.auth import KeyStore
-from tests.live import LiveServer, unavailable
+from tests.support.live import LiveServer, unavailable
 
 MEMORY = "/_plugins/_ml/memory/conversation"
 HISTORIES = "/v2/ai/conversation_histories"

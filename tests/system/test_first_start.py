@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memory_plugin.settings import load_settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_are_opensearch_like():

@@ -9,6 +9,9 @@ import pytest
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.stores.base import VectorStore
 
+# About search quality: the real model (tests/http/conftest.py).
+pytestmark = pytest.mark.model
+
 BASE = "/v2/ai/conversation_histories"
 
 CORPUS = [

@@ -6,7 +6,7 @@ import pytest
 from opensearchpy import AsyncOpenSearch, NotFoundError, TransportError
 
 from memory_plugin.auth import KeyStore
-from tests.live import LiveServer
+from tests.support.live import LiveServer
 
 BASE = "/_plugins/_ml/memory/conversation"
 

@@ -16,7 +16,7 @@ from memory_plugin.stores.embedded import EmbeddedStore
 from memory_plugin.stores.filters import Filter, parse_filters
 from memory_plugin.stores.opensearch import OpenSearchStore
 from memory_plugin.stores.records import Chunk
-from tests.store_contract import DIM, FILTER_PARAMS, StoreContract, as_pairs, make_dataset, unit
+from tests.support.store_contract import DIM, FILTER_PARAMS, StoreContract, as_pairs, make_dataset, unit
 
 pytestmark = pytest.mark.opensearch
 

@@ -12,7 +12,7 @@ import pytest
 from memory_plugin.stores.embedded import EmbeddedStore
 from memory_plugin.stores.filters import Filter, parse_filters
 from memory_plugin.stores.records import Chunk, Record
-from tests.store_contract import DIM, StoreContract, as_pairs, exact_hits, make_dataset, unit
+from tests.support.store_contract import DIM, StoreContract, as_pairs, exact_hits, make_dataset, unit
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -160,7 +160,7 @@ import asyncio, os, signal, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from memory_plugin.stores.embedded import EmbeddedStore
-from tests.store_contract import DIM, make_dataset
+from tests.support.store_contract import DIM, make_dataset
 
 async def main():
     dataset = make_dataset()
@@ -181,7 +181,7 @@ async def test_survives_sigkill(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     code = _KILLED_WRITER.format(root=root, folder=str(tmp_path))
     result = subprocess.run([sys.executable, "-c", code], cwd=root, timeout=120)
     assert result.returncode == -9

@@ -10,7 +10,7 @@ from schemathesis import GenerationMode
 
 from memory_plugin.app import create_app
 from memory_plugin.openapi import openapi_document
-from tests.live import live_server_with_key
+from tests.support.live import live_server_with_key
 
 METHODS = {"get", "post", "put", "delete", "patch", "head", "options"}
 

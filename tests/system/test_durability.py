@@ -7,7 +7,7 @@ import asyncio
 import aiohttp
 
 from memory_plugin.auth import KeyStore
-from tests.live import LiveServer
+from tests.support.live import LiveServer
 
 BASE = "/_plugins/_ml/memory/conversation"
 

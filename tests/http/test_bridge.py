@@ -6,6 +6,9 @@ import pytest
 
 from memory_plugin.app import create_app
 
+# About search quality: the real model (tests/http/conftest.py).
+pytestmark = pytest.mark.model
+
 SEARCH = "/v2/ai/conversation_histories"
 
 

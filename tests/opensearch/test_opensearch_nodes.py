@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scripts import opensearch_nodes as osn
-from tests.live import unavailable
+from tests.support.live import unavailable
 
 pytestmark = pytest.mark.opensearch
 

@@ -18,6 +18,9 @@ from memory_plugin import (
     create_app,
 )
 
+# About search quality: the real model (tests/http/conftest.py).
+pytestmark = pytest.mark.model
+
 ALICE = Principal("org-1", "alice")
 BOB = Principal("org-1", "bob")
 

@@ -16,7 +16,7 @@ from memory_plugin.clock import new_id, now
 from memory_plugin.errors import InvalidArgument, NotFound, ValidationFailed
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
 from memory_plugin.memory.query import MESSAGE_INDEX, META_INDEX, execute, parse_search, search_response
-from memory_plugin.memory.store import MemoryStore
+from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.memory.views import memory_source, message_source
 
 #: OpenSearch's ``index.max_result_window``: the furthest any page may reach.

@@ -26,8 +26,8 @@ Why it looks like this:
   converted back (``cos = 2 * score - 1``) before ``min_score`` applies, so
   scores compare with the embedded store's.  ``k`` sent to Lucene is at least
   ``ef_search`` (it doubles as the candidate count), then cut to ``k``.
-* **Failure.** The client never retries (``max_retries=0``): a dead cluster
-  fails fast and the region shows in ``failed_regions``.  ``open()`` on an
+* **Failure.** The client never retries (``opensearch_client.make_client``): a
+  dead cluster fails fast and the region shows in ``failed_regions``.  ``open()`` on an
   unreachable cluster logs and returns, so one dead region never stops the
   server; indices are then created on first write.
 """
@@ -45,11 +45,11 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
-from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, RequestError, TransportError
+from opensearchpy.exceptions import ConnectionTimeout, NotFoundError
 
 from memory_plugin.errors import InvalidArgument
+from memory_plugin.opensearch_client import BULK_DOCS, bulk, create_index, delete_by_query, make_client
 from memory_plugin.settings import OpenSearchRegion
 from memory_plugin.stores.base import VectorStore
 from memory_plugin.stores.filters import FIELD_NAME, Filter, as_utc, fold, to_micros
@@ -61,7 +61,6 @@ log = logging.getLogger(__name__)
 #: Record types whose indices open() creates up front; others appear on first write.
 KNOWN_RECORD_TYPES = ("voice", "message", "ai_pipeline_storage", "knowledge_base")
 _SAFE_TYPE = re.compile(r"[a-z0-9_][a-z0-9_-]{0,63}")
-_BULK_DOCS = 1000
 #: Keyword values longer than this are kept in _source but not indexed (Lucene's term limit is 32 KiB).
 _IGNORE_ABOVE = 8191
 _SOURCE_EXCLUDES = ["vector", "fold", "meta_str", "meta_num", "meta_bool", "meta_fold", "*_us", "generation"]
@@ -221,16 +220,7 @@ class OpenSearchStore(VectorStore):
         self._create = tuple(create_indices)
         self._dimension: int | None = None
         self._ready: set[str] = set()  # record types whose index is known to exist
-        auth = (settings.username, settings.password or "") if settings.username else None
-        self.client = AsyncOpenSearch(
-            hosts=list(settings.hosts),
-            http_auth=auth,
-            verify_certs=settings.verify_certs,
-            ca_certs=settings.ca_certs,
-            timeout=settings.timeout,
-            max_retries=0,
-            retry_on_timeout=False,
-        )
+        self.client = make_client(settings)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -286,11 +276,7 @@ class OpenSearchStore(VectorStore):
                 "mappings": index_mapping(dimension, self.settings.knn_engine, self.hnsw_m, self.ef_construction),
                 "aliases": {self.alias: {}},
             }
-            try:
-                await self.client.indices.create(index=index, body=body)
-            except RequestError as error:
-                if error.error != "resource_already_exists_exception":
-                    raise
+            await create_index(self.client, index, body)
         self._ready.add(record_type)
         return index
 
@@ -316,9 +302,9 @@ class OpenSearchStore(VectorStore):
                 actions.append(doc)
         for record_type in {record.record_type for record, _ in items}:
             await self._ensure_index(record_type)
-        for start in range(0, len(actions), 2 * _BULK_DOCS):
-            last = start + 2 * _BULK_DOCS >= len(actions)
-            await self._bulk(actions[start : start + 2 * _BULK_DOCS], refresh=last)
+        for start in range(0, len(actions), 2 * BULK_DOCS):
+            last = start + 2 * BULK_DOCS >= len(actions)
+            await bulk(self.client, actions[start : start + 2 * BULK_DOCS], refresh=last)
         by_org: dict[str, list[str]] = defaultdict(list)
         for record, _ in items:
             by_org[record.organization_id].append(record.record_id)
@@ -336,49 +322,9 @@ class OpenSearchStore(VectorStore):
                 await self._delete_where(query)
 
     async def _delete_where(self, query: dict[str, Any]) -> tuple[int, int]:
-        """Delete the documents matching ``query``; return ``(distinct records, chunks)``.
-
-        The integ-test distribution has no reindex module, hence no
-        ``_delete_where``: scroll the matching ids, then bulk-delete them.
-        """
-        targets: list[tuple[str, str]] = []
-        records: set[str] = set()
-        try:
-            response = await self.client.search(
-                index=self.alias,
-                body={"query": query, "_source": ["record_id"], "sort": ["_doc"]},
-                size=5000,
-                scroll="1m",
-                ignore_unavailable=True,
-                allow_no_indices=True,
-            )
-        except NotFoundError:
-            return 0, 0
-        scroll_id = response.get("_scroll_id")
-        try:
-            while response["hits"]["hits"]:
-                for hit in response["hits"]["hits"]:
-                    targets.append((hit["_index"], hit["_id"]))
-                    records.add(hit["_source"]["record_id"])
-                response = await self.client.scroll(scroll_id=scroll_id, scroll="1m")
-                scroll_id = response.get("_scroll_id", scroll_id)
-        finally:
-            if scroll_id:
-                await self.client.clear_scroll(scroll_id=scroll_id, ignore=(404,))
-        for start in range(0, len(targets), _BULK_DOCS):
-            batch = targets[start : start + _BULK_DOCS]
-            last = start + _BULK_DOCS >= len(targets)
-            body = [{"delete": {"_index": index, "_id": doc_id}} for index, doc_id in batch]
-            await self._bulk(body, refresh=last)
-        return len(records), len(targets)
-
-    async def _bulk(self, body: list[dict[str, Any]], refresh: bool) -> None:
-        response = await self.client.bulk(body=body, refresh="true" if refresh else "false")
-        if response.get("errors"):
-            for item in response["items"]:
-                result = next(iter(item.values()))
-                if "error" in result:
-                    raise TransportError(result.get("status", 500), "bulk_failure", result["error"])
+        """Delete the documents matching ``query``; return ``(distinct records, chunks)``."""
+        hits = await delete_by_query(self.client, self.alias, query, ["record_id"])
+        return len({hit["_source"]["record_id"] for hit in hits}), len(hits)
 
     async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
         self._require_open()

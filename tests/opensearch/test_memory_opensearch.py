@@ -27,9 +27,9 @@ import pytest
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore, Principal
 from memory_plugin.memory.models import Conversation, Interaction
-from memory_plugin.memory.opensearch_store import OpenSearchMemoryStore
 from memory_plugin.memory.routes_v211 import MEMORY
-from memory_plugin.memory.store import SqliteMemoryStore
+from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
+from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 from memory_plugin.settings import OpenSearchRegion
 from tests.http.test_memory_v211 import *  # noqa: F401,F403  (re-run the 2.11 suite here)
 from tests.http.test_memory_v212 import *  # noqa: F401,F403  (re-run the 2.12+ suite here)

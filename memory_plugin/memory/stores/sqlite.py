@@ -1,13 +1,7 @@
-"""Where conversations and interactions live.
-
-``MemoryStore`` is what the service needs; ``SqliteMemoryStore`` is the
-embedded default.  Every read and write names its owner, and a row of
-another owner is treated as if it did not exist.
-"""
+"""The embedded memory store: conversations and interactions in one SQLite file."""
 
 from __future__ import annotations
 
-import abc
 import json
 import sqlite3
 from collections.abc import Mapping
@@ -17,74 +11,8 @@ from typing import Any
 from memory_plugin.auth import Principal
 from memory_plugin.clock import isoformat, parse_instant
 from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.sqlite import Database, run_script
-
-
-class MemoryStore(abc.ABC):
-    @abc.abstractmethod
-    async def open(self) -> None: ...
-
-    @abc.abstractmethod
-    async def close(self) -> None: ...
-
-    @abc.abstractmethod
-    async def add_conversation(self, conversation: Conversation) -> None: ...
-
-    @abc.abstractmethod
-    async def get_conversation(self, owner: Principal, conversation_id: str) -> Conversation | None: ...
-
-    @abc.abstractmethod
-    async def list_conversations(
-        self, owner: Principal, offset: int, limit: int, by: str = "create_time"
-    ) -> list[Conversation]:
-        """Newest first by ``by`` (``create_time`` or ``updated_time``), ties by id."""
-
-    @abc.abstractmethod
-    async def update_conversation(
-        self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
-    ) -> Conversation | None: ...
-
-    @abc.abstractmethod
-    async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
-        """Delete a conversation and its interactions; their ids, or None if unknown."""
-
-    @abc.abstractmethod
-    async def add_interaction(self, interaction: Interaction) -> bool:
-        """Store it and move its conversation's ``updated_time``; False if the conversation is unknown."""
-
-    @abc.abstractmethod
-    async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None: ...
-
-    @abc.abstractmethod
-    async def list_interactions(
-        self, owner: Principal, conversation_id: str, offset: int, limit: int, newest_first: bool
-    ) -> list[Interaction] | None:
-        """Interactions that are not traces, by ``create_time``; None if the conversation is unknown."""
-
-    @abc.abstractmethod
-    async def list_traces(
-        self, owner: Principal, interaction_id: str, offset: int, limit: int
-    ) -> list[Interaction] | None:
-        """An interaction's traces by ``trace_number``; None if the interaction is unknown."""
-
-    @abc.abstractmethod
-    async def update_interaction(
-        self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
-    ) -> Interaction | None: ...
-
-    @abc.abstractmethod
-    async def all_conversations(self, owner: Principal) -> list[Conversation]:
-        """Every conversation of the owner, for query evaluation."""
-
-    @abc.abstractmethod
-    async def all_interactions(self, owner: Principal, conversation_id: str | None = None) -> list[Interaction]:
-        """Every interaction of the owner (of one conversation, if named), traces included."""
-
-    async def health(self) -> dict[str, Any]:
-        return {"status": "green"}
-
-
-# -- SQLite -------------------------------------------------------------------
 
 
 def _schema_v1(connection: sqlite3.Connection) -> None:

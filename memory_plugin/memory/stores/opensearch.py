@@ -71,21 +71,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch
-from opensearchpy.exceptions import ConflictError, NotFoundError, RequestError
+from opensearchpy.exceptions import ConflictError, NotFoundError
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import isoformat, parse_instant
 from memory_plugin.memory.models import Conversation, Interaction
-from memory_plugin.memory.store import MemoryStore
+from memory_plugin.memory.stores.base import MemoryStore
+from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, create_index, delete_by_query, make_client
 from memory_plugin.settings import OpenSearchRegion
 
-#: OpenSearch's default ``index.max_result_window``.
-MAX_RESULT_WINDOW = 10000
 #: Largest UTF-8 size of one ``additional_info`` key + value that is indexed in the flat_object
 #: (Lucene refuses terms over 32766 bytes; flat_object indexes ``key=value`` terms).
 _FLAT_ENTRY_LIMIT = 8191
-#: Message deletions per bulk request.
-_BULK_DELETES = 1000
 #: Optimistic-concurrency retries before giving up.
 _RETRIES = 50
 
@@ -224,21 +221,6 @@ def _interaction(interaction_id: str, source: Mapping[str, Any]) -> Interaction:
     )
 
 
-def _client(settings: OpenSearchRegion) -> AsyncOpenSearch:
-    options: dict[str, Any] = {
-        "hosts": list(settings.hosts),
-        "verify_certs": settings.verify_certs,
-        "timeout": settings.timeout,
-    }
-    if settings.username is not None:
-        options["http_auth"] = (settings.username, settings.password or "")
-    if settings.ca_certs:
-        options["ca_certs"] = settings.ca_certs
-    if not settings.verify_certs:
-        options["ssl_show_warn"] = False
-    return AsyncOpenSearch(**options)
-
-
 class OpenSearchMemoryStore(MemoryStore):
     def __init__(self, settings: OpenSearchRegion) -> None:
         self.settings = settings
@@ -258,22 +240,13 @@ class OpenSearchMemoryStore(MemoryStore):
     # -- lifecycle ------------------------------------------------------------------
 
     async def open(self) -> None:
-        self._client = _client(self.settings)
+        self._client = make_client(self.settings)
         try:
             for index, mappings in ((self.meta_index, META_MAPPINGS), (self.message_index, MESSAGE_MAPPINGS)):
-                await self._create_index(index, mappings)
+                await create_index(self.client, index, {"settings": INDEX_SETTINGS, "mappings": mappings})
         except BaseException:
             await self.close()
             raise
-
-    async def _create_index(self, index: str, mappings: Mapping[str, Any]) -> None:
-        if await self.client.indices.exists(index=index):
-            return
-        try:
-            await self.client.indices.create(index=index, body={"settings": INDEX_SETTINGS, "mappings": mappings})
-        except RequestError as error:
-            if error.error != "resource_already_exists_exception":
-                raise
 
     async def close(self) -> None:
         if self._client is not None:
@@ -449,20 +422,8 @@ class OpenSearchMemoryStore(MemoryStore):
             except NotFoundError:
                 return None
         query = {"bool": {"filter": [{"term": {"memory_id": conversation_id}}]}}
-        hits = await self._search(self.message_index, query, [{"message_id": {"order": "asc"}}])
-        ids = [hit["_id"] for hit in hits]
-        # Bulk deletes by id rather than _delete_by_query: that lives in the reindex module,
-        # which not every distribution has (the integ-test zip has not).
-        for start in range(0, len(ids), _BULK_DELETES):
-            actions = [
-                {"delete": {"_index": self.message_index, "_id": message_id}}
-                for message_id in ids[start : start + _BULK_DELETES]
-            ]
-            result = await self.client.bulk(body=actions, refresh="true")
-            failed = [item["delete"] for item in result["items"] if item["delete"].get("status") not in (200, 404)]
-            if failed:
-                raise RuntimeError(f"could not delete messages of [{conversation_id}]: {failed[:3]}")
-        return ids
+        hits = await delete_by_query(self.client, self.message_index, query)
+        return sorted(hit["_id"] for hit in hits)
 
     # -- interactions --------------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -21,14 +20,12 @@ from aiohttp.typedefs import Middleware
 
 from memory_plugin.auth import KeyStore, Principal
 from memory_plugin.errors import (
-    InsufficientStorage,
     InvalidArgument,
     NotFound,
     ParseFailure,
     PayloadTooLarge,
     ServiceError,
     Unauthorized,
-    Unavailable,
 )
 
 log = logging.getLogger("memory_plugin.http")
@@ -63,15 +60,6 @@ def error_response(request: web.Request, error: ServiceError) -> web.Response:
     if isinstance(error, Unauthorized):
         response.headers["WWW-Authenticate"] = 'Bearer realm="memory-plugin", Basic realm="memory-plugin"'
     return response
-
-
-def _storage_error(error: sqlite3.Error) -> ServiceError | None:
-    message = str(error).lower()
-    if "disk is full" in message or "disk i/o error" in message:
-        return InsufficientStorage("the data folder is full; the write was not stored")
-    if "readonly" in message or "read-only" in message or "unable to open" in message:
-        return Unavailable("the data folder cannot be written; the write was not stored")
-    return None
 
 
 @web.middleware
@@ -118,20 +106,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return response
     except web.HTTPNotFound:
         return error_response(
-            request, NotFound(f"no handler found for uri [{request.path}] and method [{request.method}]")
+            request,
+            NotFound(
+                "handler",
+                request.path,
+                reason=f"no handler found for uri [{request.path}] and method [{request.method}]",
+            ),
         )
-    except sqlite3.Error as exc:
-        mapped = _storage_error(exc)
-        if mapped is None:
-            return _internal_error(request, exc)
-        log.error("storage error: %s", exc, extra={"request_id": request.get(REQUEST_ID)})
-        return error_response(request, mapped)
-    except OSError as exc:
-        if exc.errno in (28, 122):  # ENOSPC, EDQUOT
-            return error_response(request, InsufficientStorage("the data folder is full; the write was not stored"))
-        if exc.errno in (30, 13):  # EROFS, EACCES
-            return error_response(request, Unavailable("the data folder cannot be written; the write was not stored"))
-        return _internal_error(request, exc)
     except web.HTTPException:
         raise
     except Exception as exc:  # a bug: log it, and still answer in the API's format

@@ -306,7 +306,7 @@ class HistoryService:
             ]
         deleted = int(sum(counts))
         if deleted == 0:
-            raise NotFound(f"record [{record_id}] not found", parameter="record_id")
+            raise NotFound("record", record_id, reason=f"record [{record_id}] not found", parameter="record_id")
         return deleted
 
     async def delete_matching(self, principal: Principal, where: Filter) -> DeleteCounts:

@@ -62,11 +62,11 @@ def _page(items: list[Any], next_token: int, max_results: int) -> Page[Any]:
 
 
 def conversation_not_found(conversation_id: str) -> NotFound:
-    return NotFound(f"Conversation [{conversation_id}] not found")
+    return NotFound("conversation", conversation_id)
 
 
 def interaction_not_found(interaction_id: str) -> NotFound:
-    return NotFound(f"Interaction [{interaction_id}] not found")
+    return NotFound("interaction", interaction_id)
 
 
 def check_additional_info_map(value: Any, parameter: str = "additional_info") -> dict[str, str] | None:

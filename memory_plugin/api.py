@@ -19,7 +19,7 @@ from typing import Any
 
 from embedder import Embedder
 from memory_plugin.auth import Principal
-from memory_plugin.clock import isoformat
+from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.service import IngestedRecord, SearchQuery, SearchResult
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page

@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from memory_plugin._version import __version__
-from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K, RECORD_TYPES
+from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K
+from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 from memory_plugin.settings import REGIONS
 from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
+from memory_plugin.stores.records import RECORD_TYPES
 
 JSON = "application/json"
 
@@ -54,7 +56,7 @@ def _query(name: str, schema: dict[str, Any], required: bool = False, descriptio
 
 
 PAGING = [
-    _query("max_results", {"type": "integer", "minimum": 1, "maximum": 10000, "default": 10}),
+    _query("max_results", {"type": "integer", "minimum": 1, "maximum": MAX_RESULT_WINDOW, "default": 10}),
     _query("next_token", {"type": "integer", "minimum": 0, "default": 0}),
 ]
 OS = ("400", "401", "404")
@@ -489,7 +491,7 @@ def _schemas() -> dict[str, Any]:
                 "query": {"type": "object"},
                 "sort": {},
                 "from": {"type": "integer", "minimum": 0},
-                "size": {"type": "integer", "minimum": 0, "maximum": 10000},
+                "size": {"type": "integer", "minimum": 0, "maximum": MAX_RESULT_WINDOW},
                 "_source": {},
             },
         },

@@ -17,14 +17,14 @@ from typing import Any
 
 from embedder import AsyncEmbedder, chunk_text
 from memory_plugin.auth import Principal
-from memory_plugin.clock import new_id, now, parse_instant
+from memory_plugin.clock import new_id, now
+from memory_plugin.dates import parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
 from memory_plugin.histories.fanout import RegionObserver, fan_out
 from memory_plugin.stores.base import VectorStore
 from memory_plugin.stores.filters import FIELD_NAME, Condition, Filter
-from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
+from memory_plugin.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
-RECORD_TYPES = ("voice", "message", "ai_pipeline_storage", "knowledge_base")
 RECORD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MAX_TEXT_BYTES = 1024 * 1024
 MAX_RECORDS = 100

@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memory_plugin.errors import InvalidArgument, ParseFailure
+from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
 __all__ = [
     "MAX_RESULT_WINDOW",
@@ -44,8 +45,6 @@ __all__ = [
     "search_response",
 ]
 
-#: OpenSearch's default ``index.max_result_window``.
-MAX_RESULT_WINDOW = 10000
 #: ml-commons 2.12+ index names (``ConversationalIndexConstants``).
 META_INDEX = ".plugins-ml-memory-meta"
 MESSAGE_INDEX = ".plugins-ml-memory-message"

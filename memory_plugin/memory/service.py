@@ -18,9 +18,11 @@ from memory_plugin.memory.models import AdditionalInfo, Conversation, Interactio
 from memory_plugin.memory.query import MESSAGE_INDEX, META_INDEX, execute, parse_search, search_response
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.memory.views import memory_source, message_source
+from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
 #: OpenSearch's ``index.max_result_window``: the furthest any page may reach.
-MAX_RESULTS_LIMIT = 10000
+#: ml-commons caps ``max_results`` at the index's result window.
+MAX_RESULTS_LIMIT = MAX_RESULT_WINDOW
 DEFAULT_MAX_RESULTS = 10
 
 CONVERSATION_UPDATABLE = ("name", "additional_info")

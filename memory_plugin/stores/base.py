@@ -9,11 +9,13 @@ scoped to one organisation.
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from memory_plugin.errors import InvalidArgument
 from memory_plugin.stores.filters import Filter
 from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
 
@@ -67,3 +69,14 @@ class VectorStore(abc.ABC):
     @abc.abstractmethod
     async def health(self) -> dict[str, Any]:
         """A small JSON-able status; raises when the store cannot serve."""
+
+
+def unit_vector(vector: np.ndarray, dimension: int) -> np.ndarray:
+    """``vector`` as float32 of unit length; a 400 if it has the wrong dimension, is not finite, or is zero."""
+    array = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if array.shape[0] != dimension:
+        raise InvalidArgument(f"vector has {array.shape[0]} dimensions, the store has {dimension}")
+    norm = float(np.linalg.norm(array))
+    if not math.isfinite(norm) or norm == 0.0:
+        raise InvalidArgument("vector must be finite and non-zero")
+    return array / np.float32(norm)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
 import re
 import sqlite3
@@ -43,7 +42,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from functools import partial
 from hashlib import sha1
 from pathlib import Path
@@ -52,16 +50,15 @@ from typing import Any, TypeVar
 import faiss
 import numpy as np
 
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.dates import from_micros, to_micros
 from memory_plugin.sqlite import Database, run_script
-from memory_plugin.stores.base import VectorStore
+from memory_plugin.stores.base import VectorStore, unit_vector
 from memory_plugin.stores.embedded_filters import compile_filter, register_functions
-from memory_plugin.stores.filters import Filter, to_micros
+from memory_plugin.stores.filters import Filter
 from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_EF = 2048
 #: Below this many candidates exact search always wins; above it, exact search
 #: is kept only for selective filters, where HNSW with a selector loses recall.
@@ -368,28 +365,14 @@ def _top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float
     return [(int(ids[i]), float(np.clip(scores[i], -1.0, 1.0))) for i in order]
 
 
-def _normalised(vector: np.ndarray, dimension: int) -> np.ndarray:
-    array = np.asarray(vector, dtype=np.float32).reshape(-1)
-    if array.shape[0] != dimension:
-        raise InvalidArgument(f"vector has {array.shape[0]} dimensions, the store has {dimension}")
-    norm = float(np.linalg.norm(array))
-    if not math.isfinite(norm) or norm == 0.0:
-        raise InvalidArgument("vector must be finite and non-zero")
-    return array / np.float32(norm)
-
-
-def _from_micros(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
-
-
 def _record_from_row(row: sqlite3.Row) -> Record:
     return Record(
         organization_id=row["organization_id"],
         record_id=row["record_id"],
         record_type=row["record_type"],
         region=row["region"],
-        record_created_at=_from_micros(row["record_created_at"]),
-        ingested_at=_from_micros(row["ingested_at"]),
+        record_created_at=from_micros(row["record_created_at"]),
+        ingested_at=from_micros(row["ingested_at"]),
         user_id=row["user_id"],
         document_id=row["document_id"],
         retention=row["retention"],
@@ -523,7 +506,7 @@ class EmbeddedStore(VectorStore):
         def work(connection: sqlite3.Connection) -> tuple[list[tuple[str, int]], list[_Added]]:
             # On the database thread: normalising thousands of vectors stays off the event loop.
             prepared = [
-                (record, [(chunk, _normalised(chunk.vector, params.dimension)) for chunk in chunks])
+                (record, [(chunk, unit_vector(chunk.vector, params.dimension)) for chunk in chunks])
                 for record, chunks in items
             ]
             removed: list[tuple[str, int]] = []
@@ -647,7 +630,7 @@ class EmbeddedStore(VectorStore):
         min_score: float | None = None,
     ) -> list[Hit]:
         params = self._require_open()
-        query = _normalised(vector, params.dimension)
+        query = unit_vector(vector, params.dimension)
         index = self._indexes.get(record_type)
         org = self._org_codes.get(organization_id)
         if index is None or org is None or k <= 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from memory_plugin.dates import to_micros
 from memory_plugin.stores.filters import (
     DATE_FIELDS,
     FIELD_NAME,
@@ -25,7 +26,6 @@ from memory_plugin.stores.filters import (
     Filter,
     as_number,
     fold,
-    to_micros,
 )
 
 _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}

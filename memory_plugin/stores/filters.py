@@ -11,9 +11,11 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
+from memory_plugin import dates
+from memory_plugin.dates import as_utc
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.stores.records import MetadataValue, Record
 
@@ -64,7 +66,6 @@ class Filter:
 
 _KEY = re.compile(r"filter\[([^\[\]]*)\](?:\[([^\[\]]*)\])?")
 #: A field or metadata key: safe in SQL JSON paths and OpenSearch field names alike.
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FIELD_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -112,23 +113,12 @@ def parse_filters(params: Iterable[tuple[str, str]]) -> Filter:
 
 
 def parse_instant(text: str, *, parameter: str) -> datetime:
-    """An ISO 8601 instant as an aware UTC datetime (naive means UTC)."""
+    """An ISO 8601 instant as an aware UTC datetime (naive means UTC); a 400 naming ``parameter`` if malformed."""
     try:
-        value = datetime.fromisoformat(text.strip())
+        return dates.parse_instant(text)
     except ValueError:
         reason = f"malformed date '{text}': use ISO 8601, e.g. 2026-01-01T00:00:00Z"
         raise InvalidArgument(reason, parameter=parameter) from None
-    return as_utc(value)
-
-
-def as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def to_micros(value: datetime) -> int:
-    """An instant as integer microseconds since the epoch (exact, sortable)."""
-    delta = as_utc(value) - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def as_number(text: str) -> float | None:

@@ -36,30 +36,29 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, NotFoundError
 
+from memory_plugin.dates import isoformat, parse_instant, to_micros
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.opensearch_client import BULK_DOCS, bulk, create_index, delete_by_query, make_client
 from memory_plugin.settings import OpenSearchRegion
-from memory_plugin.stores.base import VectorStore
-from memory_plugin.stores.filters import FIELD_NAME, Filter, as_utc, fold, to_micros
+from memory_plugin.stores.base import VectorStore, unit_vector
+from memory_plugin.stores.filters import FIELD_NAME, Filter, fold
 from memory_plugin.stores.opensearch_filters import STRING_FIELDS, compile_filter
-from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
+from memory_plugin.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
 log = logging.getLogger(__name__)
 
-#: Record types whose indices open() creates up front; others appear on first write.
-KNOWN_RECORD_TYPES = ("voice", "message", "ai_pipeline_storage", "knowledge_base")
+#: Ids per ``terms`` query, well under ``index.max_terms_count`` (65536).
+_TERMS_PER_QUERY = 10_000
 _SAFE_TYPE = re.compile(r"[a-z0-9_][a-z0-9_-]{0,63}")
 #: Keyword values longer than this are kept in _source but not indexed (Lucene's term limit is 32 KiB).
 _IGNORE_ABOVE = 8191
@@ -122,24 +121,6 @@ def index_mapping(dimension: int, engine: str, m: int, ef_construction: int) -> 
     return {"dynamic": "strict", "dynamic_templates": templates, "properties": properties}
 
 
-def _instant(value: datetime) -> str:
-    return as_utc(value).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
-def _parse_instant(text: str) -> datetime:
-    return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-
-
-def _normalised(vector: np.ndarray, dimension: int) -> np.ndarray:
-    array = np.asarray(vector, dtype=np.float32).reshape(-1)
-    if array.shape[0] != dimension:
-        raise InvalidArgument(f"vector has {array.shape[0]} dimensions, the store has {dimension}")
-    norm = float(np.linalg.norm(array))
-    if not math.isfinite(norm) or norm == 0.0:
-        raise InvalidArgument("vector must be finite and non-zero")
-    return array / np.float32(norm)
-
-
 def document(record: Record, chunk: Chunk, vector: np.ndarray, generation: str) -> dict[str, Any]:
     """The indexed form of one chunk."""
     doc: dict[str, Any] = {
@@ -151,8 +132,8 @@ def document(record: Record, chunk: Chunk, vector: np.ndarray, generation: str) 
         "chunk_index": chunk.index,
         "chunk_total": chunk.total,
         "text": chunk.text,
-        "record_created_at": _instant(record.record_created_at),
-        "ingested_at": _instant(record.ingested_at),
+        "record_created_at": isoformat(record.record_created_at),
+        "ingested_at": isoformat(record.ingested_at),
         "record_created_at_us": to_micros(record.record_created_at),
         "ingested_at_us": to_micros(record.ingested_at),
         "generation": generation,
@@ -190,8 +171,8 @@ def _record(source: dict[str, Any]) -> Record:
         record_id=source["record_id"],
         record_type=source["record_type"],
         region=source["region"],
-        record_created_at=_parse_instant(source["record_created_at"]),
-        ingested_at=_parse_instant(source["ingested_at"]),
+        record_created_at=parse_instant(source["record_created_at"]),
+        ingested_at=parse_instant(source["ingested_at"]),
         user_id=source.get("user_id"),
         document_id=source.get("document_id"),
         retention=source.get("retention"),
@@ -210,7 +191,7 @@ class OpenSearchStore(VectorStore):
         hnsw_m: int = 16,
         ef_construction: int = 128,
         ef_search: int = 128,
-        create_indices: Sequence[str] = KNOWN_RECORD_TYPES,
+        create_indices: Sequence[str] = RECORD_TYPES,  # others appear on first write
     ) -> None:
         self.settings = settings
         self.region = region
@@ -297,7 +278,7 @@ class OpenSearchStore(VectorStore):
         for record, chunks in items:  # validate everything before writing anything
             index = self.index_name(record.record_type)
             for chunk in chunks:
-                doc = document(record, chunk, _normalised(chunk.vector, dimension), generation)
+                doc = document(record, chunk, unit_vector(chunk.vector, dimension), generation)
                 actions.append({"index": {"_index": index, "_id": f"{record.organization_id}:{doc['chunk_id']}"}})
                 actions.append(doc)
         for record_type in {record.record_type for record, _ in items}:
@@ -309,12 +290,12 @@ class OpenSearchStore(VectorStore):
         for record, _ in items:
             by_org[record.organization_id].append(record.record_id)
         for organization_id, record_ids in by_org.items():
-            for start in range(0, len(record_ids), 10_000):
+            for start in range(0, len(record_ids), _TERMS_PER_QUERY):
                 query = {
                     "bool": {
                         "filter": [
                             {"term": {"organization_id": organization_id}},
-                            {"terms": {"record_id": record_ids[start : start + 10_000]}},
+                            {"terms": {"record_id": record_ids[start : start + _TERMS_PER_QUERY]}},
                         ],
                         "must_not": [{"term": {"generation": generation}}],
                     }
@@ -376,7 +357,7 @@ class OpenSearchStore(VectorStore):
         min_score: float | None = None,
     ) -> list[Hit]:
         dimension = self._require_open()
-        query = _normalised(vector, dimension)
+        query = unit_vector(vector, dimension)
         if k <= 0:
             return []
         conditions = [{"term": {"organization_id": organization_id}}, *compile_filter(where)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from memory_plugin.dates import to_micros
 from memory_plugin.stores.filters import (
     DATE_FIELDS,
     FIELD_NAME,
@@ -31,7 +32,6 @@ from memory_plugin.stores.filters import (
     Filter,
     as_number,
     fold,
-    to_micros,
 )
 
 #: Top-level string fields, each with a case-folded copy under ``fold.``.

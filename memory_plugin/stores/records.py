@@ -12,6 +12,9 @@ from datetime import datetime
 
 import numpy as np
 
+#: The record types of seed 003; the OpenSearch store creates their indices up front.
+RECORD_TYPES = ("voice", "message", "ai_pipeline_storage", "knowledge_base")
+
 MetadataValue = str | int | float | bool
 
 

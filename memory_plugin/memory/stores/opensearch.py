@@ -74,7 +74,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError
 
 from memory_plugin.auth import Principal
-from memory_plugin.clock import isoformat, parse_instant
+from memory_plugin.dates import isoformat, parse_instant
 from memory_plugin.memory.models import Conversation, Interaction
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, create_index, delete_by_query, make_client

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_plugin.auth import Principal
-from memory_plugin.clock import isoformat, parse_instant
+from memory_plugin.dates import isoformat, parse_instant
 from memory_plugin.memory.models import Conversation, Interaction
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.sqlite import Database, run_script

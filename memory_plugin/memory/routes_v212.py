@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from memory_plugin.errors import InvalidArgument, NotFound, ParseFailure
-from memory_plugin.memory.query import MESSAGE_INDEX, META_INDEX
+from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
 from memory_plugin.memory.service import check_additional_info_map
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211

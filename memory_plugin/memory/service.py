@@ -14,8 +14,8 @@ from typing import Any, Protocol
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.errors import InvalidArgument, NotFound, ValidationFailed
+from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX, execute, parse_search, search_response
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
-from memory_plugin.memory.query import MESSAGE_INDEX, META_INDEX, execute, parse_search, search_response
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.memory.views import memory_source, message_source
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memory_plugin.errors import InvalidArgument, ParseFailure
-from memory_plugin.memory.query import (
+from memory_plugin.memory.dsl import (
     MESSAGE_INDEX,
     META_INDEX,
     QueryParsingError,

@@ -1,7 +1,7 @@
 """The one interface every region store implements.
 
 The embedded store (SQLite + faiss) and the OpenSearch store both implement
-it, and one contract suite (``tests/store_contract.py``) runs against both.
+it, and one contract suite (``tests/support/store_contract.py``) runs against both.
 A record's identity is ``(organization_id, record_id)``; every operation is
 scoped to one organisation.
 """

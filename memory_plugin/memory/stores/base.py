@@ -8,11 +8,13 @@ row of another owner is treated as if it did not exist.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memory_plugin.auth import Principal
+from memory_plugin.memory.dsl import DocumentResults, SearchBody, execute
 from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.views import memory_source, message_source
 
 
 class MemoryStore(abc.ABC):
@@ -68,12 +70,26 @@ class MemoryStore(abc.ABC):
     ) -> Interaction | None: ...
 
     @abc.abstractmethod
-    async def all_conversations(self, owner: Principal) -> list[Conversation]:
-        """Every conversation of the owner, for query evaluation."""
+    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
+        """Run a 2.12+ ``_search`` over the owner's memories; nothing beyond the owner can match."""
 
     @abc.abstractmethod
-    async def all_interactions(self, owner: Principal, conversation_id: str | None = None) -> list[Interaction]:
-        """Every interaction of the owner (of one conversation, if named), traces included."""
+    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
+        """Run a 2.12+ ``_search`` over the owner's messages of one memory, traces included."""
 
     async def health(self) -> dict[str, Any]:
         return {"status": "green"}
+
+
+def evaluate_conversations(query: SearchBody, conversations: Iterable[Conversation]) -> DocumentResults:
+    """``query`` evaluated in Python over ``conversations``, as ml-commons' stored documents.
+
+    Ties keep the given order, so pass them oldest first (insertion order).
+    """
+    return execute(query, [(c.conversation_id, memory_source(c)) for c in conversations])
+
+
+def evaluate_interactions(query: SearchBody, interactions: Iterable[Interaction]) -> DocumentResults:
+    """``query`` evaluated in Python over ``interactions`` (oldest first), as ml-commons' stored documents."""
+    ordered = sorted(interactions, key=lambda i: i.create_time)
+    return execute(query, [(i.interaction_id, message_source(i)) for i in ordered])

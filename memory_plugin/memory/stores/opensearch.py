@@ -75,8 +75,9 @@ from opensearchpy.exceptions import ConflictError, NotFoundError
 
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat, parse_instant
+from memory_plugin.memory.dsl import DocumentResults, SearchBody
 from memory_plugin.memory.models import Conversation, Interaction
-from memory_plugin.memory.stores.base import MemoryStore
+from memory_plugin.memory.stores.base import MemoryStore, evaluate_conversations, evaluate_interactions
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, create_index, delete_by_query, make_client
 from memory_plugin.settings import OpenSearchRegion
 
@@ -513,6 +514,12 @@ class OpenSearchMemoryStore(MemoryStore):
 
     # Oldest first, ties by id: close to SQLite's rowid (insertion) order, which the
     # Python query evaluation keeps for hits that score alike.
+
+    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
+        return evaluate_conversations(query, await self.all_conversations(owner))
+
+    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
+        return evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
 
     async def all_conversations(self, owner: Principal) -> list[Conversation]:
         sort = [{"create_time": {"order": "asc"}}, {"memory_id": {"order": "asc"}}]

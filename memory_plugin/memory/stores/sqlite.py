@@ -10,8 +10,9 @@ from typing import Any
 
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat, parse_instant
+from memory_plugin.memory.dsl import DocumentResults, SearchBody
 from memory_plugin.memory.models import Conversation, Interaction
-from memory_plugin.memory.stores.base import MemoryStore
+from memory_plugin.memory.stores.base import MemoryStore, evaluate_conversations, evaluate_interactions
 from memory_plugin.sqlite import Database, run_script
 
 
@@ -281,6 +282,12 @@ class SqliteMemoryStore(MemoryStore):
             return _interaction(row) if row else None
 
         return await self.db.write(update)
+
+    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
+        return evaluate_conversations(query, await self.all_conversations(owner))
+
+    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
+        return evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
 
     async def all_conversations(self, owner: Principal) -> list[Conversation]:
         sql = f"SELECT * FROM conversations WHERE {_OWNER}"

@@ -20,7 +20,7 @@ model: $(STAMP)
 
 # OpenSearch 2.19.1 + k-NN from Maven Central, cached for the integration tests.
 opensearch: $(STAMP)
-	$(BIN)/python scripts/opensearch_nodes.py fetch
+	$(BIN)/python -m tests.support.opensearch fetch
 
 run: install
 	$(BIN)/memory-plugin serve $(ARGS)

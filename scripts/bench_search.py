@@ -231,7 +231,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         url = args.opensearch_url
         if args.opensearch and not url:
-            from scripts.opensearch_nodes import start_nodes
+            from tests.support.opensearch import start_nodes
 
             url = stack.enter_context(start_nodes(1))[0].url
         if url:

@@ -104,8 +104,8 @@ def opensearch_nodes():  # type: ignore[no-untyped-def]
     They may be skipped on a developer machine without Java or Maven; under
     ``CI=true`` that is a failure, never a skip.
     """
-    from scripts.opensearch_nodes import missing_prerequisites, start_nodes
     from tests.support.live import unavailable
+    from tests.support.opensearch import missing_prerequisites, start_nodes
 
     missing = missing_prerequisites()
     if missing:

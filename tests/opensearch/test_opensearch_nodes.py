@@ -1,10 +1,10 @@
-"""A real OpenSearch 2.19.1 node with the k-NN plugin, started through scripts/opensearch_nodes.py."""
+"""A real OpenSearch 2.19.1 node with the k-NN plugin, started through tests/support/opensearch."""
 
 from __future__ import annotations
 
 import pytest
 
-from scripts import opensearch_nodes as osn
+from tests.support import opensearch as osn
 from tests.support.live import unavailable
 
 pytestmark = pytest.mark.opensearch

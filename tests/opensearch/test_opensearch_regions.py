@@ -128,7 +128,7 @@ async def test_injection_values_match_literally(client, admin) -> None:  # type:
 
 
 async def test_unreachable_region_fails_fast(aiohttp_client, regions: Settings, embedder, admin) -> None:  # type: ignore[no-untyped-def]
-    from scripts.opensearch_nodes import free_port
+    from tests.support.opensearch import free_port
 
     dead = OpenSearchRegion(hosts=(f"http://127.0.0.1:{free_port()}",), index_prefix="dead")
     settings = regions.replace(regions={**regions.regions, "DEU": dead}, search_deadline=1.0)

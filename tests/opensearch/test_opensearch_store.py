@@ -121,7 +121,7 @@ async def test_unreachable_cluster_opens_and_fails_per_request() -> None:
 
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
 
-    from scripts.opensearch_nodes import free_port
+    from tests.support.opensearch import free_port
 
     store = await open_store(f"http://127.0.0.1:{free_port()}")
     try:

@@ -127,15 +127,15 @@ FIELD_OPTIONS = {
 }
 
 
-def parse_query(q: Any) -> Clause:
-    if not isinstance(q, Mapping):
-        raise QueryParsingError(f"[_na] query malformed, must start with start_object, found [{token_name(q)}]")
-    if len(q) != 1:
-        if not q:
+def parse_query(query: Any) -> Clause:
+    if not isinstance(query, Mapping):
+        raise QueryParsingError(f"[_na] query malformed, must start with start_object, found [{token_name(query)}]")
+    if len(query) != 1:
+        if not query:
             raise QueryParsingError("query malformed, empty clause found")
-        names = list(q)
+        names = list(query)
         raise QueryParsingError(f"[{names[0]}] malformed query, expected [END_OBJECT] but found [FIELD_NAME]")
-    ((name, body),) = q.items()
+    ((name, body),) = query.items()
     parser = QUERY_PARSERS.get(name)
     if parser is None:
         if name in UNSUPPORTED_QUERIES:
@@ -175,8 +175,8 @@ def parse_match(body: Any) -> Clause:
     operator = str(opts.get("operator", "or")).lower()
     if operator not in ("or", "and"):
         raise QueryParsingError(f"[match] query: unknown operator [{opts.get('operator')}]")
-    ztq = str(opts.get("zero_terms_query", "none")).lower()
-    if ztq not in ("none", "all"):
+    zero_terms_query = str(opts.get("zero_terms_query", "none")).lower()
+    if zero_terms_query not in ("none", "all"):
         raise QueryParsingError(f"[match] query: unsupported zero_terms_query value [{opts.get('zero_terms_query')}]")
     raw_text = ("true" if text else "false") if isinstance(text, bool) else str(text)
     return Match(
@@ -184,7 +184,7 @@ def parse_match(body: Any) -> Clause:
         tokens=analyze(raw_text),
         operator=operator,
         minimum_should_match=check_minimum_should_match("match", opts.get("minimum_should_match")),
-        zero_terms_all=ztq == "all",
+        zero_terms_all=zero_terms_query == "all",
         raw=text,
         boost=parse_boost("match", opts.get("boost", extra.get("boost", 1.0))),
     )

@@ -24,24 +24,28 @@ class SourceFilter:
         return filter_object(src, "", self.includes, self.excludes)
 
 
-def filter_object(obj: Mapping[str, Any], prefix: str, inc: tuple[str, ...], exc: tuple[str, ...]) -> dict[str, Any]:
+def filter_object(
+    obj: Mapping[str, Any], prefix: str, includes: tuple[str, ...], excludes: tuple[str, ...]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in obj.items():
         path = f"{prefix}{k}"
-        if any(fnmatch.fnmatchcase(path, p) for p in exc):
+        if any(fnmatch.fnmatchcase(path, p) for p in excludes):
             continue
-        included = not inc or any(fnmatch.fnmatchcase(path, p) for p in inc)
+        included = not includes or any(fnmatch.fnmatchcase(path, p) for p in includes)
         if isinstance(v, Mapping):
-            deeper = included or any(p.startswith(path + ".") or p.startswith("*") for p in inc)
+            deeper = included or any(p.startswith(path + ".") or p.startswith("*") for p in includes)
             if deeper:
-                sub = filter_object(v, path + ".", () if included else inc, exc)
+                sub = filter_object(v, path + ".", () if included else includes, excludes)
                 if sub or included:
                     out[k] = sub
         elif isinstance(v, list | tuple) and any(isinstance(x, Mapping) for x in v):
-            deeper = included or any(p.startswith(path + ".") or p.startswith("*") for p in inc)
+            deeper = included or any(p.startswith(path + ".") or p.startswith("*") for p in includes)
             if deeper:
-                sub_inc = () if included else inc
-                items = [filter_object(x, path + ".", sub_inc, exc) if isinstance(x, Mapping) else x for x in v]
+                deeper_includes = () if included else includes
+                items = [
+                    filter_object(x, path + ".", deeper_includes, excludes) if isinstance(x, Mapping) else x for x in v
+                ]
                 items = [x for x in items if included or x != {}]
                 if items or included:
                     out[k] = items
@@ -64,14 +68,14 @@ def parse_source(value: Any) -> SourceFilter:
     if isinstance(value, str | list | tuple):
         return SourceFilter(includes=string_list(value, "_source"))
     if isinstance(value, Mapping):
-        inc: tuple[str, ...] = ()
-        exc: tuple[str, ...] = ()
+        includes: tuple[str, ...] = ()
+        excludes: tuple[str, ...] = ()
         for k, v in value.items():
             if k in ("includes", "include"):
-                inc = string_list(v, k)
+                includes = string_list(v, k)
             elif k in ("excludes", "exclude"):
-                exc = string_list(v, k)
+                excludes = string_list(v, k)
             else:
                 raise QueryParsingError(f"Unknown key for a {token_name(v)} in [{k}].")
-        return SourceFilter(includes=inc, excludes=exc)
+        return SourceFilter(includes=includes, excludes=excludes)
     raise QueryParsingError(f"Unknown key for a {token_name(value)} in [_source].")

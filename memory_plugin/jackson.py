@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 SOURCE = "REDACTED (`StreamReadFeature.INCLUDE_SOURCE_IN_LOCATION` disabled)"
 VALID_VALUES = "(JSON String, Number, Array, Object or token 'null', 'true' or 'false')"
@@ -244,6 +244,7 @@ class Lexer:
             raise self._invalid_token("")
         else:
             raise self._unexpected(start, f"expected a valid value {VALID_VALUES}")
+        assert self.token is not None
         return self.token
 
     # -- literals
@@ -271,7 +272,7 @@ class Lexer:
         if self.pos < len(data) and _identifier_part(data[self.pos]):
             raise self._invalid_token(word)
 
-    def _match_non_standard(self, word: str) -> None:
+    def _match_non_standard(self, word: str) -> NoReturn:
         self._match(word)
         raise self._fail(f"Non-standard token '{word}': enable `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow")
 
@@ -312,7 +313,7 @@ class Lexer:
                 raise self._number_error("Exponent indicator not followed by a digit")
         self.text = data[start : self.pos].decode("ascii")
 
-    def _match_non_standard_after_minus(self) -> None:
+    def _match_non_standard_after_minus(self) -> NoReturn:
         self._match("Infinity")
         raise self._fail("Non-standard token '-Infinity': enable `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow")
 
@@ -364,7 +365,7 @@ class Lexer:
                 raise self._eof("Unexpected end-of-input in character escape sequence")
             digit = data[self.pos]
             self.pos += 1
-            if not chr(digit) in "0123456789abcdefABCDEF":
+            if chr(digit) not in "0123456789abcdefABCDEF":
                 raise self._fail(
                     f"Unexpected character ({_describe(self._char_at(self.pos - 1))}): expected a hex-digit for "
                     "character escape sequence",

@@ -54,6 +54,7 @@ class Side:
 
     def resolve(self, text: str) -> str:
         """Write aliases back as this side's ids."""
+
         def own(match: re.Match[str]) -> str:
             n = int(match.group(1))
             return self.ids[n] if n < len(self.ids) else f"unknown-id-{n}"

@@ -136,7 +136,11 @@ async def searches(d: Differ) -> None:
         {"query": {"simple_query_string": {"query": "alpha | delta", "fields": ["name"]}}},
         {"query": {"query_string": {"query": "name:beta AND NOT name:alpha"}}},
         {"query": {"fuzzy": {"name": "gama"}}},
-        {"query": {"bool": {"must": [{"match": {"name": "beta"}}], "must_not": [{"term": {"application_type": "agent"}}]}}},
+        {
+            "query": {
+                "bool": {"must": [{"match": {"name": "beta"}}], "must_not": [{"term": {"application_type": "agent"}}]}
+            }
+        },
         {"query": {"match_all": {}}, "size": 0, "aggs": {"types": {"terms": {"field": "application_type"}}}},
         {"query": {"match_all": {}}, "sort": [{"create_time": "asc"}]},
         {"query": {"match": {"name": "beta"}}, "highlight": {"fields": {"name": {}}}},

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -21,16 +20,16 @@ import pytest
 from memory_plugin.auth import KeyStore
 from tests.conformance.deviations import unexplained
 from tests.conformance.differ import Differ, Side
-from tests.conformance.ml_node import MEMORY_INDICES, ml_node
 from tests.conformance.scenarios import SCENARIOS
-from tests.live import LiveServer, unavailable
+from tests.support.live import LiveServer, unavailable
+from tests.support.opensearch.ml import MEMORY_INDICES, ml_node
 
 pytestmark = pytest.mark.opensearch
 
 
 @pytest.fixture(scope="session")
 def judge() -> Iterator[str]:
-    from scripts.opensearch_nodes import missing_prerequisites
+    from tests.support.opensearch.distribution import missing_prerequisites
 
     missing = missing_prerequisites()
     if missing:

@@ -30,7 +30,8 @@ def _ok(schema: dict[str, Any], status: str = "200", description: str = "Success
 
 def _errors(style: str, *statuses: str) -> dict[str, Any]:
     schema = _ref("OpenSearchError" if style == "opensearch" else "TelnyxErrors")
-    words = {"400": "Bad input", "401": "No valid credential", "404": "Not found", "405": "Wrong method",
+    words = {"400": "Bad input", "401": "No valid credential", "403": "The credential does not grant this", "404": "Not found", "405": "Wrong method",
+             "408": "The body did not arrive in time",
              "413": "Body too large", "503": "Unavailable", "507": "Storage full"}
     return {s: {"description": words[s], "content": {JSON: {"schema": schema}}} for s in statuses}
 
@@ -219,7 +220,7 @@ def _history_operations() -> dict[str, Any]:
                 "requestBody": _body({"type": "object", "required": ["records"], "additionalProperties": False,
                                       "properties": {"records": {"type": "array", "minItems": 1, "maxItems": MAX_RECORDS, "items": record}}}),
                 "responses": {**_ok({"type": "object", "properties": {"data": {"type": "array", "items": ingested}}}, "201", "Ingested"),
-                              **_errors("telnyx", "400", "401", "413", "503")},
+                              **_errors("telnyx", "400", "401", "408", "413", "503")},
             },
             "delete": {
                 "tags": ["conversation histories"], "summary": "Delete every matching record (e.g. one user's, for erasure)",
@@ -295,9 +296,9 @@ def openapi_document() -> dict[str, Any]:
                       "responses": {**_ok({"type": "object"}), **_errors("opensearch", "401")}}},
         "/_health": {"get": {"tags": ["service"], "summary": "Health check (no credential needed)", "security": [],
                              "responses": _ok({"type": "object", "properties": {"status": {"type": "string"}}})}},
-        "/_metrics": {"get": {"tags": ["service"], "summary": "Prometheus metrics",
+        "/_metrics": {"get": {"tags": ["service"], "summary": "Prometheus metrics (the operator's metrics_token as a Bearer token; tenant keys get 403)",
                               "responses": {"200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}},
-                                            **_errors("opensearch", "401")}}},
+                                            **_errors("opensearch", "401", "403")}}},
         "/_openapi.json": {"get": {"tags": ["service"], "summary": "This description",
                                    "responses": {**_ok({"type": "object"}), **_errors("opensearch", "401")}}},
     }

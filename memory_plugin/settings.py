@@ -163,7 +163,8 @@ def load_settings(
     """Defaults, then ``config_file`` (TOML), then the environment, then ``overrides``."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    config_file = config_file or (Path(environ[ENV_PREFIX + "CONFIG"]) if ENV_PREFIX + "CONFIG" in environ else None)
+    # An empty variable is unset, as for every other setting.
+    config_file = config_file or (Path(environ[ENV_PREFIX + "CONFIG"]) if environ.get(ENV_PREFIX + "CONFIG") else None)
     if config_file is not None:
         with open(config_file, "rb") as handle:
             document = tomllib.load(handle)

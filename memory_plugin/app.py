@@ -214,6 +214,23 @@ async def _serve(settings: Settings) -> None:
 
 
 def run(settings: Settings) -> None:
+    """Serve until SIGINT or SIGTERM, as ``web.run_app`` does: only the serving task is
+    cancelled at first, so that the runner's cleanup lets in-flight requests finish."""
     logs.configure(settings.log_level.upper())
-    with suppress(web.GracefulExit, KeyboardInterrupt):
-        asyncio.run(_serve(settings))
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    serving = loop.create_task(_serve(settings))
+    try:
+        loop.run_until_complete(serving)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        serving.cancel()
+        with suppress(asyncio.CancelledError):
+            loop.run_until_complete(serving)
+        leftovers = asyncio.all_tasks(loop)
+        for task in leftovers:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

@@ -208,9 +208,9 @@ def auth_middleware(
 @web.middleware
 async def strict_text_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Query parameters and path parts must be valid Unicode text, like JSON bodies."""
+    if any("\ufffd" in name or "\ufffd" in value for name, value in request.query.items()):
+        _check_query_encoding(request)
     for name, value in request.query.items():
-        if "\ufffd" in name or "\ufffd" in value:
-            _check_query_encoding(request)
         if LONE_SURROGATE.search(name):
             raise InvalidArgument(f"a query parameter name {_printable(name)} holds a lone surrogate", parameter=_printable(name))
         if LONE_SURROGATE.search(value):
@@ -324,31 +324,37 @@ def parse_json(text: str | bytes, *, what: str = "request body", parameter: str 
     return value
 
 
+#: Where a value sits, as a chain of (parent, key or index) links: cheap to extend, spelt out only for the culprit.
+_Path = tuple["_Path", str | int] | None
+
+
 def _check_tree(value: Any, what: str, parameter: str | None) -> None:
-    """Depth and text of a parsed JSON value, iteratively; paths are built only for the culprit."""
-    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 0, ())]
+    """Depth and text of a parsed JSON value, iteratively."""
+    stack: list[tuple[Any, int, _Path]] = [(value, 0, None)]
     while stack:
         item, depth, path = stack.pop()
         if isinstance(item, str):
             if LONE_SURROGATE.search(item):
                 _poisoned(what, parameter, path, key=False)
-        elif isinstance(item, dict):
+        elif isinstance(item, (dict, list)):
             if depth >= MAX_JSON_DEPTH:
                 raise ParseFailure(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", parameter=parameter)
-            for key, child in item.items():
-                if LONE_SURROGATE.search(key):
-                    _poisoned(what, parameter, (*path, key), key=True)
-                stack.append((child, depth + 1, (*path, key)))
-        elif isinstance(item, list):
-            if depth >= MAX_JSON_DEPTH:
-                raise ParseFailure(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", parameter=parameter)
-            stack.extend((child, depth + 1, (*path, index)) for index, child in enumerate(item))
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if LONE_SURROGATE.search(key):
+                        _poisoned(what, parameter, (path, key), key=True)
+                    stack.append((child, depth + 1, (path, key)))
+            else:
+                stack.extend((child, depth + 1, (path, index)) for index, child in enumerate(item))
 
 
-def _poisoned(what: str, parameter: str | None, path: tuple[Any, ...], *, key: bool) -> None:
-    place = json_path(path, root=parameter or "")
-    noun = "the key" if key else ""
-    detail = f"{noun} [{place}]".strip() if place else what
+def _poisoned(what: str, parameter: str | None, path: _Path, *, key: bool) -> None:
+    steps: list[str | int] = []
+    while path is not None:
+        path, step = path
+        steps.append(step)
+    place = json_path(reversed(steps), root=parameter or "")
+    detail = f"{'the key ' if key else ''}[{place}]" if place else what
     raise InvalidArgument(
         f"{detail} holds a lone surrogate (half of a UTF-16 pair); text must be valid Unicode",
         parameter=place or parameter,

@@ -51,8 +51,6 @@ GLOBAL_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "sou
 MAX_JSON_DEPTH = 64
 #: Python's own ceiling on converting digits to an int (``sys.get_int_max_str_digits``).
 MAX_INT_DIGITS = 4300
-#: A UTF-16 half that is not part of a pair: not text, and not encodable as UTF-8.
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 #: Query-parameter numbers: ASCII digits only (no ``+``, ``_``, spaces or other scripts' digits).
 INTEGER = re.compile(r"-?[0-9]{1,20}")
 DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,4})?")
@@ -211,12 +209,12 @@ async def strict_text_middleware(request: web.Request, handler: Handler) -> web.
     if any("\ufffd" in name or "\ufffd" in value for name, value in request.query.items()):
         _check_query_encoding(request)
     for name, value in request.query.items():
-        if LONE_SURROGATE.search(name):
+        if has_lone_surrogate(name):
             raise InvalidArgument(f"a query parameter name {_printable(name)} holds a lone surrogate", parameter=_printable(name))
-        if LONE_SURROGATE.search(value):
+        if has_lone_surrogate(value):
             raise InvalidArgument(f"[{name}] holds a lone surrogate; it must be valid Unicode text", parameter=name)
     for name, value in request.match_info.items():
-        if LONE_SURROGATE.search(value):
+        if has_lone_surrogate(value):
             raise InvalidArgument(f"[{name}] holds a lone surrogate; it must be valid Unicode text", parameter=name)
     return await handler(request)
 
@@ -231,6 +229,20 @@ def _check_query_encoding(request: web.Request) -> None:
                 urllib.parse.unquote_to_bytes(part.replace("+", " ")).decode("utf-8")
             except UnicodeDecodeError:
                 raise InvalidArgument(f"[{name}] is not valid UTF-8 once percent-decoded", parameter=name) from None
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds half of a UTF-16 pair (``"\\ud800"``): not text, and not encodable as UTF-8.
+
+    Encoding is the fast test (a regex over the surrogate range is a hundred times slower).
+    """
+    if text.isascii():
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _printable(text: str) -> str:
@@ -276,25 +288,16 @@ def float_param(request: web.Request, name: str) -> float | None:
     return value
 
 
+#: Bodies larger than this are parsed off the event loop.
+PARSE_IN_THREAD_BYTES = 256 * 1024
+
+
 class _Rejected(ValueError):
-    """Raised by the JSON parser's hooks; its message goes to the caller as is."""
+    """Raised by the JSON parser's hook; its message goes to the caller as is."""
 
 
 def _reject_constant(name: str) -> Any:
     raise _Rejected(f"{name} is not a JSON number; numbers must be finite")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Rejected(f"the number {text[:40]} is out of range; numbers must be finite")
-    return value
-
-
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _Rejected(f"a number has {len(text.lstrip('-'))} digits; at most {MAX_INT_DIGITS} are allowed")
-    return int(text)
 
 
 def parse_json(text: str | bytes, *, what: str = "request body", parameter: str | None = None) -> Any:
@@ -311,49 +314,91 @@ def parse_json(text: str | bytes, *, what: str = "request body", parameter: str 
         except UnicodeDecodeError as exc:
             raise ParseFailure(f"{what} is not valid UTF-8 (byte {exc.start})", parameter=parameter) from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        value = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
         raise ParseFailure(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", parameter=parameter) from None
     except json.JSONDecodeError as exc:
         raise ParseFailure(
             f"Failed to parse {what}: {exc.msg} at line {exc.lineno} column {exc.colno}", parameter=parameter
         ) from None
-    except ValueError as exc:  # _Rejected, from the hooks
+    except _Rejected as exc:
         raise ParseFailure(f"Failed to parse {what}: {exc}", parameter=parameter) from None
-    _check_tree(value, what, parameter)
+    except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
+        raise ParseFailure(
+            f"Failed to parse {what}: a number has more than {MAX_INT_DIGITS} digits", parameter=parameter
+        ) from None
+    if not _sound(value, what, parameter):
+        _name_the_culprit(value, what, parameter)
     return value
 
 
-#: Where a value sits, as a chain of (parent, key or index) links: cheap to extend, spelt out only for the culprit.
+def _sound(value: Any, what: str, parameter: str | None) -> bool:
+    """The fast pass: depth (raised at once), then whether any string, key or number is bad."""
+    if not _sound_scalar(value):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 0)] if isinstance(value, (dict, list)) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth >= MAX_JSON_DEPTH:
+            raise ParseFailure(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", parameter=parameter)
+        if isinstance(item, dict):
+            if not all(key.isascii() for key in item) and any(has_lone_surrogate(key) for key in item):
+                return False
+            children = item.values()
+        else:
+            children = item
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+            elif not _sound_scalar(child):
+                return False
+    return True
+
+
+def _sound_scalar(value: Any) -> bool:
+    if isinstance(value, str):
+        return not has_lone_surrogate(value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return True
+
+
+#: Where a value sits, as a chain of (parent, key or index) links.
 _Path = tuple["_Path", str | int] | None
 
 
-def _check_tree(value: Any, what: str, parameter: str | None) -> None:
-    """Depth and text of a parsed JSON value, iteratively."""
-    stack: list[tuple[Any, int, _Path]] = [(value, 0, None)]
+def _name_the_culprit(value: Any, what: str, parameter: str | None) -> None:
+    """The slow pass, once something is known to be bad: find it, and say where."""
+    stack: list[tuple[Any, _Path]] = [(value, None)]
     while stack:
-        item, depth, path = stack.pop()
-        if isinstance(item, str):
-            if LONE_SURROGATE.search(item):
-                _poisoned(what, parameter, path, key=False)
-        elif isinstance(item, (dict, list)):
-            if depth >= MAX_JSON_DEPTH:
-                raise ParseFailure(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", parameter=parameter)
-            if isinstance(item, dict):
-                for key, child in item.items():
-                    if LONE_SURROGATE.search(key):
-                        _poisoned(what, parameter, (path, key), key=True)
-                    stack.append((child, depth + 1, (path, key)))
-            else:
-                stack.extend((child, depth + 1, (path, index)) for index, child in enumerate(item))
+        item, path = stack.pop()
+        if isinstance(item, str) and has_lone_surrogate(item):
+            _poisoned(what, parameter, path, key=False)
+        if isinstance(item, float) and not math.isfinite(item):
+            place = _spelt(path, parameter)
+            raise ParseFailure(
+                f"Failed to parse {what}: [{place or what}] is out of range; numbers must be finite",
+                parameter=place or parameter,
+            )
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if has_lone_surrogate(key):
+                    _poisoned(what, parameter, (path, key), key=True)
+                stack.append((child, (path, key)))
+        elif isinstance(item, list):
+            stack.extend((child, (path, index)) for index, child in enumerate(item))
 
 
-def _poisoned(what: str, parameter: str | None, path: _Path, *, key: bool) -> None:
+def _spelt(path: _Path, parameter: str | None) -> str:
     steps: list[str | int] = []
     while path is not None:
         path, step = path
         steps.append(step)
-    place = json_path(reversed(steps), root=parameter or "")
+    return json_path(reversed(steps), root=parameter or "")
+
+
+def _poisoned(what: str, parameter: str | None, path: _Path, *, key: bool) -> None:
+    place = _spelt(path, parameter)
     detail = f"{'the key ' if key else ''}[{place}]" if place else what
     raise InvalidArgument(
         f"{detail} holds a lone surrogate (half of a UTF-16 pair); text must be valid Unicode",
@@ -387,6 +432,8 @@ async def read_json(request: web.Request, *, required: bool) -> Any:
         if required:
             raise ParseFailure("request body is required")
         return None
+    if len(raw) > PARSE_IN_THREAD_BYTES:  # megabytes of JSON take a while: keep the loop free
+        return await asyncio.to_thread(parse_json, raw)
     return parse_json(raw)
 
 

@@ -11,7 +11,6 @@ import hmac
 import logging
 from collections.abc import AsyncIterator
 from contextlib import suppress
-from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
@@ -24,7 +23,7 @@ from memory_plugin._version import __version__
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.auth import KeyStore
-from memory_plugin.errors import Forbidden, InvalidArgument, ServiceError
+from memory_plugin.errors import Forbidden, InvalidArgument
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.metrics import Metrics
@@ -174,10 +173,9 @@ class _JsonErrorRequestHandler(RequestHandler):
             reason = f"malformed HTTP request: {exc.message}".splitlines()[0]
             v2 = False
         log.info("malformed request refused", extra={"status": status, "reason": reason})
-        error: ServiceError = InvalidArgument(reason)
+        error = InvalidArgument(reason)  # aiohttp's parse errors are all 400s
         body = error.telnyx_body() if v2 else error.opensearch_body()
-        body_status = {**body, "status": status} if "status" in body else body
-        response = web.Response(body=encode_json(body_status), status=status, content_type="application/json")
+        response = web.Response(body=encode_json(body), status=error.status, content_type="application/json")
         response.force_close()
         return response
 

@@ -36,6 +36,7 @@ from memory_plugin.web import (
     auth_middleware,
     encode_json,
     error_middleware,
+    filter_path_middleware,
     json_response,
     request_id_middleware,
     strict_text_middleware,
@@ -128,6 +129,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             error_middleware,
             auth_middleware(keys, public=[health, metrics]),
             strict_text_middleware,
+            filter_path_middleware,
         ],
     )
     app[METRICS] = registry

@@ -58,6 +58,56 @@ class ParseFailure(InvalidArgument):
     title = "Invalid request body"
 
 
+class OpenSearchBadRequest(InvalidArgument):
+    """A 400 that OpenSearch names after the exception behind it (``json_parse_exception``, ``parsing_exception``)."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        exception: str,
+        parameter: str | None = None,
+        caused_by: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(reason, parameter=parameter)
+        self.exception = exception
+        self.caused_by = caused_by
+
+    def opensearch_body(self) -> dict[str, Any]:
+        cause = {"type": self.exception, "reason": self.reason}
+        error: dict[str, Any] = {"root_cause": [cause], **cause}
+        if self.caused_by is not None:
+            error["caused_by"] = self.caused_by
+        return {"error": error, "status": self.status}
+
+
+class ResultWindowTooLarge(InvalidArgument):
+    """``from + size`` past ``index.max_result_window``: OpenSearch's search phase failure, as it words it."""
+
+    def __init__(self, window: int, index: str, limit: int = 10000) -> None:
+        super().__init__(
+            f"Result window is too large, from + size must be less than or equal to: [{limit}] but was [{window}]. "
+            "See the scroll api for a more efficient way to request large data sets. This limit can be set by "
+            "changing the [index.max_result_window] index level setting.",
+            parameter="max_results",
+        )
+        self.index = index
+
+    def opensearch_body(self) -> dict[str, Any]:
+        cause = {"type": "illegal_argument_exception", "reason": self.reason}
+        shard = {"shard": 0, "index": self.index, "node": "memory-plugin", "reason": cause}
+        error = {
+            "root_cause": [cause],
+            "type": "search_phase_execution_exception",
+            "reason": "all shards failed",
+            "phase": "query",
+            "grouped": True,
+            "failed_shards": [shard],
+            "caused_by": {**cause, "caused_by": cause},
+        }
+        return {"error": error, "status": self.status}
+
+
 class NotFound(ServiceError):
     """``kind`` (``conversation``, ``interaction``, ``record``, ...) ``id`` does not exist, or is not the caller's.
 

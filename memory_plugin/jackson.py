@@ -12,6 +12,7 @@ Valid bodies never come here: the C parser stays the fast path.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -50,6 +51,10 @@ class _Scope:
     names: set[str] = field(default_factory=set)
 
 
+#: Where a string's plain run ends: its closing quote, an escape, or a control character.
+_STRING_SPECIAL = re.compile(rb'["\\\x00-\x1f]')
+
+
 def _describe(code: int) -> str:
     """Jackson's ``_getCharDesc``."""
     if code < 32 or code == 127:
@@ -75,6 +80,9 @@ class Lexer:
         self.pending_string: int | None = None  # start of a string not yet read (Jackson reads them lazily)
         self.token: Token | None = None
         self.text = ""
+        #: The name of the field whose value is the current token (Jackson's ``currentName``).
+        self.name: str | None = None
+        self.token_start = (1, 1)
 
     # -- positions and errors
     def _where(self, pos: int | None = None) -> str:
@@ -191,6 +199,7 @@ class Lexer:
             raise self._unexpected(self.pos, "was expecting double-quote to start field name")
         self.pos += 1
         self.text = self._read_string(self.pos, in_name=True)
+        self.name = self.text
         if self.text in scope.names:
             raise self._fail(f"Duplicate field '{self.text}'", self.pos)
         scope.names.add(self.text)
@@ -208,6 +217,7 @@ class Lexer:
     def _value(self, byte: int) -> Token:
         start = self.pos
         column = start - self.line_start + 1
+        self.token_start = (self.line, column)
         if byte == ord("{"):
             self.pos += 1
             self.scopes.append(_Scope("object", self.line, column))
@@ -325,8 +335,11 @@ class Lexer:
         out: list[str] = []
         chunk = start
         while True:
-            if self.pos >= len(data):
+            special = _STRING_SPECIAL.search(data, self.pos)
+            if special is None:
+                self.pos = len(data)
                 raise self._eof(f"Unexpected end-of-input in {'FIELD_NAME' if in_name else 'VALUE_STRING'}")
+            self.pos = special.start()
             byte = data[self.pos]
             if byte == ord('"'):
                 out.append(data[chunk : self.pos].decode("utf-8", "replace"))
@@ -344,7 +357,6 @@ class Lexer:
                 out.append(self._escape())
                 chunk = self.pos
                 continue
-            self.pos += 1
 
     def _escape(self) -> str:
         data = self.data
@@ -380,6 +392,10 @@ class Lexer:
         if self.pending_string is not None:
             return self._read_string(self.pending_string, in_name=False)
         return self.text
+
+    def location(self) -> str:
+        """Jackson's location of the parser now, as it ends an error message."""
+        return self._where()
 
     def skip_children(self) -> None:
         if self.token not in (Token.START_OBJECT, Token.START_ARRAY):

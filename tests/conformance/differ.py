@@ -24,7 +24,9 @@ ALIAS = re.compile(r"<id:(\d+)>")
 #: Keys whose values hold ids a side generated.
 ID_KEYS = frozenset({"memory_id", "message_id", "conversation_id", "interaction_id", "_id", "parent_message_id"})
 #: Counters of a shared index: their value depends on everyone's writes, their type does not.
-TYPE_ONLY_KEYS = frozenset({"took", "_seq_no", "_primary_term"})
+TYPE_ONLY_KEYS = frozenset({"took", "_seq_no", "_primary_term", "node"})
+#: The real node lists a 405's allowed methods from a hash set, in no fixed order.
+ALLOWED_METHODS = re.compile(r"allowed: \[([A-Z, ]*)\]")
 SCORE_KEYS = frozenset({"_score", "max_score"})
 SCORE_TOLERANCE = 1e-3
 
@@ -134,6 +136,7 @@ def normalise(side: Side, value: Any, key: str | None = None) -> Any:
             return side.alias_of(value)
         if TIMESTAMP.match(value):
             return "<time>"
+        value = ALLOWED_METHODS.sub(lambda m: "allowed: [" + ", ".join(sorted(m.group(1).split(", "))) + "]", value)
         for i, known in enumerate(side.ids):
             value = value.replace(known, f"<id:{i}>")
         return value

@@ -110,6 +110,66 @@ async def bad_input(d: Differ) -> None:
     await d.send("POST", f"{M}/doesnotexist/messages", {"input": "x"})
 
 
+async def paging_errors(d: Differ) -> None:
+    await d.send("POST", M, {"name": "pages"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "in"})
+    for query in (
+        "max_results=0",
+        "max_results=-2",
+        "next_token=-1",
+        "max_results=10000",
+        "next_token=9999",
+        "next_token=9991",
+        "max_results=abc",
+        "max_results=%D9%A5",
+        "max_results=%2B3",
+        "max_results=+3",
+    ):
+        await d.send("GET", f"{M}/<id:0>/messages?{query}")
+        await d.send("GET", f"{M}/message/<id:1>/traces?{query}")
+        await d.send("GET", f"{M}?{query}")
+
+
+async def parameters(d: Differ) -> None:
+    await d.send("POST", M, {"name": "params"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "in"})
+    for query in (
+        "max_result=1",
+        "pretyy=1",
+        "next_tokn=1&max_reslts=2",
+        "memory=1",
+        "filter_paths=x",
+        "humn=1",
+        "source=%7B%7D",
+        "error_trac=1",
+        "memory_id=1",
+        "pretty&human&error_trace=false",
+    ):
+        await d.send("GET", f"{M}?{query}")
+    await d.send("GET", f"{M}/<id:0>?memry_id=1")
+    await d.send("GET", f"{M}/<id:0>/messages?memry_id=1&max_reslts=2")
+    await d.send("GET", f"{M}/message/<id:1>?mesage_id=1")
+    await d.send("PUT", f"{M}/<id:0>?refresh=true", {"name": "x"})
+    await d.send("POST", f"{M}?max_results=1", {"name": "x"})
+
+
+async def content_types(d: Differ) -> None:
+    await d.send("POST", M, {"name": "ct"})
+    for content_type in (
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "",
+        "application/x-ndjson",
+        "application/json; charset=UTF-8",
+        "application/vnd.opensearch+json;compatible-with=7",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+    ):
+        await d.send("POST", M, raw='{"name": "typed"}', content_type=content_type)
+        await d.send("PUT", f"{M}/<id:0>", raw='{"name": "typed"}', content_type=content_type)
+        await d.send("POST", f"{M}/<id:0>/messages", raw='{"input": "typed"}', content_type=content_type)
+
+
 async def filter_path(d: Differ) -> None:
     await d.send("POST", M, {"name": "fp", "additional_info": {"k": "v"}})
     await d.send("POST", f"{M}/<id:0>/messages", {"input": "in", "response": "out"})
@@ -164,6 +224,9 @@ SCENARIOS: dict[str, Scenario] = {
     "updates": updates,
     "deletes": deletes,
     "bad_input": bad_input,
+    "paging_errors": paging_errors,
+    "parameters": parameters,
+    "content_types": content_types,
     "filter_path": filter_path,
     "searches": searches,
 }

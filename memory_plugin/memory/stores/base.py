@@ -13,7 +13,7 @@ from typing import Any
 
 from memory_plugin.auth import Principal
 from memory_plugin.memory.dsl import DocumentResults, SearchBody, execute
-from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.models import Conversation, Interaction, Updated
 from memory_plugin.memory.views import memory_source, message_source
 
 
@@ -39,7 +39,8 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
-    ) -> Conversation | None: ...
+    ) -> Updated[Conversation] | None:
+        """Merge ``changes`` in as a partial document update does; None if unknown."""
 
     @abc.abstractmethod
     async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
@@ -67,7 +68,8 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
-    ) -> Interaction | None: ...
+    ) -> Updated[Interaction] | None:
+        """Merge ``changes`` in as a partial document update does; None if unknown."""
 
     @abc.abstractmethod
     async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:

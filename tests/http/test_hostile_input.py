@@ -6,14 +6,12 @@ names the culprit, and leaves what was stored as it was.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
 import os
 import stat
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +19,11 @@ import pytest
 
 from memory_plugin.app import create_app
 from memory_plugin.settings import Settings
+from tests.support.raw_http import raw_exchange, split_response, strict_json
 
 MEMORY = "/_plugins/_ml/memory"
 CONVERSATIONS = "/_plugins/_ml/memory/conversation"
 HISTORIES = "/v2/ai/conversation_histories"
-
-
-def strict_json(text: str) -> Any:
-    """JSON as strict clients read it: no NaN or Infinity."""
-
-    def refuse(constant: str) -> Any:
-        raise AssertionError(f"{constant} is not JSON")
-
-    return json.loads(text, parse_constant=refuse)
 
 
 def assert_opensearch_error(body: dict[str, Any], status: int, type_: str, fragment: str) -> None:
@@ -49,26 +39,6 @@ def assert_telnyx_error(body: dict[str, Any], code: str, fragment: str, paramete
     assert fragment in error["detail"], body
     if parameter is not None:
         assert error["source"]["parameter"] == parameter, body
-
-
-async def raw_exchange(port: int, request: bytes, timeout: float = 30.0) -> tuple[float, bytes]:
-    """Send bytes as they are; return the seconds until the server closed and all it sent."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    started = time.monotonic()
-    writer.write(request)
-    await writer.drain()
-    try:
-        received = await asyncio.wait_for(reader.read(), timeout)
-    finally:
-        writer.close()
-    return time.monotonic() - started, received
-
-
-def split_response(raw: bytes) -> tuple[int, dict[str, str], Any]:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
-    return int(status_line.split()[1]), headers, strict_json(body.decode())
 
 
 async def memory_names(client, caller) -> list[str]:  # type: ignore[no-untyped-def]

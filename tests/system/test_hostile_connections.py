@@ -7,42 +7,21 @@ an idle connection, a request aiohttp refuses before routing; and the
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.live import LiveServer, live_server_with_key
+from tests.support.raw_http import raw_exchange, split_response
 
 MEMORY = "/_plugins/_ml/memory"
 HISTORIES = "/v2/ai/conversation_histories"
-
-
-async def raw_exchange(port: int, request: bytes, timeout: float = 30.0) -> tuple[float, bytes]:
-    """Send bytes as they are; return the seconds until the server closed and all it sent."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    started = time.monotonic()
-    writer.write(request)
-    await writer.drain()
-    try:
-        received = await asyncio.wait_for(reader.read(), timeout)
-    finally:
-        writer.close()
-    return time.monotonic() - started, received
-
-
-def split_response(raw: bytes) -> tuple[int, dict[str, str], Any]:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
-    return int(status_line.split()[1]), headers, json.loads(body.decode())
 
 
 def assert_opensearch_error(body: dict[str, Any], status: int, type_: str, fragment: str) -> None:

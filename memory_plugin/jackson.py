@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 SOURCE = "REDACTED (`StreamReadFeature.INCLUDE_SOURCE_IN_LOCATION` disabled)"
+#: Jackson's ``StreamReadConstraints`` default: longer numbers are refused.
+MAX_NUMBER_LENGTH = 1000
 VALID_VALUES = "(JSON String, Number, Array, Object or token 'null', 'true' or 'false')"
 
 
@@ -322,6 +324,13 @@ class Lexer:
             if not self._digits():
                 raise self._number_error("Exponent indicator not followed by a digit")
         self.text = data[start : self.pos].decode("ascii")
+        digits = sum(char.isdigit() for char in self.text.split("e")[0].split("E")[0])
+        if digits > MAX_NUMBER_LENGTH:
+            raise JsonSyntaxError(
+                "stream_constraints_exception",
+                f"Number value length ({digits}) exceeds the maximum allowed ({MAX_NUMBER_LENGTH}, from "
+                "`StreamReadConstraints.getMaxNumberLength()`)",
+            )
 
     def _match_non_standard_after_minus(self) -> NoReturn:
         self._match("Infinity")
@@ -342,7 +351,7 @@ class Lexer:
             self.pos = special.start()
             byte = data[self.pos]
             if byte == ord('"'):
-                out.append(data[chunk : self.pos].decode("utf-8", "replace"))
+                out.append(self._utf8(chunk, self.pos))
                 self.pos += 1
                 self.text = "".join(out)
                 return self.text
@@ -353,10 +362,22 @@ class Lexer:
                     f"included in {where}"
                 )
             if byte == ord("\\"):
-                out.append(data[chunk : self.pos].decode("utf-8", "replace"))
+                out.append(self._utf8(chunk, self.pos))
                 out.append(self._escape())
                 chunk = self.pos
                 continue
+
+    def _utf8(self, start: int, end: int) -> str:
+        try:
+            return self.data[start:end].decode("utf-8")
+        except UnicodeDecodeError as error:
+            at = start + error.start
+            byte = self.data[at]
+            kind = "start" if byte >= 0xF8 or 0x80 <= byte < 0xC0 or error.reason == "invalid start byte" else "middle"
+            if kind == "middle":
+                at += 1
+                byte = self.data[at] if at < len(self.data) else byte
+            raise self._fail(f"Invalid UTF-8 {kind} byte 0x{byte:02x}", at + 1) from None
 
     def _escape(self) -> str:
         data = self.data

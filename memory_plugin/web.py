@@ -281,16 +281,25 @@ def check_params(request: web.Request, allowed: Iterable[str] = (), prefixes: It
         )
 
 
-def int_param(request: web.Request, name: str, default: int) -> int:
+def int_param(request: web.Request, name: str, default: int, *, number_format: bool = False) -> int:
+    """An integer parameter.  Under ``/_plugins`` it is read as Java's ``Integer.parseInt`` reads it,
+    and a failure is worded as ``RestRequest.paramAsInt`` words it, or (``number_format``) left as
+    the bare ``NumberFormatException`` that ml-commons 2.12+ lets through.  ``/v2`` takes ASCII digits only.
+    """
     raw = request.query.get(name)
     if raw is None:
         return default
+    failed = InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name)
     if not _is_v2(request):
-        return java_int(raw)  # OpenSearch's own parsing, and its number_format_exception
+        try:
+            return java_int(raw)
+        except OpenSearchBadRequest:
+            if number_format:
+                raise
+            raise failed from None
     value = int(raw) if INTEGER.fullmatch(raw) else None
-    # Java's int, as OpenSearch parses it: anything wider is not a number there either.
     if value is None or not -(2**31) <= value < 2**31:
-        raise InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name)
+        raise failed
     return value
 
 

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
-from memory_plugin.jackson import JsonSyntaxError, Lexer, Token
+from memory_plugin.jackson import MAX_NUMBER_LENGTH, JsonSyntaxError, Lexer, Token
 
 MESSAGE_TEXT_FIELDS = ("input", "prompt_template", "response", "origin")
 AT_LEAST_ONE = (
@@ -75,15 +75,31 @@ def _cast(value: Any, target: str) -> Any:
 def _first_value(raw: bytes) -> tuple[Token | None, Any]:
     """The first JSON value of ``raw`` as Jackson reads it: the rest of the body is never looked at."""
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_int=_short_int, parse_float=_short_float, parse_constant=_no_constant)
         return _token_of(value), value
     except (ValueError, RecursionError):
-        pass
+        pass  # the lexer says why, in Jackson's words
     lexer = Lexer(raw)
     token = lexer.next_token()
     if token is Token.START_OBJECT:
         return token, lexer.read_value()
     return token, None
+
+
+def _short_int(text: str) -> int:
+    if len(text) > MAX_NUMBER_LENGTH:
+        raise ValueError(text)
+    return int(text)
+
+
+def _short_float(text: str) -> float:
+    if len(text) > MAX_NUMBER_LENGTH:
+        raise ValueError(text)
+    return float(text)
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
 
 
 def _token_of(value: Any) -> Token:

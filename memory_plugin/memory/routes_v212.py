@@ -21,6 +21,8 @@ from memory_plugin.memory.views import memory_v212, message_v212, page_v211
 from memory_plugin.web import check_params, check_sound, json_response, parse_json, principal_of, read_body, read_json
 
 BASE = "/_plugins/_ml/memory"
+#: A search may carry its body in the ``source`` parameter instead.
+SEARCH_PARAMS = ("source", "source_content_type")
 
 routes = web.RouteTableDef()
 Handler = Callable[[web.Request], Awaitable[web.Response]]
@@ -92,7 +94,7 @@ async def create_memory(request: web.Request) -> web.Response:
 @renamed
 async def list_memories(request: web.Request) -> web.Response:
     check_params(request, PAGING)
-    next_token, max_results = paging(request)
+    next_token, max_results = paging(request, number_format=True)
     check_search_window(next_token, max_results, "conversations", META_INDEX)
     page = await request.app[MEMORY].list_conversations(
         principal_of(request), next_token, max_results, by="updated_time"
@@ -105,7 +107,7 @@ async def list_memories(request: web.Request) -> web.Response:
 async def search_memories(request: web.Request) -> web.Response:
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
-    check_params(request)
+    check_params(request, SEARCH_PARAMS)
     result = await request.app[MEMORY].search_conversations(principal_of(request), await _search_body(request))
     return json_response(result)
 
@@ -136,7 +138,7 @@ async def update_message(request: web.Request) -> web.Response:
 @renamed
 async def list_traces(request: web.Request) -> web.Response:
     check_params(request, PAGING)
-    next_token, max_results = paging(request)
+    next_token, max_results = paging(request, number_format=True)
     check_search_window(next_token, max_results, "traces", MESSAGE_INDEX)
     page = await request.app[MEMORY].list_traces(
         principal_of(request), request.match_info["message_id"], next_token, max_results
@@ -198,7 +200,7 @@ async def create_message(request: web.Request) -> web.Response:
 @renamed
 async def list_messages(request: web.Request) -> web.Response:
     check_params(request, PAGING)
-    next_token, max_results = paging(request)
+    next_token, max_results = paging(request, number_format=True)
     check_search_window(next_token, max_results, "interactions", MESSAGE_INDEX)
     page = await request.app[MEMORY].list_interactions(
         principal_of(request), request.match_info["memory_id"], next_token, max_results, newest_first=False
@@ -211,7 +213,7 @@ async def list_messages(request: web.Request) -> web.Response:
 async def search_messages(request: web.Request) -> web.Response:
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
-    check_params(request)
+    check_params(request, SEARCH_PARAMS)
     result = await request.app[MEMORY].search_interactions(
         principal_of(request), request.match_info["memory_id"], await _search_body(request)
     )

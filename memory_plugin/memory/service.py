@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
-from memory_plugin.errors import InvalidArgument, NotFound, ResultWindowTooLarge, ValidationFailed
+from memory_plugin.errors import InvalidArgument, MapperParsingError, NotFound, ResultWindowTooLarge, ValidationFailed
 from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX, parse_search, search_response
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page, Updated
 from memory_plugin.memory.stores.base import MemoryStore
@@ -91,18 +91,22 @@ def check_additional_info_map(value: Any, parameter: str = "additional_info") ->
     return dict(value)
 
 
-def checked_updates(changes: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+def checked_updates(changes: Mapping[str, Any], allowed: tuple[str, ...], document_id: str) -> dict[str, Any]:
     """The fields an update may change, as ml-commons filters them; the rest is ignored.
 
-    ml-commons stores what it is given and then fails its own reads (a number as a name,
-    a null that it turns into a NullPointerException): those are refused here instead.
+    What the index mapping refuses is refused as OpenSearch words it.  ml-commons also
+    stores values that then fail its own reads (a number or a list as a name, a null it
+    turns into a NullPointerException): those are refused here instead.
     """
     values = {name: value for name, value in changes.items() if name in allowed}
     for name, value in values.items():
         if value is None:
             raise InvalidArgument(f"[{name}] must not be null", parameter=name)
         if name == "additional_info":
-            check_additional_info_map(value)
+            if not isinstance(value, Mapping):
+                raise MapperParsingError(name, "flat_object", document_id, value)
+        elif isinstance(value, Mapping):
+            raise MapperParsingError(name, "text", document_id, value)
         elif not isinstance(value, str):
             raise InvalidArgument(f"[{name}] must be a string", parameter=name)
     return values
@@ -160,7 +164,7 @@ class MemoryService:
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Updated[Conversation]:
         """Merge the updatable fields in; ``updated_time`` moves on every update, as in ml-commons."""
-        values = checked_updates(changes, CONVERSATION_UPDATABLE)
+        values = checked_updates(changes, CONVERSATION_UPDATABLE, conversation_id)
         values["updated_time"] = now()
         updated = await self.store.update_conversation(owner, conversation_id, values)
         if updated is None:
@@ -258,7 +262,7 @@ class MemoryService:
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
     ) -> Updated[Interaction]:
-        values = checked_updates(changes, INTERACTION_UPDATABLE)
+        values = checked_updates(changes, INTERACTION_UPDATABLE, interaction_id)
         updated = await self.store.update_interaction(owner, interaction_id, values)
         if updated is None:
             raise interaction_not_found(interaction_id)

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from embedder import Embedder
-from memory_plugin import logs
+from memory_plugin import console, logs
 from memory_plugin._version import __version__
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.routes import HISTORIES
@@ -89,7 +89,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     metrics = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[request_id_middleware, metrics.middleware(), error_middleware, auth_middleware(keys, public=[health])],
+        middlewares=[
+            request_id_middleware,
+            metrics.middleware(),
+            error_middleware,
+            auth_middleware(keys, public=[health, *console.PUBLIC]),
+        ],
     )
     app[METRICS] = metrics
     app[SETTINGS] = settings
@@ -109,6 +114,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/_health", health)
     app.router.add_get("/_metrics", metrics.handler)
     app.router.add_get("/_openapi.json", openapi)
+    console.add_routes(app)
     app.router.add_routes(routes_v211.routes)
     app.router.add_routes(routes_v212.routes)
     app.router.add_routes(history_routes.routes)

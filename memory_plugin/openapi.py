@@ -298,6 +298,14 @@ def openapi_document() -> dict[str, Any]:
         "/_metrics": {"get": {"tags": ["service"], "summary": "Prometheus metrics",
                               "responses": {"200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}},
                                             **_errors("opensearch", "401")}}},
+        "/_console": {"get": {"tags": ["service"], "summary": "The web console (a page; it calls this API with your key)",
+                              "security": [], "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+        "/_console/{asset}": {"get": {
+            "tags": ["service"], "summary": "The console's script and stylesheet", "security": [],
+            "parameters": [_path_param("asset")],
+            "responses": {"200": {"description": "JavaScript or CSS", "content": {"text/javascript": {"schema": {"type": "string"}},
+                                                                                  "text/css": {"schema": {"type": "string"}}}},
+                          **_errors("opensearch", "404")}}},
         "/_openapi.json": {"get": {"tags": ["service"], "summary": "This description",
                                    "responses": {**_ok({"type": "object"}), **_errors("opensearch", "401")}}},
     }

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install model opensearch run test bench clean
+.PHONY: install model opensearch browser run test bench clean
 
 install: $(STAMP) model
 
@@ -22,10 +22,14 @@ model: $(STAMP)
 opensearch: $(STAMP)
 	$(BIN)/python scripts/opensearch_nodes.py fetch
 
+# Debian's chromium for the console's browser test (Playwright drives it; it downloads no browser).
+browser:
+	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
 run: install
 	$(BIN)/memory-plugin serve $(ARGS)
 
-test: install opensearch
+test: install opensearch browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -199,7 +199,8 @@ async function refreshStatus() {
     for (const region of regions.sort()) {
       const calls = sum(samples, "memory_plugin_region_seconds_count", (l) => l.region === region);
       const failed = sum(samples, "memory_plugin_region_failures_total", (l) => l.region === region);
-      const text = failed ? `${failed} of ${calls} calls failed` : `${calls} calls ok`;
+      const plural = calls === 1 ? "call" : "calls";
+      const text = failed ? `${failed} of ${calls} ${plural} failed` : `${calls} ${plural} ok`;
       strip.push(chip(region, text, failed ? "bad" : "good"));
     }
     const pending = sum(samples, "memory_plugin_embedder_pending");
@@ -417,7 +418,7 @@ function renderResults(body) {
           el("span", { className: "score", title: "cosine similarity" }, hit.score.toFixed(4)),
           el("span", { className: "record" }, hit.record_id)),
         el("p", { className: "chunk-text" }, hit.text),
-        el("dl", { className: "meta" }, ...facts.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, String(value))])),
+        el("dl", { className: "facts" }, ...facts.map(([name, value]) => el("div", {}, el("dt", {}, name), el("dd", {}, String(value))))),
         metadata.length
           ? el("dl", { className: "meta metadata" }, ...metadata.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, String(value))]))
           : null,

@@ -33,7 +33,8 @@ def png_beside(json_path: Path) -> Path:
 
 def _save(figure: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
+    if not figure.get_tight_layout() and not figure.legends:
+        figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
@@ -45,34 +46,40 @@ def _lines(axes: Axes, series: dict[str, list[tuple[float, float]]], xlabel: str
         axes.plot(xs, ys, marker="o", label=name)
     axes.set(xlabel=xlabel, ylabel=ylabel, title=title)
     axes.set_xscale("log", base=2)
-    axes.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ticks = sorted({x for points in series.values() for x, _ in points})
+    axes.set_xticks(ticks, [f"{x:g}" for x in ticks])
+    axes.minorticks_off()
+    axes.set_ylim(bottom=0)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8)
 
 
 def plot_search(result: dict[str, Any], path: Path) -> Path:
-    """recall@10 against p50 latency: one colour per backend (exact search too), one marker per filter case."""
-    figure, axes = plt.subplots(figsize=(7.5, 4.8))
-    colours: dict[str, Any] = {}
-    for size, row in result["sizes"].items():
+    """recall@10 against p50 latency, one panel per store size: a colour per backend (exact search too), a marker per filter."""
+    sizes = list(result["sizes"].items())
+    figure, panels = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes) + 1.5, 4.4), sharey=True, squeeze=False)
+    colours: dict[str, str] = {}
+    lowest = 1.0
+    for axes, (size, row) in zip(panels[0], sizes):
         for backend, cells in row.items():
-            if not isinstance(cells, dict):
+            if not isinstance(cells, dict) or not any(case in cells for case in CASE_MARKERS):
                 continue
+            colour = colours.setdefault(backend, f"C{len(colours)}")
             for case, marker in CASE_MARKERS.items():
-                cell = cells.get(case)
-                if not cell:
-                    continue
-                colour = colours.setdefault(backend, f"C{len(colours)}")
-                p50, recall = cell["p50_ms"], cell["recall_at_10"]
-                axes.scatter(p50, recall, color=colour, marker=marker, s=48, zorder=3)
-                axes.annotate(f"{int(size):,}", (p50, recall), textcoords="offset points", xytext=(5, 4), fontsize=7)
-    axes.set_xscale("log")
-    axes.set(xlabel="p50 latency per query (ms, log)", ylabel="recall@10", title="Search: recall@10 against p50 latency")
-    axes.set_ylim(min(0.5, axes.get_ylim()[0]), 1.03)
-    axes.grid(True, alpha=0.3, which="both")
+                if case in cells:
+                    lowest = min(lowest, cells[case]["recall_at_10"])
+                    axes.scatter(cells[case]["p50_ms"], cells[case]["recall_at_10"], color=colour, marker=marker, s=55,
+                                 alpha=0.85, zorder=3)
+        axes.set_xscale("log")
+        axes.set(xlabel="p50 ms per query (log)", title=f"{int(size):,} chunks")
+        axes.grid(True, alpha=0.3, which="both")
+    panels[0][0].set_ylabel("recall@10")
+    panels[0][0].set_ylim(min(0.9, lowest - 0.05), 1.02)
     handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=n) for n, c in colours.items()]
     handles += [plt.Line2D([], [], color="grey", marker=m, linestyle="", label=case) for case, m in CASE_MARKERS.items()]
-    axes.legend(handles=handles, fontsize=8, loc="lower right", title="labels: chunks in the store", title_fontsize=7)
+    figure.legend(handles=handles, fontsize=8, loc="center right")
+    figure.suptitle("Search: recall@10 against p50 latency")
+    figure.tight_layout(rect=(0, 0, 0.85, 1))
     return _save(figure, path)
 
 
@@ -93,8 +100,11 @@ def plot_http(result: dict[str, Any], path: Path) -> Path:
     _lines(left, {"search req/s": [(r["concurrency"], r["req_per_s"]) for r in rows]}, "concurrent clients",
            "requests/s", "Search over HTTP by concurrency")
     latency = left.twinx()
-    latency.plot([r["concurrency"] for r in rows], [r["p50_ms"] for r in rows], color="C1", marker="s", linestyle="--")
-    latency.set_ylabel("p50 ms (dashed)", color="C1")
+    latency.plot([r["concurrency"] for r in rows], [r["p50_ms"] for r in rows], color="C1", marker="s", linestyle="--",
+                 label="search p50 ms")
+    latency.set_ylabel("p50 ms", color="C1")
+    latency.set_ylim(bottom=0)
+    left.legend(handles=left.lines + latency.lines, fontsize=8, loc="upper left")
     ingest = result["ingest"]
     names = ["raw embedder", "over HTTP"]
     values = [ingest["raw_embedder_chunks_per_s"], ingest["http_chunks_per_s"]]
@@ -106,7 +116,7 @@ def plot_http(result: dict[str, Any], path: Path) -> Path:
 
 def plot_embedder(result: dict[str, Any], path: Path) -> Path:
     """Items/s by batch size, per engine, one panel per workload."""
-    workloads = sorted({row["workload"] for row in result["results"]})
+    workloads = list(dict.fromkeys(row["workload"] for row in result["results"]))
     figure, panels = plt.subplots(1, len(workloads), figsize=(5 * len(workloads), 4.2), squeeze=False)
     for axes, workload in zip(panels[0], workloads):
         series: dict[str, list[tuple[float, float]]] = defaultdict(list)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_plugin._version import __version__
+from memory_plugin.console import ASSETS as CONSOLE_ASSETS
 from memory_plugin.histories.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
 from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K, RECORD_TYPES
 from memory_plugin.settings import REGIONS
@@ -302,7 +303,7 @@ def openapi_document() -> dict[str, Any]:
                               "security": [], "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
         "/_console/{asset}": {"get": {
             "tags": ["service"], "summary": "The console's script and stylesheet", "security": [],
-            "parameters": [_path_param("asset")],
+            "parameters": [{"name": "asset", "in": "path", "required": True, "schema": {"enum": sorted(CONSOLE_ASSETS)}}],
             "responses": {"200": {"description": "JavaScript or CSS", "content": {"text/javascript": {"schema": {"type": "string"}},
                                                                                   "text/css": {"schema": {"type": "string"}}}},
                           **_errors("opensearch", "404")}}},

@@ -220,3 +220,4 @@ def test_console_drives_the_api(server: LiveServer, browser: Any, tmp_path: Path
     assert page.evaluate("window.__pwned") is None
     assert problems == [], problems
     context.close()
+

@@ -1,5 +1,5 @@
 // The console: plain DOM over the public HTTP API.  Every value from the server
-// is set with textContent (never innerHTML), and the key lives only in this
+// is set with textContent (never as markup), and the key lives only in this
 // tab's sessionStorage and in the Authorization header of our own requests.
 
 const KEY_STORAGE = "memory_plugin.key";

@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 CASE_MARKERS = {"unfiltered": "o", "filter 1%": "s", "filter 30%": "^"}
 
@@ -75,8 +76,8 @@ def plot_search(result: dict[str, Any], path: Path) -> Path:
         axes.grid(True, alpha=0.3, which="both")
     panels[0][0].set_ylabel("recall@10")
     panels[0][0].set_ylim(min(0.9, lowest - 0.05), 1.02)
-    handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=n) for n, c in colours.items()]
-    handles += [plt.Line2D([], [], color="grey", marker=m, linestyle="", label=case) for case, m in CASE_MARKERS.items()]
+    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=n) for n, c in colours.items()]
+    handles += [Line2D([], [], color="grey", marker=m, linestyle="", label=case) for case, m in CASE_MARKERS.items()]
     figure.legend(handles=handles, fontsize=8, loc="center right")
     figure.suptitle("Search: recall@10 against p50 latency")
     figure.tight_layout(rect=(0, 0, 0.85, 1))

@@ -221,3 +221,48 @@ def test_console_drives_the_api(server: LiveServer, browser: Any, tmp_path: Path
     assert problems == [], problems
     context.close()
 
+
+
+def test_the_pages_choices_are_the_apis() -> None:
+    """Record types, regions, filter fields and operators in the page match the server's own lists."""
+    from html.parser import HTMLParser
+    from importlib import resources
+
+    from memory_plugin.histories.filters import OPERATORS, TOP_LEVEL_FIELDS
+    from memory_plugin.histories.service import RECORD_TYPES
+    from memory_plugin.settings import REGIONS
+
+    class Options(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lists: dict[str, list[str]] = {}
+            self.current: str | None = None
+            self.text = ""
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            named = dict(attrs)
+            if tag in ("select", "datalist"):
+                self.current = named.get("id") or named.get("class")
+                self.lists[str(self.current)] = []
+            elif tag == "option" and self.current:
+                self.text = ""
+                if named.get("value") is not None:
+                    self.lists[str(self.current)].append(str(named["value"]))
+                    self.text = "\0"
+
+        def handle_data(self, data: str) -> None:
+            if self.current and self.text != "\0":
+                self.text += data
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "option" and self.current and self.text not in ("\0", ""):
+                self.lists[str(self.current)].append(self.text.strip())
+            if tag in ("select", "datalist"):
+                self.current = None
+
+    parser = Options()
+    parser.feed(resources.files("memory_plugin.console").joinpath("index.html").read_text())
+    assert parser.lists["record-type"] == list(RECORD_TYPES)
+    assert parser.lists["region"] == ["", *REGIONS]
+    assert parser.lists["filter-fields"] == list(TOP_LEVEL_FIELDS)
+    assert parser.lists["filter-op"] == list(OPERATORS)

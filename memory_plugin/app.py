@@ -15,9 +15,9 @@ from aiohttp import web
 from embedder import Embedder
 from memory_plugin import console, logs
 from memory_plugin._version import __version__
+from memory_plugin.auth import KeyStore
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.routes import HISTORIES
-from memory_plugin.auth import KeyStore
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.metrics import Metrics

@@ -69,8 +69,15 @@ def plot_search(result: dict[str, Any], path: Path) -> Path:
             for case, marker in CASE_MARKERS.items():
                 if case in cells:
                     lowest = min(lowest, cells[case]["recall_at_10"])
-                    axes.scatter(cells[case]["p50_ms"], cells[case]["recall_at_10"], color=colour, marker=marker, s=55,
-                                 alpha=0.85, zorder=3)
+                    axes.scatter(
+                        cells[case]["p50_ms"],
+                        cells[case]["recall_at_10"],
+                        color=colour,
+                        marker=marker,
+                        s=55,
+                        alpha=0.85,
+                        zorder=3,
+                    )
         axes.set_xscale("log")
         axes.set(xlabel="p50 ms per query (log)", title=f"{int(size):,} chunks")
         axes.grid(True, alpha=0.3, which="both")
@@ -98,11 +105,22 @@ def plot_http(result: dict[str, Any], path: Path) -> Path:
     """Search requests/s and p50 by concurrency, and ingestion chunks/s over HTTP against the raw embedder."""
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [2, 1]})
     rows = result["search"]
-    _lines(left, {"search req/s": [(r["concurrency"], r["req_per_s"]) for r in rows]}, "concurrent clients",
-           "requests/s", "Search over HTTP by concurrency")
+    _lines(
+        left,
+        {"search req/s": [(r["concurrency"], r["req_per_s"]) for r in rows]},
+        "concurrent clients",
+        "requests/s",
+        "Search over HTTP by concurrency",
+    )
     latency = left.twinx()
-    latency.plot([r["concurrency"] for r in rows], [r["p50_ms"] for r in rows], color="C1", marker="s", linestyle="--",
-                 label="search p50 ms")
+    latency.plot(
+        [r["concurrency"] for r in rows],
+        [r["p50_ms"] for r in rows],
+        color="C1",
+        marker="s",
+        linestyle="--",
+        label="search p50 ms",
+    )
     latency.set_ylabel("p50 ms", color="C1")
     latency.set_ylim(bottom=0)
     left.legend(handles=left.lines + latency.lines, fontsize=8, loc="upper left")
@@ -139,15 +157,22 @@ def plot_loadtest(result: dict[str, Any], path: Path) -> Path:
         axes.bar(xs, [operations[name][percentile] for name in names], width, label=percentile.replace("_ms", ""))
     axes.set_xticks(range(len(names)), [f"{n}\n{operations[n]['throughput_rps']:.0f}/s" for n in names], fontsize=8)
     axes.set_yscale("log")
-    axes.set(ylabel="latency (ms, log)",
-             title=f"Mixed load at concurrency {result['concurrency']}: {result['throughput_rps']:.0f} req/s in all")
+    axes.set(
+        ylabel="latency (ms, log)",
+        title=f"Mixed load at concurrency {result['concurrency']}: {result['throughput_rps']:.0f} req/s in all",
+    )
     axes.grid(True, axis="y", alpha=0.3)
     axes.legend(fontsize=8)
     return _save(figure, path)
 
 
-PLOTTERS = {"search": plot_search, "memory": plot_memory, "http": plot_http, "embedder": plot_embedder,
-            "loadtest": plot_loadtest}
+PLOTTERS = {
+    "search": plot_search,
+    "memory": plot_memory,
+    "http": plot_http,
+    "embedder": plot_embedder,
+    "loadtest": plot_loadtest,
+}
 
 
 def plot_file(json_path: Path) -> Path:

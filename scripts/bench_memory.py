@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from _plots import plot_memory, png_beside  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
-from tests.live import LiveServer, free_port  # noqa: E402
+from tests.support.live import LiveServer, free_port  # noqa: E402
 
 BASE = "/_plugins/_ml/memory/conversation"
 
@@ -71,8 +71,12 @@ async def drive(name, url, method, body, headers, requests, concurrency, bar, ur
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000)
-    parser.add_argument("--concurrency", default="1,8,32", type=lambda s: [int(x) for x in s.split(",")],
-                        help="comma-separated client counts")
+    parser.add_argument(
+        "--concurrency",
+        default="1,8,32",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="comma-separated client counts",
+    )
     parser.add_argument("--bridge", action="store_true", help="also index interactions for search")
     parser.add_argument("--log-level", default="info", help="the server's log level (info logs every request)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "memory.json")
@@ -105,7 +109,9 @@ async def main() -> None:
     hello.terminate()
     hello.wait()
 
-    baseline = {(row["case"].split()[-1], row["concurrency"]): row["req_per_s"] for row in results if "hello" in row["case"]}
+    baseline = {
+        (row["case"].split()[-1], row["concurrency"]): row["req_per_s"] for row in results if "hello" in row["case"]
+    }
     print(f"\n{'case':<22}{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs hello':>10}  statuses")
     for row in results:
         method = "POST" if "create" in row["case"] or "POST" in row["case"] else "GET"

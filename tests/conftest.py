@@ -1,4 +1,4 @@
-"""Fixtures shared by the HTTP-level tests."""
+"""Fixtures shared by every tier (tests/http/conftest.py swaps in the embedder double)."""
 
 from __future__ import annotations
 
@@ -37,9 +37,14 @@ def make_caller(keys: KeyStore, organization_id: str, user_id: str | None) -> Ca
 
 
 @pytest.fixture(scope="session")
-def embedder() -> Embedder:
+def real_embedder() -> Embedder:
     """The real default model, loaded once for the whole run."""
     return Embedder.from_dir(ensure_default_model())
+
+
+@pytest.fixture
+def embedder(real_embedder: Embedder) -> Embedder:
+    return real_embedder
 
 
 @pytest.fixture
@@ -79,7 +84,16 @@ def other_admin(keys: KeyStore) -> Caller:
 
 
 @pytest.fixture
-async def client(aiohttp_client, settings: Settings, embedder: Embedder, alice: Caller, bob: Caller, carol: Caller, admin: Caller, other_admin: Caller):  # type: ignore[no-untyped-def]
+async def client(
+    aiohttp_client,
+    settings: Settings,
+    embedder: Embedder,
+    alice: Caller,
+    bob: Caller,
+    carol: Caller,
+    admin: Caller,
+    other_admin: Caller,
+):  # type: ignore[no-untyped-def]
     return await aiohttp_client(create_app(settings, embedder=embedder))
 
 
@@ -90,8 +104,8 @@ def opensearch_nodes():  # type: ignore[no-untyped-def]
     They may be skipped on a developer machine without Java or Maven; under
     ``CI=true`` that is a failure, never a skip.
     """
-    from scripts.opensearch_nodes import missing_prerequisites, start_nodes
-    from tests.live import unavailable
+    from tests.support.live import unavailable
+    from tests.support.opensearch import missing_prerequisites, start_nodes
 
     missing = missing_prerequisites()
     if missing:

@@ -12,8 +12,6 @@ from importlib import resources
 
 from aiohttp import web
 
-from memory_plugin.errors import NotFound
-
 PATH = "/_console"
 #: The files the page is made of: served from the package, nothing else is.
 ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
@@ -41,7 +39,7 @@ async def page(request: web.Request) -> web.Response:
 async def asset(request: web.Request) -> web.Response:
     name = request.match_info["asset"]
     if name not in ASSETS:
-        raise NotFound(f"no handler found for uri [{request.path}] and method [{request.method}]")
+        raise web.HTTPNotFound()  # answered like any unknown path, in the API's format
     return web.Response(body=_read(name), content_type=ASSETS[name], charset="utf-8", headers=HEADERS)
 
 

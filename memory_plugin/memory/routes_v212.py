@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from memory_plugin.errors import InvalidArgument, NotFound, ParseFailure
-from memory_plugin.memory.query import META_INDEX, MESSAGE_INDEX
+from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
 from memory_plugin.memory.service import check_additional_info_map
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211
@@ -26,6 +26,10 @@ routes = web.RouteTableDef()
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
+#: What 2.12+ calls the things 2.11 calls conversations and interactions.
+NOUNS = {"conversation": "Memory", "interaction": "Message"}
+
+
 def renamed(handler: Handler) -> Handler:
     """Speak of memories and messages, as 2.12+ does, in not-found errors."""
 
@@ -33,8 +37,10 @@ def renamed(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except NotFound as error:
-            reason = error.reason.replace("Conversation [", "Memory [").replace("Interaction [", "Message [")
-            raise NotFound(reason, parameter=error.parameter) from None
+            if error.kind not in NOUNS:
+                raise
+            reason = f"{NOUNS[error.kind]} [{error.id}] not found"
+            raise NotFound(error.kind, error.id, reason=reason, parameter=error.parameter) from None
 
     wrapper.__name__ = handler.__name__
     wrapper.__doc__ = handler.__doc__

@@ -181,10 +181,11 @@ def test_console_drives_the_api(server: LiveServer, browser: Any, tmp_path: Path
     assert page.evaluate("window.__pwned") is None
     assert page.evaluate("sessionStorage.getItem('memory_plugin.key')") == server.token
     assert server.token not in page.url and not context.cookies()
-    page.wait_for_selector("#status .chip >> text=embedder queue")
+    page.wait_for_selector("#status .chip >> text=health")
     status = page.locator("#status").inner_text()
     assert "version" in status and "2.19.1" in status and "green" in status
-    assert all(region in status for region in ("USA", "DEU", "AUS", "UAE"))
+    # /_metrics is the operator's: a tenant key gets 403, and the strip says so instead of failing.
+    assert "need an operator key" in status
     shot(page, "memories")
 
     # Open a memory: its messages, then the trace of the first one.

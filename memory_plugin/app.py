@@ -14,6 +14,8 @@ from aiohttp import web
 
 from embedder import Embedder
 from memory_plugin import logs
+from memory_plugin.agentic import routes as agentic_routes
+from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin._version import __version__
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.routes import HISTORIES
@@ -102,6 +104,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
         async with open_services(settings, embedder=embedder, metrics=metrics) as services:
             app[MEMORY] = services.memory
             app[HISTORIES] = services.histories
+            app[AGENTIC] = services.agentic
             yield
 
     app.cleanup_ctx.append(services_context)
@@ -112,6 +115,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_routes(routes_v211.routes)
     app.router.add_routes(routes_v212.routes)
     app.router.add_routes(history_routes.routes)
+    app.router.add_routes(agentic_routes.routes)
     return app
 
 

@@ -144,3 +144,157 @@ async def test_add_working_memory_sessions_and_reads(api, alice):
     await error(api, alice, "GET", f"/{cid}/memories/working/{added['working_memory_id']}", None, 404, "Memory not found")
     by_query = await call(api, alice, "POST", f"/{cid}/memories/sessions/_delete_by_query", {"query": {"match_all": {}}})
     assert by_query["deleted"] == 3 and by_query["total"] == 3 and by_query["requests_per_second"] == -1.0
+
+
+async def long_term(api, caller, cid: str) -> list[dict[str, Any]]:
+    found = await call(api, caller, "POST", f"/{cid}/memories/long-term/_search", {"query": {"match_all": {}}, "size": 100})
+    return [hit["_source"] | {"_id": hit["_id"]} for hit in found["hits"]["hits"]]
+
+
+async def history(api, caller, cid: str) -> list[dict[str, Any]]:
+    found = await call(api, caller, "GET", f"/{cid}/memories/history/_search",
+                       {"query": {"match_all": {}}, "sort": [{"created_time": "asc"}], "size": 100})
+    return [hit["_source"] for hit in found["hits"]["hits"]]
+
+
+async def test_infer_adds_updates_deletes_with_history(api, alice, llm):
+    cid = await container(api, alice, SEMANTIC_CONFIG)
+    llm.facts = lambda kind, messages: ["Bob drinks green tea every morning", "Bob lives in Lisbon"]
+    added = await call(api, alice, "POST", f"/{cid}/memories", {
+        "messages": conversation("I drink green tea every morning and live in Lisbon", "Noted!"),
+        "namespace": {"user_id": "bob"}, "tags": {"topic": "profile"}, "infer": True})
+    # llm_id is set and no session_id was given: the LLM titles a new session
+    assert set(added) == {"session_id", "working_memory_id"}
+    session = await call(api, alice, "GET", f"/{cid}/memories/sessions/{added['session_id']}")
+    assert session["summary"] == "Billing question" and session["namespace"] == {"user_id": "bob"}
+    await settle(api)
+    memories = {m["memory"]: m for m in await long_term(api, alice, cid)}
+    assert set(memories) == {"Bob drinks green tea every morning", "Bob lives in Lisbon"}
+    tea = memories["Bob drinks green tea every morning"]
+    assert tea["namespace"] == {"user_id": "bob"} and tea["namespace_size"] == 1  # only the strategy's keys
+    assert tea["strategy_type"] == "SEMANTIC" and tea["tags"] == {"topic": "profile"} and len(tea["memory_embedding"]) == 384
+    one = await call(api, alice, "GET", f"/{cid}/memories/long-term/{tea['_id']}")
+    assert "memory_container_id" not in one and len(one["memory_embedding"]) == 384
+    assert [(h["action"], h["after"]["memory"]) for h in await history(api, alice, cid)] == [
+        ("ADD", "Bob drinks green tea every morning"), ("ADD", "Bob lives in Lisbon")]
+
+    # The decision sees the similar old memories and updates one, deletes the other
+    def decide(old, facts):
+        assert {o["text"] for o in old} >= {"Bob drinks green tea every morning"}
+        assert all(0.5 <= o["score"] <= 1.0 for o in old)
+        by_text = {o["text"]: o["id"] for o in old}
+        return [
+            {"id": by_text["Bob drinks green tea every morning"], "text": "Bob switched from green tea to coffee",
+             "event": "UPDATE", "old_memory": "Bob drinks green tea every morning"},
+            {"id": by_text.get("Bob lives in Lisbon", "x"), "text": "Bob lives in Lisbon", "event": "DELETE"},
+            {"id": "someone-else", "text": "ignored", "event": "DELETE"},
+        ]
+
+    llm.facts = lambda kind, messages: ["Bob switched to coffee"]
+    llm.decide = decide
+    await call(api, alice, "POST", f"/{cid}/memories", {
+        "messages": conversation("I drink coffee now"), "namespace": {"user_id": "bob", "session_id": added["session_id"]},
+        "infer": True})
+    await settle(api)
+    assert [m["memory"] for m in await long_term(api, alice, cid)] == ["Bob switched from green tea to coffee"]
+    actions = [(h["action"], h.get("before"), h.get("after")) for h in await history(api, alice, cid)][2:]
+    assert actions == [
+        ("UPDATE", {"memory": "Bob drinks green tea every morning"}, {"memory": "Bob switched from green tea to coffee"}),
+        ("DELETE", {"memory": "Bob lives in Lisbon"}, None),
+    ]
+    # the updated text was embedded again: semantic search finds it by meaning
+    found = await call(api, alice, "POST", f"/{cid}/memories/long-term/_semantic_search", {"query": "What does Bob drink?"})
+    assert found["hits"]["hits"][0]["_source"]["memory"] == "Bob switched from green tea to coffee"
+    assert "memory_embedding" not in found["hits"]["hits"][0]["_source"]
+    assert llm.api_keys[-1] == "Bearer sk-test"
+
+
+async def test_infer_failures_become_error_records(api, alice, llm):
+    cid = await container(api, alice, SEMANTIC_CONFIG)
+    body = {"messages": conversation("hello"), "namespace": {"user_id": "bob", "session_id": "s"}, "infer": True}
+    llm.fail_with = 500
+    assert "working_memory_id" in await call(api, alice, "POST", f"/{cid}/memories", body)
+    await settle(api)
+    llm.fail_with, llm.raw_content = None, "I cannot answer in JSON"
+    await call(api, alice, "POST", f"/{cid}/memories", body)
+    await settle(api)
+    errors = await history(api, alice, cid)
+    assert [("action" in e, e["namespace"]) for e in errors] == [(False, {"user_id": "bob"})] * 2
+    assert "500" in errors[0]["error"] and "no JSON object" in errors[1]["error"]
+    assert await long_term(api, alice, cid) == []
+
+
+async def test_strategy_fires_only_with_all_its_keys(api, alice, llm):
+    configuration = {**SEMANTIC_CONFIG, "strategies": [
+        {"type": "SEMANTIC", "namespace": ["user_id", "session_id"]}, {"type": "user_preference", "namespace": ["agent_id"]}]}
+    cid = await container(api, alice, configuration)
+    llm.facts = lambda kind, messages: [f"{kind} fact"]
+    await call(api, alice, "POST", f"/{cid}/memories", {
+        "messages": conversation("hi"), "namespace": {"user_id": "bob", "session_id": "s1", "other": "x"}, "infer": True})
+    await settle(api)
+    [memory] = await long_term(api, alice, cid)
+    assert memory["memory"] == "SEMANTIC fact"
+    assert memory["namespace"] == {"user_id": "bob", "session_id": "s1"} and memory["namespace_size"] == 2
+    await call(api, alice, "POST", f"/{cid}/memories", {
+        "messages": conversation("hi"), "namespace": {"agent_id": "a1"}, "infer": True})
+    await settle(api)
+    kinds = sorted(m["strategy_type"] for m in await long_term(api, alice, cid))
+    assert kinds == ["SEMANTIC", "USER_PREFERENCE"]
+    # consolidation sees only its own scope: a new session of bob's adds, it does not see s1's memory
+    llm.decide = lambda old, facts: pytest.fail("no similar memory exists in this scope")
+    await call(api, alice, "POST", f"/{cid}/memories", {
+        "messages": conversation("hi"), "namespace": {"user_id": "bob", "session_id": "s2"}, "infer": True})
+    await settle(api)
+    assert len(await long_term(api, alice, cid)) == 3
+    assert not [h for h in await history(api, alice, cid) if "error" in h]
+
+
+def test_min_max_and_weighted_mean():
+    assert min_max({}) == {}
+    assert min_max({"a": 3.0}) == {"a": 1.0}
+    assert min_max({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.001, "b": 1.0, "c": 0.5}
+    combined = hybrid_scores({"a": 2.0, "b": 4.0}, {"b": 0.6, "c": 0.9}, 0.3, 0.7)
+    assert combined == pytest.approx({"a": 0.3 * 0.001, "b": 0.3 * 1.0 + 0.7 * 0.001, "c": 0.7 * 1.0})
+
+
+async def seed_long_term(api, caller, cid: str, llm: ScriptedLLM, facts: list[str], user: str = "bob") -> None:
+    llm.facts = lambda kind, messages: facts
+    await call(api, caller, "POST", f"/{cid}/memories", {
+        "messages": conversation("..."), "namespace": {"user_id": user, "session_id": "s"}, "infer": True})
+    await settle(api)
+
+
+async def test_semantic_and_hybrid_search(api, alice, llm):
+    cid = await container(api, alice, SEMANTIC_CONFIG)
+    await seed_long_term(api, alice, cid, llm, [
+        "The customer's router model is the Fritzbox 7590",
+        "The customer prefers to be called in the afternoon",
+        "The invoice number INV-4471 was charged twice",
+    ])
+    await seed_long_term(api, alice, cid, llm, ["Carla's router is a Netgear"], user="carla")
+    path = f"/{cid}/memories/long-term"
+    semantic = await call(api, alice, "POST", path + "/_semantic_search", {"query": "when to phone the client", "k": 2,
+                                                                          "namespace": {"user_id": "bob"}})
+    hits = semantic["hits"]["hits"]
+    assert len(hits) == 2 and hits[0]["_source"]["memory"] == "The customer prefers to be called in the afternoon"
+    assert all(0.5 < h["_score"] <= 1.0 for h in hits) and hits[0]["_score"] >= hits[1]["_score"]
+    assert hits[0]["_index"] == ".plugins-ml-am-default-memory-long-term"
+    only_carla = await call(api, alice, "POST", path + "/_semantic_search", {"query": "router", "namespace": {"user_id": "carla"}})
+    assert [h["_source"]["memory"] for h in only_carla["hits"]["hits"]] == ["Carla's router is a Netgear"]
+    filtered = await call(api, alice, "GET", path + "/_semantic_search", {
+        "query": "router", "filter": {"term": {"namespace.user_id": "bob"}}, "min_score": 0.8})
+    memories = [h["_source"]["memory"] for h in filtered["hits"]["hits"]]
+    assert memories[0] == "The customer's router model is the Fritzbox 7590" and "Carla's router is a Netgear" not in memories
+    assert all(h["_score"] >= 0.8 for h in filtered["hits"]["hits"])
+    strict = await call(api, alice, "POST", path + "/_semantic_search", {"query": "router", "min_score": 0.999})
+    assert strict["hits"]["hits"] == [] and strict["hits"]["total"]["value"] == 0
+
+    # An exact token only BM25 can see: the hybrid search puts it first, within 0..1
+    hybrid = await call(api, alice, "POST", path + "/_hybrid_search", {"query": "INV-4471", "k": 3,
+                                                                      "bm25_weight": 0.7, "neural_weight": 0.3})
+    hits = hybrid["hits"]["hits"]
+    assert hits[0]["_source"]["memory"] == "The invoice number INV-4471 was charged twice"
+    assert hits[0]["_score"] == pytest.approx(1.0, abs=1e-6) or hits[0]["_score"] > 0.7
+    assert all(0.0 <= h["_score"] <= 1.0 for h in hits) and len(hits) <= 3
+    neural_only = await call(api, alice, "POST", path + "/_hybrid_search", {"query": "INV-4471", "bm25_weight": 0, "neural_weight": 1})
+    assert neural_only["hits"]["hits"][0]["_score"] == pytest.approx(1.0)

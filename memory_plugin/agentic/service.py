@@ -202,7 +202,8 @@ class AgenticService:
         """Wait until no embedding or infer work is queued (tests and benchmarks)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not await self.store.pending_count() and not await self.store.infer_jobs(1):
+            # Jobs first: a job's changes (pending embeddings) commit in the transaction that drops it.
+            if not await self.store.infer_jobs(1) and not await self.store.pending_count():
                 return
             await asyncio.sleep(0.02)
         raise TimeoutError("agentic background work did not settle")

@@ -11,11 +11,20 @@ from typing import Any
 
 from aiohttp import web
 
-from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, parse_memory_type
+from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, check_text, parse_memory_type
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.memory.routes_v212 import _search_body
 from memory_plugin.web import check_params, json_response, principal_of, read_json, read_json_object
+
+
+async def _object(request: web.Request) -> dict[str, Any] | None:
+    """The JSON object body, or None when there is none."""
+    return check_text(await read_json_object(request, required=False))  # type: ignore[no-any-return]
+
+
+async def _search(request: web.Request) -> dict[str, Any] | None:
+    return check_text(await _search_body(request))  # type: ignore[no-any-return]
 
 AGENTIC = web.AppKey("agentic", AgenticService)
 CONTAINER = BASE + "/{memory_container_id}"
@@ -44,7 +53,7 @@ def _search_methods(request: web.Request) -> None:
 @routes.post(BASE + "/_create")
 async def create_container(request: web.Request) -> web.Response:
     check_params(request)
-    body = await read_json_object(request, required=False)
+    body = await _object(request)
     return json_response(await _service(request).create_container(principal_of(request), body))
 
 
@@ -52,7 +61,7 @@ async def create_container(request: web.Request) -> web.Response:
 async def search_containers(request: web.Request) -> web.Response:
     _search_methods(request)
     check_params(request)
-    return json_response(await _service(request).search_containers(principal_of(request), await _search_body(request)))
+    return json_response(await _service(request).search_containers(principal_of(request), await _search(request)))
 
 
 @routes.get(CONTAINER)
@@ -66,7 +75,7 @@ async def get_container(request: web.Request) -> web.Response:
 async def update_container(request: web.Request) -> web.Response:
     check_params(request)
     (container_id,) = _ids(request, "memory_container_id")
-    body = await read_json_object(request, required=False)
+    body = await _object(request)
     return json_response(await _service(request).update_container(principal_of(request), container_id, body))
 
 
@@ -74,7 +83,7 @@ async def update_container(request: web.Request) -> web.Response:
 async def delete_container(request: web.Request) -> web.Response:
     check_params(request, ("delete_all_memories", "delete_memories"))
     (container_id,) = _ids(request, "memory_container_id")
-    body: dict[str, Any] = await read_json_object(request, required=False) or {}
+    body: dict[str, Any] = await _object(request) or {}
     options = {**body, **{name: request.query[name] for name in ("delete_all_memories", "delete_memories") if name in request.query}}
     delete_all = boolean(options, "delete_all_memories", False) or False
     raw_types = options.get("delete_memories")
@@ -98,7 +107,7 @@ async def delete_container(request: web.Request) -> web.Response:
 async def add_memory(request: web.Request) -> web.Response:
     check_params(request)
     (container_id,) = _ids(request, "memory_container_id")
-    body = await read_json_object(request, required=False)
+    body = await _object(request)
     return json_response(await _service(request).add_memory(principal_of(request), container_id, body))
 
 
@@ -106,7 +115,7 @@ async def add_memory(request: web.Request) -> web.Response:
 async def create_session(request: web.Request) -> web.Response:
     check_params(request)
     (container_id,) = _ids(request, "memory_container_id")
-    body = await read_json_object(request, required=False)
+    body = await _object(request)
     return json_response(await _service(request).create_session(principal_of(request), container_id, body))
 
 
@@ -115,7 +124,7 @@ async def search_memories(request: web.Request) -> web.Response:
     _search_methods(request)
     check_params(request)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
-    body = await _search_body(request)
+    body = await _search(request)
     return json_response(
         await _service(request).search_memories(principal_of(request), container_id, memory_type, body)
     )
@@ -125,7 +134,7 @@ async def search_memories(request: web.Request) -> web.Response:
 async def delete_by_query(request: web.Request) -> web.Response:
     check_params(request)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
-    body = await read_json_object(request, required=False)
+    body = await _object(request)
     return json_response(
         await _service(request).delete_by_query(principal_of(request), container_id, memory_type, body)
     )
@@ -142,7 +151,7 @@ async def semantic_search(request: web.Request) -> web.Response:
     check_params(request)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
     _long_term_only(memory_type)
-    body = await read_json_object(request, required=False)
+    body = await _object(request)
     return json_response(await _service(request).semantic_search(principal_of(request), container_id, body))
 
 
@@ -152,7 +161,7 @@ async def hybrid_search(request: web.Request) -> web.Response:
     check_params(request)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
     _long_term_only(memory_type)
-    body = await read_json_object(request, required=False)
+    body = await _object(request)
     return json_response(await _service(request).hybrid_search(principal_of(request), container_id, body))
 
 
@@ -167,7 +176,7 @@ async def get_memory(request: web.Request) -> web.Response:
 async def update_memory(request: web.Request) -> web.Response:
     check_params(request)
     ids = _ids(request, "memory_container_id", "memory_type", "memory_id")
-    body = await read_json(request, required=False)
+    body = check_text(await read_json(request, required=False))
     return json_response(await _service(request).update_memory(principal_of(request), *ids, body))
 
 

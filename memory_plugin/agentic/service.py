@@ -64,6 +64,7 @@ from memory_plugin.agentic.models import (
     string_map,
     text,
     updated_container,
+    valid_unicode,
 )
 from memory_plugin.agentic.store import AgenticStore, InferJob, LongTermChange, SessionWrite, StoredDoc
 from memory_plugin.auth import Principal
@@ -423,7 +424,7 @@ class AgenticService:
             if "llm_result_path" in str(error):
                 raise InvalidArgument(f"Failed to summarise the session: {error}", parameter="llm_result_path") from None
             raise UpstreamFailed(f"Failed to summarise the session: {error}") from None
-        return summary.strip() if isinstance(summary, str) else json.dumps(summary, ensure_ascii=False)
+        return valid_unicode(summary.strip() if isinstance(summary, str) else json.dumps(summary, ensure_ascii=False))
 
     async def create_session(self, owner: Principal, container_id: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
         self._check()
@@ -740,7 +741,7 @@ class AgenticService:
         facts = extracted.get("facts")
         if not isinstance(facts, list) or not all(isinstance(fact, str) for fact in facts):
             raise LLMError('The LLM answer has no "facts" array of strings')
-        facts = [fact.strip() for fact in facts if fact.strip()]
+        facts = [valid_unicode(fact.strip()) for fact in facts if fact.strip()]
         if not facts:
             return []
         max_infer = int(config.get("max_infer_size") or 5)
@@ -769,6 +770,8 @@ class AgenticService:
             event = str(decision.get("event", "")).upper()
             memory_text = decision.get("text")
             target = str(decision.get("id", ""))
+            if isinstance(memory_text, str):
+                memory_text = valid_unicode(memory_text)
             if event == "ADD" and isinstance(memory_text, str) and memory_text.strip():
                 changes.append(self._add(job, strategy, scope, memory_text.strip(), now))
             elif event in ("UPDATE", "DELETE") and target in old:  # only memories this run retrieved

@@ -8,6 +8,7 @@ user prompt) or a memory decision (a function of the old memories and facts).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable
@@ -37,6 +38,9 @@ class ScriptedLLM:
         self.fail_with: int | None = None
         self.raw_content: str | None = None
         self.api_keys: list[str | None] = []
+        #: Extraction calls for these strategy types wait until ``release`` is set (a hanging LLM).
+        self.hang: set[str] = set()
+        self.release = asyncio.Event()
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -60,6 +64,8 @@ class ScriptedLLM:
         else:
             kind = "USER_PREFERENCE" if "preferences" in system else "SUMMARY" if "summaries" in system else "SEMANTIC"
             messages = payload_of(user)[:-1]  # the trailing reminder is ours
+            if kind in self.hang:
+                await self.release.wait()
             content = "Here you go:\n" + json.dumps({"facts": self.facts(kind, messages)})
         return web.json_response(
             {"id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],

@@ -298,3 +298,38 @@ async def test_semantic_and_hybrid_search(api, alice, llm):
     assert all(0.0 <= h["_score"] <= 1.0 for h in hits) and len(hits) <= 3
     neural_only = await call(api, alice, "POST", path + "/_hybrid_search", {"query": "INV-4471", "bm25_weight": 0, "neural_weight": 1})
     assert neural_only["hits"]["hits"][0]["_score"] == pytest.approx(1.0)
+
+
+MULTILINGUAL = [
+    "Der Kunde möchte seine Rechnungen künftig per E-Mail erhalten.",
+    "El cliente tiene un perro llamado Max.",
+    "Le client part en vacances au Japon en avril.",
+    "The customer is allergic to peanuts.",
+    "顧客はパスワードをリセットしたいと言っています。",
+    "Клиент переезжает в Берлин в следующем месяце.",
+]
+#: Every query is in another language than its memory.  The small e5 model is weaker across languages on
+#: generic questions ("Hat der Kunde ein Haustier?" ranks the German memory first); these name the topic.
+CROSS_LANGUAGE_QUERIES = [
+    ("invoices sent by email", 0),
+    ("Hat der Kunde einen Hund?", 1),
+    ("Does the customer have a pet?", 1),
+    ("犬の名前は何ですか", 1),
+    ("¿Adónde viaja el cliente de vacaciones?", 2),
+    ("vacation in Japan in April", 2),
+    ("¿El cliente tiene alergia a los cacahuetes?", 3),
+    ("Ist der Kunde allergisch gegen Erdnüsse?", 3),
+    ("The user forgot their password and cannot log in", 4),
+    ("Кто хочет сбросить пароль?", 4),
+    ("Le client déménage à Berlin", 5),
+    ("moving to Berlin", 5),
+]
+
+
+async def test_multilingual_semantic_search_ranks_the_right_memory_first(api, alice, llm):
+    cid = await container(api, alice, SEMANTIC_CONFIG)
+    await seed_long_term(api, alice, cid, llm, MULTILINGUAL)
+    for query, expected in CROSS_LANGUAGE_QUERIES:
+        found = await call(api, alice, "POST", f"/{cid}/memories/long-term/_semantic_search", {"query": query, "k": 3})
+        top = found["hits"]["hits"][0]["_source"]["memory"]
+        assert top == MULTILINGUAL[expected], (query, [h["_source"]["memory"] for h in found["hits"]["hits"]])

@@ -395,7 +395,7 @@ def updated_container(
     current: Mapping[str, Any], body: Mapping[str, Any], model_dimension: int, retention_enabled: bool
 ) -> dict[str, Any]:
     """A container after an update (AGENTIC.md 3.3): what may change is merged, the rest kept."""
-    doc = json.loads(json.dumps(current))
+    doc: dict[str, Any] = json.loads(json.dumps(current))
     for name in ("name", "description"):
         value = text(body, name)
         if value is not None:

@@ -175,9 +175,11 @@ async def get_memory(request: web.Request) -> web.Response:
 @routes.put(TYPED + "/{memory_id}")
 async def update_memory(request: web.Request) -> web.Response:
     check_params(request)
-    ids = _ids(request, "memory_container_id", "memory_type", "memory_id")
+    container_id, memory_type, memory_id = _ids(request, "memory_container_id", "memory_type", "memory_id")
     body = check_text(await read_json(request, required=False))
-    return json_response(await _service(request).update_memory(principal_of(request), *ids, body))
+    return json_response(
+        await _service(request).update_memory(principal_of(request), container_id, memory_type, memory_id, body)
+    )
 
 
 @routes.delete(TYPED + "/{memory_id}")

@@ -339,9 +339,9 @@ class SqliteAgenticStore(AgenticStore):
         index = self._indexes.get(container_id)
         ids = np.asarray(list(seqs), dtype=np.int64)
         if index is not None and len(ids):
-            index.remove_ids(ids)
+            index.remove_ids(faiss.IDSelectorBatch(ids))
 
-    async def _write(self, work: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None) -> T:
+    async def _write(self, work: Callable[[sqlite3.Connection], T], after: Callable[[Any], None] | None = None) -> T:
         """``work`` in one transaction; ``after`` (the faiss mirror) once it has committed."""
 
         def run(c: sqlite3.Connection) -> T:

@@ -30,7 +30,8 @@ def _ok(schema: dict[str, Any], status: str = "200", description: str = "Success
 
 def _errors(style: str, *statuses: str) -> dict[str, Any]:
     schema = _ref("OpenSearchError" if style == "opensearch" else "TelnyxErrors")
-    words = {"400": "Bad input", "401": "No valid credential", "404": "Not found", "405": "Wrong method",
+    words = {"400": "Bad input", "401": "No valid credential", "403": "Forbidden", "404": "Not found", "405": "Wrong method",
+             "409": "Conflict",
              "413": "Body too large", "503": "Unavailable", "507": "Storage full"}
     return {s: {"description": words[s], "content": {JSON: {"schema": schema}}} for s in statuses}
 
@@ -290,6 +291,8 @@ def _schemas() -> dict[str, Any]:
 
 
 def openapi_document() -> dict[str, Any]:
+    from memory_plugin.agentic.openapi import agentic_operations  # it builds on the helpers above
+
     service = {
         "/": {"get": {"tags": ["service"], "summary": "Node info, as an OpenSearch node answers",
                       "responses": {**_ok({"type": "object"}), **_errors("opensearch", "401")}}},
@@ -304,8 +307,9 @@ def openapi_document() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "memory_plugin", "version": __version__,
-                 "description": "OpenSearch ML Commons conversational memory (2.11 and 2.12+) and semantic search over conversation histories."},
-        "paths": {**service, **_memory_operations(), **_history_operations()},
+                 "description": "OpenSearch ML Commons conversational memory (2.11 and 2.12+), agentic memory (3.3+) and "
+                                "semantic search over conversation histories."},
+        "paths": {**service, **_memory_operations(), **_history_operations(), **agentic_operations()},
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}, "basic": {"type": "http", "scheme": "basic"}},

@@ -51,7 +51,7 @@ def agentic_operations() -> dict[str, Any]:
     session = {"type": "object", "properties": {
         "session_id": {"type": "string"}, "summary": {"type": "string"}, "metadata": ANY_OBJECT, "agents": ANY_OBJECT,
         "additional_info": ANY_OBJECT, "namespace": STRING_MAP}}
-    semantic = {"type": "object", "required": ["query"], "properties": {
+    semantic: dict[str, Any] = {"type": "object", "required": ["query"], "properties": {
         "query": {"type": "string", "minLength": 1}, "k": {"type": "integer", "minimum": 1, "maximum": MAX_K},
         "namespace": STRING_MAP, "tags": STRING_MAP, "min_score": {"type": "number"}, "filter": ANY_OBJECT}}
     hybrid = {**semantic, "properties": {**semantic["properties"],

@@ -90,7 +90,8 @@ MAX_INFER_ATTEMPTS = 5
 
 
 def owner_id(owner: Principal) -> str:
-    return owner.user_id or owner.organization_id
+    """The ``owner_id`` of documents: the key's user (empty for an organisation-wide key)."""
+    return owner.user_id or ""
 
 
 def _took(started: float) -> int:

@@ -11,11 +11,16 @@ from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.store import AgenticStore, SqliteAgenticStore
 from memory_plugin.metrics import Metrics
-from memory_plugin.settings import Settings
+from memory_plugin.settings import OpenSearchRegion, Settings
 
 
 def agentic_store_for(settings: Settings) -> AgenticStore:
-    """Agentic memory lives in the home region, as conversational memory does (embedded store for now)."""
+    """Agentic memory lives in the home region, as conversational memory does: its cluster, or SQLite."""
+    home = settings.regions.get(settings.home_region)
+    if isinstance(home, OpenSearchRegion):
+        from memory_plugin.agentic.opensearch_store import OpenSearchAgenticStore
+
+        return OpenSearchAgenticStore(home)
     return SqliteAgenticStore(settings.data_dir / "agentic.sqlite3")
 
 

@@ -55,7 +55,7 @@ class StoredDoc:
 class InferJob:
     """An inferring add waiting for its LLM work: applied whole, or not at all."""
 
-    job_id: int
+    job_id: int | str
     owner: Principal
     container_id: str
     request: dict[str, Any]
@@ -156,11 +156,11 @@ class AgenticStore(abc.ABC):
 
     # background work
     @abc.abstractmethod
-    async def pending_embeddings(self, limit: int) -> list[tuple[int, str]]:
-        """``(seq, memory text)`` of long-term docs waiting for their embedding."""
+    async def pending_embeddings(self, limit: int) -> list[tuple[Any, str]]:
+        """``(key, memory text)`` of long-term docs waiting for their embedding (the key is the store's own)."""
 
     @abc.abstractmethod
-    async def store_embeddings(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> int:
+    async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
         """Store vectors for texts that are still current; returns how many were stored."""
 
     @abc.abstractmethod
@@ -592,7 +592,7 @@ class SqliteAgenticStore(AgenticStore):
 
     # -- background work ------------------------------------------------------------------
 
-    async def pending_embeddings(self, limit: int) -> list[tuple[int, str]]:
+    async def pending_embeddings(self, limit: int) -> list[tuple[Any, str]]:
         sql = "SELECT seq, doc FROM memories WHERE pending = 1 ORDER BY seq LIMIT ?"
         return await self.db.run(
             lambda c: [(row[0], str(json.loads(row[1]).get("memory", ""))) for row in c.execute(sql, (limit,))]
@@ -601,7 +601,7 @@ class SqliteAgenticStore(AgenticStore):
     async def pending_count(self) -> int:
         return int(await self.db.run(lambda c: c.execute("SELECT count(*) FROM memories WHERE pending = 1").fetchone()[0]))
 
-    async def store_embeddings(self, rows: Sequence[tuple[int, str, np.ndarray]]) -> int:
+    async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
         def store(c: sqlite3.Connection) -> list[tuple[str, int, np.ndarray]]:
             stored = []
             for seq, text, vector in rows:

@@ -6,24 +6,8 @@ from __future__ import annotations
 import pytest
 
 from memory_plugin.app import create_app
-from tests.agentic_llm import ScriptedLLM
+from tests.test_agentic import api, llm  # noqa: F401  (the same fixtures)
 from tests.test_agentic import BASE, SEMANTIC_CONFIG, call, container, conversation, error, seed_long_term, settle
-
-NO_BODY = object()
-
-
-@pytest.fixture
-async def llm(aiohttp_server) -> ScriptedLLM:
-    scripted = ScriptedLLM()
-    scripted.server = await aiohttp_server(scripted.app())  # type: ignore[attr-defined]
-    return scripted
-
-
-@pytest.fixture
-async def api(aiohttp_client, settings, embedder, llm, alice, bob, carol, admin):
-    settings = settings.replace(agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")))
-    return await aiohttp_client(create_app(settings, embedder=embedder))
-
 
 CREATE_ERRORS = [
     (None, 400, "Request body is required"),

@@ -486,18 +486,23 @@ class OpenSearchAgenticStore(AgenticStore):
         terms: Sequence[tuple[str, str]] = (),
         only_ids: set[str] | None = None,
     ) -> list[tuple[StoredDoc, float]]:
+        filters = self._filters(owner, container_id, terms, only_ids)
+        knn = {"knn": {"memory_embedding": {"vector": [float(x) for x in vector], "k": k,
+                                            "filter": {"bool": {"filter": filters}}}}}
+        hits = await self._ranked(owner, container_id, knn, filters, k, only_ids)
+        # lucene cosinesimil scores (1 + cos) / 2; the interface speaks cosine
+        return [(doc, 2.0 * score - 1.0) for doc, score in hits]
+
+    async def _ranked(self, owner: Principal, container_id: str, clause: dict[str, Any], filters: list[dict[str, Any]],
+                      k: int, only_ids: set[str] | None) -> list[tuple[StoredDoc, float]]:
+        """Top ``k`` long-term hits of ``clause``, always inside ``filters`` (owner, container, terms)."""
         index = await self._index(owner, container_id, LONG_TERM)
         if index is None or (only_ids is not None and not only_ids):
             return []
-        filters = self._filters(owner, container_id, terms, only_ids)
         body = {"size": k, "_source": {"excludes": ["memory_embedding"]}, "seq_no_primary_term": True, "version": True,
-                "query": {"bool": {
-                    "must": [{"knn": {"memory_embedding": {"vector": [float(x) for x in vector], "k": k,
-                                                           "filter": {"bool": {"filter": filters}}}}}],
-                    "filter": filters}}}
+                "query": {"bool": {"must": [clause], "filter": filters}}}
         result = await self.client.search(index=index, body=body)
-        # lucene cosinesimil scores (1 + cos) / 2; the interface speaks cosine
-        return [(_stored(hit), 2.0 * float(hit["_score"]) - 1.0) for hit in result["hits"]["hits"]]
+        return [(_stored(hit), float(hit["_score"])) for hit in result["hits"]["hits"]]
 
     async def bm25(
         self,
@@ -508,12 +513,6 @@ class OpenSearchAgenticStore(AgenticStore):
         terms: Sequence[tuple[str, str]] = (),
         only_ids: set[str] | None = None,
     ) -> list[tuple[StoredDoc, float]]:
-        index = await self._index(owner, container_id, LONG_TERM)
-        if index is None or (only_ids is not None and not only_ids):
-            return []
-        body = {"size": k, "_source": {"excludes": ["memory_embedding"]}, "seq_no_primary_term": True, "version": True,
-                "query": {"bool": {"must": [{"match": {"memory": query}}],
-                                   "filter": self._filters(owner, container_id, terms, only_ids)}}}
-        result = await self.client.search(index=index, body=body)
-        return [(_stored(hit), float(hit["_score"])) for hit in result["hits"]["hits"]]
+        filters = self._filters(owner, container_id, terms, only_ids)
+        return await self._ranked(owner, container_id, {"match": {"memory": query}}, filters, k, only_ids)
 

@@ -70,7 +70,7 @@ from memory_plugin.agentic.store import AgenticStore, InferJob, LongTermChange, 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.memory.query import MAX_RESULT_WINDOW, Hit, SearchResult, execute, parse_search, search_response
+from memory_plugin.memory.query import Hit, SearchQuery, SearchResult, execute, parse_search, search_response
 
 log = logging.getLogger("memory_plugin.agentic")
 
@@ -107,6 +107,11 @@ def _without_nested(query: Any) -> Any:
     if isinstance(query, list):
         return [_without_nested(item) for item in query]
     return query
+
+
+def _matching(query: SearchQuery, docs: list[StoredDoc]) -> list[str]:
+    """Ids of the docs the query matches (run in a worker thread for big containers)."""
+    return [doc.id for doc in docs if query.query.score(doc.id, doc.source) is not None]
 
 
 def _write_response(container_index: str, stored: StoredDoc, result: str) -> dict[str, Any]:
@@ -546,7 +551,8 @@ class AgenticService:
         container, memory_type = await self._typed(owner, container_id, raw_type)
         started = time.perf_counter()
         docs = await self.store.docs(owner, container_id, memory_type)
-        result = execute(query, [(doc.id, doc.source) for doc in docs])
+        # A big container's evaluation runs off the event loop, which keeps answering meanwhile.
+        result = await asyncio.to_thread(execute, query, [(doc.id, doc.source) for doc in docs])
         if memory_type == LONG_TERM and query.source.enabled and result.hits:
             # The raw _source holds the embedding, as on a real node; only the hits' vectors are read.
             sources = {doc.id: doc.source for doc in docs}
@@ -578,7 +584,7 @@ class AgenticService:
             raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")
         started = time.perf_counter()
         docs = await self.store.docs(owner, container_id, memory_type)
-        matched = [doc_id for doc_id, source in ((d.id, d.source) for d in docs) if query.query.score(doc_id, source) is not None]
+        matched = await asyncio.to_thread(_matching, query, docs)
         deleted = await self.store.delete_ids(owner, container_id, memory_type, matched)
         return {
             "took": _took(started),
@@ -627,7 +633,7 @@ class AgenticService:
         only_ids = None
         if parsed_filter is not None:
             docs = await self.store.docs(owner, container_id, LONG_TERM)
-            only_ids = {d.id for d in docs if parsed_filter.query.score(d.id, d.source) is not None}
+            only_ids = set(await asyncio.to_thread(_matching, parsed_filter, docs))
         return container, {"query": query, "k": k, "terms": terms, "min_score": min_score, "only_ids": only_ids}
 
     def _search_response(

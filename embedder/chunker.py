@@ -83,4 +83,4 @@ def chunk_text(tokenizer_or_embedder: Any, text: str, max_tokens: int = 480, ove
             break
         s = e - overlap
     total = len(spans)
-    return [TextChunk(i, total, text[cut[s]:cut[e]], cut[s], cut[e], s, e) for i, (s, e) in enumerate(spans)]
+    return [TextChunk(i, total, text[cut[s] : cut[e]], cut[s], cut[e], s, e) for i, (s, e) in enumerate(spans)]

@@ -62,9 +62,7 @@ class Embedder:
         self._encoder = Tokenizer.from_str(tokenizer.to_str())
         self._encoder.enable_truncation(max_length=self.max_tokens)
         self._encoder.no_padding()
-        self._pad_id = next(
-            (i for i in (tokenizer.token_to_id(t) for t in ("<pad>", "[PAD]")) if i is not None), 0
-        )
+        self._pad_id = next((i for i in (tokenizer.token_to_id(t) for t in ("<pad>", "[PAD]")) if i is not None), 0)
         self._input_names = [i.name for i in session.get_inputs()]
         self._output = self.config["output"]
         if self._output not in [o.name for o in session.get_outputs()]:
@@ -150,7 +148,8 @@ class Embedder:
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
         if self.config["normalize"]:
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return pooled
+        result: np.ndarray = pooled
+        return result
 
     def _probe_dimension(self) -> int:
         """The output width: from the graph's declared shape, else from one tiny run."""

@@ -1,7 +1,7 @@
 """Mount memory_plugin into an existing aiohttp application, beside its own routes.
 
-    python examples/mounted_app.py            # serves on 127.0.0.1:8080, the plugin under /memory
-    python examples/mounted_app.py --check    # starts, calls both, prints what it found, stops
+python examples/mounted_app.py            # serves on 127.0.0.1:8080, the plugin under /memory
+python examples/mounted_app.py --check    # starts, calls both, prints what it found, stops
 """
 
 import asyncio
@@ -36,15 +36,26 @@ async def check(data_dir: str) -> None:
     try:
         async with ClientSession(f"http://127.0.0.1:{port}") as http:
             print("host route:", await (await http.get("/status")).json())
-            created = await (await http.post("/memory/_plugins/_ml/memory", json={"name": "mounted"}, headers=headers)).json()
+            created = await (
+                await http.post("/memory/_plugins/_ml/memory", json={"name": "mounted"}, headers=headers)
+            ).json()
             memory_id = created["memory_id"]
-            await http.post(f"/memory/_plugins/_ml/memory/{memory_id}/messages",
-                            json={"input": "Can I pay by invoice?", "response": "Yes, for business plans."}, headers=headers)
-            messages = await (await http.get(f"/memory/_plugins/_ml/memory/{memory_id}/messages", headers=headers)).json()
+            await http.post(
+                f"/memory/_plugins/_ml/memory/{memory_id}/messages",
+                json={"input": "Can I pay by invoice?", "response": "Yes, for business plans."},
+                headers=headers,
+            )
+            messages = await (
+                await http.get(f"/memory/_plugins/_ml/memory/{memory_id}/messages", headers=headers)
+            ).json()
             print("plugin route: memory", memory_id, "has", len(messages["messages"]), "message(s)")
-            found = await (await http.get("/memory/v2/ai/conversation_histories",
-                                          params={"q": "paying with an invoice", "record_type": "ai_pipeline_storage"},
-                                          headers=headers)).json()
+            found = await (
+                await http.get(
+                    "/memory/v2/ai/conversation_histories",
+                    params={"q": "paying with an invoice", "record_type": "ai_pipeline_storage"},
+                    headers=headers,
+                )
+            ).json()
             print("search found:", [item["text"] for item in found["data"]])
     finally:
         await runner.cleanup()

@@ -22,7 +22,7 @@ from memory_plugin.errors import (
 from memory_plugin.histories.service import IngestedRecord, SearchResult
 from memory_plugin.memory.models import Conversation, Interaction, Page
 from memory_plugin.settings import EmbeddedRegion, OpenSearchRegion, Settings, load_settings
-from memory_plugin.stores.base import DeleteCounts, Hit, Record
+from memory_plugin.stores.records import DeleteCounts, Hit, Record
 
 __all__ = [
     "Conversation",

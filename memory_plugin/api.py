@@ -19,15 +19,15 @@ from typing import Any
 
 from embedder import Embedder
 from memory_plugin.auth import Principal
-from memory_plugin.clock import isoformat
+from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.histories.filters import Condition, Filter, parse_filters
 from memory_plugin.histories.service import IngestedRecord, SearchQuery, SearchResult
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
 from memory_plugin.memory.service import DEFAULT_MAX_RESULTS
 from memory_plugin.services import Services, open_services
 from memory_plugin.settings import Settings
-from memory_plugin.stores.base import DeleteCounts
+from memory_plugin.stores.filters import Condition, Filter, parse_filters
+from memory_plugin.stores.records import DeleteCounts
 
 #: A filter value: one value for ``eq``, or ``{"op": value}``; ``in`` takes a list.
 FilterSpec = Mapping[str, Any]
@@ -51,7 +51,9 @@ def filters_from_python(filters: FilterSpec | None) -> Filter:
                 values = [value] if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) else value
                 texts = [_filter_text(v) for v in values]
                 if any("," in text for text in texts):
-                    raise InvalidArgument(f"filter[{field}][in] values may not contain commas", parameter=f"filter[{field}][in]")
+                    raise InvalidArgument(
+                        f"filter[{field}][in] values may not contain commas", parameter=f"filter[{field}][in]"
+                    )
                 pairs.append((f"filter[{field}][in]", ",".join(texts)))
             else:
                 pairs.append((f"filter[{field}][{op}]", _filter_text(value)))

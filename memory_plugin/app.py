@@ -14,12 +14,12 @@ from aiohttp import web
 
 from embedder import Embedder
 from memory_plugin import logs
+from memory_plugin._version import __version__
 from memory_plugin.agentic import routes as agentic_routes
 from memory_plugin.agentic.routes import AGENTIC
-from memory_plugin._version import __version__
+from memory_plugin.auth import KeyStore
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.routes import HISTORIES
-from memory_plugin.auth import KeyStore
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.metrics import Metrics
@@ -91,7 +91,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     metrics = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[request_id_middleware, metrics.middleware(), error_middleware, auth_middleware(keys, public=[health])],
+        middlewares=[
+            request_id_middleware,
+            metrics.middleware(),
+            error_middleware,
+            auth_middleware(keys, public=[health]),
+        ],
     )
     app[METRICS] = metrics
     app[SETTINGS] = settings

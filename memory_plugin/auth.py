@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from memory_plugin.dates import isoformat
 from memory_plugin.errors import Unauthorized
 
 
@@ -104,7 +105,7 @@ class KeyStore:
             secret_sha256=_digest(secret),
             organization_id=organization_id,
             user_id=user_id,
-            created_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            created_at=isoformat(datetime.now(UTC)),
         )
         self._entries[key_id] = entry
         self._save()

@@ -29,7 +29,9 @@ def _serve(args: argparse.Namespace) -> int:
 def _keys_create(args: argparse.Namespace) -> int:
     keys = KeyStore(_settings(args).resolved_keys_file)
     entry, token = keys.create(args.org, args.user)
-    print(f"key_id:  {entry.key_id}\norg:     {entry.organization_id}\nuser:    {entry.user_id or '-'}\nkey:     {token}")
+    print(
+        f"key_id:  {entry.key_id}\norg:     {entry.organization_id}\nuser:    {entry.user_id or '-'}\nkey:     {token}"
+    )
     return 0
 
 

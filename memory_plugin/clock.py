@@ -1,4 +1,4 @@
-"""Time and ids, in the forms the APIs use."""
+"""The current time and new ids (dates are formatted and parsed in ``dates.py``)."""
 
 from __future__ import annotations
 
@@ -23,22 +23,6 @@ def now() -> datetime:
             current = _last + timedelta(microseconds=1)
         _last = current
         return current
-
-
-def isoformat(instant: datetime) -> str:
-    """``2026-05-28T12:00:00.123456Z``: ISO 8601, UTC, microseconds, ``Z``."""
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_instant(text: str) -> datetime:
-    """An ISO 8601 date or date-time as an aware UTC datetime; ValueError if malformed."""
-    value = text.strip()
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
-    parsed = datetime.fromisoformat(value)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
 
 
 def new_id() -> str:

@@ -7,6 +7,7 @@ under ``/_plugins``, Telnyx's ``errors`` list under ``/v2``).
 
 from __future__ import annotations
 
+import errno
 from typing import Any, ClassVar
 
 
@@ -58,10 +59,41 @@ class ParseFailure(InvalidArgument):
 
 
 class NotFound(ServiceError):
+    """``kind`` (``conversation``, ``interaction``, ``record``, ...) ``id`` does not exist, or is not the caller's.
+
+    The default reason is the 2.11 wording (``Conversation [id] not found``);
+    each API form may word it its own way from ``kind`` and ``id``.
+    """
+
     status = 404
     type = "resource_not_found_exception"
     code = "not_found"
     title = "Not found"
+
+    def __init__(self, kind: str, id: str, *, reason: str | None = None, parameter: str | None = None) -> None:
+        super().__init__(reason or f"{kind.capitalize()} [{id}] not found", parameter=parameter)
+        self.kind = kind
+        self.id = id
+
+
+def storage_error(error: BaseException) -> ServiceError | None:
+    """The typed error a storage failure means to a caller, or None if it is not one we know.
+
+    A full disk is a 507; a data folder that cannot be written (read-only,
+    permissions, gone) is a 503.  Either way the write was not stored.
+    """
+    if isinstance(error, OSError) and error.errno is not None:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return InsufficientStorage("the data folder is full; the write was not stored")
+        if error.errno in (errno.EROFS, errno.EACCES):
+            return Unavailable("the data folder cannot be written; the write was not stored")
+        return None
+    message = str(error).lower()
+    if "disk is full" in message or "disk i/o error" in message:
+        return InsufficientStorage("the data folder is full; the write was not stored")
+    if "readonly" in message or "read-only" in message or "unable to open" in message:
+        return Unavailable("the data folder cannot be written; the write was not stored")
+    return None
 
 
 class Unauthorized(ServiceError):

@@ -87,7 +87,9 @@ async def ingest_file(
                     summary.records += len(body["data"])
                     summary.chunks += sum(entry["chunk_total"] for entry in body["data"])
                 else:
-                    detail = body.get("errors", [{}])[0].get("detail", response.reason) if isinstance(body, dict) else body
+                    detail = (
+                        body.get("errors", [{}])[0].get("detail", response.reason) if isinstance(body, dict) else body
+                    )
                     summary.failed.append((line, f"{response.status} {detail}"))
                 bar.update(len(records))
 

@@ -6,6 +6,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -16,27 +17,43 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
-            "memory_plugin_requests", "HTTP requests by route and status", ["method", "route", "status"],
+            "memory_plugin_requests",
+            "HTTP requests by route and status",
+            ["method", "route", "status"],
             registry=self.registry,
         )
         self.request_seconds = Histogram(
-            "memory_plugin_request_seconds", "HTTP request latency by route", ["method", "route"],
-            buckets=LATENCY_BUCKETS, registry=self.registry,
+            "memory_plugin_request_seconds",
+            "HTTP request latency by route",
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.embed_batch_size = Histogram(
-            "memory_plugin_embedder_batch_size", "Texts per embedder micro-batch", ["kind"],
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=self.registry,
+            "memory_plugin_embedder_batch_size",
+            "Texts per embedder micro-batch",
+            ["kind"],
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+            registry=self.registry,
         )
         self.embed_queue_seconds = Histogram(
-            "memory_plugin_embedder_queue_seconds", "Time a text waited for its micro-batch", ["kind"],
-            buckets=LATENCY_BUCKETS, registry=self.registry,
+            "memory_plugin_embedder_queue_seconds",
+            "Time a text waited for its micro-batch",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.region_seconds = Histogram(
-            "memory_plugin_region_seconds", "Per-region store call latency", ["region"],
-            buckets=LATENCY_BUCKETS, registry=self.registry,
+            "memory_plugin_region_seconds",
+            "Per-region store call latency",
+            ["region"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.region_failures = Counter(
-            "memory_plugin_region_failures", "Region calls that failed or missed the deadline", ["region"],
+            "memory_plugin_region_failures",
+            "Region calls that failed or missed the deadline",
+            ["region"],
             registry=self.registry,
         )
 
@@ -49,7 +66,7 @@ class Metrics:
         if failed:
             self.region_failures.labels(region).inc()
 
-    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    def middleware(self) -> Middleware:
         @web.middleware
         async def measure(request: web.Request, handler: Handler) -> web.StreamResponse:
             started = time.perf_counter()

@@ -17,7 +17,8 @@ from memory_plugin.agentic.setup import open_agentic
 from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.memory.service import MemoryService
-from memory_plugin.memory.store import MemoryStore, SqliteMemoryStore
+from memory_plugin.memory.stores.base import MemoryStore
+from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 from memory_plugin.metrics import Metrics
 from memory_plugin.settings import OpenSearchRegion, Settings
 from memory_plugin.stores.factory import region_store
@@ -40,7 +41,7 @@ def memory_store_for(settings: Settings) -> MemoryStore:
     """Memory lives in the home region: its OpenSearch cluster, or SQLite under the data folder."""
     home = settings.regions.get(settings.home_region)
     if isinstance(home, OpenSearchRegion):
-        from memory_plugin.memory.opensearch_store import OpenSearchMemoryStore
+        from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
 
         return OpenSearchMemoryStore(home)
     return SqliteMemoryStore(settings.data_dir / "memory.sqlite3")
@@ -51,8 +52,10 @@ async def open_services(
     settings: Settings, *, embedder: Embedder | None = None, metrics: Metrics | None = None
 ) -> AsyncIterator[Services]:
     """Open the embedder, the region stores and the memory store; close them all on exit."""
-    model = embedder if embedder is not None else await asyncio.get_running_loop().run_in_executor(
-        None, load_embedder, settings
+    model = (
+        embedder
+        if embedder is not None
+        else await asyncio.get_running_loop().run_in_executor(None, load_embedder, settings)
     )
     async with AsyncExitStack() as stack:
         batcher = AsyncEmbedder(

@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from memory_plugin.errors import storage_error
+
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -58,11 +60,23 @@ class Database:
                 connection.execute(f"PRAGMA user_version={number}")
 
     async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work(connection)`` on the database thread."""
+        """Run ``work(connection)`` on the database thread.
+
+        A full disk or an unwritable data folder raises the typed service error
+        (``InsufficientStorage``, ``Unavailable``) here, where it arises, so that
+        every caller (HTTP or in-process) sees the same error.
+        """
         connection = self._connection
         if connection is None:
             raise RuntimeError(f"database {self.path} is not open")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, work, connection)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, work, connection)
+        except (sqlite3.Error, OSError) as error:
+            typed = storage_error(error)
+            if typed is None:
+                raise
+            log.error("storage error on %s: %s", self.path, error)
+            raise typed from error
 
     async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` inside one transaction: all of it is committed, or none."""

@@ -10,24 +10,22 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from memory_plugin.auth import KeyStore, Principal
 from memory_plugin.errors import (
-    InsufficientStorage,
     InvalidArgument,
     NotFound,
     ParseFailure,
     PayloadTooLarge,
     ServiceError,
     Unauthorized,
-    Unavailable,
 )
 
 log = logging.getLogger("memory_plugin.http")
@@ -64,15 +62,6 @@ def error_response(request: web.Request, error: ServiceError) -> web.Response:
     return response
 
 
-def _storage_error(error: sqlite3.Error) -> ServiceError | None:
-    message = str(error).lower()
-    if "disk is full" in message or "disk i/o error" in message:
-        return InsufficientStorage("the data folder is full; the write was not stored")
-    if "readonly" in message or "read-only" in message or "unable to open" in message:
-        return Unavailable("the data folder cannot be written; the write was not stored")
-    return None
-
-
 @web.middleware
 async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
@@ -104,7 +93,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except ServiceError as error:
         return error_response(request, error)
     except web.HTTPRequestEntityTooLarge:
-        return error_response(request, PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes"))
+        return error_response(
+            request, PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes")
+        )
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
         wrong_method = InvalidArgument(
@@ -115,20 +106,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return response
     except web.HTTPNotFound:
         return error_response(
-            request, NotFound(f"no handler found for uri [{request.path}] and method [{request.method}]")
+            request,
+            NotFound(
+                "handler",
+                request.path,
+                reason=f"no handler found for uri [{request.path}] and method [{request.method}]",
+            ),
         )
-    except sqlite3.Error as exc:
-        mapped = _storage_error(exc)
-        if mapped is None:
-            return _internal_error(request, exc)
-        log.error("storage error: %s", exc, extra={"request_id": request.get(REQUEST_ID)})
-        return error_response(request, mapped)
-    except OSError as exc:
-        if exc.errno in (28, 122):  # ENOSPC, EDQUOT
-            return error_response(request, InsufficientStorage("the data folder is full; the write was not stored"))
-        if exc.errno in (30, 13):  # EROFS, EACCES
-            return error_response(request, Unavailable("the data folder cannot be written; the write was not stored"))
-        return _internal_error(request, exc)
     except web.HTTPException:
         raise
     except Exception as exc:  # a bug: log it, and still answer in the API's format
@@ -140,9 +124,7 @@ def _internal_error(request: web.Request, exc: BaseException) -> web.Response:
     return error_response(request, ServiceError("internal error; the request id is in the X-Request-Id header"))
 
 
-def auth_middleware(
-    keys: KeyStore, public: Iterable[Handler] = ()
-) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def auth_middleware(keys: KeyStore, public: Iterable[Handler] = ()) -> Middleware:
     """Every route needs a key except the ``public`` handlers (the health check)."""
     public = frozenset(public)
 
@@ -167,7 +149,9 @@ def check_params(request: web.Request, allowed: Iterable[str] = (), prefixes: It
         names = ", ".join(dict.fromkeys(unknown))
         if _is_v2(request):
             raise InvalidArgument(f"unknown query parameter [{names}]", parameter=unknown[0])
-        raise InvalidArgument(f"request [{request.path}] contains unrecognized parameter: [{names}]", parameter=unknown[0])
+        raise InvalidArgument(
+            f"request [{request.path}] contains unrecognized parameter: [{names}]", parameter=unknown[0]
+        )
 
 
 def int_param(request: web.Request, name: str, default: int) -> int:
@@ -243,6 +227,19 @@ async def read_json_object(request: web.Request, *, required: bool) -> dict[str,
     return value
 
 
+async def search_body(request: web.Request) -> dict[str, Any] | None:
+    """A search body, or the ``source`` parameter that stands in for it (OpenSearch accepts both)."""
+    body = await read_json(request, required=False)
+    if body is None and "source" in request.query:
+        try:
+            body = json.loads(request.query["source"])
+        except json.JSONDecodeError as exc:
+            raise ParseFailure(f"Failed to parse [source] parameter: {exc.msg}", parameter="source") from None
+    if body is not None and not isinstance(body, dict):
+        raise ParseFailure("search body must be a JSON object", parameter="body")
+    return body
+
+
 def string_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
     if name not in body or body[name] is None:
         if required:
@@ -257,7 +254,9 @@ def string_field(body: dict[str, Any], name: str, *, required: bool = False) -> 
 def check_fields(body: dict[str, Any], allowed: Iterable[str]) -> None:
     unknown = sorted(set(body) - set(allowed))
     if unknown:
-        raise InvalidArgument(f"unknown field {unknown} in request body; known fields are {sorted(allowed)}", parameter=unknown[0])
+        raise InvalidArgument(
+            f"unknown field {unknown} in request body; known fields are {sorted(allowed)}", parameter=unknown[0]
+        )
 
 
 def _json_type(value: Any) -> str:

@@ -102,7 +102,9 @@ if __name__ == "__main__":
     embedder = Embedder.from_dir(ensure_default_model())
     started = time.perf_counter()
     vectors = embedder.passage(texts)
-    print(f"embedded {len(texts)} texts in {time.perf_counter() - started:.1f}s; "
-          f"mean pairwise cosine {mean_pairwise_cosine(vectors):.3f}")
+    print(
+        f"embedded {len(texts)} texts in {time.perf_counter() - started:.1f}s; "
+        f"mean pairwise cosine {mean_pairwise_cosine(vectors):.3f}"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.save(args.out, vectors)

@@ -42,20 +42,25 @@ from memory_plugin.agentic.models import LONG_TERM, new_container  # noqa: E402
 from memory_plugin.agentic.service import AgenticService  # noqa: E402
 from memory_plugin.agentic.store import SqliteAgenticStore  # noqa: E402
 from memory_plugin.auth import KeyStore, Principal  # noqa: E402
-from tests.live import LiveServer  # noqa: E402
+from tests.support.live import LiveServer  # noqa: E402
 
 BASE = "/_plugins/_ml/memory_containers"
 CONFIGURATION = {
-    "embedding_model_type": "TEXT_EMBEDDING", "embedding_model_id": "built-in", "embedding_dimension": 384,
-    "llm_id": "chat", "strategies": [{"type": "SEMANTIC", "namespace": ["user_id"]}],
+    "embedding_model_type": "TEXT_EMBEDDING",
+    "embedding_model_id": "built-in",
+    "embedding_dimension": 384,
+    "llm_id": "chat",
+    "strategies": [{"type": "SEMANTIC", "namespace": ["user_id"]}],
 }
 OWNER = Principal("bench-org", "bench-user")
 USERS = 10
 
 
 def message(n: int) -> list[dict]:
-    return [{"role": "user", "content": [{"type": "text", "text": f"Question {n}: why was I charged twice this month?"}]},
-            {"role": "assistant", "content": [{"type": "text", "text": f"Answer {n}: a duplicate authorisation."}]}]
+    return [
+        {"role": "user", "content": [{"type": "text", "text": f"Question {n}: why was I charged twice this month?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": f"Answer {n}: a duplicate authorisation."}]},
+    ]
 
 
 async def bench_adds(requests: int, concurrency: int, log_level: str) -> list[dict]:
@@ -73,8 +78,13 @@ async def bench_adds(requests: int, concurrency: int, log_level: str) -> list[di
         url = f"{server.url}{BASE}/{container_id}/memories"
         cases = [
             ("add memory", lambda n: {"messages": message(n), "namespace": {"user_id": f"u{n % USERS}"}}),
-            ("add memory + session", lambda n: {"messages": message(n),
-                                                "namespace": {"user_id": f"u{n % USERS}", "session_id": f"s{n % 100}"}}),
+            (
+                "add memory + session",
+                lambda n: {
+                    "messages": message(n),
+                    "namespace": {"user_id": f"u{n % USERS}", "session_id": f"s{n % 100}"},
+                },
+            ),
         ]
         with tqdm(total=requests * len(cases), unit="req", desc="adds") as bar:
             for name, body in cases:
@@ -82,18 +92,26 @@ async def bench_adds(requests: int, concurrency: int, log_level: str) -> list[di
     return results
 
 
-async def fill_store(store: SqliteAgenticStore, container_id: str, count: int, texts: list[str],
-                     vectors: np.ndarray) -> None:
+async def fill_store(
+    store: SqliteAgenticStore, container_id: str, count: int, texts: list[str], vectors: np.ndarray
+) -> None:
     """``count`` long-term memories written straight into the store, then their vectors."""
     now = int(time.time() * 1000)
     with tqdm(total=count * 2, unit="mem", desc="fill") as bar:
         for start in range(0, count, 5000):
             rows = []
             for n in range(start, min(count, start + 5000)):
-                doc = {"memory": f"{texts[n % len(texts)]} (memory {n})", "strategy_type": "SEMANTIC",
-                       "strategy_id": "semantic_00000000", "namespace": {"user_id": f"u{n % USERS}"},
-                       "namespace_size": 1, "owner_id": OWNER.user_id, "memory_container_id": container_id,
-                       "created_time": now, "last_updated_time": now}
+                doc = {
+                    "memory": f"{texts[n % len(texts)]} (memory {n})",
+                    "strategy_type": "SEMANTIC",
+                    "strategy_id": "semantic_00000000",
+                    "namespace": {"user_id": f"u{n % USERS}"},
+                    "namespace_size": 1,
+                    "owner_id": OWNER.user_id,
+                    "memory_container_id": container_id,
+                    "created_time": now,
+                    "last_updated_time": now,
+                }
                 rows.append((f"m{n:07d}", doc))
 
             def insert(c, rows=rows):  # type: ignore[no-untyped-def]
@@ -118,8 +136,11 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     batcher = AsyncEmbedder(model)
     service = AgenticService(store, batcher)
     container_id = "bench-container-000000"
-    await store.insert_container(OWNER, container_id, new_container({"name": "bench", "configuration": CONFIGURATION},
-                                                                     model.dimension, False, OWNER.user_id or ""))
+    await store.insert_container(
+        OWNER,
+        container_id,
+        new_container({"name": "bench", "configuration": CONFIGURATION}, model.dimension, False, OWNER.user_id or ""),
+    )
     await fill_store(store, container_id, memories, texts, vectors)
     rng = random.Random(3)
     words = [w for t in texts for w in t.split() if w.isalpha() and len(w) > 3]
@@ -134,17 +155,24 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     with tqdm(total=searches * len(cases), unit="q", desc="search") as bar:
         for index, (name, search, extra) in enumerate(cases):
             latencies = []
-            for query in queries[index * searches:(index + 1) * searches]:
+            for query in queries[index * searches : (index + 1) * searches]:
                 started = time.perf_counter()
                 found = await search(OWNER, container_id, {"query": query, "k": 10, **extra})
                 latencies.append(time.perf_counter() - started)
                 assert found["hits"]["hits"], name
                 bar.update()
             ms = np.array(latencies) * 1000
-            results.append({"case": name, "memories": memories, "searches": searches, "concurrency": 1,
-                            "p50_ms": round(float(np.percentile(ms, 50)), 2),
-                            "p99_ms": round(float(np.percentile(ms, 99)), 2),
-                            "req_per_s": round(searches / float(ms.sum() / 1000), 1)})
+            results.append(
+                {
+                    "case": name,
+                    "memories": memories,
+                    "searches": searches,
+                    "concurrency": 1,
+                    "p50_ms": round(float(np.percentile(ms, 50)), 2),
+                    "p99_ms": round(float(np.percentile(ms, 99)), 2),
+                    "req_per_s": round(searches / float(ms.sum() / 1000), 1),
+                }
+            )
     # the query embedding alone, for scale
     started = time.perf_counter()
     for query in queries[-50:]:
@@ -152,8 +180,17 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     embed_ms = (time.perf_counter() - started) / 50 * 1000
     await batcher.close()
     await store.close()
-    results.append({"case": "query embedding only", "memories": 0, "searches": 50, "concurrency": 1,
-                    "p50_ms": round(embed_ms, 2), "p99_ms": None, "req_per_s": round(1000 / embed_ms, 1)})
+    results.append(
+        {
+            "case": "query embedding only",
+            "memories": 0,
+            "searches": 50,
+            "concurrency": 1,
+            "p50_ms": round(embed_ms, 2),
+            "p99_ms": None,
+            "req_per_s": round(1000 / embed_ms, 1),
+        }
+    )
     return results
 
 
@@ -195,8 +232,10 @@ async def main() -> None:
     results += await bench_search(args.memories, args.searches, args.seed_texts)
     print(f"\n{'case':<28}{'memories':>10}{'conc':>6}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}")
     for row in results:
-        print(f"{row['case']:<28}{row.get('memories', '-')!s:>10}{row['concurrency']:>6}{row['req_per_s']:>10}"
-              f"{row['p50_ms']:>10}{row['p99_ms']!s:>10}")
+        print(
+            f"{row['case']:<28}{row.get('memories', '-')!s:>10}{row['concurrency']:>6}{row['req_per_s']:>10}"
+            f"{row['p50_ms']:>10}{row['p99_ms']!s:>10}"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"results": results}, indent=2))
     png = args.out.with_suffix(".png")

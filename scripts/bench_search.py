@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _vectors import from_seed, mean_pairwise_cosine, synthetic  # noqa: E402
 
-from memory_plugin.histories.filters import Filter, parse_filters  # noqa: E402
-from memory_plugin.stores.base import Chunk, Record, VectorStore  # noqa: E402
+from memory_plugin.stores.base import VectorStore  # noqa: E402
 from memory_plugin.stores.embedded import EmbeddedStore  # noqa: E402
+from memory_plugin.stores.filters import Filter, parse_filters  # noqa: E402
+from memory_plugin.stores.records import Chunk, Record  # noqa: E402
 
 DIM = 384
 ORG = "org-bench"
 USERS = 100
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 #: name -> (filter params, mask over chunk number i)
 CASES: dict[str, tuple[list[tuple[str, str]], Callable[[np.ndarray], np.ndarray]]] = {
     "unfiltered": ([], lambda i: np.ones(len(i), dtype=bool)),
@@ -76,8 +77,9 @@ def opensearch_backend(url: str, engine: str = "lucene") -> Callable[[Path], Any
         from memory_plugin.settings import OpenSearchRegion
         from memory_plugin.stores.opensearch import OpenSearchStore
 
-        settings = OpenSearchRegion(hosts=(url,), index_prefix=f"bench-{uuid.uuid4().hex[:8]}", timeout=120.0,
-                                    knn_engine=engine)
+        settings = OpenSearchRegion(
+            hosts=(url,), index_prefix=f"bench-{uuid.uuid4().hex[:8]}", timeout=120.0, knn_engine=engine
+        )
         store = OpenSearchStore(settings, "USA", create_indices=("voice",))
         await store.open(DIM)
         try:
@@ -123,7 +125,12 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, candidates: np.ndarray, 
 
 
 async def measure(
-    store: VectorStore, vectors: np.ndarray, queries: np.ndarray, params: list[tuple[str, str]], mask: np.ndarray, k: int
+    store: VectorStore,
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    params: list[tuple[str, str]],
+    mask: np.ndarray,
+    k: int,
 ) -> dict[str, float]:
     """Latency of back-to-back searches (truth computed beforehand, off the clock)."""
     where: Filter = parse_filters(params)
@@ -150,7 +157,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     seed = np.load(args.seed_vectors) if args.seed_vectors else None
     results: dict[str, Any] = {
         "dimension": DIM,
-        "vectors": f"mixed from {args.seed_vectors}" if seed is not None else "synthetic e5-shaped (no seed file given)",
+        "vectors": f"mixed from {args.seed_vectors}"
+        if seed is not None
+        else "synthetic e5-shaped (no seed file given)",
         "queries": args.queries,
         "k": 10,
         "cpus": os.cpu_count(),
@@ -168,7 +177,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="bench-search-") as folder:
                 async with factory(Path(folder)) as store:
                     seconds = await load(store, vectors, args.batch)
-                    backend: dict[str, Any] = {"load_s": round(seconds, 1), "load_us_per_chunk": round(seconds / size * 1e6, 1)}
+                    backend: dict[str, Any] = {
+                        "load_s": round(seconds, 1),
+                        "load_us_per_chunk": round(seconds / size * 1e6, 1),
+                    }
                     for case, (params, mask_of) in CASES.items():
                         backend[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
                 if isinstance(store, EmbeddedStore):
@@ -219,7 +231,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         url = args.opensearch_url
         if args.opensearch and not url:
-            from scripts.opensearch_nodes import start_nodes
+            from tests.support.opensearch import start_nodes
 
             url = stack.enter_context(start_nodes(1))[0].url
         if url:

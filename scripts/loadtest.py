@@ -57,11 +57,24 @@ OPERATIONS = ("create_conversation", "create_interaction", "list_interactions", 
 DEFAULT_MIX = "create_interaction=40,list_interactions=25,ingest=10,search=20,create_conversation=5"
 RECORD_TYPES = ("voice", "message")
 TOPICS = (
-    "billing discrepancy on the latest invoice", "router keeps dropping the connection", "refund for a cancelled order",
-    "password reset link expired", "delivery arrived damaged", "upgrade to the premium plan", "network outage downtown",
-    "change of billing address", "double charge on the credit card", "slow internet in the evening",
-    "porting a phone number", "roaming charges abroad", "contract cancellation fee", "modem replacement",
-    "hold time was too long", "technician appointment", "parental controls", "voicemail not working",
+    "billing discrepancy on the latest invoice",
+    "router keeps dropping the connection",
+    "refund for a cancelled order",
+    "password reset link expired",
+    "delivery arrived damaged",
+    "upgrade to the premium plan",
+    "network outage downtown",
+    "change of billing address",
+    "double charge on the credit card",
+    "slow internet in the evening",
+    "porting a phone number",
+    "roaming charges abroad",
+    "contract cancellation fee",
+    "modem replacement",
+    "hold time was too long",
+    "technician appointment",
+    "parental controls",
+    "voicemail not working",
 )
 QUERIES = tuple(f"{topic} {suffix}" for topic in TOPICS for suffix in ("", "issue", "help"))
 #: Values a histogram can hold: 1 µs to 10 minutes, 3 significant digits.
@@ -162,13 +175,15 @@ class Load:
         self.sequence += 1
         return f"{prefix}-{os.getpid()}-{self.sequence}"
 
-    async def call(self, http: aiohttp.ClientSession, op: str, org: Org, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+    async def call(
+        self, http: aiohttp.ClientSession, op: str, org: Org, method: str, path: str, **kwargs: Any
+    ) -> tuple[int, Any]:
         started = time.perf_counter()
         try:
             async with http.request(method, self.url + path, headers=org.headers, **kwargs) as response:
                 body = await response.read()
                 status = response.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
             self.stats.record(op, started, type(error).__name__)
             return 0, None
         self.stats.record(op, started, str(status))
@@ -185,8 +200,14 @@ class Load:
     async def create_interaction(self, http: aiohttp.ClientSession, org: Org) -> None:
         conversation = self.rng.choice(org.conversations)
         topic = self.rng.choice(TOPICS)
-        payload = {"input": f"Customer asks about {topic}.", "response": f"Agent explains the {topic}.", "origin": "loadtest"}
-        status, body = await self.call(http, "create_interaction", org, "POST", f"{MEMORY}/{conversation}", json=payload)
+        payload = {
+            "input": f"Customer asks about {topic}.",
+            "response": f"Agent explains the {topic}.",
+            "origin": "loadtest",
+        }
+        status, body = await self.call(
+            http, "create_interaction", org, "POST", f"{MEMORY}/{conversation}", json=payload
+        )
         if status == 200:
             org.interactions[conversation].append(body["interaction_id"])
 
@@ -242,8 +263,11 @@ class Load:
                         bar.update(done - shown)
                         shown = done
                         elapsed = time.perf_counter() - started
-                        bar.set_postfix(req=self.stats.count, rps=round(self.stats.count / elapsed),
-                                        err5xx=self.stats.server_errors())
+                        bar.set_postfix(
+                            req=self.stats.count,
+                            rps=round(self.stats.count / elapsed),
+                            err5xx=self.stats.server_errors(),
+                        )
 
             await asyncio.gather(progress(), *(worker() for _ in range(concurrency)))
             return time.perf_counter() - started
@@ -264,7 +288,7 @@ class Load:
                             if response.status == 200:
                                 return await response.json()
                             problem = f"GET {path} {params} -> {response.status}: {(await response.text())[:200]}"
-                    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+                    except (TimeoutError, aiohttp.ClientError, OSError) as error:
                         problem = f"GET {path} -> {error!r}"
                     await asyncio.sleep(0.2 * (attempt + 1))
                 problems.append(problem)
@@ -284,7 +308,9 @@ class Load:
             checked["conversations"] += len(org.conversations)
             lost.extend(f"conversation {org.name}/{c}" for c in org.conversations if c not in seen)
 
-        async def interactions(http: aiohttp.ClientSession, org: Org, conversation: str, acknowledged: list[str]) -> None:
+        async def interactions(
+            http: aiohttp.ClientSession, org: Org, conversation: str, acknowledged: list[str]
+        ) -> None:
             page = await get(http, org, f"{MEMORY}/{conversation}", {"max_results": "10000"})
             seen = {i["interaction_id"] for i in page["interactions"]} if page else set()
             checked["interactions"] += len(acknowledged)
@@ -320,7 +346,7 @@ class Load:
 
 async def hello_world_rps(concurrency: int, seconds: float) -> dict[str, Any]:
     """Req/s of the smallest aiohttp app, same client and concurrency: the ceiling for this machine."""
-    from tests.live import free_port
+    from tests.support.live import free_port
 
     port = free_port()
     process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "hello_world.py"), str(port)])
@@ -348,8 +374,12 @@ async def hello_world_rps(concurrency: int, seconds: float) -> dict[str, Any]:
 
             await asyncio.gather(*(worker() for _ in range(concurrency)))
             elapsed = time.perf_counter() - started
-        return {"seconds": round(elapsed, 2), "requests": count, "throughput_rps": round(count / elapsed, 1),
-                "statuses": dict(statuses)}
+        return {
+            "seconds": round(elapsed, 2),
+            "requests": count,
+            "throughput_rps": round(count / elapsed, 1),
+            "statuses": dict(statuses),
+        }
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -363,22 +393,38 @@ def print_table(result: dict[str, Any]) -> None:
     rows = [("operation", "count", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "statuses")]
     for op, s in result["operations"].items():
         statuses = " ".join(f"{k}:{v}" for k, v in s["statuses"].items())
-        rows.append((op, str(s["count"]), f"{s['throughput_rps']:.1f}", f"{s['p50_ms']:.1f}", f"{s['p90_ms']:.1f}",
-                     f"{s['p99_ms']:.1f}", f"{s['max_ms']:.1f}", statuses))
+        rows.append(
+            (
+                op,
+                str(s["count"]),
+                f"{s['throughput_rps']:.1f}",
+                f"{s['p50_ms']:.1f}",
+                f"{s['p90_ms']:.1f}",
+                f"{s['p99_ms']:.1f}",
+                f"{s['max_ms']:.1f}",
+                statuses,
+            )
+        )
     rows.append(("total", str(result["total_requests"]), f"{result['throughput_rps']:.1f}", "", "", "", "", ""))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for n, row in enumerate(rows):
-        print("  ".join(cell.ljust(w) if i in (0, 7) else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+        print(
+            "  ".join(cell.ljust(w) if i in (0, 7) else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        )
         if n == 0:
             print("  ".join("-" * w for w in widths))
     v = result["verification"]
     print(f"\n{result['concurrency']} clients, {result['elapsed_s']:.1f} s, {len(result['orgs'])} orgs")
-    print(f"verified: {v['checked']}; lost writes: {v['lost_writes']}; 5xx: {result['server_5xx']};"
-          f" transport errors: {result['transport_errors']}")
+    print(
+        f"verified: {v['checked']}; lost writes: {v['lost_writes']}; 5xx: {result['server_5xx']};"
+        f" transport errors: {result['transport_errors']}"
+    )
     if "hello_world" in result:
         hw = result["hello_world"]
-        print(f"hello-world (GET /, same client, c={result['concurrency']}): {hw['throughput_rps']:.1f} req/s;"
-              f" ours: {result['throughput_rps']:.1f} req/s ({result['throughput_rps'] / hw['throughput_rps']:.1%})")
+        print(
+            f"hello-world (GET /, same client, c={result['concurrency']}): {hw['throughput_rps']:.1f} req/s;"
+            f" ours: {result['throughput_rps']:.1f} req/s ({result['throughput_rps'] / hw['throughput_rps']:.1%})"
+        )
     for item in v["lost"][:10]:
         print("LOST", item)
     for item in v["verify_errors"][:5]:
@@ -394,9 +440,13 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mix", default=DEFAULT_MIX, help=f"operation weights (default {DEFAULT_MIX})")
     parser.add_argument("--orgs", type=int, default=3, help="organisations (one key each)")
     parser.add_argument("--keys", help="with --url: comma-separated API keys to use (one per org)")
-    parser.add_argument("--data-dir", type=Path, help="with --url: the server's data folder, to create keys in its keys.json")
+    parser.add_argument(
+        "--data-dir", type=Path, help="with --url: the server's data folder, to create keys in its keys.json"
+    )
     parser.add_argument("--bridge", action="store_true", help="with --spawn: index interactions for search too")
-    parser.add_argument("--hello-world", action="store_true", help="also measure an aiohttp hello-world at the same concurrency")
+    parser.add_argument(
+        "--hello-world", action="store_true", help="also measure an aiohttp hello-world at the same concurrency"
+    )
     parser.add_argument("--hello-seconds", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "loadtest.json")
@@ -409,7 +459,7 @@ async def main(argv: list[str] | None = None) -> int:
     workdir: Path | None = None
     try:
         if args.spawn:
-            from tests.live import LiveServer
+            from tests.support.live import LiveServer
 
             workdir = Path(tempfile.mkdtemp(prefix="loadtest-"))
             data_dir = workdir / "data"
@@ -426,7 +476,9 @@ async def main(argv: list[str] | None = None) -> int:
             elif args.data_dir:
                 keys = KeyStore(args.data_dir / "keys.json")
                 stamp = int(time.time())
-                orgs = [Org(f"load-{stamp}-{n}", keys.create(f"load-{stamp}-{n}", f"user-{n}")[1]) for n in range(args.orgs)]
+                orgs = [
+                    Org(f"load-{stamp}-{n}", keys.create(f"load-{stamp}-{n}", f"user-{n}")[1]) for n in range(args.orgs)
+                ]
             else:
                 parser.error("with --url, give --keys or --data-dir (or use --spawn)")
         load = Load(url, orgs, mix, args.seed)

@@ -1,4 +1,4 @@
-"""Fixtures shared by the HTTP-level tests."""
+"""Fixtures shared by every tier (tests/http/conftest.py swaps in the embedder double)."""
 
 from __future__ import annotations
 
@@ -37,9 +37,14 @@ def make_caller(keys: KeyStore, organization_id: str, user_id: str | None) -> Ca
 
 
 @pytest.fixture(scope="session")
-def embedder() -> Embedder:
+def real_embedder() -> Embedder:
     """The real default model, loaded once for the whole run."""
     return Embedder.from_dir(ensure_default_model())
+
+
+@pytest.fixture
+def embedder(real_embedder: Embedder) -> Embedder:
+    return real_embedder
 
 
 @pytest.fixture
@@ -79,7 +84,16 @@ def other_admin(keys: KeyStore) -> Caller:
 
 
 @pytest.fixture
-async def client(aiohttp_client, settings: Settings, embedder: Embedder, alice: Caller, bob: Caller, carol: Caller, admin: Caller, other_admin: Caller):  # type: ignore[no-untyped-def]
+async def client(
+    aiohttp_client,
+    settings: Settings,
+    embedder: Embedder,
+    alice: Caller,
+    bob: Caller,
+    carol: Caller,
+    admin: Caller,
+    other_admin: Caller,
+):  # type: ignore[no-untyped-def]
     return await aiohttp_client(create_app(settings, embedder=embedder))
 
 
@@ -90,11 +104,33 @@ def opensearch_nodes():  # type: ignore[no-untyped-def]
     They may be skipped on a developer machine without Java or Maven; under
     ``CI=true`` that is a failure, never a skip.
     """
-    from scripts.opensearch_nodes import missing_prerequisites, start_nodes
-    from tests.live import unavailable
+    from tests.support.live import unavailable
+    from tests.support.opensearch import missing_prerequisites, start_nodes
 
     missing = missing_prerequisites()
     if missing:
         unavailable(f"OpenSearch tests need {missing}")
     with start_nodes(2) as nodes:
         yield nodes
+
+
+# -- agentic memory: a scripted chat-completions server and an app whose LLM connector points at it ----
+
+
+@pytest.fixture
+async def llm(aiohttp_server):  # type: ignore[no-untyped-def]
+    """A local OpenAI-compatible chat-completions server with scripted answers (tests/support/agentic_llm.py)."""
+    from tests.support.agentic_llm import ScriptedLLM
+
+    scripted = ScriptedLLM()
+    scripted.server = await aiohttp_server(scripted.app())  # type: ignore[attr-defined]
+    return scripted
+
+
+@pytest.fixture
+async def api(aiohttp_client, settings, embedder, llm, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
+    """The app, with agentic memory's LLM connector pointed at ``llm``."""
+    settings = settings.replace(
+        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")), agentic_llm_api_key="sk-test"
+    )
+    return await aiohttp_client(create_app(settings, embedder=embedder))

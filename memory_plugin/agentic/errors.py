@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_plugin.errors import InvalidArgument, NotFound, ParseFailure, ServiceError
+from memory_plugin.errors import InvalidArgument, ParseFailure, ServiceError
 
 
 class StatusBadRequest(InvalidArgument):
@@ -11,8 +11,13 @@ class StatusBadRequest(InvalidArgument):
     type = "status_exception"
 
 
-class StatusNotFound(NotFound):
+class StatusNotFound(ServiceError):
+    """A 404 in ml-commons' own words (no ``kind [id] not found`` template)."""
+
+    status = 404
     type = "status_exception"
+    code = "not_found"
+    title = "Not found"
 
 
 class Forbidden(ServiceError):

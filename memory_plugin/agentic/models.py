@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from memory_plugin.agentic.errors import ContentParseError, Forbidden, IndexNameError, StatusBadRequest
+from memory_plugin.agentic.errors import ContentParseError, Forbidden, IndexNameError
 from memory_plugin.errors import InvalidArgument
 
 BASE = "/_plugins/_ml/memory_containers"
@@ -109,8 +109,14 @@ def enabled_types(container: Mapping[str, Any]) -> set[str]:
 
 
 def _kind(value: Any) -> str:
-    return {bool: "VALUE_BOOLEAN", int: "VALUE_NUMBER", float: "VALUE_NUMBER", dict: "START_OBJECT",
-            list: "START_ARRAY", str: "VALUE_STRING"}.get(type(value), "VALUE_NULL")
+    return {
+        bool: "VALUE_BOOLEAN",
+        int: "VALUE_NUMBER",
+        float: "VALUE_NUMBER",
+        dict: "START_OBJECT",
+        list: "START_ARRAY",
+        str: "VALUE_STRING",
+    }.get(type(value), "VALUE_NULL")
 
 
 def text(body: Mapping[str, Any], name: str) -> str | None:
@@ -137,7 +143,11 @@ def integer(body: Mapping[str, Any], name: str) -> int | None:
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not value.is_integer())
+    ):
         raise ContentParseError(f"[{name}] must be an integer, found [{_kind(value)}]", parameter=name)
     if not -(2**31) <= value < 2**31:
         raise ContentParseError(f"[{name}] is out of range for an int: [{value}]", parameter=name)
@@ -210,7 +220,7 @@ def check_index_prefix(prefix: str) -> str:
     bad = not prefix or prefix != prefix.lower() or prefix.startswith(("_", "-", "+")) or prefix in (".", "..")
     if bad or any(c in _INDEX_NAME_FORBIDDEN for c in prefix) or len(prefix.encode()) > 200:
         raise IndexNameError(
-            f"Invalid index_prefix [{prefix}]: it must be a lowercase index name without spaces or \\/*?\"<>|,#:",
+            f'Invalid index_prefix [{prefix}]: it must be a lowercase index name without spaces or \\/*?"<>|,#:',
             parameter="index_prefix",
         )
     return prefix
@@ -233,7 +243,7 @@ def parse_strategy(raw: Any, *, keep_id: bool = False) -> dict[str, Any]:
     if not namespace:
         raise InvalidArgument(
             "Strategy namespace is required. Please provide a non-empty array of namespace keys "
-            "(for example [\"user_id\"]).",
+            '(for example ["user_id"]).',
             parameter="namespace",
         )
     strategy: dict[str, Any] = {}
@@ -272,7 +282,9 @@ def _check_retention(policy: Any, retention_enabled: bool) -> dict[str, Any] | N
         for key in rules:
             allowed = ("max_count",) if memory_type == HISTORY else ("retention_days", "max_count")
             if key not in allowed:
-                raise InvalidArgument(f"Invalid retention field [{key}] for {memory_type}", parameter="retention_policy")
+                raise InvalidArgument(
+                    f"Invalid retention field [{key}] for {memory_type}", parameter="retention_policy"
+                )
             value = integer(rules, key)
             if value is None or value <= 0:
                 raise InvalidArgument(f"[{memory_type}.{key}] must be a positive integer", parameter="retention_policy")
@@ -369,7 +381,9 @@ def parse_configuration(raw: Any, model_dimension: int, retention_enabled: bool)
     return config
 
 
-def new_container(body: Mapping[str, Any], model_dimension: int, retention_enabled: bool, owner_id: str) -> dict[str, Any]:
+def new_container(
+    body: Mapping[str, Any], model_dimension: int, retention_enabled: bool, owner_id: str
+) -> dict[str, Any]:
     name = text(body, "name")
     if name is None:
         raise InvalidArgument("name is null", parameter="name")

@@ -76,7 +76,9 @@ def decision_user_prompt(old_memory: Sequence[Mapping[str, Any]], facts: Sequenc
 
 
 def summary_user_prompt(messages: Sequence[Mapping[str, Any]], words: int) -> str:
-    return f"Summarize the following conversation in no more than {words} words:\n```json\n{_messages_json(messages)}\n```"
+    return (
+        f"Summarize the following conversation in no more than {words} words:\n```json\n{_messages_json(messages)}\n```"
+    )
 
 
 def custom_prompt_usable(prompt: str) -> bool:

@@ -14,8 +14,7 @@ from aiohttp import web
 from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, check_text, parse_memory_type
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.memory.routes_v212 import _search_body
-from memory_plugin.web import check_params, json_response, principal_of, read_json, read_json_object
+from memory_plugin.web import check_params, json_response, principal_of, read_json, read_json_object, search_body
 
 
 async def _object(request: web.Request) -> dict[str, Any] | None:
@@ -24,7 +23,8 @@ async def _object(request: web.Request) -> dict[str, Any] | None:
 
 
 async def _search(request: web.Request) -> dict[str, Any] | None:
-    return check_text(await _search_body(request))  # type: ignore[no-any-return]
+    return check_text(await search_body(request))  # type: ignore[no-any-return]
+
 
 AGENTIC = web.AppKey("agentic", AgenticService)
 CONTAINER = BASE + "/{memory_container_id}"
@@ -84,7 +84,10 @@ async def delete_container(request: web.Request) -> web.Response:
     check_params(request, ("delete_all_memories", "delete_memories"))
     (container_id,) = _ids(request, "memory_container_id")
     body: dict[str, Any] = await _object(request) or {}
-    options = {**body, **{name: request.query[name] for name in ("delete_all_memories", "delete_memories") if name in request.query}}
+    options = {
+        **body,
+        **{name: request.query[name] for name in ("delete_all_memories", "delete_memories") if name in request.query},
+    }
     delete_all = boolean(options, "delete_all_memories", False) or False
     raw_types = options.get("delete_memories")
     if isinstance(raw_types, str):
@@ -94,7 +97,9 @@ async def delete_container(request: web.Request) -> web.Response:
     elif raw_types is None:
         types = []
     else:
-        raise InvalidArgument("[delete_memories] must be a comma-separated list of memory types", parameter="delete_memories")
+        raise InvalidArgument(
+            "[delete_memories] must be a comma-separated list of memory types", parameter="delete_memories"
+        )
     return json_response(
         await _service(request).delete_container(principal_of(request), container_id, delete_all, types)
     )
@@ -142,7 +147,9 @@ async def delete_by_query(request: web.Request) -> web.Response:
 
 def _long_term_only(memory_type: str) -> None:
     if parse_memory_type(memory_type) != LONG_TERM:
-        raise InvalidArgument(f"Semantic and hybrid search are for long-term memory, not {memory_type}", parameter="type")
+        raise InvalidArgument(
+            f"Semantic and hybrid search are for long-term memory, not {memory_type}", parameter="type"
+        )
 
 
 @routes.route("*", TYPED + "/_semantic_search")

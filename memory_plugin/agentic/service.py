@@ -43,13 +43,12 @@ from memory_plugin.agentic.errors import (
 from memory_plugin.agentic.llm import DEFAULT_RESULT_PATH, ChatModel, LLMError, first_json_object, read_path
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.models import (
+    BUMPS,
     CONTAINER_INDEX,
     HISTORY,
     LONG_TERM,
     MAX_K,
-    SESSIONS,
     UPDATABLE,
-    BUMPS,
     WORKING,
     boolean,
     enabled_types,
@@ -70,7 +69,7 @@ from memory_plugin.agentic.store import AgenticStore, InferJob, LongTermChange, 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.memory.query import Hit, SearchQuery, SearchResult, execute, parse_search, search_response
+from memory_plugin.memory.dsl import DocumentHit, DocumentResults, SearchBody, execute, parse_search, search_response
 
 log = logging.getLogger("memory_plugin.agentic")
 
@@ -109,7 +108,7 @@ def _without_nested(query: Any) -> Any:
     return query
 
 
-def _matching(query: SearchQuery, docs: list[StoredDoc]) -> list[str]:
+def _matching(query: SearchBody, docs: list[StoredDoc]) -> list[str]:
     """Ids of the docs the query matches (run in a worker thread for big containers)."""
     return [doc.id for doc in docs if query.query.score(doc.id, doc.source) is not None]
 
@@ -137,8 +136,9 @@ def min_max(scores: Mapping[str, float]) -> dict[str, float]:
     return {key: max((value - low) / (high - low), 0.001) for key, value in scores.items()}
 
 
-def hybrid_scores(bm25: Mapping[str, float], neural: Mapping[str, float], bm25_weight: float,
-                  neural_weight: float) -> dict[str, float]:
+def hybrid_scores(
+    bm25: Mapping[str, float], neural: Mapping[str, float], bm25_weight: float, neural_weight: float
+) -> dict[str, float]:
     """Min-max normalise each list, then the weighted arithmetic mean (a doc absent from a list scores 0 there)."""
     lexical, semantic = min_max(bm25), min_max(neural)
     total = bm25_weight + neural_weight
@@ -266,7 +266,9 @@ class AgenticService:
             )
         return stored.source
 
-    async def update_container(self, owner: Principal, container_id: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def update_container(
+        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         self._check()
         if body is None:
             raise InvalidArgument("Request body is required")
@@ -280,7 +282,11 @@ class AgenticService:
         return response
 
     async def delete_container(
-        self, owner: Principal, container_id: str, delete_all_memories: bool = False, delete_memories: list[str] | None = None
+        self,
+        owner: Principal,
+        container_id: str,
+        delete_all_memories: bool = False,
+        delete_memories: list[str] | None = None,
     ) -> dict[str, Any]:
         self._check()
         types = [parse_memory_type(name.strip()) for name in delete_memories or () if name.strip()]
@@ -288,7 +294,8 @@ class AgenticService:
         if delete_all_memories or types:
             config = container.source.get("configuration", {})
             sharing = [
-                other for other in await self.store.containers(owner)
+                other
+                for other in await self.store.containers(owner)
                 if other.id != container_id
                 and index_name(other.source, WORKING) == index_name(container.source, WORKING)
             ]
@@ -334,7 +341,9 @@ class AgenticService:
         if infer and not messages:
             raise InvalidArgument("No messages provided when inferring memory", parameter="messages")
         if infer and not config.get("llm_id"):
-            raise InvalidArgument("infer=true requires llm_model_id to be configured in memory storage", parameter="infer")
+            raise InvalidArgument(
+                "infer=true requires llm_model_id to be configured in memory storage", parameter="infer"
+            )
         if infer and self.llm is None:
             raise InvalidArgument(NO_LLM, parameter="infer")
         namespace = string_map(body, "namespace") or {}
@@ -399,8 +408,13 @@ class AgenticService:
             return None
         base = {"owner_id": owner_id(owner), "memory_container_id": container.id}
         if "session_id" in namespace:
-            doc = {**base, "namespace": {"session_id": namespace["session_id"]}, "namespace_size": 1,
-                   "created_time": created, "last_updated_time": created}
+            doc = {
+                **base,
+                "namespace": {"session_id": namespace["session_id"]},
+                "namespace_size": 1,
+                "created_time": created,
+                "last_updated_time": created,
+            }
             return SessionWrite(namespace["session_id"], doc, touched_time=created)
         if payload_type != "conversational" or not config.get("llm_id"):
             return None
@@ -428,11 +442,15 @@ class AgenticService:
             summary = read_path(answer, path or DEFAULT_RESULT_PATH)
         except LLMError as error:
             if "llm_result_path" in str(error):
-                raise InvalidArgument(f"Failed to summarise the session: {error}", parameter="llm_result_path") from None
+                raise InvalidArgument(
+                    f"Failed to summarise the session: {error}", parameter="llm_result_path"
+                ) from None
             raise UpstreamFailed(f"Failed to summarise the session: {error}") from None
         return valid_unicode(summary.strip() if isinstance(summary, str) else json.dumps(summary, ensure_ascii=False))
 
-    async def create_session(self, owner: Principal, container_id: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def create_session(
+        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         self._check()
         if body is None:
             raise InvalidArgument("Request body is required")
@@ -558,11 +576,17 @@ class AgenticService:
             sources = {doc.id: doc.source for doc in docs}
             vectors = await self.store.embeddings(owner, container_id, [hit.id for hit in result.hits])
             hits = tuple(
-                Hit(hit.id, hit.score, query.source.apply({**sources[hit.id], **(
-                    {"memory_embedding": vectors[hit.id]} if hit.id in vectors else {})}), hit.sort)
+                DocumentHit(
+                    hit.id,
+                    hit.score,
+                    query.source.apply(
+                        {**sources[hit.id], **({"memory_embedding": vectors[hit.id]} if hit.id in vectors else {})}
+                    ),
+                    hit.sort,
+                )
                 for hit in result.hits
             )
-            result = SearchResult(result.total, result.max_score, hits)
+            result = DocumentResults(result.total, result.max_score, hits)
         by_id = {doc.id: {"_version": doc.version, "_seq_no": doc.seq_no, "_primary_term": 1} for doc in docs}
         return search_response(
             result, _took(started), index=index_name(container.source, memory_type), hit_extras=by_id.__getitem__
@@ -625,7 +649,11 @@ class AgenticService:
         parsed_filter = parse_search({"query": _without_nested(dsl_filter), "size": 0}) if dsl_filter else None
         container = await self._container(owner, container_id)
         config = container.source.get("configuration", {})
-        if not config.get("embedding_model_id") or not config.get("strategies") or LONG_TERM not in enabled_types(container.source):
+        if (
+            not config.get("embedding_model_id")
+            or not config.get("strategies")
+            or LONG_TERM not in enabled_types(container.source)
+        ):
             raise InvalidArgument(
                 f"{kind} search needs a memory container with an embedding model, an LLM and at least one strategy; "
                 f"memory container {container_id} has no long-term memory"
@@ -644,11 +672,13 @@ class AgenticService:
             if min_score is not None and score < min_score:
                 continue
             source = {key: value for key, value in doc.source.items() if key != "memory_embedding"}
-            hits.append(Hit(doc.id, score, source))
-        result = SearchResult(len(hits), max((h.score or 0.0 for h in hits), default=None), tuple(hits))
+            hits.append(DocumentHit(doc.id, score, source))
+        result = DocumentResults(len(hits), max((h.score or 0.0 for h in hits), default=None), tuple(hits))
         return search_response(result, _took(started), index=index_name(container.source, LONG_TERM))
 
-    async def semantic_search(self, owner: Principal, container_id: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def semantic_search(
+        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         self._check()
         container, scope = await self._search_scope(owner, container_id, body, "Semantic")
         started = time.perf_counter()
@@ -658,7 +688,9 @@ class AgenticService:
         self.metrics.searches.labels("semantic").inc()
         return self._search_response(container, scored, scope["min_score"], started)
 
-    async def hybrid_search(self, owner: Principal, container_id: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def hybrid_search(
+        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         self._check()
         weights = {}
         for name in ("bm25_weight", "neural_weight"):
@@ -683,7 +715,9 @@ class AgenticService:
         )
         ranked = sorted(combined.items(), key=lambda item: (-item[1], docs[item[0]].seq))[: scope["k"]]
         self.metrics.searches.labels("hybrid").inc()
-        return self._search_response(container, [(docs[key], score) for key, score in ranked], scope["min_score"], started)
+        return self._search_response(
+            container, [(docs[key], score) for key, score in ranked], scope["min_score"], started
+        )
 
     # -- infer ---------------------------------------------------------------------------------
 
@@ -717,7 +751,11 @@ class AgenticService:
                 await self.store.count_infer_attempt(job)
                 raise
             log.exception("infer job %s failed %d times; recording the error", job.job_id, MAX_INFER_ATTEMPTS)
-            changes, history, outcome = [], [(new_id(), self._error_record(job, {}, f"internal error: {error}"))], "error"
+            changes, history, outcome = (
+                [],
+                [(new_id(), self._error_record(job, {}, f"internal error: {error}"))],
+                "error",
+            )
         if config.get("disable_history", False):
             history = []
         await self.store.apply_infer(job, changes, history)
@@ -740,7 +778,9 @@ class AgenticService:
         """Extract facts, find similar memories, decide, and return the changes (AGENTIC.md 6, steps 1-6)."""
         strategy_config = strategy.get("configuration") or {}
         request_parameters = job.request.get("parameters") or {}
-        path = strategy_config.get("llm_result_path") or request_parameters.get("llm_result_path") or DEFAULT_RESULT_PATH
+        path = (
+            strategy_config.get("llm_result_path") or request_parameters.get("llm_result_path") or DEFAULT_RESULT_PATH
+        )
         system_prompt = strategy_config.get("system_prompt") or prompts.EXTRACTION[strategy["type"]]
         if strategy_config.get("system_prompt") and not prompts.custom_prompt_usable(system_prompt):
             raise LLMError('The strategy system_prompt must ask for JSON with a "facts" array')
@@ -784,13 +824,18 @@ class AgenticService:
             elif event in ("UPDATE", "DELETE") and target in old:  # only memories this run retrieved
                 before = old[target][0]
                 if event == "UPDATE" and isinstance(memory_text, str) and memory_text.strip():
-                    changes.append(LongTermChange("UPDATE", target, memory=memory_text.strip(), last_updated_time=now,
-                                                  doc={"before": before}))
+                    changes.append(
+                        LongTermChange(
+                            "UPDATE", target, memory=memory_text.strip(), last_updated_time=now, doc={"before": before}
+                        )
+                    )
                 elif event == "DELETE":
                     changes.append(LongTermChange("DELETE", target, doc={"before": before}))
         return changes
 
-    def _add(self, job: InferJob, strategy: Mapping[str, Any], scope: dict[str, str], fact: str, now: int) -> LongTermChange:
+    def _add(
+        self, job: InferJob, strategy: Mapping[str, Any], scope: dict[str, str], fact: str, now: int
+    ) -> LongTermChange:
         doc: dict[str, Any] = {
             "memory": fact,
             "strategy_type": strategy["type"],
@@ -800,8 +845,14 @@ class AgenticService:
         }
         if job.request.get("tags"):
             doc["tags"] = job.request["tags"]
-        doc.update({"owner_id": owner_id(job.owner), "memory_container_id": job.container_id,
-                    "created_time": now, "last_updated_time": now})
+        doc.update(
+            {
+                "owner_id": owner_id(job.owner),
+                "memory_container_id": job.container_id,
+                "created_time": now,
+                "last_updated_time": now,
+            }
+        )
         return LongTermChange("ADD", new_id(), doc=doc)
 
     def _history_record(self, job: InferJob, change: LongTermChange, scope: dict[str, str]) -> dict[str, Any]:

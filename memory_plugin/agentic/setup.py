@@ -25,13 +25,21 @@ def agentic_store_for(settings: Settings) -> AgenticStore:
 
 
 @asynccontextmanager
-async def open_agentic(settings: Settings, embedder: AsyncEmbedder, metrics: Metrics | None) -> AsyncIterator[AgenticService]:
+async def open_agentic(
+    settings: Settings, embedder: AsyncEmbedder, metrics: Metrics | None
+) -> AsyncIterator[AgenticService]:
     store = agentic_store_for(settings)
     await store.open(embedder.dimension)
     llm = None
     if settings.agentic_llm_url:
-        llm = OpenAIChat(LLMSettings(settings.agentic_llm_url, settings.agentic_llm_api_key,
-                                     settings.agentic_llm_model, settings.agentic_llm_timeout))
+        llm = OpenAIChat(
+            LLMSettings(
+                settings.agentic_llm_url,
+                settings.agentic_llm_api_key,
+                settings.agentic_llm_model,
+                settings.agentic_llm_timeout,
+            )
+        )
     service = AgenticService(
         store,
         embedder,

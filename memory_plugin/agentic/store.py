@@ -143,7 +143,9 @@ class AgenticStore(abc.ABC):
         """Re-index a doc whole; a long-term one whose text changed is embedded again."""
 
     @abc.abstractmethod
-    async def delete(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None: ...
+    async def delete(
+        self, owner: Principal, container_id: str, memory_type: str, memory_id: str
+    ) -> StoredDoc | None: ...
 
     @abc.abstractmethod
     async def docs(self, owner: Principal, container_id: str, memory_type: str) -> list[StoredDoc]:
@@ -255,7 +257,7 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
         );
         CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
         INSERT INTO counters VALUES ('seq_no', 0);
-        """
+        """,
     )
 
 
@@ -425,7 +427,8 @@ class SqliteAgenticStore(AgenticStore):
                 return None
             seq_no = _next_seq_no(c)
             c.execute(
-                "INSERT INTO containers VALUES (?, ?, ?, ?, 1, ?)", (container_id, *owner_key(owner), _dumps(doc), seq_no)
+                "INSERT INTO containers VALUES (?, ?, ?, ?, 1, ?)",
+                (container_id, *owner_key(owner), _dumps(doc), seq_no),
             )
             return StoredDoc(container_id, doc, 1, seq_no)
 
@@ -482,21 +485,39 @@ class SqliteAgenticStore(AgenticStore):
 
     # -- memories -----------------------------------------------------------------------
 
-    def _insert(self, c: sqlite3.Connection, owner: Principal, container_id: str, memory_type: str, memory_id: str,
-                doc: dict[str, Any]) -> StoredDoc:
+    def _insert(
+        self,
+        c: sqlite3.Connection,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        memory_id: str,
+        doc: dict[str, Any],
+    ) -> StoredDoc:
         seq_no = _next_seq_no(c)
         seq = c.execute(
             "INSERT INTO memories (container_id, memory_type, memory_id, organization_id, user_id, doc, version, seq_no, "
             "pending) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?) RETURNING seq",
-            (container_id, memory_type, memory_id, *owner_key(owner), _dumps(doc), seq_no, int(memory_type == LONG_TERM)),
+            (
+                container_id,
+                memory_type,
+                memory_id,
+                *owner_key(owner),
+                _dumps(doc),
+                seq_no,
+                int(memory_type == LONG_TERM),
+            ),
         ).fetchone()[0]
         if memory_type == LONG_TERM:
-            c.executemany("INSERT INTO terms VALUES (?, ?, ?)", [(seq, _safe(f), _safe(v)) for f, v in _long_term_terms(doc)])
+            c.executemany(
+                "INSERT INTO terms VALUES (?, ?, ?)", [(seq, _safe(f), _safe(v)) for f, v in _long_term_terms(doc)]
+            )
             c.execute("INSERT INTO lt_fts (rowid, memory) VALUES (?, ?)", (seq, _safe(str(doc.get("memory", "")))))
         return StoredDoc(memory_id, doc, 1, seq_no, seq)
 
-    def _select(self, c: sqlite3.Connection, owner: Principal, container_id: str, memory_type: str,
-                memory_id: str) -> sqlite3.Row | None:
+    def _select(
+        self, c: sqlite3.Connection, owner: Principal, container_id: str, memory_type: str, memory_id: str
+    ) -> sqlite3.Row | None:
         row: sqlite3.Row | None = c.execute(
             f"SELECT * FROM memories WHERE {_MEMORY_OWNER} AND memory_id = ?",
             (container_id, memory_type, *owner_key(owner), memory_id),
@@ -578,7 +599,9 @@ class SqliteAgenticStore(AgenticStore):
                 )
             if memory_type == LONG_TERM:
                 c.execute("DELETE FROM terms WHERE seq = ?", (seq,))
-                c.executemany("INSERT INTO terms VALUES (?, ?, ?)", [(seq, _safe(f), _safe(v)) for f, v in _long_term_terms(doc)])
+                c.executemany(
+                    "INSERT INTO terms VALUES (?, ?, ?)", [(seq, _safe(f), _safe(v)) for f, v in _long_term_terms(doc)]
+                )
             return StoredDoc(memory_id, doc, row["version"] + 1, seq_no, seq), reembed
 
         def unindex(result: tuple[StoredDoc | None, bool]) -> None:
@@ -663,13 +686,17 @@ class SqliteAgenticStore(AgenticStore):
         )
 
     async def pending_count(self) -> int:
-        return int(await self.db.run(lambda c: c.execute("SELECT count(*) FROM memories WHERE pending = 1").fetchone()[0]))
+        return int(
+            await self.db.run(lambda c: c.execute("SELECT count(*) FROM memories WHERE pending = 1").fetchone()[0])
+        )
 
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
         def store(c: sqlite3.Connection) -> list[tuple[str, int, np.ndarray]]:
             stored = []
             for seq, text, vector in rows:
-                row = c.execute("SELECT container_id, doc FROM memories WHERE seq = ? AND pending = 1", (seq,)).fetchone()
+                row = c.execute(
+                    "SELECT container_id, doc FROM memories WHERE seq = ? AND pending = 1", (seq,)
+                ).fetchone()
                 if row is None or str(json.loads(row[1]).get("memory", "")) != text:
                     continue  # deleted or changed meanwhile: a newer embedding is pending
                 unit = _normalised(vector)
@@ -687,15 +714,22 @@ class SqliteAgenticStore(AgenticStore):
         def read(c: sqlite3.Connection) -> list[InferJob]:
             rows = c.execute("SELECT * FROM infer_jobs ORDER BY job_id LIMIT ?", (limit,))
             return [
-                InferJob(row["job_id"], Principal(row["organization_id"], row["user_id"] or None), row["container_id"],
-                         json.loads(row["request"]), row["attempts"])
+                InferJob(
+                    row["job_id"],
+                    Principal(row["organization_id"], row["user_id"] or None),
+                    row["container_id"],
+                    json.loads(row["request"]),
+                    row["attempts"],
+                )
                 for row in rows
             ]
 
         return await self.db.run(read)
 
     async def count_infer_attempt(self, job: InferJob) -> None:
-        await self._write(lambda c: c.execute("UPDATE infer_jobs SET attempts = attempts + 1 WHERE job_id = ?", (job.job_id,)))
+        await self._write(
+            lambda c: c.execute("UPDATE infer_jobs SET attempts = attempts + 1 WHERE job_id = ?", (job.job_id,))
+        )
 
     async def apply_infer(
         self, job: InferJob, changes: Sequence[LongTermChange], history: Sequence[tuple[str, dict[str, Any]]]
@@ -736,7 +770,11 @@ class SqliteAgenticStore(AgenticStore):
     # -- search -----------------------------------------------------------------------------
 
     def _candidates(
-        self, c: sqlite3.Connection, owner: Principal, container_id: str, terms: Sequence[tuple[str, str]],
+        self,
+        c: sqlite3.Connection,
+        owner: Principal,
+        container_id: str,
+        terms: Sequence[tuple[str, str]],
         only_ids: set[str] | None,
     ) -> np.ndarray | None:
         """Seqs matching every term (and among ``only_ids``, the owner's long-term docs of the container);
@@ -762,7 +800,11 @@ class SqliteAgenticStore(AgenticStore):
         return np.asarray(seqs, dtype=np.int64)
 
     def _hydrate(
-        self, c: sqlite3.Connection, owner: Principal, container_id: str, scored: list[tuple[int, float]],
+        self,
+        c: sqlite3.Connection,
+        owner: Principal,
+        container_id: str,
+        scored: list[tuple[int, float]],
         limit: int | None = None,
     ) -> list[tuple[StoredDoc, float]]:
         """The scored seqs' docs, in order, keeping only the owner's long-term docs of the container."""

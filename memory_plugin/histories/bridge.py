@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from memory_plugin.auth import Principal
-from memory_plugin.histories.filters import Condition, Filter
+from memory_plugin.dates import isoformat
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.memory.models import Interaction
+from memory_plugin.stores.filters import Condition, Filter
 
 
 def interaction_text(interaction: Interaction) -> str:
@@ -30,7 +31,7 @@ class HistoryBridge:
             "record_type": "ai_pipeline_storage",
             "text": text,
             "user_id": interaction.owner.user_id,
-            "record_created_at": interaction.create_time.isoformat(),
+            "record_created_at": isoformat(interaction.create_time),
             "metadata": metadata,
         }
         await self.histories.ingest(interaction.owner, [record])

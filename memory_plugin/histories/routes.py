@@ -6,11 +6,11 @@ from typing import Any
 
 from aiohttp import web
 
-from memory_plugin.clock import isoformat
+from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.histories.filters import parse_filters
 from memory_plugin.histories.service import HistoryService, SearchQuery
-from memory_plugin.stores.base import Hit
+from memory_plugin.stores.filters import parse_filters
+from memory_plugin.stores.records import Hit
 from memory_plugin.web import (
     check_fields,
     check_params,

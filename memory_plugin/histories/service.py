@@ -16,14 +16,15 @@ from datetime import datetime
 from typing import Any
 
 from embedder import AsyncEmbedder, chunk_text
-from memory_plugin.clock import new_id, now, parse_instant
-from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
 from memory_plugin.auth import Principal
-from memory_plugin.histories.filters import FIELD_NAME, Condition, Filter
-from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
-from memory_plugin.stores.regions import RegionObserver, fan_out
+from memory_plugin.clock import new_id, now
+from memory_plugin.dates import parse_instant
+from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
+from memory_plugin.histories.fanout import RegionObserver, fan_out
+from memory_plugin.stores.base import VectorStore
+from memory_plugin.stores.filters import FIELD_NAME, Condition, Filter
+from memory_plugin.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
-RECORD_TYPES = ("voice", "message", "ai_pipeline_storage", "knowledge_base")
 RECORD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MAX_TEXT_BYTES = 1024 * 1024
 MAX_RECORDS = 100
@@ -153,7 +154,9 @@ class HistoryService:
                 raise InvalidArgument(
                     f"{where}.metadata key {key!r} must match [A-Za-z0-9_-]{{1,64}}", parameter=f"{where}.metadata"
                 )
-            if not isinstance(value, (str, int, float, bool)) or (isinstance(value, float) and not math.isfinite(value)):
+            if not isinstance(value, (str, int, float, bool)) or (
+                isinstance(value, float) and not math.isfinite(value)
+            ):
                 raise InvalidArgument(
                     f"{where}.metadata.{key} must be a string, number or boolean",
                     parameter=f"{where}.metadata.{key}",
@@ -298,10 +301,12 @@ class HistoryService:
             counts = await self._everywhere(lambda _, store: store.delete_record(organization_id, record_id))
         else:
             where = scoped(principal, Filter((Condition("record_id", "eq", (record_id,)),)))
-            counts = [c.chunks for c in await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))]
-        deleted = sum(counts)
+            counts = [
+                c.chunks for c in await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))
+            ]
+        deleted = int(sum(counts))
         if deleted == 0:
-            raise NotFound(f"record [{record_id}] not found", parameter="record_id")
+            raise NotFound("record", record_id, reason=f"record [{record_id}] not found", parameter="record_id")
         return deleted
 
     async def delete_matching(self, principal: Principal, where: Filter) -> DeleteCounts:

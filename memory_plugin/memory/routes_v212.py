@@ -6,24 +6,27 @@ The same service and stored data as the 2.11 form, under the names that
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from memory_plugin.errors import InvalidArgument, NotFound, ParseFailure
-from memory_plugin.memory.query import META_INDEX, MESSAGE_INDEX
+from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
 from memory_plugin.memory.service import check_additional_info_map
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211
-from memory_plugin.web import check_params, json_response, principal_of, read_json, read_json_object, string_field
+from memory_plugin.web import check_params, json_response, principal_of, read_json_object, search_body, string_field
 
 BASE = "/_plugins/_ml/memory"
 MESSAGE_TEXT_FIELDS = ("input", "prompt_template", "response", "origin")
 
 routes = web.RouteTableDef()
 Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+#: What 2.12+ calls the things 2.11 calls conversations and interactions.
+NOUNS = {"conversation": "Memory", "interaction": "Message"}
 
 
 def renamed(handler: Handler) -> Handler:
@@ -33,8 +36,10 @@ def renamed(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except NotFound as error:
-            reason = error.reason.replace("Conversation [", "Memory [").replace("Interaction [", "Message [")
-            raise NotFound(reason, parameter=error.parameter) from None
+            if error.kind not in NOUNS:
+                raise
+            reason = f"{NOUNS[error.kind]} [{error.id}] not found"
+            raise NotFound(error.kind, error.id, reason=reason, parameter=error.parameter) from None
 
     wrapper.__name__ = handler.__name__
     wrapper.__doc__ = handler.__doc__
@@ -49,19 +54,6 @@ async def _update_body(request: web.Request, noun: str) -> dict[str, Any]:
     body = await read_json_object(request, required=False)
     if not body:
         raise ParseFailure(f"Failed to update {noun}: Request body is empty")
-    return body
-
-
-async def _search_body(request: web.Request) -> dict[str, Any] | None:
-    """The search body, or the ``source`` parameter that stands in for it."""
-    body = await read_json(request, required=False)
-    if body is None and "source" in request.query:
-        try:
-            body = json.loads(request.query["source"])
-        except json.JSONDecodeError as exc:
-            raise ParseFailure(f"Failed to parse [source] parameter: {exc.msg}", parameter="source") from None
-    if body is not None and not isinstance(body, dict):
-        raise ParseFailure("search body must be a JSON object", parameter="body")
     return body
 
 
@@ -98,7 +90,7 @@ async def search_memories(request: web.Request) -> web.Response:
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
     check_params(request)
-    result = await request.app[MEMORY].search_conversations(principal_of(request), await _search_body(request))
+    result = await request.app[MEMORY].search_conversations(principal_of(request), await search_body(request))
     return json_response(result)
 
 
@@ -206,6 +198,6 @@ async def search_messages(request: web.Request) -> web.Response:
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
     check_params(request)
     result = await request.app[MEMORY].search_interactions(
-        principal_of(request), request.match_info["memory_id"], await _search_body(request)
+        principal_of(request), request.match_info["memory_id"], await search_body(request)
     )
     return json_response(result)

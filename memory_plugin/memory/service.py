@@ -14,13 +14,14 @@ from typing import Any, Protocol
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.errors import InvalidArgument, NotFound, ValidationFailed
+from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX, parse_search, search_response
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
-from memory_plugin.memory.query import META_INDEX, MESSAGE_INDEX, execute, parse_search, search_response
-from memory_plugin.memory.store import MemoryStore
-from memory_plugin.memory.views import memory_source, message_source
+from memory_plugin.memory.stores.base import MemoryStore
+from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
 #: OpenSearch's ``index.max_result_window``: the furthest any page may reach.
-MAX_RESULTS_LIMIT = 10000
+#: ml-commons caps ``max_results`` at the index's result window.
+MAX_RESULTS_LIMIT = MAX_RESULT_WINDOW
 DEFAULT_MAX_RESULTS = 10
 
 CONVERSATION_UPDATABLE = ("name", "additional_info")
@@ -62,11 +63,11 @@ def _page(items: list[Any], next_token: int, max_results: int) -> Page[Any]:
 
 
 def conversation_not_found(conversation_id: str) -> NotFound:
-    return NotFound(f"Conversation [{conversation_id}] not found")
+    return NotFound("conversation", conversation_id)
 
 
 def interaction_not_found(interaction_id: str) -> NotFound:
-    return NotFound(f"Interaction [{interaction_id}] not found")
+    return NotFound("interaction", interaction_id)
 
 
 def check_additional_info_map(value: Any, parameter: str = "additional_info") -> dict[str, str] | None:
@@ -206,8 +207,7 @@ class MemoryService:
         """An OpenSearch query over the owner's memories; no body can reach past the owner."""
         query = parse_search(body)
         started = time.perf_counter()
-        docs = [(c.conversation_id, memory_source(c)) for c in await self.store.all_conversations(owner)]
-        return search_response(execute(query, docs), _took(started), index=META_INDEX)
+        return search_response(await self.store.search_conversations(owner, query), _took(started), index=META_INDEX)
 
     async def search_interactions(
         self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
@@ -215,9 +215,8 @@ class MemoryService:
         query = parse_search(body)
         await self.get_conversation(owner, conversation_id)
         started = time.perf_counter()
-        interactions = await self.store.all_interactions(owner, conversation_id)
-        docs = [(i.interaction_id, message_source(i)) for i in sorted(interactions, key=lambda i: i.create_time)]
-        return search_response(execute(query, docs), _took(started), index=MESSAGE_INDEX)
+        results = await self.store.search_interactions(owner, conversation_id, query)
+        return search_response(results, _took(started), index=MESSAGE_INDEX)
 
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction:
         interaction = await self.store.get_interaction(owner, interaction_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memory_plugin.clock import isoformat
+from memory_plugin.dates import isoformat
 from memory_plugin.memory.models import Conversation, Interaction, Page
 
 

@@ -1,7 +1,7 @@
 """The one interface every region store implements.
 
 The embedded store (SQLite + faiss) and the OpenSearch store both implement
-it, and one contract suite (``tests/store_contract.py``) runs against both.
+it, and one contract suite (``tests/support/store_contract.py``) runs against both.
 A record's identity is ``(organization_id, record_id)``; every operation is
 scoped to one organisation.
 """
@@ -9,68 +9,15 @@ scoped to one organisation.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from memory_plugin.histories.filters import Filter
-
-MetadataValue = str | int | float | bool
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A record's own fields, shared by all of its chunks."""
-
-    organization_id: str
-    record_id: str
-    record_type: str
-    region: str
-    record_created_at: datetime
-    ingested_at: datetime
-    user_id: str | None = None
-    document_id: str | None = None
-    retention: str | None = None
-    metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One embedded span of a record's text."""
-
-    index: int
-    total: int
-    text: str
-    #: float32, L2-normalised, of the embedder's dimension.
-    vector: np.ndarray
-
-
-def chunk_id(record_id: str, index: int) -> str:
-    return f"{record_id}_chunk_{index}"
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A chunk found by a search, with its cosine similarity to the query."""
-
-    record: Record
-    chunk_index: int
-    chunk_total: int
-    text: str
-    score: float
-
-    @property
-    def id(self) -> str:
-        return chunk_id(self.record.record_id, self.chunk_index)
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteCounts:
-    records: int
-    chunks: int
+from memory_plugin.errors import InvalidArgument
+from memory_plugin.stores.filters import Filter
+from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
 
 
 class VectorStore(abc.ABC):
@@ -122,3 +69,14 @@ class VectorStore(abc.ABC):
     @abc.abstractmethod
     async def health(self) -> dict[str, Any]:
         """A small JSON-able status; raises when the store cannot serve."""
+
+
+def unit_vector(vector: np.ndarray, dimension: int) -> np.ndarray:
+    """``vector`` as float32 of unit length; a 400 if it has the wrong dimension, is not finite, or is zero."""
+    array = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if array.shape[0] != dimension:
+        raise InvalidArgument(f"vector has {array.shape[0]} dimensions, the store has {dimension}")
+    norm = float(np.linalg.norm(array))
+    if not math.isfinite(norm) or norm == 0.0:
+        raise InvalidArgument("vector must be finite and non-zero")
+    return array / np.float32(norm)

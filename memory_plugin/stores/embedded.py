@@ -35,33 +35,30 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
-from datetime import datetime, timedelta, timezone
 from hashlib import sha1
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import faiss
 import numpy as np
 
-from memory_plugin.errors import InvalidArgument
-from memory_plugin.histories.filters import Filter
+from memory_plugin.dates import from_micros, to_micros
 from memory_plugin.sqlite import Database, run_script
-from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
-from memory_plugin.histories.filters import to_micros
+from memory_plugin.stores.base import VectorStore, unit_vector
 from memory_plugin.stores.embedded_filters import compile_filter, register_functions
+from memory_plugin.stores.filters import Filter
+from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_EF = 2048
 #: Below this many candidates exact search always wins; above it, exact search
 #: is kept only for selective filters, where HNSW with a selector loses recall.
@@ -209,7 +206,11 @@ class _TypeIndex:
         ids = np.zeros(capacity, dtype=np.int64)
         vectors = np.zeros((capacity, self.params.dimension), dtype=np.float32)
         orgs = np.full(capacity, -1, dtype=np.int32)
-        ids[: self.n], vectors[: self.n], orgs[: self.n] = self.ids[: self.n], self.vectors[: self.n], self.orgs[: self.n]
+        ids[: self.n], vectors[: self.n], orgs[: self.n] = (
+            self.ids[: self.n],
+            self.vectors[: self.n],
+            self.orgs[: self.n],
+        )
         self.ids, self.vectors, self.orgs = ids, vectors, orgs
 
     # -- reading ----------------------------------------------------------
@@ -222,7 +223,8 @@ class _TypeIndex:
         positions = np.searchsorted(ids[:n], chunk_ids)
         inside = positions < n
         positions, chunk_ids = positions[inside], chunk_ids[inside]
-        return positions[ids[positions] == chunk_ids]
+        found: np.ndarray = positions[ids[positions] == chunk_ids]
+        return found
 
     def org_positions(self, org: int) -> tuple[np.ndarray, np.ndarray]:
         """``(mask, positions)`` of the organisation's live chunks, cached per version."""
@@ -237,9 +239,7 @@ class _TypeIndex:
         self._org_cache[org] = (version, mask, positions)
         return mask, positions
 
-    def search(
-        self, query: np.ndarray, org: int, candidates: np.ndarray | None, k: int
-    ) -> list[tuple[int, float]]:
+    def search(self, query: np.ndarray, org: int, candidates: np.ndarray | None, k: int) -> list[tuple[int, float]]:
         """Top ``k`` ``(chunk_id, score)`` among ``candidates`` (None: the whole org)."""
         n = self.n
         ids, vectors = self.ids[:n], self.vectors[:n]
@@ -342,8 +342,12 @@ class _TypeIndex:
             raise ValueError("snapshot vectors differ from the database")
         hnsw.hnsw.efSearch = params.ef_search  # type: ignore[attr-defined]
         index = cls(params, hnsw, len(saved_ids) + int((~old).sum()))
-        index.append(saved_ids, np.zeros((len(saved_ids), params.dimension), np.float32),
-                     np.full(len(saved_ids), -1, np.int32), to_hnsw=False)
+        index.append(
+            saved_ids,
+            np.zeros((len(saved_ids), params.dimension), np.float32),
+            np.full(len(saved_ids), -1, np.int32),
+            to_hnsw=False,
+        )
         index.vectors[old_positions] = vectors[old]
         index.orgs[old_positions] = orgs[old]
         index.append(ids[~old], vectors[~old], orgs[~old])
@@ -361,28 +365,14 @@ def _top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float
     return [(int(ids[i]), float(np.clip(scores[i], -1.0, 1.0))) for i in order]
 
 
-def _normalised(vector: np.ndarray, dimension: int) -> np.ndarray:
-    array = np.asarray(vector, dtype=np.float32).reshape(-1)
-    if array.shape[0] != dimension:
-        raise InvalidArgument(f"vector has {array.shape[0]} dimensions, the store has {dimension}")
-    norm = float(np.linalg.norm(array))
-    if not math.isfinite(norm) or norm == 0.0:
-        raise InvalidArgument("vector must be finite and non-zero")
-    return array / np.float32(norm)
-
-
-def _from_micros(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
-
-
 def _record_from_row(row: sqlite3.Row) -> Record:
     return Record(
         organization_id=row["organization_id"],
         record_id=row["record_id"],
         record_type=row["record_type"],
         region=row["region"],
-        record_created_at=_from_micros(row["record_created_at"]),
-        ingested_at=_from_micros(row["ingested_at"]),
+        record_created_at=from_micros(row["record_created_at"]),
+        ingested_at=from_micros(row["ingested_at"]),
         user_id=row["user_id"],
         document_id=row["document_id"],
         retention=row["retention"],
@@ -445,7 +435,9 @@ class EmbeddedStore(VectorStore):
             if how != "snapshot":
                 log.info("embedded store %s: index %s %s", self.path, record_type, how)
 
-    def _load_chunks(self, connection: sqlite3.Connection, *, record_type: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _load_chunks(
+        self, connection: sqlite3.Connection, *, record_type: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         assert self._params is not None
         cursor = connection.cursor()
         cursor.row_factory = None
@@ -486,8 +478,9 @@ class EmbeddedStore(VectorStore):
                 await self.snapshot()
             except (OSError, RuntimeError) as error:  # faiss reports write failures as RuntimeError
                 # The snapshot is only a cache of SQLite: the next open() rebuilds it.
-                log.warning("embedded store %s: index snapshot not written (%s); it is rebuilt at next start",
-                            self.path, error)
+                log.warning(
+                    "embedded store %s: index snapshot not written (%s); it is rebuilt at next start", self.path, error
+                )
         await self._db.close()
         self._pool.shutdown(wait=True)
         self._pool = None
@@ -513,7 +506,7 @@ class EmbeddedStore(VectorStore):
         def work(connection: sqlite3.Connection) -> tuple[list[tuple[str, int]], list[_Added]]:
             # On the database thread: normalising thousands of vectors stays off the event loop.
             prepared = [
-                (record, [(chunk, _normalised(chunk.vector, params.dimension)) for chunk in chunks])
+                (record, [(chunk, unit_vector(chunk.vector, params.dimension)) for chunk in chunks])
                 for record, chunks in items
             ]
             removed: list[tuple[str, int]] = []
@@ -526,9 +519,16 @@ class EmbeddedStore(VectorStore):
                     "INSERT INTO records (organization_id, record_id, record_type, region, record_created_at,"
                     " ingested_at, user_id, document_id, retention, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        record.organization_id, record.record_id, record.record_type, record.region,
-                        to_micros(record.record_created_at), to_micros(record.ingested_at),
-                        record.user_id, record.document_id, record.retention, json.dumps(dict(record.metadata)),
+                        record.organization_id,
+                        record.record_id,
+                        record.record_type,
+                        record.region,
+                        to_micros(record.record_created_at),
+                        to_micros(record.ingested_at),
+                        record.user_id,
+                        record.document_id,
+                        record.retention,
+                        json.dumps(dict(record.metadata)),
                     ),
                 ).lastrowid
                 group = added.setdefault(record.record_type, (record.record_type, [], [], []))
@@ -630,7 +630,7 @@ class EmbeddedStore(VectorStore):
         min_score: float | None = None,
     ) -> list[Hit]:
         params = self._require_open()
-        query = _normalised(vector, params.dimension)
+        query = unit_vector(vector, params.dimension)
         index = self._indexes.get(record_type)
         org = self._org_codes.get(organization_id)
         if index is None or org is None or k <= 0:

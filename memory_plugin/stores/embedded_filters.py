@@ -1,7 +1,7 @@
 """Compile a :class:`Filter` into SQL for the embedded store.
 
 The WHERE fragment is over the ``records`` table aliased ``r``; it must agree
-exactly with :func:`memory_plugin.histories.filters.matches`.  Dates are
+exactly with :func:`memory_plugin.stores.filters.matches`.  Dates are
 stored as integer microseconds since the epoch (UTC) so they compare exactly.
 Metadata lives in a JSON column; ``json_type`` keeps strings, numbers and
 booleans apart the way the reference evaluator does.  A JSON column (rather
@@ -17,19 +17,18 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from memory_plugin.histories.filters import (
+from memory_plugin.dates import to_micros
+from memory_plugin.stores.filters import (
     DATE_FIELDS,
+    FIELD_NAME,
     TOP_LEVEL_FIELDS,
     Condition,
-    FIELD_NAME,
     Filter,
     as_number,
     fold,
-    to_micros,
 )
 
 _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
-
 
 
 def register_functions(connection: sqlite3.Connection) -> None:

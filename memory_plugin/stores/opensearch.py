@@ -26,8 +26,8 @@ Why it looks like this:
   converted back (``cos = 2 * score - 1``) before ``min_score`` applies, so
   scores compare with the embedded store's.  ``k`` sent to Lucene is at least
   ``ef_search`` (it doubles as the candidate count), then cut to ``k``.
-* **Failure.** The client never retries (``max_retries=0``): a dead cluster
-  fails fast and the region shows in ``failed_regions``.  ``open()`` on an
+* **Failure.** The client never retries (``opensearch_client.make_client``): a
+  dead cluster fails fast and the region shows in ``failed_regions``.  ``open()`` on an
   unreachable cluster logs and returns, so one dead region never stops the
   server; indices are then created on first write.
 """
@@ -36,32 +36,30 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import numpy as np
-from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
-from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, RequestError, TransportError
+from opensearchpy.exceptions import ConnectionTimeout, NotFoundError
 
+from memory_plugin.dates import isoformat, parse_instant, to_micros
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.histories.filters import Filter, as_utc, fold
+from memory_plugin.opensearch_client import BULK_DOCS, bulk, create_index, delete_by_query, make_client
 from memory_plugin.settings import OpenSearchRegion
-from memory_plugin.stores.base import Chunk, DeleteCounts, Hit, Record, VectorStore
-from memory_plugin.histories.filters import FIELD_NAME, to_micros
+from memory_plugin.stores.base import VectorStore, unit_vector
+from memory_plugin.stores.filters import FIELD_NAME, Filter, fold
 from memory_plugin.stores.opensearch_filters import STRING_FIELDS, compile_filter
+from memory_plugin.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
 log = logging.getLogger(__name__)
 
-#: Record types whose indices open() creates up front; others appear on first write.
-KNOWN_RECORD_TYPES = ("voice", "message", "ai_pipeline_storage", "knowledge_base")
+#: Ids per ``terms`` query, well under ``index.max_terms_count`` (65536).
+_TERMS_PER_QUERY = 10_000
 _SAFE_TYPE = re.compile(r"[a-z0-9_][a-z0-9_-]{0,63}")
-_BULK_DOCS = 1000
 #: Keyword values longer than this are kept in _source but not indexed (Lucene's term limit is 32 KiB).
 _IGNORE_ABOVE = 8191
 _SOURCE_EXCLUDES = ["vector", "fold", "meta_str", "meta_num", "meta_bool", "meta_fold", "*_us", "generation"]
@@ -73,8 +71,17 @@ def _keyword() -> dict[str, Any]:
 
 def index_mapping(dimension: int, engine: str, m: int, ef_construction: int) -> dict[str, Any]:
     """The mapping of one record_type's index."""
-    keywords = ("organization_id", "record_id", "record_type", "region", "user_id", "document_id", "retention",
-                "chunk_id", "generation")
+    keywords = (
+        "organization_id",
+        "record_id",
+        "record_type",
+        "region",
+        "user_id",
+        "document_id",
+        "retention",
+        "chunk_id",
+        "generation",
+    )
     properties: dict[str, Any] = {name: _keyword() for name in keywords}
     date = {"type": "date", "format": "strict_date_optional_time||epoch_millis"}
     properties.update(
@@ -114,24 +121,6 @@ def index_mapping(dimension: int, engine: str, m: int, ef_construction: int) -> 
     return {"dynamic": "strict", "dynamic_templates": templates, "properties": properties}
 
 
-def _instant(value: datetime) -> str:
-    return as_utc(value).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
-def _parse_instant(text: str) -> datetime:
-    return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-
-
-def _normalised(vector: np.ndarray, dimension: int) -> np.ndarray:
-    array = np.asarray(vector, dtype=np.float32).reshape(-1)
-    if array.shape[0] != dimension:
-        raise InvalidArgument(f"vector has {array.shape[0]} dimensions, the store has {dimension}")
-    norm = float(np.linalg.norm(array))
-    if not math.isfinite(norm) or norm == 0.0:
-        raise InvalidArgument("vector must be finite and non-zero")
-    return array / np.float32(norm)
-
-
 def document(record: Record, chunk: Chunk, vector: np.ndarray, generation: str) -> dict[str, Any]:
     """The indexed form of one chunk."""
     doc: dict[str, Any] = {
@@ -143,8 +132,8 @@ def document(record: Record, chunk: Chunk, vector: np.ndarray, generation: str) 
         "chunk_index": chunk.index,
         "chunk_total": chunk.total,
         "text": chunk.text,
-        "record_created_at": _instant(record.record_created_at),
-        "ingested_at": _instant(record.ingested_at),
+        "record_created_at": isoformat(record.record_created_at),
+        "ingested_at": isoformat(record.ingested_at),
         "record_created_at_us": to_micros(record.record_created_at),
         "ingested_at_us": to_micros(record.ingested_at),
         "generation": generation,
@@ -182,8 +171,8 @@ def _record(source: dict[str, Any]) -> Record:
         record_id=source["record_id"],
         record_type=source["record_type"],
         region=source["region"],
-        record_created_at=_parse_instant(source["record_created_at"]),
-        ingested_at=_parse_instant(source["ingested_at"]),
+        record_created_at=parse_instant(source["record_created_at"]),
+        ingested_at=parse_instant(source["ingested_at"]),
         user_id=source.get("user_id"),
         document_id=source.get("document_id"),
         retention=source.get("retention"),
@@ -202,7 +191,7 @@ class OpenSearchStore(VectorStore):
         hnsw_m: int = 16,
         ef_construction: int = 128,
         ef_search: int = 128,
-        create_indices: Sequence[str] = KNOWN_RECORD_TYPES,
+        create_indices: Sequence[str] = RECORD_TYPES,  # others appear on first write
     ) -> None:
         self.settings = settings
         self.region = region
@@ -212,16 +201,7 @@ class OpenSearchStore(VectorStore):
         self._create = tuple(create_indices)
         self._dimension: int | None = None
         self._ready: set[str] = set()  # record types whose index is known to exist
-        auth = (settings.username, settings.password or "") if settings.username else None
-        self.client = AsyncOpenSearch(
-            hosts=list(settings.hosts),
-            http_auth=auth,
-            verify_certs=settings.verify_certs,
-            ca_certs=settings.ca_certs,
-            timeout=settings.timeout,
-            max_retries=0,
-            retry_on_timeout=False,
-        )
+        self.client = make_client(settings)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -238,8 +218,9 @@ class OpenSearchStore(VectorStore):
                 await self._ensure_index(record_type)
         except (OSConnectionError, ConnectionTimeout) as error:
             # One dead region must not stop the server: it fails per request instead.
-            log.warning("opensearch region %s unreachable at open (%r); indices come on first write",
-                        self.region, error)
+            log.warning(
+                "opensearch region %s unreachable at open (%r); indices come on first write", self.region, error
+            )
 
     async def close(self) -> None:
         await self.client.close()
@@ -253,7 +234,12 @@ class OpenSearchStore(VectorStore):
             records = (await self.client.count(body={"query": {"term": {"chunk_index": 0}}}, **counts))["count"]
         except NotFoundError:
             chunks = records = 0
-        return {"status": health["status"], "cluster_name": health.get("cluster_name"), "records": records, "chunks": chunks}
+        return {
+            "status": health["status"],
+            "cluster_name": health.get("cluster_name"),
+            "records": records,
+            "chunks": chunks,
+        }
 
     async def _ensure_index(self, record_type: str) -> str:
         index = self.index_name(record_type)
@@ -271,11 +257,7 @@ class OpenSearchStore(VectorStore):
                 "mappings": index_mapping(dimension, self.settings.knn_engine, self.hnsw_m, self.ef_construction),
                 "aliases": {self.alias: {}},
             }
-            try:
-                await self.client.indices.create(index=index, body=body)
-            except RequestError as error:
-                if error.error != "resource_already_exists_exception":
-                    raise
+            await create_index(self.client, index, body)
         self._ready.add(record_type)
         return index
 
@@ -296,24 +278,24 @@ class OpenSearchStore(VectorStore):
         for record, chunks in items:  # validate everything before writing anything
             index = self.index_name(record.record_type)
             for chunk in chunks:
-                doc = document(record, chunk, _normalised(chunk.vector, dimension), generation)
+                doc = document(record, chunk, unit_vector(chunk.vector, dimension), generation)
                 actions.append({"index": {"_index": index, "_id": f"{record.organization_id}:{doc['chunk_id']}"}})
                 actions.append(doc)
         for record_type in {record.record_type for record, _ in items}:
             await self._ensure_index(record_type)
-        for start in range(0, len(actions), 2 * _BULK_DOCS):
-            last = start + 2 * _BULK_DOCS >= len(actions)
-            await self._bulk(actions[start : start + 2 * _BULK_DOCS], refresh=last)
+        for start in range(0, len(actions), 2 * BULK_DOCS):
+            last = start + 2 * BULK_DOCS >= len(actions)
+            await bulk(self.client, actions[start : start + 2 * BULK_DOCS], refresh=last)
         by_org: dict[str, list[str]] = defaultdict(list)
         for record, _ in items:
             by_org[record.organization_id].append(record.record_id)
         for organization_id, record_ids in by_org.items():
-            for start in range(0, len(record_ids), 10_000):
+            for start in range(0, len(record_ids), _TERMS_PER_QUERY):
                 query = {
                     "bool": {
                         "filter": [
                             {"term": {"organization_id": organization_id}},
-                            {"terms": {"record_id": record_ids[start : start + 10_000]}},
+                            {"terms": {"record_id": record_ids[start : start + _TERMS_PER_QUERY]}},
                         ],
                         "must_not": [{"term": {"generation": generation}}],
                     }
@@ -321,59 +303,30 @@ class OpenSearchStore(VectorStore):
                 await self._delete_where(query)
 
     async def _delete_where(self, query: dict[str, Any]) -> tuple[int, int]:
-        """Delete the documents matching ``query``; return ``(distinct records, chunks)``.
-
-        The integ-test distribution has no reindex module, hence no
-        ``_delete_where``: scroll the matching ids, then bulk-delete them.
-        """
-        targets: list[tuple[str, str]] = []
-        records: set[str] = set()
-        try:
-            response = await self.client.search(
-                index=self.alias, body={"query": query, "_source": ["record_id"], "sort": ["_doc"]},
-                size=5000, scroll="1m", ignore_unavailable=True, allow_no_indices=True,
-            )
-        except NotFoundError:
-            return 0, 0
-        scroll_id = response.get("_scroll_id")
-        try:
-            while response["hits"]["hits"]:
-                for hit in response["hits"]["hits"]:
-                    targets.append((hit["_index"], hit["_id"]))
-                    records.add(hit["_source"]["record_id"])
-                response = await self.client.scroll(scroll_id=scroll_id, scroll="1m")
-                scroll_id = response.get("_scroll_id", scroll_id)
-        finally:
-            if scroll_id:
-                await self.client.clear_scroll(scroll_id=scroll_id, ignore=(404,))
-        for start in range(0, len(targets), _BULK_DOCS):
-            batch = targets[start : start + _BULK_DOCS]
-            last = start + _BULK_DOCS >= len(targets)
-            body = [{"delete": {"_index": index, "_id": doc_id}} for index, doc_id in batch]
-            await self._bulk(body, refresh=last)
-        return len(records), len(targets)
-
-    async def _bulk(self, body: list[dict[str, Any]], refresh: bool) -> None:
-        response = await self.client.bulk(body=body, refresh="true" if refresh else "false")
-        if response.get("errors"):
-            for item in response["items"]:
-                result = next(iter(item.values()))
-                if "error" in result:
-                    raise TransportError(result.get("status", 500), "bulk_failure", result["error"])
+        """Delete the documents matching ``query``; return ``(distinct records, chunks)``."""
+        hits = await delete_by_query(self.client, self.alias, query, ["record_id"])
+        return len({hit["_source"]["record_id"] for hit in hits}), len(hits)
 
     async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
         self._require_open()
         if not record_ids:
             return {}
-        query = {"bool": {"filter": [
-            {"term": {"organization_id": organization_id}},
-            {"terms": {"record_id": list(record_ids)}},
-            {"term": {"chunk_index": 0}},
-        ]}}
+        query = {
+            "bool": {
+                "filter": [
+                    {"term": {"organization_id": organization_id}},
+                    {"terms": {"record_id": list(record_ids)}},
+                    {"term": {"chunk_index": 0}},
+                ]
+            }
+        }
         try:
             response = await self.client.search(
-                index=self.alias, body={"query": query, "_source": ["record_id", "user_id"]},
-                size=len(record_ids), ignore_unavailable=True, allow_no_indices=True,
+                index=self.alias,
+                body={"query": query, "_source": ["record_id", "user_id"]},
+                size=len(record_ids),
+                ignore_unavailable=True,
+                allow_no_indices=True,
             )
         except NotFoundError:
             return {}
@@ -404,7 +357,7 @@ class OpenSearchStore(VectorStore):
         min_score: float | None = None,
     ) -> list[Hit]:
         dimension = self._require_open()
-        query = _normalised(vector, dimension)
+        query = unit_vector(vector, dimension)
         if k <= 0:
             return []
         conditions = [{"term": {"organization_id": organization_id}}, *compile_filter(where)]

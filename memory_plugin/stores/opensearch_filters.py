@@ -1,6 +1,6 @@
 """Compile a :class:`Filter` into OpenSearch query DSL for the OpenSearch store.
 
-The result must agree exactly with :func:`memory_plugin.histories.filters.matches`,
+The result must agree exactly with :func:`memory_plugin.stores.filters.matches`,
 so the store indexes a few *derived* fields beside the seed's own ones:
 
 * Dates are filtered on ``<field>_us`` (integer microseconds since the epoch):
@@ -23,20 +23,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memory_plugin.histories.filters import (
+from memory_plugin.dates import to_micros
+from memory_plugin.stores.filters import (
     DATE_FIELDS,
+    FIELD_NAME,
     TOP_LEVEL_FIELDS,
     Condition,
-    FIELD_NAME,
     Filter,
     as_number,
     fold,
-    to_micros,
 )
 
 #: Top-level string fields, each with a case-folded copy under ``fold.``.
 STRING_FIELDS = tuple(name for name in TOP_LEVEL_FIELDS if name not in DATE_FIELDS)
-
 
 
 def escape_wildcard(text: str) -> str:

@@ -1,0 +1,1 @@
+"""The memory stores: one interface (base), SQLite and OpenSearch behind it."""

@@ -1,0 +1,95 @@
+"""Where conversations and interactions live: the interface the memory service needs.
+
+``stores/sqlite.py`` is the embedded default and ``stores/opensearch.py`` keeps
+them in an OpenSearch cluster.  Every read and write names its owner, and a
+row of another owner is treated as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from memory_plugin.auth import Principal
+from memory_plugin.memory.dsl import DocumentResults, SearchBody, execute
+from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.views import memory_source, message_source
+
+
+class MemoryStore(abc.ABC):
+    @abc.abstractmethod
+    async def open(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def add_conversation(self, conversation: Conversation) -> None: ...
+
+    @abc.abstractmethod
+    async def get_conversation(self, owner: Principal, conversation_id: str) -> Conversation | None: ...
+
+    @abc.abstractmethod
+    async def list_conversations(
+        self, owner: Principal, offset: int, limit: int, by: str = "create_time"
+    ) -> list[Conversation]:
+        """Newest first by ``by`` (``create_time`` or ``updated_time``), ties by id."""
+
+    @abc.abstractmethod
+    async def update_conversation(
+        self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
+    ) -> Conversation | None: ...
+
+    @abc.abstractmethod
+    async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
+        """Delete a conversation and its interactions; their ids, or None if unknown."""
+
+    @abc.abstractmethod
+    async def add_interaction(self, interaction: Interaction) -> bool:
+        """Store it and move its conversation's ``updated_time``; False if the conversation is unknown."""
+
+    @abc.abstractmethod
+    async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None: ...
+
+    @abc.abstractmethod
+    async def list_interactions(
+        self, owner: Principal, conversation_id: str, offset: int, limit: int, newest_first: bool
+    ) -> list[Interaction] | None:
+        """Interactions that are not traces, by ``create_time``; None if the conversation is unknown."""
+
+    @abc.abstractmethod
+    async def list_traces(
+        self, owner: Principal, interaction_id: str, offset: int, limit: int
+    ) -> list[Interaction] | None:
+        """An interaction's traces by ``trace_number``; None if the interaction is unknown."""
+
+    @abc.abstractmethod
+    async def update_interaction(
+        self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
+    ) -> Interaction | None: ...
+
+    @abc.abstractmethod
+    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
+        """Run a 2.12+ ``_search`` over the owner's memories; nothing beyond the owner can match."""
+
+    @abc.abstractmethod
+    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
+        """Run a 2.12+ ``_search`` over the owner's messages of one memory, traces included."""
+
+    async def health(self) -> dict[str, Any]:
+        return {"status": "green"}
+
+
+def evaluate_conversations(query: SearchBody, conversations: Iterable[Conversation]) -> DocumentResults:
+    """``query`` evaluated in Python over ``conversations``, as ml-commons' stored documents.
+
+    Ties keep the given order, so pass them oldest first (insertion order).
+    """
+    return execute(query, [(c.conversation_id, memory_source(c)) for c in conversations])
+
+
+def evaluate_interactions(query: SearchBody, interactions: Iterable[Interaction]) -> DocumentResults:
+    """``query`` evaluated in Python over ``interactions`` (oldest first), as ml-commons' stored documents."""
+    ordered = sorted(interactions, key=lambda i: i.create_time)
+    return execute(query, [(i.interaction_id, message_source(i)) for i in ordered])

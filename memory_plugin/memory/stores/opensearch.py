@@ -1,0 +1,535 @@
+"""Conversational memory kept in a real OpenSearch cluster, in ML Commons-like indices.
+
+``OpenSearchMemoryStore`` behaves exactly like ``SqliteMemoryStore``; it is
+chosen when the home region is served by OpenSearch (``services.py``).
+
+Indices
+-------
+Two indices per deployment, named from the region's ``index_prefix`` so that
+several deployments (and tests) can share one cluster:
+
+========================================  ===================================
+this store                                ML Commons
+========================================  ===================================
+``{index_prefix}-memory-meta``            ``.plugins-ml-memory-meta``
+``{index_prefix}-memory-message``         ``.plugins-ml-memory-message``
+========================================  ===================================
+
+The fields are ML Commons' (``name``, ``create_time``, ``updated_time``,
+``user``, ``additional_info``; ``memory_id``, ``input``, ``prompt_template``,
+``response``, ``origin``, ``parent_message_id``, ``trace_number``), plus:
+
+- ``organization_id`` (keyword): ML Commons has no tenants; every read here
+  is scoped by ``organization_id`` and ``user``.  A principal without a user
+  is stored as ``user: ""``, as ``SqliteMemoryStore`` does.
+- ``memory_id`` on meta documents and ``message_id`` on message documents:
+  a keyword copy of the document's own ``_id``, the sort tie-breaker
+  (sorting on ``_id`` needs field data, which OpenSearch discourages).
+- ``additional_info_json``: the JSON encoding of ``additional_info``, neither
+  indexed nor in doc values, read back as the truth.  2.11 clients send
+  ``additional_info`` as a string and 2.12+ clients as a string map; both
+  round-trip exactly through it.  ``additional_info`` itself is a
+  ``flat_object`` (as in ML Commons 2.12+) and is written only for a map
+  whose entries are small enough to index.
+
+Times are ``date_nanos``: the ISO strings with microseconds (``isoformat``)
+are kept exactly in ``_source`` and sort at full precision, so "newest first"
+agrees with SQLite's text ordering even for writes in the same millisecond.
+
+Consistency
+-----------
+Every write passes ``refresh=true`` (ML Commons' ``RefreshPolicy.IMMEDIATE``):
+the very next read, a search included, sees it.  ``wait_for`` would be cheaper
+for the cluster under heavy write load but makes each write wait for the next
+scheduled refresh (up to ``refresh_interval``, 1 s by default).  Reads of one
+document use the real-time GET API.
+
+Read-modify-write (``update_conversation``, ``update_interaction`` and the
+``updated_time`` bump of ``add_interaction``) rewrites the whole document
+under optimistic concurrency control (``if_seq_no``/``if_primary_term``) and
+retries on a conflict, so concurrent writers never lose each other's change.
+A whole-document rewrite (not a partial ``_update``) is used because partial
+updates merge object fields, and ``additional_info`` must be replaced.
+
+Races with ``delete_conversation`` (SQLite has none, having transactions):
+the meta document goes first, then the messages are collected by a search
+and deleted by id in bulk.  A concurrent ``add_interaction`` either wrote its
+message before the messages were collected (and it is deleted with them) or finds the meta document gone when it bumps ``updated_time``; it
+then deletes its own message and answers False.  A process killed in the
+middle of a delete can leave messages without a conversation behind; they
+can still be read by id, but never listed.
+
+Paging beyond ``index.max_result_window`` (10000) uses ``search_after`` over
+the same sort, so every offset gives the same answer as SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from opensearchpy import AsyncOpenSearch
+from opensearchpy.exceptions import ConflictError, NotFoundError
+
+from memory_plugin.auth import Principal
+from memory_plugin.dates import isoformat, parse_instant
+from memory_plugin.memory.dsl import DocumentResults, SearchBody
+from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.stores.base import MemoryStore, evaluate_conversations, evaluate_interactions
+from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, create_index, delete_by_query, make_client
+from memory_plugin.settings import OpenSearchRegion
+
+#: Largest UTF-8 size of one ``additional_info`` key + value that is indexed in the flat_object
+#: (Lucene refuses terms over 32766 bytes; flat_object indexes ``key=value`` terms).
+_FLAT_ENTRY_LIMIT = 8191
+#: Optimistic-concurrency retries before giving up.
+_RETRIES = 50
+
+_KEYWORD = {"type": "keyword"}
+_DATE = {"type": "date_nanos"}
+_UNINDEXED = {"type": "keyword", "index": False, "doc_values": False}
+
+INDEX_SETTINGS = {"index": {"number_of_shards": 1, "number_of_replicas": 0}}
+
+META_MAPPINGS: dict[str, Any] = {
+    "dynamic": "strict",
+    "properties": {
+        "memory_id": _KEYWORD,
+        "name": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}},
+        "create_time": _DATE,
+        "updated_time": _DATE,
+        "user": _KEYWORD,
+        "organization_id": _KEYWORD,
+        "application_type": _KEYWORD,
+        "additional_info": {"type": "flat_object"},
+        "additional_info_json": _UNINDEXED,
+    },
+}
+
+MESSAGE_MAPPINGS: dict[str, Any] = {
+    "dynamic": "strict",
+    "properties": {
+        "message_id": _KEYWORD,
+        "memory_id": _KEYWORD,
+        "create_time": _DATE,
+        "input": {"type": "text"},
+        "prompt_template": {"type": "text"},
+        "response": {"type": "text"},
+        "origin": {"type": "keyword", "ignore_above": 8191},
+        "additional_info": {"type": "flat_object"},
+        "additional_info_json": _UNINDEXED,
+        "parent_message_id": _KEYWORD,
+        "trace_number": {"type": "long"},
+        "user": _KEYWORD,
+        "organization_id": _KEYWORD,
+    },
+}
+
+
+def _owner_fields(owner: Principal) -> dict[str, str]:
+    return {"organization_id": owner.organization_id, "user": owner.user_id or ""}
+
+
+def _owner_filter(owner: Principal) -> list[dict[str, Any]]:
+    return [{"term": {name: value}} for name, value in _owner_fields(owner).items()]
+
+
+def _owned(source: Mapping[str, Any], owner: Principal) -> bool:
+    return source.get("organization_id") == owner.organization_id and source.get("user") == (owner.user_id or "")
+
+
+def _principal(source: Mapping[str, Any]) -> Principal:
+    return Principal(source["organization_id"], source.get("user") or None)
+
+
+def _flat(value: Any) -> dict[str, str] | None:
+    """The flat_object copy of ``additional_info``: only a map, only when every entry can be indexed."""
+    if not isinstance(value, Mapping):
+        return None
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            return None
+        if len(key.encode()) + len(item.encode()) > _FLAT_ENTRY_LIMIT:
+            return None
+    return dict(value)
+
+
+def _set_additional_info(source: dict[str, Any], value: Any) -> None:
+    source["additional_info"] = _flat(value)
+    source["additional_info_json"] = None if value is None else json.dumps(value)
+
+
+def _additional_info(source: Mapping[str, Any]) -> Any:
+    encoded = source.get("additional_info_json")
+    return None if encoded is None else json.loads(encoded)
+
+
+def _conversation_source(conversation: Conversation) -> dict[str, Any]:
+    source: dict[str, Any] = {
+        "memory_id": conversation.conversation_id,
+        "name": conversation.name,
+        "create_time": isoformat(conversation.create_time),
+        "updated_time": isoformat(conversation.updated_time),
+        **_owner_fields(conversation.owner),
+    }
+    _set_additional_info(source, conversation.additional_info)
+    return source
+
+
+def _conversation(conversation_id: str, source: Mapping[str, Any]) -> Conversation:
+    return Conversation(
+        conversation_id=conversation_id,
+        owner=_principal(source),
+        name=source["name"],
+        create_time=parse_instant(source["create_time"]),
+        updated_time=parse_instant(source["updated_time"]),
+        additional_info=_additional_info(source),
+    )
+
+
+def _interaction_source(interaction: Interaction) -> dict[str, Any]:
+    source: dict[str, Any] = {
+        "message_id": interaction.interaction_id,
+        "memory_id": interaction.conversation_id,
+        "create_time": isoformat(interaction.create_time),
+        "input": interaction.input,
+        "prompt_template": interaction.prompt_template,
+        "response": interaction.response,
+        "origin": interaction.origin,
+        "parent_message_id": interaction.parent_interaction_id,
+        "trace_number": interaction.trace_number,
+        **_owner_fields(interaction.owner),
+    }
+    _set_additional_info(source, interaction.additional_info)
+    return source
+
+
+def _interaction(interaction_id: str, source: Mapping[str, Any]) -> Interaction:
+    return Interaction(
+        interaction_id=interaction_id,
+        conversation_id=source["memory_id"],
+        owner=_principal(source),
+        create_time=parse_instant(source["create_time"]),
+        input=source.get("input"),
+        response=source.get("response"),
+        prompt_template=source.get("prompt_template"),
+        origin=source.get("origin"),
+        additional_info=_additional_info(source),
+        parent_interaction_id=source.get("parent_message_id"),
+        trace_number=source.get("trace_number"),
+    )
+
+
+class OpenSearchMemoryStore(MemoryStore):
+    def __init__(self, settings: OpenSearchRegion) -> None:
+        self.settings = settings
+        prefix = settings.index_prefix.lower()  # index names are lowercase, as in the region store
+        self.meta_index = f"{prefix}-memory-meta"
+        self.message_index = f"{prefix}-memory-message"
+        #: ``index.max_result_window``; deeper pages go through ``search_after``.
+        self.max_result_window = MAX_RESULT_WINDOW
+        self._client: AsyncOpenSearch | None = None
+
+    @property
+    def client(self) -> AsyncOpenSearch:
+        if self._client is None:
+            raise RuntimeError("OpenSearchMemoryStore is not open")
+        return self._client
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def open(self) -> None:
+        self._client = make_client(self.settings)
+        try:
+            for index, mappings in ((self.meta_index, META_MAPPINGS), (self.message_index, MESSAGE_MAPPINGS)):
+                await create_index(self.client, index, {"settings": INDEX_SETTINGS, "mappings": mappings})
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    async def health(self) -> dict[str, Any]:
+        health = await self.client.cluster.health(index=[self.meta_index, self.message_index])
+        count = await self.client.count(index=self.meta_index)
+        return {"status": health["status"], "conversations": count["count"]}
+
+    # -- low-level helpers -------------------------------------------------------------
+
+    async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        """The document (with ``_seq_no``/``_primary_term``), real-time; None if absent."""
+        try:
+            document = await self.client.get(index=index, id=doc_id)
+        except NotFoundError:
+            return None
+        return document if document.get("found") else None
+
+    async def _get_owned(self, index: str, doc_id: str, owner: Principal) -> dict[str, Any] | None:
+        document = await self._get(index, doc_id)
+        if document is None or not _owned(document["_source"], owner):
+            return None
+        return document
+
+    async def _search(
+        self,
+        index: str,
+        query: Mapping[str, Any],
+        sort: list[Any],
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Hits ``offset`` to ``offset + limit`` (all of them when ``limit`` is None) in ``sort`` order.
+
+        ``sort`` must be total (end with a unique key).  Pages within the result window
+        are one ``from``/``size`` search; anything deeper walks with ``search_after``.
+        """
+        window = self.max_result_window
+        if limit is not None and offset + limit <= window:
+            if limit <= 0:
+                return []
+            window_body = {"query": query, "sort": sort, "from": offset, "size": limit, "track_total_hits": False}
+            result = await self.client.search(index=index, body=window_body)
+            return list(result["hits"]["hits"])
+        end = None if limit is None else offset + limit
+        hits: list[dict[str, Any]] = []
+        position = 0
+        after: list[Any] | None = None
+        while end is None or position < end:
+            size = window if end is None else min(window, end - position)
+            body: dict[str, Any] = {"query": query, "sort": sort, "size": size, "track_total_hits": False}
+            if position + size <= offset:
+                body["_source"] = False  # only walking past these
+            if after is not None:
+                body["search_after"] = after
+            page = (await self.client.search(index=index, body=body))["hits"]["hits"]
+            for hit in page:
+                if position >= offset:
+                    hits.append(hit)
+                position += 1
+            if len(page) < size:
+                break
+            after = page[-1]["sort"]
+        return hits
+
+    async def _rewrite(
+        self,
+        index: str,
+        doc_id: str,
+        owner: Principal,
+        change: Any,
+    ) -> dict[str, Any] | None:
+        """Read, ``change(source)`` in place, write back under optimistic concurrency; retry on conflict.
+
+        Returns the new source, or None if the document is absent or not the owner's.
+        ``change`` returning False means nothing to write.
+        """
+        for _ in range(_RETRIES):
+            document = await self._get_owned(index, doc_id, owner)
+            if document is None:
+                return None
+            source = dict(document["_source"])
+            if change(source) is False:
+                return source
+            try:
+                await self.client.index(
+                    index=index,
+                    id=doc_id,
+                    body=source,
+                    if_seq_no=document["_seq_no"],
+                    if_primary_term=document["_primary_term"],
+                    refresh="true",
+                )
+            except ConflictError:
+                await asyncio.sleep(0)
+                continue
+            except NotFoundError:
+                return None
+            return source
+        raise RuntimeError(f"gave up updating [{doc_id}] in [{index}] after {_RETRIES} conflicts")
+
+    # -- conversations ---------------------------------------------------------------------
+
+    async def add_conversation(self, conversation: Conversation) -> None:
+        await self.client.index(
+            index=self.meta_index,
+            id=conversation.conversation_id,
+            body=_conversation_source(conversation),
+            op_type="create",
+            refresh="true",
+        )
+
+    async def get_conversation(self, owner: Principal, conversation_id: str) -> Conversation | None:
+        document = await self._get_owned(self.meta_index, conversation_id, owner)
+        return None if document is None else _conversation(conversation_id, document["_source"])
+
+    async def list_conversations(
+        self, owner: Principal, offset: int, limit: int, by: str = "create_time"
+    ) -> list[Conversation]:
+        field = {"create_time": "create_time", "updated_time": "updated_time"}[by]
+        hits = await self._search(
+            self.meta_index,
+            {"bool": {"filter": _owner_filter(owner)}},
+            [{field: {"order": "desc"}}, {"memory_id": {"order": "desc"}}],
+            offset,
+            limit,
+        )
+        return [_conversation(hit["_id"], hit["_source"]) for hit in hits]
+
+    async def update_conversation(
+        self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
+    ) -> Conversation | None:
+        columns = {
+            name: value for name, value in changes.items() if name in {"name", "additional_info", "updated_time"}
+        }
+
+        def change(source: dict[str, Any]) -> bool:
+            if not columns:
+                return False
+            for name, value in columns.items():
+                if name == "additional_info":
+                    _set_additional_info(source, value)
+                elif name == "updated_time":
+                    source["updated_time"] = isoformat(value)
+                else:
+                    source[name] = value
+            return True
+
+        source = await self._rewrite(self.meta_index, conversation_id, owner, change)
+        return None if source is None else _conversation(conversation_id, source)
+
+    async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
+        document = await self._get_owned(self.meta_index, conversation_id, owner)
+        if document is None:
+            return None
+        try:
+            await self.client.delete(
+                index=self.meta_index,
+                id=conversation_id,
+                if_seq_no=document["_seq_no"],
+                if_primary_term=document["_primary_term"],
+                refresh="true",
+            )
+        except NotFoundError:
+            return None  # deleted meanwhile by someone else
+        except ConflictError:
+            # Changed meanwhile (renamed, or a message bumped it): still ours, delete it anyway.
+            try:
+                await self.client.delete(index=self.meta_index, id=conversation_id, refresh="true")
+            except NotFoundError:
+                return None
+        query = {"bool": {"filter": [{"term": {"memory_id": conversation_id}}]}}
+        hits = await delete_by_query(self.client, self.message_index, query)
+        return sorted(hit["_id"] for hit in hits)
+
+    # -- interactions --------------------------------------------------------------------------
+
+    async def add_interaction(self, interaction: Interaction) -> bool:
+        owner = interaction.owner
+        if await self._get_owned(self.meta_index, interaction.conversation_id, owner) is None:
+            return False
+        await self.client.index(
+            index=self.message_index,
+            id=interaction.interaction_id,
+            body=_interaction_source(interaction),
+            op_type="create",
+            refresh="true",
+        )
+        created = isoformat(interaction.create_time)
+
+        def bump(source: dict[str, Any]) -> bool:
+            # Same-format ISO strings order as the instants do (SQLite's max() on text).
+            if source["updated_time"] >= created:
+                return False
+            source["updated_time"] = created
+            return True
+
+        if await self._rewrite(self.meta_index, interaction.conversation_id, owner, bump) is None:
+            # The conversation was deleted while we wrote: take the message back.
+            try:
+                await self.client.delete(index=self.message_index, id=interaction.interaction_id, refresh="true")
+            except NotFoundError:
+                pass
+            return False
+        return True
+
+    async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None:
+        document = await self._get_owned(self.message_index, interaction_id, owner)
+        return None if document is None else _interaction(interaction_id, document["_source"])
+
+    async def list_interactions(
+        self, owner: Principal, conversation_id: str, offset: int, limit: int, newest_first: bool
+    ) -> list[Interaction] | None:
+        if await self._get_owned(self.meta_index, conversation_id, owner) is None:
+            return None
+        direction = "desc" if newest_first else "asc"
+        query = {
+            "bool": {
+                "filter": [{"term": {"memory_id": conversation_id}}],
+                "must_not": [{"exists": {"field": "trace_number"}}],
+            }
+        }
+        sort = [{"create_time": {"order": direction}}, {"message_id": {"order": direction}}]
+        hits = await self._search(self.message_index, query, sort, offset, limit)
+        return [_interaction(hit["_id"], hit["_source"]) for hit in hits]
+
+    async def list_traces(
+        self, owner: Principal, interaction_id: str, offset: int, limit: int
+    ) -> list[Interaction] | None:
+        if await self._get_owned(self.message_index, interaction_id, owner) is None:
+            return None
+        query = {"bool": {"filter": [{"term": {"parent_message_id": interaction_id}}]}}
+        # SQLite sorts NULL first in ascending order.
+        sort = [
+            {"trace_number": {"order": "asc", "missing": "_first"}},
+            {"create_time": {"order": "asc"}},
+            {"message_id": {"order": "asc"}},
+        ]
+        hits = await self._search(self.message_index, query, sort, offset, limit)
+        return [_interaction(hit["_id"], hit["_source"]) for hit in hits]
+
+    async def update_interaction(
+        self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
+    ) -> Interaction | None:
+        columns = {name: value for name, value in changes.items() if name in {"response", "additional_info"}}
+
+        def change(source: dict[str, Any]) -> bool:
+            if not columns:
+                return False
+            for name, value in columns.items():
+                if name == "additional_info":
+                    _set_additional_info(source, value)
+                else:
+                    source[name] = value
+            return True
+
+        source = await self._rewrite(self.message_index, interaction_id, owner, change)
+        return None if source is None else _interaction(interaction_id, source)
+
+    # -- whole sets, for _search ------------------------------------------------------------------
+
+    # Oldest first, ties by id: close to SQLite's rowid (insertion) order, which the
+    # Python query evaluation keeps for hits that score alike.
+
+    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
+        return evaluate_conversations(query, await self.all_conversations(owner))
+
+    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
+        return evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
+
+    async def all_conversations(self, owner: Principal) -> list[Conversation]:
+        sort = [{"create_time": {"order": "asc"}}, {"memory_id": {"order": "asc"}}]
+        hits = await self._search(self.meta_index, {"bool": {"filter": _owner_filter(owner)}}, sort)
+        return [_conversation(hit["_id"], hit["_source"]) for hit in hits]
+
+    async def all_interactions(self, owner: Principal, conversation_id: str | None = None) -> list[Interaction]:
+        filters = _owner_filter(owner)
+        if conversation_id is not None:
+            filters.append({"term": {"memory_id": conversation_id}})
+        sort = [{"create_time": {"order": "asc"}}, {"message_id": {"order": "asc"}}]
+        hits = await self._search(self.message_index, {"bool": {"filter": filters}}, sort)
+        return [_interaction(hit["_id"], hit["_source"]) for hit in hits]

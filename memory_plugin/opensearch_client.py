@@ -1,0 +1,130 @@
+"""The one way every OpenSearch-backed store talks to a cluster.
+
+Client construction, race-safe index creation, checked bulk requests, and
+deletion by query.  The region store (``stores/opensearch.py``) and the
+memory store (``memory/stores/opensearch.py``) both use it, so they share
+one retry policy and one answer to the distribution's missing reindex module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from opensearchpy import AsyncOpenSearch
+from opensearchpy.exceptions import NotFoundError, RequestError, TransportError
+
+from memory_plugin.settings import OpenSearchRegion
+
+#: OpenSearch's default ``index.max_result_window``: the deepest ``from + size`` a search may ask for.
+MAX_RESULT_WINDOW = 10000
+#: Documents per bulk request.
+BULK_DOCS = 1000
+
+
+def make_client(settings: OpenSearchRegion) -> AsyncOpenSearch:
+    """A client for one cluster that never retries.
+
+    Why no retries: a region that fails must fail fast, so that fan-out reports
+    it in ``failed_regions`` within the search deadline instead of waiting out
+    retries; and a write retried after a lost response could apply twice.  The
+    caller (or its client) decides whether to try again, and sees a 503 meanwhile.
+    """
+    options: dict[str, Any] = {
+        "hosts": list(settings.hosts),
+        "verify_certs": settings.verify_certs,
+        "timeout": settings.timeout,
+        "max_retries": 0,
+        "retry_on_timeout": False,
+    }
+    if settings.username is not None:
+        options["http_auth"] = (settings.username, settings.password or "")
+    if settings.ca_certs:
+        options["ca_certs"] = settings.ca_certs
+    if not settings.verify_certs:
+        options["ssl_show_warn"] = False
+    return AsyncOpenSearch(**options)
+
+
+async def create_index(client: AsyncOpenSearch, index: str, body: Mapping[str, Any]) -> bool:
+    """Create ``index`` unless it exists; True if this call created it.
+
+    Race-safe: two processes starting at once both see it missing, one
+    creates it, and the other's ``resource_already_exists_exception`` is
+    taken as success.
+    """
+    if await client.indices.exists(index=index):
+        return False
+    try:
+        await client.indices.create(index=index, body=dict(body))
+    except RequestError as error:
+        if error.error != "resource_already_exists_exception":
+            raise
+        return False
+    return True
+
+
+async def bulk(client: AsyncOpenSearch, actions: Sequence[Mapping[str, Any]], *, refresh: bool) -> None:
+    """One bulk request; raises on the first failed item (a delete of a missing document is no failure)."""
+    response = await client.bulk(body=list(actions), refresh="true" if refresh else "false")
+    if not response.get("errors"):
+        return
+    for item in response["items"]:
+        operation, result = next(iter(item.items()))
+        if "error" in result and not (operation == "delete" and result.get("status") == 404):
+            raise TransportError(result.get("status", 500), "bulk_failure", result["error"])
+
+
+async def scan(
+    client: AsyncOpenSearch, index: str, query: Mapping[str, Any], source: Sequence[str] | bool = False
+) -> AsyncIterator[dict[str, Any]]:
+    """Every hit of ``query`` (``_index``, ``_id`` and the ``source`` fields), in no particular order.
+
+    A missing index yields nothing.  The scroll context is cleared at the end.
+    """
+    try:
+        response = await client.search(
+            index=index,
+            body={
+                "query": dict(query),
+                "_source": source if isinstance(source, bool) else list(source),
+                "sort": ["_doc"],
+            },
+            size=5000,
+            scroll="1m",
+            ignore_unavailable=True,
+            allow_no_indices=True,
+        )
+    except NotFoundError:
+        return
+    scroll_id = response.get("_scroll_id")
+    try:
+        while response["hits"]["hits"]:
+            for hit in response["hits"]["hits"]:
+                yield hit
+            response = await client.scroll(scroll_id=scroll_id, scroll="1m")
+            scroll_id = response.get("_scroll_id", scroll_id)
+    finally:
+        if scroll_id:
+            await client.clear_scroll(scroll_id=scroll_id, ignore=(404,))
+
+
+async def delete_documents(client: AsyncOpenSearch, targets: Sequence[tuple[str, str]]) -> None:
+    """Delete ``(index, id)`` pairs in bulk, refreshing with the last request so that reads see it."""
+    for start in range(0, len(targets), BULK_DOCS):
+        batch = targets[start : start + BULK_DOCS]
+        actions = [{"delete": {"_index": index, "_id": doc_id}} for index, doc_id in batch]
+        await bulk(client, actions, refresh=start + BULK_DOCS >= len(targets))
+
+
+async def delete_by_query(
+    client: AsyncOpenSearch, index: str, query: Mapping[str, Any], source: Sequence[str] | bool = False
+) -> list[dict[str, Any]]:
+    """Delete every document matching ``query``; return the hits deleted (with the ``source`` fields).
+
+    The integ-test distribution has no reindex module, hence no
+    ``_delete_by_query``: scroll the matching ids, then bulk-delete them.
+    """
+    hits = [hit async for hit in scan(client, index, query, source)]
+    await delete_documents(client, [(hit["_index"], hit["_id"]) for hit in hits])
+    return hits

@@ -1,0 +1,90 @@
+"""The OpenAPI description matches the router both ways, and fuzzing finds no 5xx."""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from schemathesis import GenerationMode
+
+from memory_plugin.app import create_app
+from memory_plugin.openapi import openapi_document
+from tests.support.live import live_server_with_key
+
+METHODS = {"get", "post", "put", "delete", "patch", "head", "options"}
+
+
+def routed_operations(app) -> set[tuple[str, str]]:
+    operations = set()
+    for route in app.router.routes():
+        path = route.resource.canonical
+        methods = ["get", "post"] if route.method == "*" else [route.method.lower()]
+        operations |= {(method, path) for method in methods if method != "head"}
+    return operations
+
+
+def described_operations() -> set[tuple[str, str]]:
+    return {
+        (method, path) for path, item in openapi_document()["paths"].items() for method in item if method in METHODS
+    }
+
+
+def test_description_and_router_agree(settings, embedder):
+    app = create_app(settings, embedder=embedder)
+    assert described_operations() == routed_operations(app)
+
+
+async def test_description_is_served_with_a_credential(client, alice):
+    assert (await client.get("/_openapi.json")).status == 401
+    document = await (await client.get("/_openapi.json", headers=alice.headers)).json()
+    assert document["openapi"] == "3.1.0"
+    assert "/v2/ai/conversation_histories" in document["paths"]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    server = live_server_with_key(tmp_path_factory.mktemp("fuzz") / "data", "org-fuzz", "fuzzer")
+    yield server
+    server.kill()
+
+
+SCHEMA = schemathesis.openapi.from_dict(openapi_document())
+OPERATIONS = {result.ok().label: result.ok() for result in SCHEMA.get_all_operations()}
+
+
+def api_error_format(response, path: str) -> None:
+    body = response.json()
+    if "/v2/" in path:
+        assert isinstance(body.get("errors"), list) and body["errors"], body
+        assert {"code", "title", "detail"} <= set(body["errors"][0]), body
+    else:
+        assert set(body) == {"error", "status"} and body["status"] == response.status_code, body
+        assert body["error"]["root_cause"][0]["type"] == body["error"]["type"], body
+
+
+def _takes_input(label: str) -> bool:
+    operation = OPERATIONS[label]
+    return bool(len(operation.query) or len(operation.path_parameters) or len(operation.body))
+
+
+CASES = [(label, GenerationMode.POSITIVE) for label in sorted(OPERATIONS)] + [
+    (label, GenerationMode.NEGATIVE) for label in sorted(OPERATIONS) if _takes_input(label)
+]
+
+
+@pytest.mark.parametrize(("label", "mode"), CASES, ids=[f"{label}-{mode.value}" for label, mode in CASES])
+def test_fuzz_no_server_errors_and_every_4xx_in_the_api_format(live, label, mode):
+    operation = OPERATIONS[label]
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def check(case) -> None:
+        response = case.call(base_url=live.url, headers=live.headers, timeout=30)
+        assert response.status_code < 500, (
+            f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}"
+        )
+        if 400 <= response.status_code < 500:
+            api_error_format(response, case.path)
+
+    check()

@@ -1,0 +1,401 @@
+"""The conversational memory with the home region on a real OpenSearch cluster.
+
+Three layers:
+
+- The whole 2.11 HTTP suite (``tests/http/test_memory_v211.py``) again, in process, with a
+  ``client`` whose home region is an ``OpenSearchRegion``: the star import below brings
+  its test functions into this module, and the ``client`` fixture defined after it
+  overrides conftest's for them.
+- The whole 2.12+ suite (``tests/http/test_memory_v212.py``) again, against a live server
+  whose TOML config puts the home region on OpenSearch (module ``server`` override).
+- ``OpenSearchMemoryStore`` directly: owner isolation, ordering and paging, deep pages
+  through ``search_after``, races, and the same scenario run on ``SqliteMemoryStore``
+  (the reference) with identical answers.
+
+Every test gets its own index prefix, so tests never see each other's data; the indices
+are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_plugin.app import create_app
+from memory_plugin.auth import KeyStore, Principal
+from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.routes_v211 import MEMORY
+from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
+from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
+from memory_plugin.settings import OpenSearchRegion
+from tests.http.test_memory_v211 import *  # noqa: F401,F403  (re-run the 2.11 suite here)
+from tests.http.test_memory_v212 import *  # noqa: F401,F403  (re-run the 2.12+ suite here)
+from tests.support.live import live_server_with_key
+
+pytestmark = pytest.mark.opensearch
+
+
+def _new_prefix() -> str:
+    return f"mp-mem-{uuid.uuid4().hex[:12]}"
+
+
+def _drop_indices(node, prefix: str) -> None:  # type: ignore[no-untyped-def]
+    node.request("DELETE", f"/{prefix}-*")
+
+
+@pytest.fixture
+def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
+    prefix = _new_prefix()
+    yield prefix
+    _drop_indices(opensearch_nodes[0], prefix)
+
+
+# -- the 2.11 HTTP suite, home region on OpenSearch ----------------------------------------
+
+
+@pytest.fixture
+async def client(
+    aiohttp_client, settings, embedder, opensearch_nodes, index_prefix, alice, bob, carol, admin, other_admin
+):  # type: ignore[no-untyped-def]
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
+    app_settings = settings.replace(regions={"USA": region}, home_region="USA")
+    return await aiohttp_client(create_app(app_settings, embedder=embedder))
+
+
+async def test_in_process_suite_really_runs_on_opensearch(client, alice, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    store = client.app[MEMORY].store
+    assert isinstance(store, OpenSearchMemoryStore)
+    assert store.meta_index == f"{index_prefix}-memory-meta"
+    conversation_id = await create_conversation(client, alice, "on the cluster")  # noqa: F405
+    interaction_id = await create_interaction(client, alice, conversation_id)  # noqa: F405
+    status, meta = opensearch_nodes[0].request("GET", f"/{index_prefix}-memory-meta/_doc/{conversation_id}")
+    assert status == 200, meta
+    assert meta["_source"]["name"] == "on the cluster"
+    assert meta["_source"]["organization_id"] == "org-1" and meta["_source"]["user"] == "alice"
+    status, message = opensearch_nodes[0].request("GET", f"/{index_prefix}-memory-message/_doc/{interaction_id}")
+    assert status == 200, message
+    assert message["_source"]["memory_id"] == conversation_id
+    assert message["_source"]["additional_info_json"] == '"[Document1, Document2]"'
+
+
+# -- the 2.12+ suite, against a live server configured by TOML -----------------------------
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, opensearch_nodes):  # type: ignore[no-untyped-def]
+    base = tmp_path_factory.mktemp("v212-opensearch")
+    prefix = _new_prefix()
+    config = base / "memory-plugin.toml"
+    config.write_text(
+        f'[regions.USA]\nstore = "opensearch"\nhosts = ["{opensearch_nodes[0].url}"]\nindex_prefix = "{prefix}"\n'
+    )
+    live = live_server_with_key(base / "data", config=config)
+    _, live.other_token = KeyStore(live.data_dir / "keys.json").create("org-1", "bob")
+    live.index_prefix = prefix
+    yield live
+    live.kill()
+    _drop_indices(opensearch_nodes[0], prefix)
+
+
+async def test_live_server_keeps_memory_in_opensearch(server, ml, opensearch_nodes):  # type: ignore[no-untyped-def]
+    memory_id = (await ml.create_memory(body={"name": "kept in OpenSearch"}))["memory_id"]
+    message_id = (await ml.create_message(memory_id=memory_id, body={"input": "q", "additional_info": {"k": "v"}}))[
+        "message_id"
+    ]
+    status, meta = opensearch_nodes[0].request("GET", f"/{server.index_prefix}-memory-meta/_doc/{memory_id}")
+    assert status == 200 and meta["_source"]["name"] == "kept in OpenSearch", meta
+    status, message = opensearch_nodes[0].request("GET", f"/{server.index_prefix}-memory-message/_doc/{message_id}")
+    assert status == 200 and message["_source"]["additional_info"] == {"k": "v"}, message
+    assert not (server.data_dir / "memory.sqlite3").exists()
+
+
+# -- OpenSearchMemoryStore directly -------------------------------------------------------------
+
+ALICE = Principal("org-1", "alice")
+BOB = Principal("org-1", "bob")
+CAROL = Principal("org-2", "alice")  # same user name, other organisation
+ADMIN = Principal("org-1", None)
+
+T0 = datetime(2026, 5, 28, 12, 0, 0, tzinfo=UTC)
+
+
+def at(micros: int) -> datetime:
+    return T0 + timedelta(microseconds=micros)
+
+
+def conversation(
+    cid: str, owner: Principal, created: datetime, name: str = "", info: dict | None = None
+) -> Conversation:
+    return Conversation(cid, owner, name, created, created, info)
+
+
+def interaction(
+    iid: str,
+    cid: str,
+    owner: Principal,
+    created: datetime,
+    *,
+    info=None,  # type: ignore[no-untyped-def]
+    parent: str | None = None,
+    trace: int | None = None,
+) -> Interaction:
+    return Interaction(iid, cid, owner, created, f"in {iid}", f"out {iid}", "tmpl", "origin", info, parent, trace)
+
+
+@pytest.fixture
+async def store(opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    opened = OpenSearchMemoryStore(OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix))
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path):  # type: ignore[no-untyped-def]
+    opened = SqliteMemoryStore(tmp_path / "reference.sqlite3")
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+async def test_open_is_idempotent_and_creates_ml_commons_like_indices(store, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    again = OpenSearchMemoryStore(store.settings)
+    await again.open()  # the indices exist already
+    await again.close()
+    status, mappings = opensearch_nodes[0].request("GET", f"/{index_prefix}-memory-*/_mapping")
+    assert status == 200
+    meta = mappings[f"{index_prefix}-memory-meta"]["mappings"]["properties"]
+    message = mappings[f"{index_prefix}-memory-message"]["mappings"]["properties"]
+    assert meta["name"]["type"] == "text" and meta["create_time"]["type"] == "date_nanos"
+    assert meta["user"]["type"] == "keyword" and meta["organization_id"]["type"] == "keyword"
+    assert message["memory_id"]["type"] == "keyword" and message["trace_number"]["type"] == "long"
+    assert message["additional_info"]["type"] == "flat_object"
+    status, settings = opensearch_nodes[0].request("GET", f"/{index_prefix}-memory-meta/_settings")
+    assert settings[f"{index_prefix}-memory-meta"]["settings"]["index"]["number_of_replicas"] == "0"
+    assert await store.health() == {"status": "green", "conversations": 0}
+
+
+async def test_another_owner_sees_nothing(store):  # type: ignore[no-untyped-def]
+    await store.add_conversation(conversation("c-alice", ALICE, at(1), "mine"))
+    assert await store.add_interaction(interaction("i-1", "c-alice", ALICE, at(2)))
+    assert await store.add_interaction(interaction("t-1", "c-alice", ALICE, at(3), parent="i-1", trace=1))
+    for other in (BOB, CAROL, ADMIN):
+        assert await store.get_conversation(other, "c-alice") is None
+        assert await store.list_conversations(other, 0, 10) == []
+        assert await store.list_conversations(other, 0, 10, "updated_time") == []
+        assert await store.update_conversation(other, "c-alice", {"name": "pwned", "updated_time": at(9)}) is None
+        assert not await store.add_interaction(
+            interaction(f"x-{other.organization_id}-{other.user_id}", "c-alice", other, at(4))
+        )
+        assert await store.get_interaction(other, "i-1") is None
+        assert await store.list_interactions(other, "c-alice", 0, 10, True) is None
+        assert await store.list_traces(other, "i-1", 0, 10) is None
+        assert await store.update_interaction(other, "i-1", {"response": "pwned"}) is None
+        assert await store.all_conversations(other) == []
+        assert await store.all_interactions(other) == []
+        assert await store.all_interactions(other, "c-alice") == []
+        assert await store.delete_conversation(other, "c-alice") is None
+    # Nothing changed for the owner, and the refused interactions were never written.
+    mine = await store.get_conversation(ALICE, "c-alice")
+    assert mine is not None and mine.name == "mine" and mine.updated_time == at(3)
+    assert [i.interaction_id for i in await store.all_interactions(ALICE)] == ["i-1", "t-1"]
+    assert (await store.get_interaction(ALICE, "i-1")).response == "out i-1"  # type: ignore[union-attr]
+    # An organisation-wide principal (no user) has its own, separate memory.
+    await store.add_conversation(conversation("c-admin", ADMIN, at(5)))
+    assert [c.conversation_id for c in await store.list_conversations(ADMIN, 0, 10)] == ["c-admin"]
+    assert (await store.get_conversation(ADMIN, "c-admin")).owner == ADMIN  # type: ignore[union-attr]
+    assert [c.conversation_id for c in await store.list_conversations(ALICE, 0, 10)] == ["c-alice"]
+
+
+async def test_conversations_newest_first_ties_by_id_desc(store):  # type: ignore[no-untyped-def]
+    # Same millisecond, different microseconds; and exact ties broken by id.
+    await store.add_conversation(conversation("b", ALICE, at(1)))
+    await store.add_conversation(conversation("a", ALICE, at(2)))
+    await store.add_conversation(conversation("d", ALICE, at(2)))
+    await store.add_conversation(conversation("c", ALICE, at(2)))
+    await store.add_conversation(conversation("e", ALICE, at(0)))
+    ids = [c.conversation_id for c in await store.list_conversations(ALICE, 0, 10)]
+    assert ids == ["d", "c", "a", "b", "e"]
+    assert [c.conversation_id for c in await store.list_conversations(ALICE, 1, 2)] == ["c", "a"]
+    assert await store.list_conversations(ALICE, 5, 2) == []
+    # A message moves updated_time: "e" becomes the most recently updated.
+    assert await store.add_interaction(interaction("m", "e", ALICE, at(10)))
+    assert [c.conversation_id for c in await store.list_conversations(ALICE, 0, 2, "updated_time")] == ["e", "d"]
+    assert [c.conversation_id for c in await store.list_conversations(ALICE, 0, 10)] == ids
+
+
+async def test_interactions_and_traces_order(store):  # type: ignore[no-untyped-def]
+    await store.add_conversation(conversation("c", ALICE, at(0)))
+    for iid, micros in (("i2", 2), ("i1", 1), ("i3", 2), ("i0", 5)):
+        assert await store.add_interaction(interaction(iid, "c", ALICE, at(micros)))
+    assert await store.add_interaction(interaction("t2", "c", ALICE, at(6), parent="i1", trace=2))
+    assert await store.add_interaction(interaction("t1", "c", ALICE, at(7), parent="i1", trace=1))
+    assert await store.add_interaction(interaction("t0", "c", ALICE, at(8), parent="i1", trace=1))
+    # Traces are never listed as interactions.
+    oldest = [i.interaction_id for i in await store.list_interactions(ALICE, "c", 0, 10, False)]
+    newest = [i.interaction_id for i in await store.list_interactions(ALICE, "c", 0, 10, True)]
+    assert oldest == ["i1", "i2", "i3", "i0"]
+    assert newest == ["i0", "i3", "i2", "i1"]
+    assert [i.interaction_id for i in await store.list_interactions(ALICE, "c", 1, 2, True)] == ["i3", "i2"]
+    traces = await store.list_traces(ALICE, "i1", 0, 10)
+    assert [(t.interaction_id, t.trace_number) for t in traces] == [("t1", 1), ("t0", 1), ("t2", 2)]
+    assert [t.interaction_id for t in await store.list_traces(ALICE, "i1", 2, 5)] == ["t2"]
+    assert await store.list_traces(ALICE, "i2", 0, 10) == []
+    assert await store.list_traces(ALICE, "nope", 0, 10) is None
+    assert await store.list_interactions(ALICE, "nope", 0, 10, True) is None
+    assert (await store.get_conversation(ALICE, "c")).updated_time == at(8)  # type: ignore[union-attr]
+
+
+async def test_updated_time_only_moves_forward(store):  # type: ignore[no-untyped-def]
+    await store.add_conversation(conversation("c", ALICE, at(0)))
+    assert await store.update_conversation(ALICE, "c", {"updated_time": at(100)})
+    assert await store.add_interaction(interaction("late", "c", ALICE, at(50)))
+    assert (await store.get_conversation(ALICE, "c")).updated_time == at(100)  # type: ignore[union-attr]
+    assert not await store.add_interaction(interaction("x", "unknown", ALICE, at(60)))
+    assert await store.get_interaction(ALICE, "x") is None
+
+
+async def test_concurrent_messages_lose_no_update(store):  # type: ignore[no-untyped-def]
+    await store.add_conversation(conversation("c", ALICE, at(0)))
+    results = await asyncio.gather(
+        *(store.add_interaction(interaction(f"i{n:02d}", "c", ALICE, at(n + 1))) for n in range(20))
+    )
+    assert all(results)
+    assert (await store.get_conversation(ALICE, "c")).updated_time == at(20)  # type: ignore[union-attr]
+    assert len(await store.list_interactions(ALICE, "c", 0, 100, False)) == 20  # type: ignore[arg-type]
+
+
+async def test_updates_replace_fields_and_additional_info(store):  # type: ignore[no-untyped-def]
+    await store.add_conversation(conversation("c", ALICE, at(0), "old", {"a": "1", "b": "2"}))
+    updated = await store.update_conversation(
+        ALICE, "c", {"name": "new", "additional_info": {"c": "3"}, "updated_time": at(7)}
+    )
+    assert updated == Conversation("c", ALICE, "new", at(0), at(7), {"c": "3"})
+    assert await store.get_conversation(ALICE, "c") == updated  # replaced, not merged
+    cleared = await store.update_conversation(ALICE, "c", {"additional_info": None, "updated_time": at(8)})
+    assert cleared is not None and cleared.additional_info is None and cleared.name == "new"
+    assert await store.add_interaction(interaction("i", "c", ALICE, at(9), info={"x": "1", "y": "2"}))
+    changed = await store.update_interaction(ALICE, "i", {"response": "better", "additional_info": {"z": "3"}})
+    assert changed is not None and changed.response == "better" and changed.additional_info == {"z": "3"}
+    assert await store.get_interaction(ALICE, "i") == changed
+    assert await store.update_interaction(ALICE, "i", {}) == changed
+    assert await store.update_interaction(ALICE, "nope", {"response": "x"}) is None
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        None,
+        "",
+        "[Document1, Document2]",
+        '{"already": "json text"}',
+        {},
+        {"k": "v", "a.b": "dotted", "": "", "unicode": "grüße 👋"},
+        {"big": "x" * 40000},  # too big to index in the flat_object: kept in the JSON copy only
+    ],
+)
+async def test_additional_info_round_trips_exactly(store, info):  # type: ignore[no-untyped-def]
+    await store.add_conversation(conversation("c", ALICE, at(0), info=info if isinstance(info, dict) else None))
+    assert await store.add_interaction(interaction("i", "c", ALICE, at(1), info=info))
+    got = await store.get_interaction(ALICE, "i")
+    assert got is not None and got.additional_info == info and type(got.additional_info) is type(info)
+    (listed,) = await store.list_interactions(ALICE, "c", 0, 1, True)  # type: ignore[misc]
+    assert listed.additional_info == info
+    meta = await store.get_conversation(ALICE, "c")
+    assert meta is not None and meta.additional_info == (info if isinstance(info, dict) else None)
+
+
+async def test_delete_returns_interaction_ids_and_removes_everything(store):  # type: ignore[no-untyped-def]
+    await store.add_conversation(conversation("c", ALICE, at(0)))
+    await store.add_conversation(conversation("keep", ALICE, at(0)))
+    for n in range(3):
+        assert await store.add_interaction(interaction(f"i{n}", "c", ALICE, at(n + 1)))
+    assert await store.add_interaction(interaction("t", "c", ALICE, at(9), parent="i0", trace=1))
+    assert await store.add_interaction(interaction("other", "keep", ALICE, at(9)))
+    assert sorted(await store.delete_conversation(ALICE, "c")) == ["i0", "i1", "i2", "t"]  # type: ignore[arg-type]
+    assert await store.get_conversation(ALICE, "c") is None
+    assert await store.get_interaction(ALICE, "i0") is None
+    assert await store.list_interactions(ALICE, "c", 0, 10, True) is None
+    assert [i.interaction_id for i in await store.all_interactions(ALICE)] == ["other"]
+    assert await store.delete_conversation(ALICE, "c") is None
+    assert await store.delete_conversation(ALICE, "keep") == ["other"]
+    await store.add_conversation(conversation("empty", ALICE, at(0)))
+    assert await store.delete_conversation(ALICE, "empty") == []
+
+
+async def test_pages_beyond_the_result_window_use_search_after(store):  # type: ignore[no-untyped-def]
+    store.max_result_window = 3  # as if index.max_result_window were 3
+    await store.add_conversation(conversation("c", ALICE, at(0)))
+    for n in range(8):
+        await store.add_conversation(conversation(f"c{n}", ALICE, at(n // 2 + 1)))  # pairs of ties
+        assert await store.add_interaction(interaction(f"i{n}", "c", ALICE, at(n // 3 + 1)))
+    expected = ["c7", "c6", "c5", "c4", "c3", "c2", "c1", "c0", "c"]
+    for offset in range(10):
+        for limit in (1, 2, 3, 4, 7, 20):
+            got = [c.conversation_id for c in await store.list_conversations(ALICE, offset, limit)]
+            assert got == expected[offset : offset + limit], (offset, limit)
+    oldest = [f"i{n}" for n in range(8)]
+    assert [i.interaction_id for i in await store.list_interactions(ALICE, "c", 2, 5, False)] == oldest[2:7]  # type: ignore[union-attr]
+    assert [i.interaction_id for i in await store.list_interactions(ALICE, "c", 4, 4, True)] == oldest[::-1][4:8]  # type: ignore[union-attr]
+    assert len(await store.all_conversations(ALICE)) == 9
+    assert len(await store.all_interactions(ALICE, "c")) == 8
+    assert sorted(await store.delete_conversation(ALICE, "c")) == oldest  # type: ignore[arg-type]
+
+
+async def _scenario(store) -> list[object]:  # type: ignore[no-untyped-def]
+    """The same calls on any MemoryStore; every answer, for comparison."""
+    answers: list[object] = []
+    record = answers.append
+    owners = (ALICE, BOB, CAROL, ADMIN)
+    for n in range(12):
+        owner = owners[n % 4]
+        await store.add_conversation(
+            conversation(f"c{n:02d}", owner, at(n // 3), f"name {n}", {"n": str(n)} if n % 2 else None)
+        )
+    for n in range(30):
+        cid = f"c{n % 6:02d}"
+        owner = owners[(n % 6) % 4]
+        parent, trace = (f"i{n - 6:02d}", n % 3 if n % 5 else None) if n >= 6 and n % 4 == 0 else (None, None)
+        info = {"turn": str(n)} if n % 3 == 0 else (f"raw {n}" if n % 3 == 1 else None)
+        record(
+            await store.add_interaction(
+                interaction(f"i{n:02d}", cid, owner, at(10 + n // 4), info=info, parent=parent, trace=trace)
+            )
+        )
+    record(await store.add_interaction(interaction("stranger", "c00", BOB, at(99))))
+    record(await store.update_conversation(ALICE, "c04", {"name": "renamed", "updated_time": at(5)}))
+    record(await store.update_conversation(BOB, "c04", {"name": "stolen", "updated_time": at(6)}))
+    record(await store.update_interaction(ALICE, "i00", {"response": "changed", "additional_info": {"x": "y"}}))
+    record(await store.update_interaction(CAROL, "i00", {"response": "stolen"}))
+    record(await store.delete_conversation(BOB, "c05"))
+    record(await store.delete_conversation(ALICE, "c05"))
+    for owner in owners:
+        for by in ("create_time", "updated_time"):
+            for offset, limit in ((0, 1), (0, 3), (1, 2), (2, 10), (4, 1)):
+                record(await store.list_conversations(owner, offset, limit, by))
+        record(sorted(await store.all_conversations(owner), key=lambda c: c.conversation_id))
+        record(sorted(await store.all_interactions(owner), key=lambda i: i.interaction_id))
+        for n in range(7):
+            cid = f"c{n:02d}"
+            record(await store.get_conversation(owner, cid))
+            for newest_first in (True, False):
+                for offset, limit in ((0, 2), (1, 3), (0, 10)):
+                    record(await store.list_interactions(owner, cid, offset, limit, newest_first))
+            record(sorted(await store.all_interactions(owner, cid), key=lambda i: i.interaction_id))
+        for n in range(31):
+            iid = f"i{n:02d}"
+            record(await store.get_interaction(owner, iid))
+            record(await store.list_traces(owner, iid, 0, 10))
+            record(await store.list_traces(owner, iid, 1, 1))
+    return answers
+
+
+async def test_same_answers_as_the_sqlite_reference(store, sqlite_store):  # type: ignore[no-untyped-def]
+    expected = await _scenario(sqlite_store)
+    got = await _scenario(store)
+    assert len(got) == len(expected)
+    for index, (mine, reference) in enumerate(zip(got, expected, strict=True)):
+        assert mine == reference, f"answer {index} differs"

@@ -1,0 +1,100 @@
+"""A real server in a subprocess, for tests that need a socket or a SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import NoReturn
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def live_server_with_key(
+    data_dir: Path, organization_id: str = "org-1", user_id: str | None = "alice", **kwargs: object
+) -> LiveServer:
+    """A started server whose keys file holds one key for the given principal."""
+    from memory_plugin.auth import KeyStore
+
+    _, token = KeyStore(data_dir / "keys.json").create(organization_id, user_id)
+    server = LiveServer(data_dir, **kwargs)  # type: ignore[arg-type]
+    server.token = token
+    server.start()
+    return server
+
+
+class LiveServer:
+    """``memory-plugin serve`` on a loopback port, with its own data folder."""
+
+    def __init__(self, data_dir: Path, *, env: dict[str, str] | None = None, config: Path | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.env = {**os.environ, "MEMORY_PLUGIN_BRIDGE": "false", **(env or {})}
+        self.config = config
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir.parent / f"server-{self.port}.log"
+        self.token = ""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> LiveServer:
+        command = [sys.executable, "-m", "memory_plugin", "serve", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), "--data-dir", str(self.data_dir)]
+        if self.config is not None:
+            command += ["--config", str(self.config)]
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"server exited with {self.process.returncode}:\n{self.log_path.read_text()[-3000:]}"
+                )
+            try:
+                with urllib.request.urlopen(self.url + "/_health", timeout=1) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"server did not start in {timeout}s:\n{self.log_path.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def __enter__(self) -> LiveServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip on a developer machine that lacks a tool; under ``CI=true`` that is a failure."""
+    import pytest
+
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: this test must run)")
+    pytest.skip(reason)

@@ -1,0 +1,249 @@
+"""The embedded store: the shared contract plus persistence, crash catch-up and the HNSW path."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory_plugin.stores.embedded import EmbeddedStore
+from memory_plugin.stores.filters import Filter, parse_filters
+from memory_plugin.stores.records import Chunk, Record
+from tests.support.store_contract import DIM, StoreContract, as_pairs, exact_hits, make_dataset, unit
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+class TestEmbeddedStoreContract(StoreContract):
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
+        store = EmbeddedStore(tmp_path / "usa")
+        await store.open(DIM)
+        yield store
+        await store.close()
+
+
+class TestEmbeddedStoreHnswContract(StoreContract):
+    """The contract again with ``exact_threshold=0``: every search goes through HNSW + selector."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
+        store = EmbeddedStore(tmp_path / "usa", exact_threshold=0, ef_search=256)
+        await store.open(DIM)
+        yield store
+        await store.close()
+
+
+async def test_persists_across_close_and_open(tmp_path: Path) -> None:
+    dataset = make_dataset()
+    store = EmbeddedStore(tmp_path)
+    await store.open(DIM)
+    await store.write_records(dataset)
+    await store.delete_record("org-a", "rec-001")
+    await store.close()
+
+    reopened = EmbeddedStore(tmp_path)
+    await reopened.open(DIM)
+    try:
+        assert set(reopened.load_report.values()) == {"snapshot"}
+        rest = [item for item in dataset if (item[0].organization_id, item[0].record_id) != ("org-a", "rec-001")]
+        query = unit(np.random.default_rng(2), 1)[0]
+        for record_type in ("voice", "message"):
+            hits = await reopened.search("org-a", record_type, query, Filter(), 100)
+            assert [h for h, _ in as_pairs(hits)] == [
+                h for h, _ in exact_hits(rest, "org-a", record_type, query, Filter(), 100)
+            ]
+    finally:
+        await reopened.close()
+
+
+async def test_catches_up_after_crash(tmp_path: Path) -> None:
+    """Snapshot, then more writes and deletes, then no close(): open() must see all of it."""
+    dataset = make_dataset()
+    crashed = EmbeddedStore(tmp_path, exact_threshold=0)
+    await crashed.open(DIM)
+    await crashed.write_records(dataset[:40])
+    await crashed.snapshot()
+    await crashed.write_records(dataset[40:])
+    await crashed.delete_record("org-a", "rec-002")
+    replaced_vector = unit(np.random.default_rng(77), 1)[0]
+    old = dataset[3][0]
+    await crashed.write_records([(old, [Chunk(0, 1, "new text", replaced_vector)])])
+    # Simulate SIGKILL: never close; release the SQLite handle only (WAL keeps the commits).
+    await crashed._db.close()
+
+    store = EmbeddedStore(tmp_path, exact_threshold=0)
+    await store.open(DIM)
+    try:
+        assert set(store.load_report.values()) == {"snapshot"}
+        expected = [
+            item if item[0] != old else (old, [Chunk(0, 1, "new text", replaced_vector)])
+            for item in dataset
+            if (item[0].organization_id, item[0].record_id) != ("org-a", "rec-002")
+        ]
+        for query in unit(np.random.default_rng(5), 3):
+            for record_type in ("voice", "message"):
+                hits = await store.search("org-a", record_type, query, Filter(), 100)
+                want = exact_hits(expected, "org-a", record_type, query, Filter(), 100)
+                assert [h for h, _ in as_pairs(hits)] == [h for h, _ in want]
+        hits = await store.search("org-a", old.record_type, replaced_vector, Filter(), 1)
+        assert hits[0].text == "new text"
+    finally:
+        await store.close()
+
+
+async def test_corrupt_snapshot_is_rebuilt(tmp_path: Path) -> None:
+    dataset = make_dataset()
+    store = EmbeddedStore(tmp_path)
+    await store.open(DIM)
+    await store.write_records(dataset)
+    await store.close()
+    (tmp_path / "hnsw-voice.faiss").write_bytes(b"garbage")
+    reopened = EmbeddedStore(tmp_path)
+    await reopened.open(DIM)
+    try:
+        assert reopened.load_report["voice"].startswith("rebuilt")
+        assert reopened.load_report["message"] == "snapshot"
+        query = unit(np.random.default_rng(2), 1)[0]
+        hits = await reopened.search("org-a", "voice", query, Filter(), 100)
+        assert [h for h, _ in as_pairs(hits)] == [
+            h for h, _ in exact_hits(dataset, "org-a", "voice", query, Filter(), 100)
+        ]
+    finally:
+        await reopened.close()
+
+
+def clustered(rng: np.random.Generator, n: int, dim: int, clusters: int = 50) -> np.ndarray:
+    """Embedding-like vectors: a shared direction, clusters and noise (not uniform random)."""
+    shared = unit(rng, 1, dim)[0]
+    centres = unit(rng, clusters, dim)
+    noise = rng.standard_normal((n, dim)).astype(np.float32) * (1.4 / np.sqrt(dim))
+    vectors = 1.6 * shared + centres[rng.integers(0, clusters, n)] + noise
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+async def test_hnsw_selector_recall(tmp_path: Path) -> None:
+    """20k chunks, filters passing 1% and 30%, exact path forced off: recall@10 >= 0.95 each."""
+    rng = np.random.default_rng(1)
+    n, dim = 20_000, 32
+    vectors = clustered(rng, n, dim)
+    draw = rng.random(n)
+    users = np.where(draw < 0.01, "one", np.where(draw < 0.31, "thirty", "rest"))
+    records = [
+        (Record("org", f"r{i}", "voice", "USA", NOW, NOW, user_id=str(users[i])), [Chunk(0, 1, "", vectors[i])])
+        for i in range(n)
+    ]
+    store = EmbeddedStore(tmp_path, exact_threshold=0)
+    await store.open(dim)
+    try:
+        await store.write_records(records)
+        for user in ("one", "thirty"):
+            where = parse_filters([("filter[user_id]", user)])
+            member = users == user
+            recalls = []
+            for query in clustered(np.random.default_rng(9), 30, dim):
+                scores = np.where(member, vectors @ query, -np.inf)
+                truth = {f"r{i}_chunk_0" for i in np.argsort(-scores)[:10]}
+                hits = await store.search("org", "voice", query, where, 10)
+                assert all(hit.record.user_id == user for hit in hits)
+                recalls.append(len(truth & {hit.id for hit in hits}) / 10)
+            assert np.mean(recalls) >= 0.95, (user, np.mean(recalls))
+    finally:
+        await store.close()
+
+
+_KILLED_WRITER = """
+import asyncio, os, signal, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from memory_plugin.stores.embedded import EmbeddedStore
+from tests.support.store_contract import DIM, make_dataset
+
+async def main():
+    dataset = make_dataset()
+    store = EmbeddedStore(Path({folder!r}))
+    await store.open(DIM)
+    await store.write_records(dataset[:30])
+    await store.snapshot()
+    await store.write_records(dataset[30:])
+    await store.delete_record("org-a", "rec-005")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+async def test_survives_sigkill(tmp_path: Path) -> None:
+    """A process killed after acknowledged writes loses none of them."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    code = _KILLED_WRITER.format(root=root, folder=str(tmp_path))
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, timeout=120)
+    assert result.returncode == -9
+    dataset = [item for item in make_dataset() if (item[0].organization_id, item[0].record_id) != ("org-a", "rec-005")]
+    store = EmbeddedStore(tmp_path)
+    await store.open(DIM)
+    try:
+        assert set(store.load_report.values()) == {"snapshot"}
+        assert (await store.health())["records"] == len(dataset)
+        query = unit(np.random.default_rng(6), 1)[0]
+        for org in ("org-a", "org-b"):
+            hits = await store.search(org, "voice", query, Filter(), 100)
+            assert [h for h, _ in as_pairs(hits)] == [
+                h for h, _ in exact_hits(dataset, org, "voice", query, Filter(), 100)
+            ]
+    finally:
+        await store.close()
+
+
+async def test_concurrent_searches_and_writes(tmp_path: Path) -> None:
+    """Searches racing rewrites and deletes never fail nor return another org's or a deleted chunk."""
+    import asyncio
+
+    dataset = make_dataset()
+    store = EmbeddedStore(tmp_path, exact_threshold=0)
+    await store.open(DIM)
+    try:
+        await store.write_records(dataset)
+        queries = unit(np.random.default_rng(3), 20)
+
+        async def searcher() -> None:
+            for query in queries:
+                hits = await store.search("org-a", "voice", query, Filter(), 20)
+                assert all(hit.record.organization_id == "org-a" for hit in hits)
+
+        async def writer() -> None:
+            for round_ in range(5):
+                await store.write_records(dataset[round_ * 8 : round_ * 8 + 8])
+                await store.delete_record("org-a", f"rec-{round_ * 8:03d}")
+
+        await asyncio.gather(searcher(), writer(), searcher(), writer())
+        deleted = {f"rec-{i * 8:03d}" for i in range(5)}
+        rest = [item for item in dataset if not (item[0].organization_id == "org-a" and item[0].record_id in deleted)]
+        for query in queries[:3]:
+            hits = await store.search("org-a", "voice", query, Filter(), 100)
+            assert [h for h, _ in as_pairs(hits)] == [
+                h for h, _ in exact_hits(rest, "org-a", "voice", query, Filter(), 100)
+            ]
+    finally:
+        await store.close()
+
+
+async def test_bad_vector_writes_nothing(tmp_path: Path) -> None:
+    from memory_plugin.errors import InvalidArgument
+
+    dataset = make_dataset()
+    store = EmbeddedStore(tmp_path)
+    await store.open(DIM)
+    try:
+        bad = (dataset[1][0], [Chunk(0, 1, "x", np.ones(DIM + 1, dtype=np.float32))])
+        with pytest.raises(InvalidArgument):
+            await store.write_records([dataset[0], bad])
+        assert (await store.health())["records"] == 0
+    finally:
+        await store.close()

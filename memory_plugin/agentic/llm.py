@@ -1,6 +1,7 @@
-"""The LLM connector: an OpenAI-compatible chat-completions endpoint, called with aiohttp.
+"""What the service needs of an LLM: the ``ChatModel`` protocol and reading its answers.
 
-ml-commons calls a remote model's ``_predict`` with a ``system_prompt`` and a
+The connector itself (``connector.py``) is an OpenAI-compatible chat-completions
+client.  ml-commons calls a remote model's ``_predict`` with a ``system_prompt`` and a
 ``user_prompt`` and reads the answer at ``llm_result_path``.  Here the remote
 model is whatever the settings name (URL, key, model, timeout); the answer is
 the raw JSON response, read at the same kind of path
@@ -11,10 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, Protocol
-
-import aiohttp
 
 DEFAULT_RESULT_PATH = "$.choices[0].message.content"
 _PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]")
@@ -28,53 +26,6 @@ class ChatModel(Protocol):
     async def complete(self, system_prompt: str, user_prompt: str) -> dict[str, Any]: ...
 
     async def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class LLMSettings:
-    url: str
-    api_key: str | None = None
-    model: str = "gpt-4o-mini"
-    timeout: float = 30.0
-
-
-class OpenAIChat:
-    """POST ``{model, messages:[system, user], temperature: 0}``; the parsed JSON response comes back."""
-
-    def __init__(self, settings: LLMSettings) -> None:
-        self.settings = settings
-        self._session: aiohttp.ClientSession | None = None
-
-    async def complete(self, system_prompt: str, user_prompt: str) -> dict[str, Any]:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.settings.timeout))
-        headers = {"Content-Type": "application/json"}
-        if self.settings.api_key:
-            headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        body = {
-            "model": self.settings.model,
-            "temperature": 0,
-            "messages": [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}],
-        }
-        try:
-            async with self._session.post(self.settings.url, json=body, headers=headers) as response:
-                raw = await response.text()
-                if response.status != 200:
-                    raise LLMError(f"LLM endpoint answered {response.status}: {raw[:300]}")
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise LLMError(f"LLM endpoint failed: {type(exc).__name__}: {exc}") from exc
-        try:
-            answer = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise LLMError(f"LLM endpoint answered with invalid JSON: {exc.msg}") from exc
-        if not isinstance(answer, dict):
-            raise LLMError("LLM endpoint answered with a JSON value that is not an object")
-        return answer
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
 
 def read_path(document: Any, path: str) -> Any:

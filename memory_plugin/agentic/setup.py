@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from embedder import AsyncEmbedder
-from memory_plugin.agentic.llm import LLMSettings, OpenAIChat
+from memory_plugin.agentic.connector import LLMSettings, OpenAIChat
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.store import AgenticStore, SqliteAgenticStore

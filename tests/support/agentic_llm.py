@@ -1,6 +1,6 @@
 """A small local OpenAI-compatible chat-completions server with scripted answers.
 
-The connector under test is the real one (``memory_plugin.agentic.llm.OpenAIChat``):
+The connector under test is the real one (``memory_plugin.agentic.connector.OpenAIChat``):
 it speaks HTTP to this server.  Answers are chosen by what is asked: a session
 summary, a fact extraction (``facts`` per strategy type, or a function of the
 user prompt) or a memory decision (a function of the old memories and facts).

@@ -45,27 +45,6 @@ _BACKEND_ROLE = re.compile(r"[A-Za-z0-9:+=,.@\-_/]{1,128}")
 _INDEX_NAME_FORBIDDEN = set('\\/*?"<>| ,#:')
 
 
-def check_text(value: Any) -> Any:
-    """Refuse lone surrogates anywhere in a JSON value: valid JSON escapes, but no UTF-8 can carry them."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError as exc:
-                    raise InvalidArgument(
-                        f"request body holds a lone surrogate (U+{ord(item[exc.start]):04X}); text must be valid Unicode"
-                    ) from None
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return value
-
-
 def valid_unicode(text: str) -> str:
     """Text from elsewhere (an LLM's answer) with lone surrogates replaced, so it can be stored and served."""
     return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")

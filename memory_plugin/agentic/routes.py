@@ -11,20 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, check_text, parse_memory_type
+from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, parse_memory_type
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.web import check_params, json_response, principal_of, read_json, read_json_object, search_body
-
-
-async def _object(request: web.Request) -> dict[str, Any] | None:
-    """The JSON object body, or None when there is none."""
-    return check_text(await read_json_object(request, required=False))  # type: ignore[no-any-return]
-
-
-async def _search(request: web.Request) -> dict[str, Any] | None:
-    return check_text(await search_body(request))  # type: ignore[no-any-return]
-
 
 AGENTIC = web.AppKey("agentic", AgenticService)
 CONTAINER = BASE + "/{memory_container_id}"
@@ -53,7 +43,7 @@ def _search_methods(request: web.Request) -> None:
 @routes.post(BASE + "/_create")
 async def create_container(request: web.Request) -> web.Response:
     check_params(request)
-    body = await _object(request)
+    body = await read_json_object(request, required=False)
     return json_response(await _service(request).create_container(principal_of(request), body))
 
 
@@ -61,7 +51,7 @@ async def create_container(request: web.Request) -> web.Response:
 async def search_containers(request: web.Request) -> web.Response:
     _search_methods(request)
     check_params(request)
-    return json_response(await _service(request).search_containers(principal_of(request), await _search(request)))
+    return json_response(await _service(request).search_containers(principal_of(request), await search_body(request)))
 
 
 @routes.get(CONTAINER)
@@ -75,7 +65,7 @@ async def get_container(request: web.Request) -> web.Response:
 async def update_container(request: web.Request) -> web.Response:
     check_params(request)
     (container_id,) = _ids(request, "memory_container_id")
-    body = await _object(request)
+    body = await read_json_object(request, required=False)
     return json_response(await _service(request).update_container(principal_of(request), container_id, body))
 
 
@@ -83,7 +73,7 @@ async def update_container(request: web.Request) -> web.Response:
 async def delete_container(request: web.Request) -> web.Response:
     check_params(request, ("delete_all_memories", "delete_memories"))
     (container_id,) = _ids(request, "memory_container_id")
-    body: dict[str, Any] = await _object(request) or {}
+    body: dict[str, Any] = await read_json_object(request, required=False) or {}
     options = {
         **body,
         **{name: request.query[name] for name in ("delete_all_memories", "delete_memories") if name in request.query},
@@ -112,7 +102,7 @@ async def delete_container(request: web.Request) -> web.Response:
 async def add_memory(request: web.Request) -> web.Response:
     check_params(request)
     (container_id,) = _ids(request, "memory_container_id")
-    body = await _object(request)
+    body = await read_json_object(request, required=False)
     return json_response(await _service(request).add_memory(principal_of(request), container_id, body))
 
 
@@ -120,7 +110,7 @@ async def add_memory(request: web.Request) -> web.Response:
 async def create_session(request: web.Request) -> web.Response:
     check_params(request)
     (container_id,) = _ids(request, "memory_container_id")
-    body = await _object(request)
+    body = await read_json_object(request, required=False)
     return json_response(await _service(request).create_session(principal_of(request), container_id, body))
 
 
@@ -129,7 +119,7 @@ async def search_memories(request: web.Request) -> web.Response:
     _search_methods(request)
     check_params(request)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
-    body = await _search(request)
+    body = await search_body(request)
     return json_response(
         await _service(request).search_memories(principal_of(request), container_id, memory_type, body)
     )
@@ -139,7 +129,7 @@ async def search_memories(request: web.Request) -> web.Response:
 async def delete_by_query(request: web.Request) -> web.Response:
     check_params(request)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
-    body = await _object(request)
+    body = await read_json_object(request, required=False)
     return json_response(
         await _service(request).delete_by_query(principal_of(request), container_id, memory_type, body)
     )
@@ -158,7 +148,7 @@ async def semantic_search(request: web.Request) -> web.Response:
     check_params(request)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
     _long_term_only(memory_type)
-    body = await _object(request)
+    body = await read_json_object(request, required=False)
     return json_response(await _service(request).semantic_search(principal_of(request), container_id, body))
 
 
@@ -168,7 +158,7 @@ async def hybrid_search(request: web.Request) -> web.Response:
     check_params(request)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
     _long_term_only(memory_type)
-    body = await _object(request)
+    body = await read_json_object(request, required=False)
     return json_response(await _service(request).hybrid_search(principal_of(request), container_id, body))
 
 
@@ -183,7 +173,7 @@ async def get_memory(request: web.Request) -> web.Response:
 async def update_memory(request: web.Request) -> web.Response:
     check_params(request)
     container_id, memory_type, memory_id = _ids(request, "memory_container_id", "memory_type", "memory_id")
-    body = check_text(await read_json(request, required=False))
+    body = await read_json(request, required=False)
     return json_response(
         await _service(request).update_memory(principal_of(request), container_id, memory_type, memory_id, body)
     )

@@ -486,7 +486,9 @@ async def test_documents_belong_to_the_container_in_the_path(api, alice):
 async def test_hostile_values(api, alice):
     cid = await container(api, alice)
     lone = {"messages": [{"role": "user", "content": [{"type": "text", "text": "\ud800 lone"}]}]}
-    await error(api, alice, "POST", f"/{cid}/memories", lone, 400, "request body holds a lone surrogate (U+D800)")
+    await error(
+        api, alice, "POST", f"/{cid}/memories", lone, 400, "[messages[0].content[0].text] holds a lone surrogate"
+    )
     await error(
         api,
         alice,
@@ -494,7 +496,7 @@ async def test_hostile_values(api, alice):
         f"/{cid}/memories/working/_search",
         {"query": {"term": {"\udfff": "x"}}},
         400,
-        "request body holds a lone surrogate (U+DFFF)",
+        "the key [query.term.\\udfff] holds a lone surrogate",
     )
     odd = {"messages": [{"role": "user", "content": [{"type": "text", "text": "ü 🎉 \u0000"}]}], "tags": {"n": 10**30}}
     wid = (await call(api, alice, "POST", f"/{cid}/memories", odd))["working_memory_id"]

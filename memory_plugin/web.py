@@ -46,6 +46,8 @@ BODY_READ_TIMEOUT = web.AppKey("body_read_timeout", float)
 PRINCIPAL = web.RequestKey("principal", Principal)
 REQUEST_ID = web.RequestKey("request_id", str)
 #: Parameters OpenSearch accepts on every endpoint; clients send them.
+#: A search may carry its body in the ``source`` parameter instead.
+SEARCH_PARAMS = ("source", "source_content_type")
 GLOBAL_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "source", "source_content_type"})
 #: The ceiling on JSON nesting, so that a hostile body cannot exhaust the stack.
 MAX_JSON_DEPTH = 64
@@ -502,6 +504,16 @@ async def read_json_object(request: web.Request, *, required: bool) -> dict[str,
     if value is not None and not isinstance(value, dict):
         raise ParseFailure(f"request body must be a JSON object, not {type(value).__name__}")
     return value
+
+
+async def search_body(request: web.Request) -> dict[str, Any] | None:
+    """A search body, or the ``source`` parameter that stands in for it (OpenSearch accepts both)."""
+    body = await read_json(request, required=False)
+    if body is None and "source" in request.query:
+        body = parse_json(request.query["source"], what="[source] parameter", parameter="source")
+    if body is not None and not isinstance(body, dict):
+        raise ParseFailure("search body must be a JSON object", parameter="body")
+    return body
 
 
 def string_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:

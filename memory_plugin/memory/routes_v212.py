@@ -11,18 +11,24 @@ from typing import Any
 
 from aiohttp import web
 
-from memory_plugin.errors import NotFound, ParseFailure
+from memory_plugin.errors import NotFound
 from memory_plugin.memory import requests_v212
 from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.models import Updated
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
 from memory_plugin.memory.service import check_search_window
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211
-from memory_plugin.web import check_params, check_sound, json_response, parse_json, principal_of, read_body, read_json
+from memory_plugin.web import (
+    SEARCH_PARAMS,
+    check_params,
+    check_sound,
+    json_response,
+    principal_of,
+    read_body,
+    search_body,
+)
 
 BASE = "/_plugins/_ml/memory"
-#: A search may carry its body in the ``source`` parameter instead.
-SEARCH_PARAMS = ("source", "source_content_type")
 
 routes = web.RouteTableDef()
 Handler = Callable[[web.Request], Awaitable[web.Response]]
@@ -62,16 +68,6 @@ def _update_response(index: str, document_id: str, updated: Updated[Any]) -> dic
     return body
 
 
-async def _search_body(request: web.Request) -> dict[str, Any] | None:
-    """The search body, or the ``source`` parameter that stands in for it."""
-    body = await read_json(request, required=False)
-    if body is None and "source" in request.query:
-        body = parse_json(request.query["source"], what="[source] parameter", parameter="source")
-    if body is not None and not isinstance(body, dict):
-        raise ParseFailure("search body must be a JSON object", parameter="body")
-    return body
-
-
 # -- memories -------------------------------------------------------------------------
 
 
@@ -108,7 +104,7 @@ async def search_memories(request: web.Request) -> web.Response:
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
     check_params(request, SEARCH_PARAMS)
-    result = await request.app[MEMORY].search_conversations(principal_of(request), await _search_body(request))
+    result = await request.app[MEMORY].search_conversations(principal_of(request), await search_body(request))
     return json_response(result)
 
 
@@ -215,6 +211,6 @@ async def search_messages(request: web.Request) -> web.Response:
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
     check_params(request, SEARCH_PARAMS)
     result = await request.app[MEMORY].search_interactions(
-        principal_of(request), request.match_info["memory_id"], await _search_body(request)
+        principal_of(request), request.match_info["memory_id"], await search_body(request)
     )
     return json_response(result)

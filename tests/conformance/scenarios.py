@@ -7,7 +7,6 @@ written as ``<id:n>``: the n-th id the server handed out in this scenario.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 
 from tests.conformance.differ import Differ
@@ -69,7 +68,12 @@ async def updates(d: Differ) -> None:
     await d.send("PUT", f"{M}/message/<id:1>", {"input": "changed"})
     await d.send("PUT", f"{M}/message/<id:1>", {})
     await d.send("GET", f"{M}/message/<id:1>")
+    for body in ({"additional_info": 5}, {"response": {"a": 1}}, {"response": 5}, {"response": None}):
+        await d.send("PUT", f"{M}/message/<id:1>", body)
+        await d.send("PUT", f"{M}/message/nope", body)
+    await d.send("GET", f"{M}/message/<id:1>")
     await d.send("PUT", f"{M}/nope", {"name": "x"})
+    await d.send("PUT", f"{M}/nope", {"name": 5})
     await d.send("PUT", f"{M}/message/nope", {"input": "x"})
 
 
@@ -108,6 +112,19 @@ async def bad_input(d: Differ) -> None:
     await d.send("POST", f"{M}/<id:0>/messages", {"input": ["a"]})
     await d.send("POST", f"{M}/<id:0>/messages", {"input": {"a": 1}})
     await d.send("POST", f"{M}/doesnotexist/messages", {"input": "x"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "in", "response": "out"})
+    for body in (
+        {"additional_info": "x"},
+        {"additional_info": [1]},
+        {"additional_info": True},
+        {"name": {"a": 1}},
+        {"name": 5},
+        {"name": ["x"]},
+        {"name": None},
+    ):
+        await d.send("PUT", f"{M}/<id:0>", body)
+    await d.send("GET", f"{M}/<id:0>")
+    await d.send("GET", M)
 
 
 async def paging_errors(d: Differ) -> None:
@@ -181,43 +198,6 @@ async def filter_path(d: Differ) -> None:
     await d.send("PUT", f"{M}/<id:0>?filter_path=result", {"name": "y"})
 
 
-async def searches(d: Differ) -> None:
-    await d.send("POST", M, {"name": "alpha beta", "application_type": "chatbot"})
-    await d.send("POST", M, {"name": "beta gamma", "application_type": "agent"})
-    await d.send("POST", M, {"name": "Gamma Delta"})
-    await d.send("POST", f"{M}/<id:0>/messages", {"input": "how do I sort numbers", "response": "use sorted"})
-    await d.send("POST", f"{M}/<id:0>/messages", {"input": "what is a heap", "response": "a tree"})
-    bodies = [
-        {"query": {"match_all": {}}},
-        {"query": {"match": {"name": "beta"}}},
-        {"query": {"term": {"application_type": "chatbot"}}},
-        {"query": {"term": {"name": "beta"}}},
-        {"query": {"multi_match": {"query": "gamma", "fields": ["name"]}}},
-        {"query": {"simple_query_string": {"query": "alpha | delta", "fields": ["name"]}}},
-        {"query": {"query_string": {"query": "name:beta AND NOT name:alpha"}}},
-        {"query": {"fuzzy": {"name": "gama"}}},
-        {
-            "query": {
-                "bool": {"must": [{"match": {"name": "beta"}}], "must_not": [{"term": {"application_type": "agent"}}]}
-            }
-        },
-        {"query": {"match_all": {}}, "size": 0, "aggs": {"types": {"terms": {"field": "application_type"}}}},
-        {"query": {"match_all": {}}, "sort": [{"create_time": "asc"}]},
-        {"query": {"match": {"name": "beta"}}, "highlight": {"fields": {"name": {}}}},
-        {"query": {"match_all": {}}, "_source": ["name"]},
-        {"query": {"match_all": {}}, "_source": False},
-        {"query": {"match_all": {}}, "track_total_hits": False},
-        {"query": {"match_all": {}}, "timeout": "1s"},
-    ]
-    for body in bodies:
-        await d.send("POST", f"{M}/_search", body, step=f"_search {json.dumps(body)}")
-    for body in (
-        {"query": {"match": {"input": "sort"}}},
-        {"query": {"match_all": {}}, "sort": [{"create_time": "desc"}]},
-    ):
-        await d.send("POST", f"{M}/<id:0>/_search", body, step=f"messages _search {json.dumps(body)}")
-
-
 SCENARIOS: dict[str, Scenario] = {
     "create_get_list": create_get_list,
     "messages_and_traces": messages_and_traces,
@@ -228,5 +208,4 @@ SCENARIOS: dict[str, Scenario] = {
     "parameters": parameters,
     "content_types": content_types,
     "filter_path": filter_path,
-    "searches": searches,
 }

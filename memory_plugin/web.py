@@ -181,7 +181,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             response.set_status(405)
             return response
         return json_response({"error": reason, "status": 405}, status=405)
-    except web.HTTPNotFound:
+    except web.HTTPNotFound as exc:
+        if request.match_info.http_exception is None:  # a route matched and answered 404 itself
+            return error_response(request, NotFound("resource", request.path, reason=exc.text or "not found"))
         reason = f"no handler found for uri [{request.raw_path}] and method [{request.method}]"
         if _is_v2(request):
             return error_response(request, NotFound("handler", request.path, reason=reason))

@@ -170,9 +170,13 @@ class MemoryService:
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Updated[Conversation]:
         """Merge the updatable fields in; ``updated_time`` moves on every update, as in ml-commons."""
-        refuse_nulls(changes, CONVERSATION_UPDATABLE)  # ml-commons fails on these (a NullPointerException) before anything else
+        refuse_nulls(
+            changes, CONVERSATION_UPDATABLE
+        )  # ml-commons fails on these (a NullPointerException) before anything else
         if not await self.store.get_conversation(owner, conversation_id):
-            raise conversation_not_found(conversation_id)  # then it reads the document, then the index checks the values
+            raise conversation_not_found(
+                conversation_id
+            )  # then it reads the document, then the index checks the values
         values = checked_updates(changes, CONVERSATION_UPDATABLE, conversation_id)
         values["updated_time"] = now()
         updated = await self.store.update_conversation(owner, conversation_id, values)
@@ -271,7 +275,9 @@ class MemoryService:
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
     ) -> Updated[Interaction]:
-        refuse_nulls(changes, INTERACTION_UPDATABLE)  # ml-commons fails on these (a NullPointerException) before anything else
+        refuse_nulls(
+            changes, INTERACTION_UPDATABLE
+        )  # ml-commons fails on these (a NullPointerException) before anything else
         if not await self.store.get_interaction(owner, interaction_id):
             raise interaction_not_found(interaction_id)  # then it reads the document, then the index checks the values
         values = checked_updates(changes, INTERACTION_UPDATABLE, interaction_id)

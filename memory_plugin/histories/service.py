@@ -18,7 +18,7 @@ from typing import Any
 from embedder import AsyncEmbedder, chunk_text
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
-from memory_plugin.dates import parse_instant
+from memory_plugin.dates import DateError, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
 from memory_plugin.histories.fanout import RegionObserver, fan_out
 from memory_plugin.stores.base import VectorStore
@@ -141,10 +141,9 @@ class HistoryService:
         created = _text(raw, "record_created_at", where)
         try:
             record_created_at = parse_instant(created) if created is not None else None
-        except ValueError:
+        except DateError as error:
             raise InvalidArgument(
-                f"{where}.record_created_at is not an ISO 8601 date-time: {created!r}",
-                parameter=f"{where}.record_created_at",
+                f"{where}.record_created_at: {error}", parameter=f"{where}.record_created_at"
             ) from None
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, Mapping):

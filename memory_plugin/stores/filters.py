@@ -116,9 +116,8 @@ def parse_instant(text: str, *, parameter: str) -> datetime:
     """An ISO 8601 instant as an aware UTC datetime (naive means UTC); a 400 naming ``parameter`` if malformed."""
     try:
         return dates.parse_instant(text)
-    except ValueError:
-        reason = f"malformed date '{text}': use ISO 8601, e.g. 2026-01-01T00:00:00Z"
-        raise InvalidArgument(reason, parameter=parameter) from None
+    except dates.DateError as error:
+        raise InvalidArgument(f"malformed date in '{parameter}': {error}", parameter=parameter) from None
 
 
 def as_number(text: str) -> float | None:

@@ -516,10 +516,10 @@ class OpenSearchMemoryStore(MemoryStore):
     # Python query evaluation keeps for hits that score alike.
 
     async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
-        return evaluate_conversations(query, await self.all_conversations(owner))
+        return await evaluate_conversations(query, await self.all_conversations(owner))
 
     async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
-        return evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
+        return await evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
 
     async def all_conversations(self, owner: Principal) -> list[Conversation]:
         sort = [{"create_time": {"order": "asc"}}, {"memory_id": {"order": "asc"}}]

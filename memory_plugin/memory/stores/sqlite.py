@@ -284,10 +284,10 @@ class SqliteMemoryStore(MemoryStore):
         return await self.db.write(update)
 
     async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
-        return evaluate_conversations(query, await self.all_conversations(owner))
+        return await evaluate_conversations(query, await self.all_conversations(owner))
 
     async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
-        return evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
+        return await evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
 
     async def all_conversations(self, owner: Principal) -> list[Conversation]:
         sql = f"SELECT * FROM conversations WHERE {_OWNER}"

@@ -99,7 +99,12 @@ async def test_organisations_stay_apart(client, admin, other_admin) -> None:  # 
         widened = await search(client, caller, q="charged twice", **{"filter[organization_id]": "org-2"})
         assert {hit["organization_id"] for hit in widened["data"]} <= {caller.organization_id}
     response = await client.delete(BASE, params={"filter[user_id]": "u-1"}, headers=admin.headers)
-    assert (await response.json())["data"] == {"deleted_records": 2, "deleted_chunks": 2}
+    assert (await response.json())["data"] == {
+        "deleted_records": 2,
+        "deleted_chunks": 2,
+        "deleted_memories": 0,
+        "deleted_messages": 0,
+    }
     assert (await search(client, admin, q="charged twice"))["data"] == []
     assert len((await search(client, other_admin, q="charged twice"))["data"]) == 2
 

@@ -72,6 +72,10 @@ class MemoryStore(abc.ABC):
     ) -> Interaction | None: ...
 
     @abc.abstractmethod
+    async def erase_user(self, owner: Principal) -> tuple[int, int]:
+        """Delete every memory and message (traces included) ``owner`` has; ``(memories, messages)`` removed."""
+
+    @abc.abstractmethod
     async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
         """Run a 2.12+ ``_search`` over the owner's memories; nothing beyond the owner can match."""
 

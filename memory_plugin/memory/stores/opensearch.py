@@ -426,6 +426,13 @@ class OpenSearchMemoryStore(MemoryStore):
         hits = await delete_by_query(self.client, self.message_index, query)
         return sorted(hit["_id"] for hit in hits)
 
+    async def erase_user(self, owner: Principal) -> tuple[int, int]:
+        query = {"bool": {"filter": _owner_filter(owner)}}
+        # Messages first: a crash between the two leaves memories to erase again, never orphan messages.
+        messages = await delete_by_query(self.client, self.message_index, query)
+        memories = await delete_by_query(self.client, self.meta_index, query)
+        return len(memories), len(messages)
+
     # -- interactions --------------------------------------------------------------------------
 
     async def add_interaction(self, interaction: Interaction) -> bool:

@@ -184,6 +184,14 @@ class SqliteMemoryStore(MemoryStore):
 
         return await self.db.write(delete)
 
+    async def erase_user(self, owner: Principal) -> tuple[int, int]:
+        def erase(c: sqlite3.Connection) -> tuple[int, int]:
+            messages = c.execute(f"DELETE FROM interactions WHERE {_OWNER}", _owner_params(owner)).rowcount
+            memories = c.execute(f"DELETE FROM conversations WHERE {_OWNER}", _owner_params(owner)).rowcount
+            return memories, messages
+
+        return await self.db.write(erase)
+
     async def add_interaction(self, interaction: Interaction) -> bool:
         organization_id, user_id = _owner_params(interaction.owner)
         created = isoformat(interaction.create_time)

@@ -4,7 +4,7 @@
                                   [--out bench-results/stall.json]
 
 Starts the server as a subprocess on loopback, loads one user with
-``--memories`` memories named 30 x ``a`` (plus a number), then probes
+``--memories`` memories named 30 x ``a``, then probes
 ``GET /_health`` every 10 ms twice: idle, and while ``--searchers`` clients run
 ``{"wildcard": {"name": "*a*a*a*a*a*a*a*a*a*a*a*a*b"}}`` back to back (the
 pattern that makes a backtracking matcher explore ~C(30, 12) paths per name).
@@ -45,18 +45,21 @@ async def load(http: aiohttp.ClientSession, memories: int, concurrency: int = 32
     with tqdm(total=memories, desc="memories", unit="mem") as bar:
 
         async def worker() -> None:
-            for n in queue:
-                async with http.post(MEMORY, json={"name": "a" * 30 + str(n)}) as response:
+            for _ in queue:
+                async with http.post(MEMORY, json={"name": "a" * 30}) as response:
                     assert response.status == 200, await response.text()
                 bar.update()
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def probe(http: aiohttp.ClientSession, probes: int, label: str) -> list[float]:
-    """``probes`` health checks, one every 10 ms; their latencies in ms."""
+async def probe(http: aiohttp.ClientSession, probes: int, label: str, limit: float) -> list[float]:
+    """``probes`` health checks, one every 10 ms, for at most ``limit`` seconds; their latencies in ms."""
     latencies: list[float] = []
+    ends = time.monotonic() + limit
     for _ in tqdm(range(probes), desc=f"health ({label})", unit="req"):
+        if time.monotonic() > ends:
+            break
         started = time.perf_counter()
         async with http.get("/_health") as response:
             await response.read()
@@ -123,6 +126,7 @@ async def main() -> None:
     parser.add_argument("--memories", type=int, default=5000)
     parser.add_argument("--searchers", type=int, default=2)
     parser.add_argument("--probes", type=int, default=600)
+    parser.add_argument("--limit", type=float, default=60.0, help="seconds at most per probing phase")
     parser.add_argument("--source", type=Path, help="run the server from this checkout instead")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "stall.json")
     args = parser.parse_args()
@@ -131,20 +135,24 @@ async def main() -> None:
     _, token = KeyStore(workdir / "data" / "keys.json").create("bench-org", "bench-user")
     env = {"MEMORY_PLUGIN_LOG_LEVEL": "warning"}
     if args.source is not None:
+        # ``python -m`` puts the working folder first on sys.path: serve from there.
         env["PYTHONPATH"] = os.pathsep.join([str(args.source.resolve()), os.environ.get("PYTHONPATH", "")])
+        os.chdir(args.source)
     searches: list[dict[str, Any]] = []
     with LiveServer(workdir / "data", env=env) as server:
         async with aiohttp.ClientSession(server.url, headers={"Authorization": f"Bearer {token}"}) as http:
             await load(http, args.memories)
-            idle = await probe(http, args.probes, "idle")
+            idle = await probe(http, args.probes, "idle", args.limit)
             stop = asyncio.Event()
             searchers = [asyncio.create_task(search_loop(http, stop, searches)) for _ in range(args.searchers)]
             await asyncio.sleep(0.2)  # the searches are under way
-            loaded = await probe(http, args.probes, "during searches")
+            loaded = await probe(http, args.probes, "during searches", args.limit)
             stop.set()
-            await asyncio.gather(*searchers)
+            for searcher in searchers:  # a stalled server may never answer the last ones
+                searcher.cancel()
+            await asyncio.gather(*searchers, return_exceptions=True)
 
-    search_ms = [s["ms"] for s in searches]
+    search_ms = [s["ms"] for s in searches] or [float("nan")]
     result = {
         "source": str(args.source) if args.source else "this checkout",
         "memories": args.memories,

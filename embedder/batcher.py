@@ -150,6 +150,11 @@ class AsyncEmbedder:
         self._wakeup.set()
         return future
 
+    @property
+    def pending(self) -> int:
+        """Texts waiting for a batch (a cancelled waiter counts until its turn comes)."""
+        return len(self._pending)
+
     def _live(self, kind: Kind) -> int:
         return sum(1 for it in self._pending if it.kind == kind and not it.future.done())
 

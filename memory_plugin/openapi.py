@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_plugin._version import __version__
+from memory_plugin.console import ASSETS as CONSOLE_ASSETS
 from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 from memory_plugin.settings import REGIONS
@@ -35,8 +36,10 @@ def _errors(style: str, *statuses: str) -> dict[str, Any]:
     words = {
         "400": "Bad input",
         "401": "No valid credential",
+        "403": "The credential does not grant this",
         "404": "Not found",
         "405": "Wrong method",
+        "408": "The body did not arrive in time",
         "413": "Body too large",
         "503": "Unavailable",
         "507": "Storage full",
@@ -380,7 +383,7 @@ def _history_operations() -> dict[str, Any]:
                         "201",
                         "Ingested",
                     ),
-                    **_errors("telnyx", "400", "401", "413", "503"),
+                    **_errors("telnyx", "400", "401", "408", "413", "503"),
                 },
             },
             "delete": {
@@ -626,13 +629,41 @@ def openapi_document() -> dict[str, Any]:
         "/_metrics": {
             "get": {
                 "tags": ["service"],
-                "summary": "Prometheus metrics",
+                "summary": "Prometheus metrics (the operator's metrics_token as a Bearer token; tenant keys get 403)",
                 "responses": {
                     "200": {
                         "description": "Prometheus text format",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
-                    **_errors("opensearch", "401"),
+                    **_errors("opensearch", "401", "403"),
+                },
+            }
+        },
+        "/_console": {
+            "get": {
+                "tags": ["service"],
+                "summary": "The web console (a page; it calls this API with your key)",
+                "security": [],
+                "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}},
+            }
+        },
+        "/_console/{asset}": {
+            "get": {
+                "tags": ["service"],
+                "summary": "The console's script and stylesheet",
+                "security": [],
+                "parameters": [
+                    {"name": "asset", "in": "path", "required": True, "schema": {"enum": sorted(CONSOLE_ASSETS)}}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "JavaScript or CSS",
+                        "content": {
+                            "text/javascript": {"schema": {"type": "string"}},
+                            "text/css": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors("opensearch", "404"),
                 },
             }
         },

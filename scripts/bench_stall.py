@@ -8,7 +8,7 @@ Starts the server as a subprocess on loopback, loads one user with
 ``GET /_health`` every 10 ms twice: idle, and while ``--searchers`` clients run
 ``{"wildcard": {"name": "*a*a*a*a*a*a*a*a*a*a*a*a*b"}}`` back to back (the
 pattern that makes a backtracking matcher explore ~C(30, 12) paths per name).
-Prints p50/p99/max of each, writes JSON and a PNG beside it.  ``--source``
+Prints p50/p99/max of each, writes JSON and a PNG beside it (``scripts/_plots.py``).  ``--source``
 runs the server from another checkout (e.g. ``git archive main | tar -x -C
 /tmp/old``) to compare with an older build.
 """
@@ -31,6 +31,9 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from _plots import plot_stall, png_beside  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
@@ -94,33 +97,6 @@ def summary(latencies: list[float]) -> dict[str, float]:
     }
 
 
-def plot(idle: list[float], loaded: list[float], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    left.plot(idle, label="idle", linewidth=0.8)
-    left.plot(loaded, label="during wildcard searches", linewidth=0.8)
-    left.axhline(50, color="red", linestyle="--", linewidth=0.8, label="50 ms target")
-    left.set_xlabel("probe (every 10 ms)")
-    left.set_ylabel("GET /_health latency (ms)")
-    left.set_yscale("log")
-    left.legend()
-    for name, values in (("idle", idle), ("during searches", loaded)):
-        ordered = np.sort(values)
-        right.plot(ordered, np.arange(1, len(ordered) + 1) / len(ordered), label=name)
-    right.axvline(50, color="red", linestyle="--", linewidth=0.8)
-    right.set_xscale("log")
-    right.set_xlabel("latency (ms)")
-    right.set_ylabel("fraction of probes")
-    right.legend()
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=5000)
@@ -160,6 +136,8 @@ async def main() -> None:
         "pattern": PATTERN,
         "health_idle": summary(idle),
         "health_during_searches": summary(loaded),
+        "health_idle_ms": [round(ms, 3) for ms in idle],
+        "health_during_searches_ms": [round(ms, 3) for ms in loaded],
         "searches": {
             **summary(search_ms),
             "statuses": sorted({s["status"] for s in searches}),
@@ -177,10 +155,7 @@ async def main() -> None:
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
-    png = args.out.with_suffix(".png")
-    title = f"/_health during wildcard _search ({args.memories} memories, {args.searchers} searchers)"
-    plot(idle, loaded, png, title)
-    print(f"wrote {args.out} and {png}")
+    print(f"wrote {args.out} and {plot_stall(result, png_beside(args.out))}")
 
 
 if __name__ == "__main__":

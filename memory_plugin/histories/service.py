@@ -354,13 +354,13 @@ class HistoryService:
 
     async def delete_record(self, principal: Principal, record_id: str) -> int:
         organization_id = principal.organization_id
-        if principal.user_id is None:
-            counts = await self._everywhere(lambda _, store: store.delete_record(organization_id, record_id))
-        else:
-            where = scoped(principal, Filter((Condition("record_id", "eq", (record_id,)),)))
-            counts = [
-                c.chunks for c in await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))
-            ]
+        async with self.record_locks.hold([(organization_id, record_id)]):  # not in the middle of a move
+            if principal.user_id is None:
+                counts = await self._everywhere(lambda _, store: store.delete_record(organization_id, record_id))
+            else:
+                where = scoped(principal, Filter((Condition("record_id", "eq", (record_id,)),)))
+                found = await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))
+                counts = [c.chunks for c in found]
         deleted = int(sum(counts))
         if deleted == 0:
             raise NotFound("record", record_id, reason=f"record [{record_id}] not found", parameter="record_id")

@@ -432,14 +432,6 @@ def _history_operations() -> dict[str, Any]:
                                     "properties": {
                                         "record_id": {"type": "string"},
                                         "deleted_chunks": {"type": "integer"},
-                                        "deleted_memories": {
-                                            "type": "integer",
-                                            "description": "For a filter on user_id alone: those users' memories erased",
-                                        },
-                                        "deleted_messages": {
-                                            "type": "integer",
-                                            "description": "... and their messages, traces included",
-                                        },
                                     },
                                 }
                             },

@@ -435,7 +435,7 @@ class EmbeddedStore(VectorStore):
         #: Where filters on top-level fields are evaluated: the in-memory columns,
         #: or SQL (what filters naming metadata always use; kept selectable so
         #: tests and benchmarks can set the two side by side).
-        self._filter_target = filter_target
+        self.filter_target = filter_target
         self._options = (hnsw_m, ef_construction, ef_search, exact_threshold)
         self._snapshot_every = snapshot_every
         self._db = Database(self.path / "store.sqlite3", MIGRATIONS)
@@ -672,7 +672,7 @@ class EmbeddedStore(VectorStore):
         if index is None or org is None or k <= 0:
             return []
         candidates: np.ndarray | None = None
-        if where and (self._filter_target == "sql" or not can_compile(where)):
+        if where and (self.filter_target == "sql" or not can_compile(where)):
             sql, sql_params = compile_filter(where)
             chunk_ids = await self._db.run(
                 lambda c: _fetch_ids(

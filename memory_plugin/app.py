@@ -6,16 +6,22 @@ stand-alone, under a test client, or mounted into another aiohttp app.
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from contextlib import suppress
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 
 from embedder import Embedder
 from memory_plugin import logs
 from memory_plugin._version import __version__
 from memory_plugin.auth import KeyStore
+from memory_plugin.errors import Forbidden, InvalidArgument
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.memory import routes_v211, routes_v212
@@ -24,7 +30,16 @@ from memory_plugin.metrics import Metrics
 from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
 from memory_plugin.settings import Settings
-from memory_plugin.web import MAX_BODY_BYTES, auth_middleware, error_middleware, json_response, request_id_middleware
+from memory_plugin.web import (
+    BODY_READ_TIMEOUT,
+    MAX_BODY_BYTES,
+    auth_middleware,
+    encode_json,
+    error_middleware,
+    json_response,
+    request_id_middleware,
+    strict_text_middleware,
+)
 
 log = logging.getLogger("memory_plugin")
 
@@ -83,28 +98,48 @@ async def health(request: web.Request) -> web.Response:
     return json_response({"status": "green"})
 
 
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text, for the operator only: the ``metrics_token`` setting as a Bearer token.
+
+    Metrics name every route's traffic: a tenant key gets 403, and without
+    the setting nobody reads them.
+    """
+    token = request.app[SETTINGS].metrics_token
+    authorization = request.headers.get("Authorization", "")
+    scheme, _, credential = authorization.partition(" ")
+    if token and scheme.lower() == "bearer" and credential.strip().isascii():
+        if hmac.compare_digest(credential.strip().encode(), token.encode()):
+            return await request.app[METRICS].handler(request)
+    request.app[KEYS].authenticate(authorization or None)  # 401 unless it is a valid tenant key
+    if token:
+        raise Forbidden("metrics need the operator's metrics token, not a tenant key")
+    raise Forbidden("metrics are disabled: set metrics_token (MEMORY_PLUGIN_METRICS_TOKEN) to read them")
+
+
 def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.Application:
     """The whole server.  Pass ``embedder`` to share one loaded model between apps."""
     keys = KeyStore(settings.resolved_keys_file)
-    metrics = Metrics()
+    registry = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[
             request_id_middleware,
-            metrics.middleware(),
+            registry.middleware(),
             error_middleware,
-            auth_middleware(keys, public=[health]),
+            auth_middleware(keys, public=[health, metrics]),
+            strict_text_middleware,
         ],
     )
-    app[METRICS] = metrics
+    app[METRICS] = registry
     app[SETTINGS] = settings
     app[KEYS] = keys
     app[MAX_BODY_BYTES] = settings.max_body_bytes
+    app[BODY_READ_TIMEOUT] = settings.body_read_timeout
 
     async def services_context(app: web.Application) -> AsyncIterator[None]:
         ensure_development_key(keys, settings)
         keys.load()
-        async with open_services(settings, embedder=embedder, metrics=metrics) as services:
+        async with open_services(settings, embedder=embedder, metrics=registry) as services:
             app[MEMORY] = services.memory
             app[HISTORIES] = services.histories
             yield
@@ -112,7 +147,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.cleanup_ctx.append(services_context)
     app.router.add_get("/", root)
     app.router.add_get("/_health", health)
-    app.router.add_get("/_metrics", metrics.handler)
+    app.router.add_get("/_metrics", metrics)
     app.router.add_get("/_openapi.json", openapi)
     app.router.add_routes(routes_v211.routes)
     app.router.add_routes(routes_v212.routes)
@@ -120,13 +155,80 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     return app
 
 
-def run(settings: Settings, **kwargs: Any) -> None:
-    logs.configure(settings.log_level.upper())
-    web.run_app(
+class _JsonErrorRequestHandler(RequestHandler):
+    """Requests aiohttp refuses before routing (a URL over 8190 bytes, a malformed header)
+    get the API's JSON error, and one log line instead of a traceback each."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
+        if not isinstance(exc, BadHttpMessage) or status >= 500:
+            return super().handle_error(request, status, exc, message)
+        if isinstance(exc, LineTooLong):
+            reason = f"the request line or a header is longer than {exc.args[1]} bytes"
+            v2 = b"/v2/" in bytes(exc.args[0])[:16] if isinstance(exc.args[0], (bytes, bytearray)) else False
+        else:
+            reason = f"malformed HTTP request: {exc.message}".splitlines()[0]
+            v2 = False
+        log.info("malformed request refused", extra={"status": status, "reason": reason})
+        error = InvalidArgument(reason)  # aiohttp's parse errors are all 400s
+        body = error.telnyx_body() if v2 else error.opensearch_body()
+        response = web.Response(body=encode_json(body), status=error.status, content_type="application/json")
+        response.force_close()
+        return response
+
+
+class _JsonErrorServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class _Runner(web.AppRunner):
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        server.__class__ = _JsonErrorServer
+        return server
+
+
+async def _serve(settings: Settings) -> None:
+    """``web.run_app``, with the runner above: serve until SIGINT or SIGTERM, then finish in-flight requests."""
+    runner = _Runner(
         create_app(settings),
-        host=settings.host,
-        port=settings.port,
+        handle_signals=True,
         access_log=None,  # the request-id middleware logs each request, structured
+        keepalive_timeout=settings.idle_timeout,
         shutdown_timeout=30.0,
-        **kwargs,
     )
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, settings.host, settings.port).start()
+        print(f"======== Running on http://{settings.host}:{settings.port} ========", flush=True)
+        while True:
+            await asyncio.sleep(3600)
+    finally:
+        await runner.cleanup()
+
+
+def run(settings: Settings) -> None:
+    """Serve until SIGINT or SIGTERM, as ``web.run_app`` does: only the serving task is
+    cancelled at first, so that the runner's cleanup lets in-flight requests finish."""
+    logs.configure(settings.log_level.upper())
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    serving = loop.create_task(_serve(settings))
+    try:
+        loop.run_until_complete(serving)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        serving.cancel()
+        with suppress(asyncio.CancelledError):
+            loop.run_until_complete(serving)
+        leftovers = asyncio.all_tasks(loop)
+        for task in leftovers:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

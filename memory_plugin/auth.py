@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fcntl
 import hashlib
 import hmac
 import json
 import os
 import secrets
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from memory_plugin.dates import isoformat
 from memory_plugin.errors import Unauthorized
+from memory_plugin.files import make_private_dir, open_private
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,11 @@ class KeyEntry:
     @property
     def principal(self) -> Principal:
         return Principal(self.organization_id, self.user_id)
+
+
+def _check_name(what: str, name: str) -> None:
+    if not name.strip() or not name.isprintable():
+        raise ValueError(f"the {what} id must be a non-empty printable name, not {name!r}")
 
 
 def _digest(secret: str) -> str:
@@ -77,16 +87,37 @@ class KeyStore:
         self._entries = {raw["key_id"]: KeyEntry(**raw) for raw in document.get("keys", [])}
         self._stamp = stamp
 
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the keys file's lock (``keys.json.lock``) and read the file afresh.
+
+        Several ``keys create`` at once would otherwise each read the same
+        file and the last one to write would drop the others' keys.
+        """
+        make_private_dir(self.path.parent)
+        with os.fdopen(open_private(self.path.with_name(self.path.name + ".lock"), os.O_RDWR), "r+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self._stamp = None
+                self.load()
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_suffix(".tmp")
+        """Write the whole file anew: a unique 0600 temporary in the same folder, then a rename."""
         document = {"keys": [asdict(entry) for entry in self._entries.values()]}
-        with open(temporary, "w") as handle:
-            json.dump(document, handle, indent=2)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, self.path)
+        descriptor, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".", suffix=".tmp")
+        try:
+            with os.fdopen(descriptor, "w") as handle:
+                json.dump(document, handle, indent=2)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(temporary)
+            raise
         self._stamp = None
         self.load()
 
@@ -96,8 +127,14 @@ class KeyStore:
     # -- administration -------------------------------------------------------
 
     def create(self, organization_id: str, user_id: str | None = None) -> tuple[KeyEntry, str]:
-        """Add a key and return it with its full token, which is shown only now."""
-        self.load()
+        """Add a key and return it with its full token, which is shown only now.
+
+        An empty organisation or user would read as "no user", an
+        organisation-wide key: both must be real names.
+        """
+        _check_name("organization", organization_id)
+        if user_id is not None:
+            _check_name("user", user_id)
         key_id = "key_" + secrets.token_hex(8)
         secret = secrets.token_urlsafe(32)
         entry = KeyEntry(
@@ -107,17 +144,18 @@ class KeyStore:
             user_id=user_id,
             created_at=isoformat(datetime.now(UTC)),
         )
-        self._entries[key_id] = entry
-        self._save()
+        with self._locked():
+            self._entries[key_id] = entry
+            self._save()
         return entry, f"{key_id}.{secret}"
 
     def revoke(self, key_id: str) -> bool:
-        self.load()
-        entry = self._entries.get(key_id)
-        if entry is None:
-            return False
-        self._entries[key_id] = KeyEntry(**{**asdict(entry), "revoked": True})
-        self._save()
+        with self._locked():
+            entry = self._entries.get(key_id)
+            if entry is None:
+                return False
+            self._entries[key_id] = KeyEntry(**{**asdict(entry), "revoked": True})
+            self._save()
         return True
 
     def entries(self) -> list[KeyEntry]:
@@ -148,6 +186,8 @@ class KeyStore:
         """The principal named by an ``Authorization`` header value."""
         if not authorization:
             raise Unauthorized("missing authentication credentials")
+        if not authorization.isascii():  # keys are ASCII; other bytes arrive as surrogate escapes
+            raise Unauthorized("malformed credentials")
         scheme, _, credentials = authorization.strip().partition(" ")
         credentials = credentials.strip()
         if scheme.lower() == "bearer":

@@ -103,6 +103,15 @@ class Unauthorized(ServiceError):
     title = "Unauthorized"
 
 
+class Forbidden(ServiceError):
+    """A valid credential that does not grant this."""
+
+    status = 403
+    type = "security_exception"
+    code = "forbidden"
+    title = "Forbidden"
+
+
 class PayloadTooLarge(ServiceError):
     status = 413
     type = "content_too_long_exception"
@@ -122,3 +131,12 @@ class InsufficientStorage(ServiceError):
     type = "insufficient_storage_exception"
     code = "insufficient_storage"
     title = "Insufficient storage"
+
+
+class RequestTimeout(ServiceError):
+    """A client that stopped sending its body."""
+
+    status = 408
+    type = "timeout_exception"
+    code = "request_timeout"
+    title = "Request timeout"

@@ -35,8 +35,10 @@ def _errors(style: str, *statuses: str) -> dict[str, Any]:
     words = {
         "400": "Bad input",
         "401": "No valid credential",
+        "403": "The credential does not grant this",
         "404": "Not found",
         "405": "Wrong method",
+        "408": "The body did not arrive in time",
         "413": "Body too large",
         "503": "Unavailable",
         "507": "Storage full",
@@ -380,7 +382,7 @@ def _history_operations() -> dict[str, Any]:
                         "201",
                         "Ingested",
                     ),
-                    **_errors("telnyx", "400", "401", "413", "503"),
+                    **_errors("telnyx", "400", "401", "408", "413", "503"),
                 },
             },
             "delete": {
@@ -610,13 +612,13 @@ def openapi_document() -> dict[str, Any]:
         "/_metrics": {
             "get": {
                 "tags": ["service"],
-                "summary": "Prometheus metrics",
+                "summary": "Prometheus metrics (the operator's metrics_token as a Bearer token; tenant keys get 403)",
                 "responses": {
                     "200": {
                         "description": "Prometheus text format",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
-                    **_errors("opensearch", "401"),
+                    **_errors("opensearch", "401", "403"),
                 },
             }
         },

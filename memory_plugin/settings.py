@@ -72,6 +72,12 @@ class Settings:
     search_deadline: float = 2.0
     #: Largest request body accepted, in bytes.
     max_body_bytes: int = 8 * 1024 * 1024
+    #: Seconds a client may take to send a request body; then 408, and the connection closes.
+    body_read_timeout: float = 60.0
+    #: Seconds an idle connection (between requests, or before the first one) is kept open.
+    idle_timeout: float = 75.0
+    #: The operator's credential for ``GET /_metrics`` (a Bearer token); unset, metrics are disabled.
+    metrics_token: str | None = None
     #: Write interactions from the memory API into the history index too.
     bridge: bool = True
     #: ``info`` logs one JSON line per request; ``warning`` only problems.
@@ -107,6 +113,9 @@ _SCALARS: dict[str, type] = {
     "home_region": str,
     "search_deadline": float,
     "max_body_bytes": int,
+    "body_read_timeout": float,
+    "idle_timeout": float,
+    "metrics_token": str,
     "bridge": bool,
     "log_level": str,
     "cluster_name": str,
@@ -154,7 +163,8 @@ def load_settings(
     """Defaults, then ``config_file`` (TOML), then the environment, then ``overrides``."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    config_file = config_file or (Path(environ[ENV_PREFIX + "CONFIG"]) if ENV_PREFIX + "CONFIG" in environ else None)
+    # An empty variable is unset, as for every other setting.
+    config_file = config_file or (Path(environ[ENV_PREFIX + "CONFIG"]) if environ.get(ENV_PREFIX + "CONFIG") else None)
     if config_file is not None:
         with open(config_file, "rb") as handle:
             document = tomllib.load(handle)
@@ -173,6 +183,11 @@ def load_settings(
         if value is not None:
             values[name] = _coerce(name, _SCALARS[name], value) if name in _SCALARS else value
     settings = Settings(**values)
+    for name in ("body_read_timeout", "idle_timeout"):
+        if not getattr(settings, name) > 0:
+            raise ValueError(f"setting {name!r} must be a positive number of seconds")
+    if settings.metrics_token is not None and not settings.metrics_token.strip():
+        raise ValueError("setting 'metrics_token' must not be empty; leave it unset to disable metrics")
     unknown = [name for name in settings.regions if name not in REGIONS]
     if unknown:
         raise ValueError(f"unknown regions {unknown}; regions are {list(REGIONS)}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from memory_plugin.errors import storage_error
+from memory_plugin.files import create_private_file, make_private_dir
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -37,7 +38,8 @@ class Database:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
 
     def _open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.path.parent)
+        create_private_file(self.path)
         connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         connection.row_factory = sqlite3.Row
         connection.execute("PRAGMA journal_mode=WAL")

@@ -8,9 +8,14 @@ and the rest, Telnyx's ``errors`` list under ``/v2``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import math
+import re
+import sys
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -24,6 +29,7 @@ from memory_plugin.errors import (
     NotFound,
     ParseFailure,
     PayloadTooLarge,
+    RequestTimeout,
     ServiceError,
     Unauthorized,
 )
@@ -33,12 +39,21 @@ log = logging.getLogger("memory_plugin.http")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 MAX_BODY_BYTES = web.AppKey("max_body_bytes", int)
+#: Seconds a client may take to send the whole body before it gets a 408.
+BODY_READ_TIMEOUT = web.AppKey("body_read_timeout", float)
 PRINCIPAL = web.RequestKey("principal", Principal)
 REQUEST_ID = web.RequestKey("request_id", str)
 #: Parameters OpenSearch accepts on every endpoint; clients send them.
 GLOBAL_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "source", "source_content_type"})
 #: The ceiling on JSON nesting, so that a hostile body cannot exhaust the stack.
 MAX_JSON_DEPTH = 64
+#: Python's own ceiling on converting digits to an int (``sys.get_int_max_str_digits``).
+MAX_INT_DIGITS = 4300
+#: Query-parameter numbers: ASCII digits only (no ``+``, ``_``, spaces or other scripts' digits).
+INTEGER = re.compile(r"-?[0-9]{1,20}")
+DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,4})?")
+#: What a request id may be: printable ASCII, so that it is safe in headers and logs.
+REQUEST_ID_PATTERN = re.compile(r"[!-~]{1,128}")
 
 
 def _is_v2(request: web.Request) -> bool:
@@ -51,7 +66,36 @@ def principal_of(request: web.Request) -> Principal:
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(text=json.dumps(body, ensure_ascii=False), status=status, content_type="application/json")
+    return web.Response(body=encode_json(body), status=status, content_type="application/json")
+
+
+def encode_json(body: Any) -> bytes:
+    """Strict JSON as UTF-8, whatever the body holds.
+
+    ``Infinity`` and ``NaN`` are not JSON, and most clients refuse them: an
+    infinite float becomes the largest finite double of its sign (so that
+    scores keep their order) and NaN becomes null.  A lone surrogate cannot be
+    encoded as UTF-8; one stored before the edge refused them is written as
+    its JSON escape (``\\ud800``), so that the record can still be read and deleted.
+    """
+    try:
+        text = json.dumps(body, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(body), ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else math.copysign(sys.float_info.max, value)
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def error_response(request: web.Request, error: ServiceError) -> web.Response:
@@ -59,12 +103,16 @@ def error_response(request: web.Request, error: ServiceError) -> web.Response:
     response = json_response(body, status=error.status)
     if isinstance(error, Unauthorized):
         response.headers["WWW-Authenticate"] = 'Bearer realm="memory-plugin", Basic realm="memory-plugin"'
+    if isinstance(error, RequestTimeout):
+        response.force_close()
     return response
 
 
 @web.middleware
 async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    request_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
+    request_id = request.headers.get("X-Request-Id", "")
+    if not REQUEST_ID_PATTERN.fullmatch(request_id):
+        request_id = uuid.uuid4().hex
     request[REQUEST_ID] = request_id
     started = time.perf_counter()
     try:
@@ -137,6 +185,55 @@ def auth_middleware(keys: KeyStore, public: Iterable[Handler] = ()) -> Middlewar
     return authenticate
 
 
+@web.middleware
+async def strict_text_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Query parameters and path parts must be valid Unicode text, like JSON bodies."""
+    if any("\ufffd" in name or "\ufffd" in value for name, value in request.query.items()):
+        _check_query_encoding(request)
+    for name, value in request.query.items():
+        if has_lone_surrogate(name):
+            raise InvalidArgument(
+                f"a query parameter name {_printable(name)} holds a lone surrogate", parameter=_printable(name)
+            )
+        if has_lone_surrogate(value):
+            raise InvalidArgument(f"[{name}] holds a lone surrogate; it must be valid Unicode text", parameter=name)
+    for name, value in request.match_info.items():
+        if has_lone_surrogate(value):
+            raise InvalidArgument(f"[{name}] holds a lone surrogate; it must be valid Unicode text", parameter=name)
+    return await handler(request)
+
+
+def _check_query_encoding(request: web.Request) -> None:
+    """The query string as sent must be UTF-8: the parser replaced what was not with U+FFFD."""
+    for pair in request.rel_url.raw_query_string.split("&"):
+        raw_name, _, raw_value = pair.partition("=")
+        name = urllib.parse.unquote(raw_name.replace("+", " "), errors="replace")
+        for part in (raw_name, raw_value):
+            try:
+                urllib.parse.unquote_to_bytes(part.replace("+", " ")).decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidArgument(f"[{name}] is not valid UTF-8 once percent-decoded", parameter=name) from None
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds half of a UTF-16 pair (``"\\ud800"``): not text, and not encodable as UTF-8.
+
+    Encoding is the fast test (a regex over the surrogate range is a hundred times slower).
+    """
+    if text.isascii():
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates written as escapes, so that it can go into a response."""
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
 # -- request parsing ---------------------------------------------------------------
 
 
@@ -158,10 +255,7 @@ def int_param(request: web.Request, name: str, default: int) -> int:
     raw = request.query.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
+    value = int(raw) if INTEGER.fullmatch(raw) else None
     # Java's int, as OpenSearch parses it: anything wider is not a number there either.
     if value is None or not -(2**31) <= value < 2**31:
         raise InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name)
@@ -172,52 +266,159 @@ def float_param(request: web.Request, name: str) -> float | None:
     raw = request.query.get(name)
     if raw is None:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidArgument(f"Failed to parse float parameter [{name}] with value [{raw}]", parameter=name) from None
+    if not DECIMAL.fullmatch(raw):
+        raise InvalidArgument(f"Failed to parse float parameter [{name}] with value [{raw}]", parameter=name)
+    value = float(raw)
     if value != value or value in (float("inf"), float("-inf")):
         raise InvalidArgument(f"[{name}] must be a finite number, not [{raw}]", parameter=name)
     return value
 
 
-def _depth(value: Any, limit: int) -> int:
-    """Nesting depth of a JSON value, iteratively, stopping past ``limit``."""
-    deepest, stack = 0, [(value, 1)]
+#: Bodies larger than this are parsed off the event loop.
+PARSE_IN_THREAD_BYTES = 256 * 1024
+
+
+class _Rejected(ValueError):
+    """Raised by the JSON parser's hook; its message goes to the caller as is."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Rejected(f"{name} is not a JSON number; numbers must be finite")
+
+
+def parse_json(text: str | bytes, *, what: str = "request body", parameter: str | None = None) -> Any:
+    """Strict JSON for everything a caller sends: the body, and the ``source`` parameter.
+
+    Valid UTF-8, finite numbers of at most 4300 digits, no ``NaN`` or
+    ``Infinity``, at most 64 levels of nesting, and no lone surrogate in any
+    string or key (``"\\ud800"`` parses, but is not text, and would poison what
+    is stored).  Anything else is a 400 naming the place.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseFailure(f"{what} is not valid UTF-8 (byte {exc.start})", parameter=parameter) from None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ParseFailure(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", parameter=parameter) from None
+    except json.JSONDecodeError as exc:
+        raise ParseFailure(
+            f"Failed to parse {what}: {exc.msg} at line {exc.lineno} column {exc.colno}", parameter=parameter
+        ) from None
+    except _Rejected as exc:
+        raise ParseFailure(f"Failed to parse {what}: {exc}", parameter=parameter) from None
+    except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
+        raise ParseFailure(
+            f"Failed to parse {what}: a number has more than {MAX_INT_DIGITS} digits", parameter=parameter
+        ) from None
+    if not _sound(value, what, parameter):
+        _name_the_culprit(value, what, parameter)
+    return value
+
+
+def _sound(value: Any, what: str, parameter: str | None) -> bool:
+    """The fast pass: depth (raised at once), then whether any string, key or number is bad."""
+    if not _sound_scalar(value):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 0)] if isinstance(value, (dict, list)) else []
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
-            if deepest > limit:
-                return deepest
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
+        if depth >= MAX_JSON_DEPTH:
+            raise ParseFailure(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", parameter=parameter)
+        if isinstance(item, dict):
+            if not all(key.isascii() for key in item) and any(has_lone_surrogate(key) for key in item):
+                return False
+            children = item.values()
+        else:
+            children = item
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+            elif not _sound_scalar(child):
+                return False
+    return True
+
+
+def _sound_scalar(value: Any) -> bool:
+    if isinstance(value, str):
+        return not has_lone_surrogate(value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return True
+
+
+#: Where a value sits, as a chain of (parent, key or index) links.
+_Path = tuple["_Path", str | int] | None
+
+
+def _name_the_culprit(value: Any, what: str, parameter: str | None) -> None:
+    """The slow pass, once something is known to be bad: find it, and say where."""
+    stack: list[tuple[Any, _Path]] = [(value, None)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str) and has_lone_surrogate(item):
+            _poisoned(what, parameter, path, key=False)
+        if isinstance(item, float) and not math.isfinite(item):
+            place = _spelt(path, parameter)
+            raise ParseFailure(
+                f"Failed to parse {what}: [{place or what}] is out of range; numbers must be finite",
+                parameter=place or parameter,
+            )
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if has_lone_surrogate(key):
+                    _poisoned(what, parameter, (path, key), key=True)
+                stack.append((child, (path, key)))
+        elif isinstance(item, list):
+            stack.extend((child, (path, index)) for index, child in enumerate(item))
+
+
+def _spelt(path: _Path, parameter: str | None) -> str:
+    steps: list[str | int] = []
+    while path is not None:
+        path, step = path
+        steps.append(step)
+    return json_path(reversed(steps), root=parameter or "")
+
+
+def _poisoned(what: str, parameter: str | None, path: _Path, *, key: bool) -> None:
+    place = _spelt(path, parameter)
+    detail = f"{'the key ' if key else ''}[{place}]" if place else what
+    raise InvalidArgument(
+        f"{detail} holds a lone surrogate (half of a UTF-16 pair); text must be valid Unicode",
+        parameter=place or parameter,
+    )
+
+
+def json_path(path: Iterable[str | int], root: str = "") -> str:
+    """``records[0].metadata.x``: where a value sits in a JSON document."""
+    text = root
+    for step in path:
+        text += f"[{step}]" if isinstance(step, int) else (f".{_printable(step)}" if text else _printable(step))
+    return text
 
 
 async def read_json(request: web.Request, *, required: bool) -> Any:
     """The body as JSON, or None when it is empty and not required."""
     try:
-        raw = await request.read()
+        async with asyncio.timeout(request.app[BODY_READ_TIMEOUT]):
+            raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes") from None
+    except TimeoutError as timeout:
+        # Fail the stream too: aiohttp then closes the connection right after the
+        # 408, instead of lingering 10 s more for a body that is not coming.
+        request.content.set_exception(timeout)
+        raise RequestTimeout(f"the request body did not arrive within {request.app[BODY_READ_TIMEOUT]:g} s") from None
     if not raw.strip():
         if required:
             raise ParseFailure("request body is required")
         return None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParseFailure(f"request body is not valid UTF-8 (byte {exc.start})") from None
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise ParseFailure(f"request body nests deeper than {MAX_JSON_DEPTH} levels") from None
-    except json.JSONDecodeError as exc:
-        raise ParseFailure(f"Failed to parse request body: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    if _depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
-        raise ParseFailure(f"request body nests deeper than {MAX_JSON_DEPTH} levels")
-    return value
+    if len(raw) > PARSE_IN_THREAD_BYTES:  # megabytes of JSON take a while: keep the loop free
+        return await asyncio.to_thread(parse_json, raw)
+    return parse_json(raw)
 
 
 async def read_json_object(request: web.Request, *, required: bool) -> dict[str, Any] | None:

@@ -6,7 +6,6 @@ The same service and stored data as the 2.11 form, under the names that
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,7 +16,15 @@ from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
 from memory_plugin.memory.service import check_additional_info_map
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211
-from memory_plugin.web import check_params, json_response, principal_of, read_json, read_json_object, string_field
+from memory_plugin.web import (
+    check_params,
+    json_response,
+    parse_json,
+    principal_of,
+    read_json,
+    read_json_object,
+    string_field,
+)
 
 BASE = "/_plugins/_ml/memory"
 MESSAGE_TEXT_FIELDS = ("input", "prompt_template", "response", "origin")
@@ -62,10 +69,7 @@ async def _search_body(request: web.Request) -> dict[str, Any] | None:
     """The search body, or the ``source`` parameter that stands in for it."""
     body = await read_json(request, required=False)
     if body is None and "source" in request.query:
-        try:
-            body = json.loads(request.query["source"])
-        except json.JSONDecodeError as exc:
-            raise ParseFailure(f"Failed to parse [source] parameter: {exc.msg}", parameter="source") from None
+        body = parse_json(request.query["source"], what="[source] parameter", parameter="source")
     if body is not None and not isinstance(body, dict):
         raise ParseFailure("search body must be a JSON object", parameter="body")
     return body

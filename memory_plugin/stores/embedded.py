@@ -51,6 +51,7 @@ import faiss
 import numpy as np
 
 from memory_plugin.dates import from_micros, to_micros
+from memory_plugin.files import fresh_private_file
 from memory_plugin.sqlite import Database, run_script
 from memory_plugin.stores.base import VectorStore, unit_vector
 from memory_plugin.stores.embedded_columns import FilterColumns, Row, can_compile
@@ -293,10 +294,11 @@ class _TypeIndex:
         n = self.hnsw.ntotal
         ids_tmp, index_tmp = base.with_suffix(".ids.npy.tmp"), base.with_suffix(".faiss.tmp")
         try:
-            with open(ids_tmp, "wb") as file:
+            with os.fdopen(fresh_private_file(ids_tmp), "wb") as file:
                 np.save(file, self.ids[:n])
                 file.flush()
                 os.fsync(file.fileno())
+            os.close(fresh_private_file(index_tmp))  # faiss keeps the mode of the file it truncates
             faiss.write_index(self.hnsw, str(index_tmp))
             with open(index_tmp, "rb") as file:
                 os.fsync(file.fileno())

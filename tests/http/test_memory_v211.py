@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from memory_plugin.app import create_app
+
 BASE = "/_plugins/_ml/memory/conversation"
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
@@ -319,10 +321,12 @@ async def test_other_users_conversation_is_invisible(client, alice, bob, carol):
     assert len(interactions["interactions"]) == 1
 
 
-async def test_metrics_need_a_key_and_count_requests_by_route(client, alice):
+async def test_metrics_need_the_operator_token_and_count_requests_by_route(aiohttp_client, settings, embedder, alice):
+    client = await aiohttp_client(create_app(settings.replace(metrics_token="operator-secret"), embedder=embedder))
     assert (await client.get("/_metrics")).status == 401
     await client.get(BASE, headers=alice.headers)
-    response = await client.get("/_metrics", headers=alice.headers)
+    assert (await client.get("/_metrics", headers=alice.headers)).status == 403
+    response = await client.get("/_metrics", headers={"Authorization": "Bearer operator-secret"})
     assert response.status == 200
     text = await response.text()
     assert 'memory_plugin_requests_total{method="GET",route="/_plugins/_ml/memory/conversation",status="200"}' in text

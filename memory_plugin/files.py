@@ -1,0 +1,51 @@
+"""Data files and folders private to the server's user, whatever the umask.
+
+Databases, index snapshots and key files hold tenants' data: folders are
+created 0700 and files 0600.  Existing folders and files keep their mode.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import suppress
+from pathlib import Path
+
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def make_private_dir(path: Path) -> None:
+    """``mkdir -p``, each folder it creates 0700."""
+    missing: list[Path] = []
+    folder = Path(path)
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:
+            continue
+        os.chmod(folder, PRIVATE_DIR)  # mkdir's mode is filtered by the umask
+
+
+def open_private(path: Path, flags: int) -> int:
+    """``os.open(path, flags)``, creating the file 0600 if it is missing."""
+    try:
+        descriptor = os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE)
+    except FileExistsError:
+        return os.open(path, flags | os.O_CLOEXEC)
+    os.fchmod(descriptor, PRIVATE_FILE)  # open's mode is filtered by the umask
+    return descriptor
+
+
+def create_private_file(path: Path) -> None:
+    """Create ``path`` empty and 0600 unless it exists (SQLite gives its -wal and -shm files the same mode)."""
+    os.close(open_private(path, os.O_RDWR))
+
+
+def fresh_private_file(path: Path) -> int:
+    """A new, empty 0600 file at ``path`` open for writing; a leftover there is removed first."""
+    with suppress(FileNotFoundError):
+        os.unlink(path)
+    return open_private(path, os.O_WRONLY)

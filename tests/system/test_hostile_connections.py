@@ -1,0 +1,177 @@
+"""Hostile and careless input at the socket and the command line (issue 12, part A).
+
+A real ``memory-plugin serve`` for what only a socket shows: a stalled upload,
+an idle connection, a request aiohttp refuses before routing; and the
+``keys`` command run as a user runs it, several at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.live import LiveServer, live_server_with_key
+from tests.support.raw_http import raw_exchange, split_response
+
+MEMORY = "/_plugins/_ml/memory"
+HISTORIES = "/v2/ai/conversation_histories"
+
+
+def assert_opensearch_error(body: dict[str, Any], status: int, type_: str, fragment: str) -> None:
+    assert body["status"] == status, body
+    assert body["error"]["type"] == type_, body
+    assert fragment in body["error"]["reason"], body
+
+
+def assert_telnyx_error(body: dict[str, Any], code: str, fragment: str) -> None:
+    (error,) = body["errors"]
+    assert error["code"] == code, body
+    assert fragment in error["detail"], body
+
+
+# -- keys on the command line -----------------------------------------------------------------------------
+
+
+def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memory_plugin", "keys", *args, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MEMORY_PLUGIN_CONFIG": ""},
+    )
+
+
+@pytest.mark.parametrize(
+    "args", [("--org", ""), ("--org", "  "), ("--org", "acme", "--user", ""), ("--org", "acme", "--user", " \t")]
+)
+def test_keys_create_refuses_empty_names(tmp_path: Path, args):
+    done = cli(tmp_path / "data", "create", *args)
+    assert done.returncode == 2
+    assert "must be a non-empty printable name" in done.stderr
+    assert "key_" not in done.stdout
+    assert not (tmp_path / "data" / "keys.json").exists()
+
+
+def test_parallel_keys_create_lose_no_key(tmp_path: Path):
+    data_dir = tmp_path / "data"
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memory_plugin",
+                "keys",
+                "create",
+                "--org",
+                "acme",
+                "--user",
+                f"user-{n}",
+                "--data-dir",
+                str(data_dir),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(12)
+    ]
+    printed = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        printed.append(next(line.split()[1] for line in out.splitlines() if line.startswith("key_id:")))
+    stored = {entry["key_id"]: entry["user_id"] for entry in json.loads((data_dir / "keys.json").read_text())["keys"]}
+    assert sorted(stored) == sorted(printed)
+    assert sorted(stored.values()) == sorted(f"user-{n}" for n in range(12))
+    assert sorted(path.name for path in data_dir.iterdir()) == ["keys.json", "keys.json.lock"]
+    assert stat.S_IMODE((data_dir / "keys.json").stat().st_mode) == 0o600
+
+
+# -- socket-level: a real `memory-plugin serve` ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from embedder import ensure_default_model
+
+    env = {
+        "MEMORY_PLUGIN_MODEL_DIR": str(ensure_default_model()),
+        "MEMORY_PLUGIN_BODY_READ_TIMEOUT": "1",
+        "MEMORY_PLUGIN_IDLE_TIMEOUT": "2",
+    }
+    server = live_server_with_key(tmp_path_factory.mktemp("live") / "data", env=env)
+    yield server
+    server.kill()
+
+
+def _post_head(server: LiveServer, path: str, length: int) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize("path", [MEMORY, HISTORIES])
+async def test_stalled_upload_gets_408_and_the_connection_closes(live, path):
+    seconds, received = await raw_exchange(live.port, _post_head(live, path, 100_000) + b'{"name": "', timeout=20)
+    status, headers, body = split_response(received)
+    assert status == 408
+    assert headers["connection"] == "close"
+    assert seconds < 5, seconds  # the 1 s body timeout, not aiohttp's 10 s lingering nor forever
+    if path.startswith("/v2"):
+        assert_telnyx_error(body, "request_timeout", "did not arrive within 1 s")
+    else:
+        assert_opensearch_error(body, 408, "timeout_exception", "did not arrive within 1 s")
+    # The server still serves, and stored nothing.
+    _, listed = await raw_exchange(
+        live.port,
+        f"GET {MEMORY} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {live.token}\r\n\r\n".encode(),
+    )
+    assert split_response(listed)[2] == {"memories": []}
+
+
+async def test_silent_and_half_sent_connections_are_closed_when_idle(live):
+    for opening in (b"", b"GET /_health HTTP/1.1\r\nHost: x\r\n"):
+        seconds, received = await raw_exchange(live.port, opening, timeout=20)
+        assert received == b""
+        assert 1.5 < seconds < 6, seconds  # the 2 s idle timeout
+
+
+@pytest.mark.parametrize(
+    ("request_head", "style"),
+    [
+        (b"GET " + MEMORY.encode() + b"?x=" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", "opensearch"),
+        (b"GET " + HISTORIES.encode() + b"?q=" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", "telnyx"),
+        (b"GET " + MEMORY.encode() + b" HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"y" * 9000 + b"\r\n\r\n", "opensearch"),
+        (b"GET /v2/ai/conversation_histories/a\xff HTTP/1.1\r\nHost: x\r\n\r\n", "opensearch"),
+    ],
+    ids=["long url", "long url /v2", "long header", "raw byte in path"],
+)
+async def test_requests_refused_before_routing_get_the_api_json_error(live, request_head, style):
+    _, received = await raw_exchange(live.port, request_head)
+    status, headers, body = split_response(received)
+    assert status == 400
+    assert headers["content-type"].startswith("application/json")
+    if style == "telnyx":
+        assert_telnyx_error(body, "invalid_parameter", "longer than 8190 bytes")
+    else:
+        assert body["status"] == 400 and body["error"]["type"] == "illegal_argument_exception"
+    log = live.log_path.read_text()
+    assert "Traceback" not in log
+
+
+async def test_a_url_just_under_the_limit_still_works(live):
+    path = f"{MEMORY}?pretty=" + "a" * (8190 - len(MEMORY) - 30)
+    _, received = await raw_exchange(
+        live.port,
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {live.token}\r\n\r\n".encode(),
+    )
+    assert split_response(received)[0] == 200

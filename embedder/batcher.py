@@ -100,7 +100,9 @@ class _FairQueue:
         return item
 
     def drain(self) -> list[_Item]:
-        items = [item for flow in self._flows.values() for item in (flow.drain() if isinstance(flow, _FairQueue) else flow)]
+        items = [
+            item for flow in self._flows.values() for item in (flow.drain() if isinstance(flow, _FairQueue) else flow)
+        ]
         self._flows.clear()
         self._served.clear()
         return items

@@ -412,9 +412,7 @@ def _quantize_int8(src: Path, dst: Path) -> None:
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(
-        str(src), str(dst), op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8, per_channel=True
-    )
+    quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8, per_channel=True)
 
 
 def build(

@@ -114,7 +114,13 @@ async def load(store: VectorStore, vectors: np.ndarray, batch: int) -> float:
             items = [
                 (
                     Record(
-                        ORG, f"r{i}", "voice", "USA", NOW, NOW, user_id=f"user-{i % USERS}",
+                        ORG,
+                        f"r{i}",
+                        "voice",
+                        "USA",
+                        NOW,
+                        NOW,
+                        user_id=f"user-{i % USERS}",
                         metadata={"tier": f"t{(i // USERS) % USERS}"},
                     ),
                     [Chunk(0, 1, f"chunk {i}", vectors[i])],
@@ -258,7 +264,9 @@ def print_table(size: int, row: dict[str, Any]) -> None:
         if extra:
             print(f"{'':>9} {name}: {extra}")
     if "embedded-sql" in row:
-        ratios = {case: round(row["embedded-sql"][case]["p50_ms"] / row["embedded"][case]["p50_ms"], 2) for case in CASES}
+        ratios = {
+            case: round(row["embedded-sql"][case]["p50_ms"] / row["embedded"][case]["p50_ms"], 2) for case in CASES
+        }
         print(f"{'':>9} p50 speed-up of the columns over SQL: {ratios}")
         row["columns_speedup_p50"] = ratios
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -130,6 +131,8 @@ class FilterColumns:
             compare = _COMPARE[op]
             holds = np.zeros(used, dtype=bool)
             for value in condition.values:
+                if not isinstance(value, datetime):  # parse_filters makes every date value a datetime
+                    raise ValueError(f"{field} needs a date, not {value!r}")
                 holds |= compare(column, to_micros(value))
             return holds
         if field in STRING_FIELDS:

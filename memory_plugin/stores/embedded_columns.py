@@ -78,9 +78,12 @@ class _Dictionary:
                 if code is not None:
                     table[code] = True
         elif op == "contains":
-            self.folded.extend(fold(value) for value in self.values[len(self.folded) : size])  # type: ignore[arg-type]
+            folded = self.folded
+            if len(folded) < size:  # searches run in parallel: extend a copy, publish it whole
+                folded = folded + [fold(value) for value in self.values[len(folded) : size]]  # type: ignore[arg-type]
+                self.folded = folded
             needles = [fold(value) for value in expected]
-            table[1:] = [any(needle in value for needle in needles) for value in self.folded[1:size]]
+            table[1:] = [any(needle in value for needle in needles) for value in folded[1:size]]
         else:
             compare = _COMPARE[op]
             table[1:] = [any(compare(value, bound) for bound in expected) for value in self.values[1:size]]

@@ -203,13 +203,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         "load_s": round(seconds, 1),
                         "load_us_per_chunk": round(seconds / size * 1e6, 1),
                     }
+                    before: dict[str, Any] = {}
                     for case, (params, mask_of) in CASES.items():
                         backend[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
-                    if isinstance(store, EmbeddedStore):  # the same load, filters on SQL as before the columns
-                        store.filter_target = "sql"
-                        before: dict[str, Any] = {}
-                        for case, (params, mask_of) in CASES.items():
+                        if isinstance(store, EmbeddedStore):  # the same load, filters on SQL as before the columns
+                            store.filter_target = "sql"
                             before[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
+                            store.filter_target = "columns"
+                    if before:
                         row[f"{name}-sql"] = before
                 if isinstance(store, EmbeddedStore):
                     backend["reopen_s"] = round(await reopen_seconds(Path(folder)), 2)

@@ -140,6 +140,13 @@ class FilterColumns:
             return holds
         if field in STRING_FIELDS:
             table = self.dictionaries[field].table(op, condition.values)  # type: ignore[arg-type]
-            result: np.ndarray = table[self.strings[field][:used]]
-            return result
+            column = self.strings[field][:used]
+            codes = np.flatnonzero(table)
+            if len(codes) > 4:
+                result: np.ndarray = table[column]
+                return result
+            holds = np.zeros(used, dtype=bool)
+            for code in codes:  # a few values: comparisons beat a gather
+                holds |= column == code
+            return holds
         raise ValueError(f"the filter columns cannot evaluate {field!r} {op!r}")

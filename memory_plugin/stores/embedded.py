@@ -20,8 +20,11 @@ Why it looks like this:
   always a filter) built from live chunks only, so stale vectors never surface;
   hits are finally hydrated from SQLite by chunk id, which drops anything
   deleted meanwhile.
-* Filters compile to SQL (``embedded_filters``) and yield candidate chunk ids
-  *before* the vector search.  Few candidates (``<= exact_threshold``) are
+* Filters select candidate positions *before* the vector search.  Filters on
+  top-level fields compile to a mask over in-memory columns kept beside each
+  index (``embedded_columns``: one row per position, filled from SQLite at
+  ``open()`` and on every write); filters naming metadata compile to SQL
+  (``embedded_filters``) and yield chunk ids.  Few candidates (``<= exact_threshold``) are
   ranked exactly with numpy over an in-memory vector matrix; many are searched
   with HNSW restricted by an ``IDSelectorBitmap`` and an ``efSearch`` scaled up
   by 1/selectivity.  Without a filter the organisation's bitmap comes from an

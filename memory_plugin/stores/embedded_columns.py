@@ -130,13 +130,13 @@ class FilterColumns:
     def _condition(self, condition: Condition, used: int) -> np.ndarray:
         field, op = condition.field, condition.op
         if field in DATE_FIELDS and op in _COMPARE:
-            column = self.dates[field][:used]
+            micros = self.dates[field][:used]
             compare = _COMPARE[op]
             holds = np.zeros(used, dtype=bool)
             for value in condition.values:
                 if not isinstance(value, datetime):  # parse_filters makes every date value a datetime
                     raise ValueError(f"{field} needs a date, not {value!r}")
-                holds |= compare(column, to_micros(value))
+                holds |= compare(micros, to_micros(value))
             return holds
         if field in STRING_FIELDS:
             table = self.dictionaries[field].table(op, condition.values)  # type: ignore[arg-type]
@@ -145,8 +145,8 @@ class FilterColumns:
             if len(codes) > 4:
                 result: np.ndarray = table[column]
                 return result
-            holds = np.zeros(used, dtype=bool)
+            matched = np.zeros(used, dtype=bool)
             for code in codes:  # a few values: comparisons beat a gather
-                holds |= column == code
-            return holds
+                matched |= column == code
+            return matched
         raise ValueError(f"the filter columns cannot evaluate {field!r} {op!r}")

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install model opensearch run check test bench clean
+.PHONY: install model opensearch browser run check test bench clean
 
 install: $(STAMP) model
 
@@ -22,6 +22,12 @@ model: $(STAMP)
 opensearch: $(STAMP)
 	$(BIN)/python -m tests.support.opensearch fetch
 
+# Debian's chromium for the console's browser test (Playwright drives it; it downloads no browser).
+# Without root the install fails softly: the test then skips, or fails under CI=true.
+browser:
+	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium) \
+		|| echo "could not install chromium; tests/system/test_console.py needs it" >&2
+
 run: install
 	$(BIN)/memory-plugin serve $(ARGS)
 
@@ -34,7 +40,7 @@ check: install
 	$(BIN)/python -m pytest -q tests/unit tests/http $(PYTEST_ARGS)
 
 # `make check`, then the whole suite: the real model, real processes, real OpenSearch nodes.
-test: check opensearch
+test: check opensearch browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -219,6 +219,11 @@ class AsyncEmbedder:
         self._wakeup.set()
         return future
 
+    @property
+    def pending(self) -> int:
+        """Texts waiting for a batch (a cancelled waiter counts until its turn comes)."""
+        return len(self._queries) + len(self._passages)
+
     def _peek(self, queue: _FairQueue) -> _Item | None:
         """The next live item of ``queue``; cancelled waiters on the way are dropped."""
         while (item := queue.peek()) is not None and item.future.done():

@@ -18,7 +18,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from embedder import Embedder
-from memory_plugin import logs
+from memory_plugin import console, logs
 from memory_plugin._version import __version__
 from memory_plugin.auth import KeyStore
 from memory_plugin.errors import Forbidden, InvalidArgument
@@ -126,7 +126,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             request_id_middleware,
             registry.middleware(),
             error_middleware,
-            auth_middleware(keys, public=[health, metrics]),
+            auth_middleware(keys, public=[health, metrics, *console.PUBLIC]),
             strict_text_middleware,
         ],
     )
@@ -149,6 +149,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/_health", health)
     app.router.add_get("/_metrics", metrics)
     app.router.add_get("/_openapi.json", openapi)
+    console.add_routes(app)
     app.router.add_routes(routes_v211.routes)
     app.router.add_routes(routes_v212.routes)
     app.router.add_routes(history_routes.routes)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -43,6 +43,11 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.embed_pending = Gauge(
+            "memory_plugin_embedder_pending",
+            "Texts waiting in the embedder queue",
+            registry=self.registry,
+        )
         self.region_seconds = Histogram(
             "memory_plugin_region_seconds",
             "Per-region store call latency",
@@ -56,6 +61,13 @@ class Metrics:
             ["region"],
             registry=self.registry,
         )
+
+    def watch(self, regions: Iterable[str], embedder_pending: Callable[[], float]) -> None:
+        """Show every configured region from the start (at zero), and the live embedder queue."""
+        for region in regions:
+            self.region_seconds.labels(region)
+            self.region_failures.labels(region)
+        self.embed_pending.set_function(embedder_pending)
 
     def observe_batch(self, kind: str, size: int, queue_seconds: float) -> None:
         self.embed_batch_size.labels(kind).observe(size)

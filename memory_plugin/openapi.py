@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_plugin._version import __version__
+from memory_plugin.console import ASSETS as CONSOLE_ASSETS
 from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 from memory_plugin.settings import REGIONS
@@ -619,6 +620,34 @@ def openapi_document() -> dict[str, Any]:
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
                     **_errors("opensearch", "401", "403"),
+                },
+            }
+        },
+        "/_console": {
+            "get": {
+                "tags": ["service"],
+                "summary": "The web console (a page; it calls this API with your key)",
+                "security": [],
+                "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}},
+            }
+        },
+        "/_console/{asset}": {
+            "get": {
+                "tags": ["service"],
+                "summary": "The console's script and stylesheet",
+                "security": [],
+                "parameters": [
+                    {"name": "asset", "in": "path", "required": True, "schema": {"enum": sorted(CONSOLE_ASSETS)}}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "JavaScript or CSS",
+                        "content": {
+                            "text/javascript": {"schema": {"type": "string"}},
+                            "text/css": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors("opensearch", "404"),
                 },
             }
         },

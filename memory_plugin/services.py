@@ -63,6 +63,8 @@ async def open_services(
             on_batch=metrics.observe_batch if metrics else None,
         )
         stack.push_async_callback(batcher.close)
+        if metrics is not None:
+            metrics.watch(settings.regions, lambda: batcher.pending)
         stores = {name: region_store(settings, name) for name in settings.regions}
         for store in stores.values():
             await store.open(model.dimension)

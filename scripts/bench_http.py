@@ -7,8 +7,10 @@ Starts a real server on loopback, then measures, side by side in one run:
 - ingestion chunks/s through ``POST /v2/ai/conversation_histories``, beside the
   raw embedder's passages/s on the very same chunk texts (the ratio is what the
   HTTP, chunking and store layers cost);
-- search p50/p99 and req/s at concurrency 1 and 16, every query distinct so
-  that the query cache never answers.
+- search p50/p99 and req/s at concurrency 1, 4 and 16 (``--concurrency``), every
+  query distinct so that the query cache never answers.
+
+The chart (``http.png`` beside the JSON) shows both.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from _plots import plot_http, png_beside  # noqa: E402
 from bench_memory import drive  # noqa: E402
 
 from embedder import Embedder, chunk_text, ensure_default_model  # noqa: E402
@@ -73,6 +76,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200)
     parser.add_argument("--searches", type=int, default=300)
+    parser.add_argument("--concurrency", default="1,4,16", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "http.json")
     args = parser.parse_args()
 
@@ -110,8 +114,8 @@ async def main() -> None:
             "fraction_of_raw": round(raw_seconds / http_seconds, 3),
         }
         results["search"] = []
-        with tqdm(total=args.searches * 2, desc="search over HTTP", unit="req") as bar:
-            for concurrency in (1, 16):
+        with tqdm(total=args.searches * len(args.concurrency), desc="search over HTTP", unit="req") as bar:
+            for concurrency in args.concurrency:
                 url = f"{server.url}{ENDPOINT}"
                 counter = iter(range(10**9))
 
@@ -144,7 +148,7 @@ async def main() -> None:
         print(f"{row['case']:<14}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}  {row['statuses']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} and {plot_http(results, png_beside(args.out))}")
 
 
 if __name__ == "__main__":

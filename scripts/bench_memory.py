@@ -1,10 +1,11 @@
-"""Memory API throughput at concurrency 32, beside an aiohttp hello-world in the same run.
+"""Memory API throughput by concurrency, beside an aiohttp hello-world in the same run.
 
-    python scripts/bench_memory.py [--requests 3000] [--concurrency 32] [--out bench-results/memory.json]
+    python scripts/bench_memory.py [--requests 3000] [--concurrency 1,8,32] [--out bench-results/memory.json]
 
 Starts both servers as subprocesses on loopback, drives each with the same
 aiohttp client, and prints req/s and latency percentiles side by side: the
-ratio to hello-world is our overhead.
+ratio to hello-world is our overhead.  The chart (``memory.png`` beside the
+JSON) shows requests/s by concurrency.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from _plots import plot_memory, png_beside  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 from tests.support.live import LiveServer, free_port  # noqa: E402
@@ -67,7 +71,12 @@ async def drive(name, url, method, body, headers, requests, concurrency, bar, ur
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000)
-    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument(
+        "--concurrency",
+        default="1,8,32",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="comma-separated client counts",
+    )
     parser.add_argument("--bridge", action="store_true", help="also index interactions for search")
     parser.add_argument("--log-level", default="info", help="the server's log level (info logs every request)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "memory.json")
@@ -93,24 +102,28 @@ async def main() -> None:
             ("create interaction", f"{server.url}{BASE}/{conversation_id}", "POST", interaction, headers),
             ("list interactions", f"{server.url}{BASE}/{conversation_id}?max_results=10", "GET", None, headers),
         ]
-        with tqdm(total=args.requests * len(cases), unit="req", desc="bench_memory") as bar:
-            for name, url, method, body, case_headers in cases:
-                results.append(await drive(name, url, method, body, case_headers, args.requests, args.concurrency, bar))
+        with tqdm(total=args.requests * len(cases) * len(args.concurrency), unit="req", desc="bench_memory") as bar:
+            for concurrency in args.concurrency:
+                for name, url, method, body, case_headers in cases:
+                    results.append(await drive(name, url, method, body, case_headers, args.requests, concurrency, bar))
     hello.terminate()
     hello.wait()
 
-    baseline = {"GET": results[0]["req_per_s"], "POST": results[1]["req_per_s"]}
-    print(f"\n{'case':<22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs hello':>10}  statuses")
+    baseline = {
+        (row["case"].split()[-1], row["concurrency"]): row["req_per_s"] for row in results if "hello" in row["case"]
+    }
+    print(f"\n{'case':<22}{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs hello':>10}  statuses")
     for row in results:
         method = "POST" if "create" in row["case"] or "POST" in row["case"] else "GET"
-        row["ratio_to_hello_world"] = round(row["req_per_s"] / baseline[method], 3)
+        row["ratio_to_hello_world"] = round(row["req_per_s"] / baseline[method, row["concurrency"]], 3)
         print(
-            f"{row['case']:<22}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}"
+            f"{row['case']:<22}{row['concurrency']:>8}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}"
             f"{row['ratio_to_hello_world']:>10}  {row['statuses']}"
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"bridge": args.bridge, "results": results}, indent=2))
-    print(f"\nwrote {args.out}")
+    report = {"bridge": args.bridge, "results": results}
+    args.out.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {args.out} and {plot_memory(report, png_beside(args.out))}")
 
 
 if __name__ == "__main__":

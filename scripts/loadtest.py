@@ -18,7 +18,7 @@ statuses are counted, and at the end every acknowledged write is read back:
 conversations and interactions through the memory API's lists, ingested records
 by a search filtered on ``filter[record_id]`` (``top_k=1``).  Lost writes and
 5xx answers must both be zero; otherwise the exit code is 1.  Results go to
-``--out`` as JSON.  Traffic is only ever sent to a loopback address.
+``--out`` as JSON, with a chart of latency by operation beside it (``.png``).  Traffic is only ever sent to a loopback address.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from _plots import plot_loadtest, png_beside  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 
@@ -522,7 +525,7 @@ async def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print_table(result)
-    print(f"\nwrote {args.out}")
+    print(f"\nwrote {args.out} and {plot_loadtest(result, png_beside(args.out))}")
     return 0 if result["ok"] else 1
 
 

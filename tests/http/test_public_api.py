@@ -145,6 +145,9 @@ async def test_mounted_under_a_prefix_beside_the_hosts_routes(aiohttp_client, se
         client = await aiohttp_client(host)
         assert await (await client.get("/hello")).json() == {"host": "ok"}
         assert (await client.get("/memory/_health")).status == 200
+        console = await client.get("/memory/_console")  # its relative links resolve under the prefix
+        assert console.status == 200 and 'src="_console/console.js"' in await console.text()
+        assert (await client.get("/memory/_console/console.js")).status == 200
         assert (await client.get("/memory/_plugins/_ml/memory/conversation")).status == 401
         created = await client.post(
             "/memory/_plugins/_ml/memory/conversation", json={"name": "x"}, headers=alice.headers

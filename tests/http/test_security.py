@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 
 import pytest
 
@@ -13,12 +14,45 @@ OPERATIONS = [
     (method.upper(), path)
     for path, item in openapi_document()["paths"].items()
     for method in item
-    if method in {"get", "post", "put", "delete"} and path != "/_health"
+    if method in {"get", "post", "put", "delete"} and item[method].get("security") != []
 ]
+#: What answers without a key: the health check and the console's own files, no data.
+PUBLIC = {
+    (method.upper(), path)
+    for path, item in openapi_document()["paths"].items()
+    for method in item
+    if method in {"get", "post", "put", "delete"} and item[method].get("security") == []
+}
+
+
+def test_only_health_and_the_console_page_are_public():
+    assert PUBLIC == {("GET", "/_health"), ("GET", "/_console"), ("GET", "/_console/{asset}")}
 
 
 def concrete(path: str) -> str:
     return path.replace("{", "").replace("}", "-123456789012345678")
+
+
+async def test_console_files_load_without_a_key_and_nothing_else_does(client):
+    page = await client.get("/_console")
+    assert page.status == 200 and page.content_type == "text/html"
+    policy = page.headers["Content-Security-Policy"]
+    assert policy.startswith("default-src 'self'") and "script-src 'self';" in policy and "unsafe" not in policy
+    assert page.headers["X-Content-Type-Options"] == "nosniff" and "Set-Cookie" not in page.headers
+    html = await page.text()
+    assert "<script>" not in html and not re.search(r"<[^>]*\son\w+\s*=", html)  # no inline script or handlers
+    for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css")):
+        asset = await client.get(f"/_console/{name}")
+        assert asset.status == 200 and asset.content_type == kind
+    script = await (await client.get("/_console/console.js")).text()
+    assert not re.search(
+        r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|localStorage|document\.cookie", script
+    )
+    for name in ("index.html", "__init__.py", "..%2f__init__.py", "%2e%2e%2fapp.py", "console.js.map"):
+        missing = await client.get(f"/_console/{name}")
+        assert missing.status in (401, 404), name  # never a file outside the page's own two
+        assert (await missing.json())["status"] == missing.status
+    assert (await client.get("/_plugins/_ml/memory")).status == 401
 
 
 BAD_CREDENTIALS = {

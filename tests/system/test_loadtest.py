@@ -51,6 +51,7 @@ def test_short_spawned_load_run_loses_nothing_and_has_no_5xx(tmp_path: Path) -> 
     checked = result["verification"]["checked"]
     assert checked["interactions"] > 0 and checked["records"] > 0 and checked["conversations"] > 0
     assert "lost writes: 0" in done.stdout
+    assert out.with_suffix(".png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def test_refuses_a_non_loopback_url(tmp_path: Path) -> None:

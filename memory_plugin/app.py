@@ -22,6 +22,8 @@ from aiohttp.web_request import BaseRequest
 from embedder import Embedder
 from memory_plugin import console, logs
 from memory_plugin._version import __version__
+from memory_plugin.agentic import routes as agentic_routes
+from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.auth import KeyStore
 from memory_plugin.errors import Forbidden, InvalidArgument
 from memory_plugin.histories import routes as history_routes
@@ -144,6 +146,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
         async with open_services(settings, embedder=embedder, metrics=registry) as services:
             app[MEMORY] = services.memory
             app[HISTORIES] = services.histories
+            app[AGENTIC] = services.agentic
             yield
 
     app.cleanup_ctx.append(services_context)
@@ -155,6 +158,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_routes(routes_v211.routes)
     app.router.add_routes(routes_v212.routes)
     app.router.add_routes(history_routes.routes)
+    app.router.add_routes(agentic_routes.routes)
     return app
 
 

@@ -12,6 +12,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from embedder import AsyncEmbedder, Embedder, ensure_default_model
+from memory_plugin.agentic.service import AgenticService
+from memory_plugin.agentic.setup import open_agentic
 from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.memory.service import MemoryService
@@ -26,6 +28,7 @@ from memory_plugin.stores.factory import region_store
 class Services:
     memory: MemoryService
     histories: HistoryService
+    agentic: AgenticService
 
 
 def load_embedder(settings: Settings) -> Embedder:
@@ -83,4 +86,5 @@ async def open_services(
         )
         if settings.bridge:
             memory.bridge = HistoryBridge(histories)
-        yield Services(memory, histories)
+        agentic = await stack.enter_async_context(open_agentic(settings, batcher, metrics))
+        yield Services(memory, histories, agentic)

@@ -85,6 +85,16 @@ class Settings:
     #: What ``GET /`` reports, as an OpenSearch node would.
     cluster_name: str = "memory-plugin"
     node_name: str = "memory-plugin-0"
+    #: Agentic memory (``/_plugins/_ml/memory_containers``); false answers 403 as ml-commons does.
+    agentic_memory_enabled: bool = True
+    #: Accept ``retention_policy`` and ``pinned`` (ml-commons' ``memory.retention_enabled``); stored, not enforced.
+    agentic_retention_enabled: bool = False
+    #: OpenAI-compatible chat completions URL for ``infer: true``; unset, inferring adds answer 400.
+    agentic_llm_url: str | None = None
+    agentic_llm_api_key: str | None = None
+    agentic_llm_model: str = "gpt-4o-mini"
+    #: Seconds one LLM call may take.
+    agentic_llm_timeout: float = 30.0
 
     @property
     def resolved_keys_file(self) -> Path:
@@ -120,6 +130,12 @@ _SCALARS: dict[str, type] = {
     "log_level": str,
     "cluster_name": str,
     "node_name": str,
+    "agentic_memory_enabled": bool,
+    "agentic_retention_enabled": bool,
+    "agentic_llm_url": str,
+    "agentic_llm_api_key": str,
+    "agentic_llm_model": str,
+    "agentic_llm_timeout": float,
 }
 
 

@@ -428,6 +428,16 @@ async def read_json_object(request: web.Request, *, required: bool) -> dict[str,
     return value
 
 
+async def search_body(request: web.Request) -> dict[str, Any] | None:
+    """A search body, or the ``source`` parameter that stands in for it (OpenSearch accepts both)."""
+    body = await read_json(request, required=False)
+    if body is None and "source" in request.query:
+        body = parse_json(request.query["source"], what="[source] parameter", parameter="source")
+    if body is not None and not isinstance(body, dict):
+        raise ParseFailure("search body must be a JSON object", parameter="body")
+    return body
+
+
 def string_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
     if name not in body or body[name] is None:
         if required:

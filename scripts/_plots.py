@@ -189,7 +189,22 @@ def plot_stall(result: dict[str, Any], path: Path) -> Path:
     return _save(figure, path)
 
 
+def plot_fairness(result: dict[str, Any], path: Path) -> Path:
+    """One organisation's single record (acknowledged, searchable) on an idle server and during another's bulk load."""
+    rows = [("idle", result["idle"])] + [(f"probe {n}", row) for n, row in enumerate(result["during_bulk"], 1)]
+    figure, axes = plt.subplots(figsize=(7, 4))
+    xs = range(len(rows))
+    axes.bar([x - 0.2 for x in xs], [row["acknowledged_s"] for _, row in rows], width=0.4, label="acknowledged")
+    axes.bar([x + 0.2 for x in xs], [row["searchable_s"] for _, row in rows], width=0.4, label="searchable")
+    axes.set_xticks(list(xs), [name for name, _ in rows])
+    axes.set(ylabel="seconds", title=f"A single record while another organisation ingests {result['bulk_mib']} MiB")
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
 PLOTTERS = {
+    "fairness": plot_fairness,
     "search": plot_search,
     "memory": plot_memory,
     "http": plot_http,

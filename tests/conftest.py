@@ -112,3 +112,25 @@ def opensearch_nodes():  # type: ignore[no-untyped-def]
         unavailable(f"OpenSearch tests need {missing}")
     with start_nodes(2) as nodes:
         yield nodes
+
+
+# -- agentic memory: a scripted chat-completions server and an app whose LLM connector points at it ----
+
+
+@pytest.fixture
+async def llm(aiohttp_server):  # type: ignore[no-untyped-def]
+    """A local OpenAI-compatible chat-completions server with scripted answers (tests/support/agentic_llm.py)."""
+    from tests.support.agentic_llm import ScriptedLLM
+
+    scripted = ScriptedLLM()
+    scripted.server = await aiohttp_server(scripted.app())  # type: ignore[attr-defined]
+    return scripted
+
+
+@pytest.fixture
+async def api(aiohttp_client, settings, embedder, llm, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
+    """The app, with agentic memory's LLM connector pointed at ``llm``."""
+    settings = settings.replace(
+        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")), agentic_llm_api_key="sk-test"
+    )
+    return await aiohttp_client(create_app(settings, embedder=embedder))

@@ -244,7 +244,8 @@ class HistoryService:
             None,
             lambda: [chunk_text(self.embedder.embedder, text, CHUNK_TOKENS, CHUNK_OVERLAP) for _, text in checked],
         )
-        vectors = await self.embedder.passages([span.text for record_spans in spans for span in record_spans])
+        texts = [span.text for record_spans in spans for span in record_spans]
+        vectors = await self.embedder.passages(texts, tenant=organization_id)
         ingested_at = now()
         by_region: dict[str, list[tuple[Record, list[Chunk]]]] = {}
         offset = 0

@@ -16,15 +16,7 @@ from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
 from memory_plugin.memory.service import check_additional_info_map
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211
-from memory_plugin.web import (
-    check_params,
-    json_response,
-    parse_json,
-    principal_of,
-    read_json,
-    read_json_object,
-    string_field,
-)
+from memory_plugin.web import check_params, json_response, principal_of, read_json_object, search_body, string_field
 
 BASE = "/_plugins/_ml/memory"
 MESSAGE_TEXT_FIELDS = ("input", "prompt_template", "response", "origin")
@@ -65,16 +57,6 @@ async def _update_body(request: web.Request, noun: str) -> dict[str, Any]:
     return body
 
 
-async def _search_body(request: web.Request) -> dict[str, Any] | None:
-    """The search body, or the ``source`` parameter that stands in for it."""
-    body = await read_json(request, required=False)
-    if body is None and "source" in request.query:
-        body = parse_json(request.query["source"], what="[source] parameter", parameter="source")
-    if body is not None and not isinstance(body, dict):
-        raise ParseFailure("search body must be a JSON object", parameter="body")
-    return body
-
-
 # -- memories -------------------------------------------------------------------------
 
 
@@ -108,7 +90,7 @@ async def search_memories(request: web.Request) -> web.Response:
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
     check_params(request)
-    result = await request.app[MEMORY].search_conversations(principal_of(request), await _search_body(request))
+    result = await request.app[MEMORY].search_conversations(principal_of(request), await search_body(request))
     return json_response(result)
 
 
@@ -216,6 +198,6 @@ async def search_messages(request: web.Request) -> web.Response:
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
     check_params(request)
     result = await request.app[MEMORY].search_interactions(
-        principal_of(request), request.match_info["memory_id"], await _search_body(request)
+        principal_of(request), request.match_info["memory_id"], await search_body(request)
     )
     return json_response(result)

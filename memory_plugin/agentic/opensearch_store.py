@@ -1,0 +1,676 @@
+"""Agentic memory in a real OpenSearch cluster, in ml-commons' index layout, mappings and queries.
+
+Chosen when the home region is an OpenSearch cluster (``setup.py``); it answers
+exactly like ``SqliteAgenticStore``.
+
+Layout, as ml-commons creates it, under the region's ``index_prefix`` (``R``)
+so that deployments and tests can share a cluster:
+
+==========================================  ============================================
+this store                                  ml-commons
+==========================================  ============================================
+``R-ml-am-memory-container``                ``.plugins-ml-am-memory-container``
+``R-ml-am-P-memory-{type}``                 ``.plugins-ml-am-P-memory-{type}`` (``P`` the
+                                            container's ``index_prefix``; containers of one
+                                            prefix share the indices)
+``R-ml-am-infer-jobs``                      (a thread pool; here a durable queue)
+==========================================  ============================================
+
+The mappings are ml-commons' (``ml_memory_*.json``): ``flat_object`` for
+``namespace``, ``tags``, ``metadata`` and the other maps, ``nested`` messages,
+``text`` memory and summary, keywords for ids, and in long-term
+``memory_embedding`` a ``knn_vector`` (lucene HNSW, cosinesimil, the model's
+dimension).  ``dynamic`` is false, so a field of an unexpected shape is kept in
+``_source`` and never breaks a write.  Two fields of ours:
+
+- ``tenant_id`` (ml-commons has it for multi-tenancy) holds the organisation;
+  with ``owner_id`` (the user, empty for an organisation-wide key) and
+  ``memory_container_id`` it is a ``term`` filter wrapped around **every**
+  search, k-NN, BM25, scan and delete by query this store sends, and checked on
+  every read by id.  It is not shown in answers.
+- ``embedding_pending`` marks a long-term memory whose embedding is still to be
+  computed (the durable queue of the embedder drain); not shown either.
+
+Writes use ``refresh=true``.  An infer run is applied as **one** bulk request
+that ends with the deletion of its queued job: this process dying cannot split
+it (OpenSearch executes a bulk it received), and a re-run only happens for a
+job whose bulk never arrived.  Unlike SQLite, OpenSearch itself could still
+reject single items of a bulk; such failures are logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from opensearchpy import AsyncOpenSearch
+from opensearchpy.exceptions import ConflictError, NotFoundError
+from opensearchpy.helpers import async_scan
+
+from memory_plugin.agentic.models import DEFAULT_PREFIX, HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING
+from memory_plugin.agentic.store import AgenticStore, InferJob, LongTermChange, SessionWrite, StoredDoc
+from memory_plugin.auth import Principal
+from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, make_client
+from memory_plugin.settings import OpenSearchRegion
+
+log = logging.getLogger("memory_plugin.agentic")
+
+_KEYWORD = {"type": "keyword"}
+_FLAT = {"type": "flat_object"}
+_DATE = {"type": "date", "format": "strict_date_time||epoch_millis"}
+_STORED_ONLY = {"type": "object", "enabled": False}
+_HIDDEN = ("tenant_id", "embedding_pending")
+_COMMON = {
+    "owner_id": _KEYWORD,
+    "memory_container_id": _KEYWORD,
+    "tenant_id": _KEYWORD,
+    "namespace": _FLAT,
+    "namespace_size": {"type": "integer"},
+    "tags": _FLAT,
+    "created_time": _DATE,
+    "last_updated_time": _DATE,
+}
+INDEX_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0}
+
+CONTAINER_MAPPINGS: dict[str, Any] = {
+    "dynamic": False,
+    "properties": {
+        "name": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}},
+        "description": {"type": "text"},
+        "created_time": _DATE,
+        "last_updated_time": _DATE,
+        "configuration": {
+            "type": "object",
+            "properties": {
+                "index_prefix": _KEYWORD,
+                "embedding_model_type": _KEYWORD,
+                "embedding_model_id": _KEYWORD,
+                "embedding_dimension": {"type": "integer"},
+                "llm_id": _KEYWORD,
+                "disable_history": {"type": "boolean"},
+                "disable_session": {"type": "boolean"},
+                "use_system_index": {"type": "boolean"},
+                "max_infer_size": {"type": "integer"},
+                "strategies": {
+                    "type": "nested",
+                    "properties": {
+                        "id": _KEYWORD,
+                        "enabled": {"type": "boolean"},
+                        "type": _KEYWORD,
+                        "namespace": _KEYWORD,
+                        "configuration": _FLAT,
+                    },
+                },
+                "index_settings": _FLAT,
+            },
+        },
+        "owner": _KEYWORD,
+        "owner_id": _KEYWORD,
+        "backend_roles": {"type": "text", "fields": {"keyword": _KEYWORD}},
+        "tenant_id": _KEYWORD,
+    },
+}
+
+
+def memory_mappings(memory_type: str, dimension: int) -> dict[str, Any]:
+    """ml-commons' mappings of one memory type (``ml_memory_*.json``), plus our hidden fields."""
+    properties: dict[str, Any] = dict(_COMMON)
+    if memory_type == SESSIONS:
+        properties.update(
+            {
+                "summary": {"type": "text"},
+                "metadata": _FLAT,
+                "agents": _FLAT,
+                "additional_info": _FLAT,
+                "pinned": {"type": "boolean"},
+            }
+        )
+    elif memory_type == WORKING:
+        properties.update(
+            {
+                "payload_type": _KEYWORD,
+                "session_id": _KEYWORD,
+                "checkpoint_id": _KEYWORD,
+                "messages": {"type": "nested", "properties": {"role": _KEYWORD, "content": _FLAT}},
+                "message_id": {"type": "integer"},
+                "binary_data": {"type": "keyword", "index": False, "doc_values": False},
+                "structured_data": _FLAT,
+                "structured_data_blob": _STORED_ONLY,
+                "metadata": _FLAT,
+                "parameters": _FLAT,
+                "infer": {"type": "boolean"},
+            }
+        )
+    elif memory_type == LONG_TERM:
+        properties.update(
+            {
+                "memory": {"type": "text"},
+                "strategy_type": _KEYWORD,
+                "strategy_id": _KEYWORD,
+                "pinned": {"type": "boolean"},
+                "embedding_pending": {"type": "boolean"},
+                "memory_embedding": {
+                    "type": "knn_vector",
+                    "dimension": dimension,
+                    "method": {
+                        "name": "hnsw",
+                        "engine": "lucene",
+                        "space_type": "cosinesimil",
+                        "parameters": {"m": 16, "ef_construction": 100},
+                    },
+                },
+            }
+        )
+    else:
+        side = {
+            "type": "object",
+            "properties": {"memory": {"type": "text"}, "memory_type": _KEYWORD, "namespace": _FLAT, "tags": _FLAT},
+        }
+        properties.update(
+            {"memory_id": _KEYWORD, "action": _KEYWORD, "before": side, "after": side, "error": {"type": "text"}}
+        )
+    return {"dynamic": False, "properties": properties}
+
+
+JOB_MAPPINGS: dict[str, Any] = {
+    "dynamic": False,
+    "properties": {
+        "memory_container_id": _KEYWORD,
+        "tenant_id": _KEYWORD,
+        "owner_id": _KEYWORD,
+        "created_time": _DATE,
+        "attempts": {"type": "integer"},
+        "request": _STORED_ONLY,
+    },
+}
+
+
+def _owner_value(owner: Principal) -> str:
+    return owner.user_id or ""
+
+
+def _owner_terms(owner: Principal) -> list[dict[str, Any]]:
+    return [{"term": {"tenant_id": owner.organization_id}}, {"term": {"owner_id": _owner_value(owner)}}]
+
+
+def _owned(source: Mapping[str, Any], owner: Principal) -> bool:
+    return source.get("tenant_id") == owner.organization_id and source.get("owner_id") == _owner_value(owner)
+
+
+def _visible(source: Mapping[str, Any], container: bool = False) -> dict[str, Any]:
+    hidden = (*_HIDDEN, "owner_id", "memory_embedding") if container else (*_HIDDEN, "memory_embedding")
+    return {key: value for key, value in source.items() if key not in hidden}
+
+
+def _stored(hit: Mapping[str, Any], container: bool = False) -> StoredDoc:
+    return StoredDoc(hit["_id"], _visible(hit["_source"], container), hit.get("_version", 1), hit.get("_seq_no", 0))
+
+
+class OpenSearchAgenticStore(AgenticStore):
+    def __init__(self, settings: OpenSearchRegion) -> None:
+        self.settings = settings
+        self.root = f"{settings.index_prefix.lower()}-ml-am"
+        self.container_index = f"{self.root}-memory-container"
+        self.job_index = f"{self.root}-infer-jobs"
+        self.dimension = 0
+        self._client: AsyncOpenSearch | None = None
+        self._created: set[str] = set()
+        #: container id -> its memory index prefix (it never changes).
+        self._prefixes: dict[str, str] = {}
+
+    @property
+    def client(self) -> AsyncOpenSearch:
+        if self._client is None:
+            raise RuntimeError("OpenSearchAgenticStore is not open")
+        return self._client
+
+    async def open(self, dimension: int) -> None:
+        self.dimension = dimension
+        self._client = make_client(self.settings)
+        try:
+            await self._ensure(self.container_index, CONTAINER_MAPPINGS)
+            await self._ensure(self.job_index, JOB_MAPPINGS)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    async def _ensure(self, index: str, mappings: Mapping[str, Any], knn: bool = False) -> None:
+        if index in self._created:
+            return
+        settings = {**INDEX_SETTINGS, **({"knn": True} if knn else {})}
+        await create_index(self.client, index, {"settings": {"index": settings}, "mappings": mappings})
+        self._created.add(index)
+
+    def _prefix_of(self, source: Mapping[str, Any]) -> str:
+        config = source.get("configuration", {})
+        prefix = str(config.get("index_prefix", DEFAULT_PREFIX))
+        return prefix if config.get("use_system_index", True) else f"user-{prefix}"
+
+    async def _index(self, owner: Principal, container_id: str, memory_type: str) -> str | None:
+        """The container's index of a type, created on first use; None if the owner has no such container."""
+        prefix = self._prefixes.get(container_id)
+        if prefix is None:
+            container = await self.get_container(owner, container_id)
+            if container is None:
+                return None
+            prefix = self._prefixes[container_id] = self._prefix_of(container.source)
+        index = f"{self.root}-{prefix}-memory-{memory_type}"
+        await self._ensure(index, memory_mappings(memory_type, self.dimension), knn=memory_type == LONG_TERM)
+        return index
+
+    def _scope(self, owner: Principal, container_id: str) -> list[dict[str, Any]]:
+        """The filter wrapped around every memory query: the owner and the container."""
+        return [*_owner_terms(owner), {"term": {"memory_container_id": container_id}}]
+
+    # -- containers -------------------------------------------------------------------
+
+    async def insert_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
+        source = {**doc, "tenant_id": owner.organization_id, "owner_id": _owner_value(owner)}
+        try:
+            result = await self.client.index(
+                index=self.container_index, id=container_id, body=source, op_type="create", refresh="true"
+            )
+        except ConflictError:
+            return None
+        self._prefixes[container_id] = self._prefix_of(doc)
+        return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
+
+    async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        try:
+            found = await self.client.get(index=index, id=doc_id)
+        except NotFoundError:
+            return None
+        return found if found.get("found") else None
+
+    async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
+        found = await self._get(self.container_index, container_id)
+        if found is None or not _owned(found["_source"], owner):
+            return None
+        return _stored(found, container=True)
+
+    async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
+        found = await self._get(self.container_index, container_id)
+        if found is None or not _owned(found["_source"], owner):
+            return None
+        source = {**doc, "tenant_id": owner.organization_id, "owner_id": _owner_value(owner)}
+        result = await self.client.index(
+            index=self.container_index,
+            id=container_id,
+            body=source,
+            refresh="true",
+            if_seq_no=found["_seq_no"],
+            if_primary_term=found["_primary_term"],
+        )
+        return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
+
+    async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
+        found = await self._get(self.container_index, container_id)
+        if found is None or not _owned(found["_source"], owner):
+            return None
+        prefix = self._prefix_of(found["_source"])
+        result = await self.client.delete(index=self.container_index, id=container_id, refresh="true")
+        memory_indices = [f"{self.root}-{prefix}-memory-{memory_type}" for memory_type in MEMORY_TYPES]
+        await self._delete_matching([*memory_indices, self.job_index], self._scope(owner, container_id))
+        self._prefixes.pop(container_id, None)
+        return StoredDoc(container_id, _visible(found["_source"], True), result["_version"], result["_seq_no"])
+
+    async def _delete_matching(self, indices: list[str], filters: list[dict[str, Any]]) -> int:
+        """Delete every doc matching ``filters`` (which always hold the owner and container terms)."""
+        return len(await delete_by_query(self.client, ",".join(indices), {"bool": {"filter": filters}}))
+
+    async def containers(self, owner: Principal) -> list[StoredDoc]:
+        query = {"query": {"bool": {"filter": _owner_terms(owner)}}}
+        hits = [
+            hit
+            async for hit in async_scan(
+                self.client, index=self.container_index, query=query, seq_no_primary_term=True, version=True
+            )
+        ]
+        docs = [_stored(hit, container=True) for hit in hits]
+        return sorted(docs, key=lambda doc: (doc.source.get("created_time", 0), doc.id))
+
+    # -- memories -----------------------------------------------------------------------
+
+    def _source(self, owner: Principal, doc: Mapping[str, Any], memory_type: str) -> dict[str, Any]:
+        source = {**doc, "tenant_id": owner.organization_id, "owner_id": _owner_value(owner)}
+        if memory_type == LONG_TERM:
+            source["embedding_pending"] = True
+        return source
+
+    async def add_memory(
+        self,
+        owner: Principal,
+        container_id: str,
+        working_id: str,
+        working: dict[str, Any],
+        session: SessionWrite | None,
+        infer_request: dict[str, Any] | None,
+    ) -> None:
+        index = await self._index(owner, container_id, WORKING)
+        if index is None:
+            return
+        actions: list[dict[str, Any]] = []
+        if session is not None:
+            sessions = await self._index(owner, container_id, SESSIONS)
+            found = await self._get_owned(sessions or "", owner, container_id, session.session_id)
+            if found is None and session.doc is not None:
+                actions += [
+                    {"create": {"_index": sessions, "_id": session.session_id}},
+                    self._source(owner, session.doc, SESSIONS),
+                ]
+                session.created = True
+            elif found is not None:
+                touched = {**found["_source"], "last_updated_time": session.touched_time}
+                actions += [
+                    {
+                        "index": {
+                            "_index": sessions,
+                            "_id": session.session_id,
+                            "if_seq_no": found["_seq_no"],
+                            "if_primary_term": found["_primary_term"],
+                        }
+                    },
+                    touched,
+                ]
+        actions += [{"create": {"_index": index, "_id": working_id}}, self._source(owner, working, WORKING)]
+        if infer_request is not None:
+            actions += [
+                {"index": {"_index": self.job_index}},
+                {
+                    "memory_container_id": container_id,
+                    "tenant_id": owner.organization_id,
+                    "owner_id": _owner_value(owner),
+                    "created_time": working["created_time"],
+                    "attempts": 0,
+                    "request": infer_request,
+                },
+            ]
+        await self._bulk(actions)
+
+    async def _bulk(self, actions: list[dict[str, Any]]) -> None:
+        if actions:
+            await bulk(self.client, actions, refresh=True)
+
+    async def _get_owned(
+        self, index: str, owner: Principal, container_id: str, memory_id: str
+    ) -> dict[str, Any] | None:
+        found = await self._get(index, memory_id) if index else None
+        if (
+            found is None
+            or not _owned(found["_source"], owner)
+            or found["_source"].get("memory_container_id") != container_id
+        ):
+            return None
+        return found
+
+    async def create_session(self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]) -> bool:
+        index = await self._index(owner, container_id, SESSIONS)
+        if index is None:
+            return False
+        try:
+            await self.client.index(
+                index=index, id=session_id, body=self._source(owner, doc, SESSIONS), op_type="create", refresh="true"
+            )
+        except ConflictError:
+            return False
+        return True
+
+    async def get(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
+        index = await self._index(owner, container_id, memory_type)
+        found = await self._get_owned(index or "", owner, container_id, memory_id)
+        return _stored(found) if found else None
+
+    async def replace(
+        self, owner: Principal, container_id: str, memory_type: str, memory_id: str, doc: dict[str, Any]
+    ) -> StoredDoc | None:
+        index = await self._index(owner, container_id, memory_type)
+        found = await self._get_owned(index or "", owner, container_id, memory_id)
+        if found is None or index is None:
+            return None
+        source = self._source(owner, doc, memory_type)
+        if memory_type == LONG_TERM and found["_source"].get("memory") == doc.get("memory"):
+            source["embedding_pending"] = found["_source"].get("embedding_pending", False)
+            if "memory_embedding" in found["_source"]:
+                source["memory_embedding"] = found["_source"]["memory_embedding"]
+        result = await self.client.index(
+            index=index,
+            id=memory_id,
+            body=source,
+            refresh="true",
+            if_seq_no=found["_seq_no"],
+            if_primary_term=found["_primary_term"],
+        )
+        return StoredDoc(memory_id, doc, result["_version"], result["_seq_no"])
+
+    async def delete(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
+        index = await self._index(owner, container_id, memory_type)
+        found = await self._get_owned(index or "", owner, container_id, memory_id)
+        if found is None:
+            return None
+        try:
+            result = await self.client.delete(
+                index=index,
+                id=memory_id,
+                refresh="true",
+                if_seq_no=found["_seq_no"],
+                if_primary_term=found["_primary_term"],
+            )
+        except (NotFoundError, ConflictError):
+            return None
+        return StoredDoc(memory_id, _visible(found["_source"]), result["_version"], result["_seq_no"])
+
+    async def docs(self, owner: Principal, container_id: str, memory_type: str) -> list[StoredDoc]:
+        index = await self._index(owner, container_id, memory_type)
+        if index is None:
+            return []
+        query = {
+            "query": {"bool": {"filter": self._scope(owner, container_id)}},
+            "_source": {"excludes": ["memory_embedding"]},
+        }
+        hits = [
+            hit
+            async for hit in async_scan(self.client, index=index, query=query, seq_no_primary_term=True, version=True)
+        ]
+        docs = [_stored(hit) for hit in hits]
+        return sorted(docs, key=lambda doc: (doc.source.get("created_time", 0), doc.id))
+
+    async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:
+        index = await self._index(owner, container_id, memory_type)
+        if index is None or not ids:
+            return 0
+        deleted = 0
+        for start in range(0, len(ids), 1000):
+            part = list(ids[start : start + 1000])
+            deleted += await self._delete_matching(
+                [index], [*self._scope(owner, container_id), {"ids": {"values": part}}]
+            )
+        return deleted
+
+    async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        index = await self._index(owner, container_id, LONG_TERM)
+        if index is None or not ids:
+            return {}
+        query = {
+            "size": len(ids),
+            "_source": ["memory_embedding"],
+            "query": {"bool": {"filter": [*self._scope(owner, container_id), {"ids": {"values": list(ids)}}]}},
+        }
+        result = await self.client.search(index=index, body=query)
+        return {
+            hit["_id"]: hit["_source"]["memory_embedding"]
+            for hit in result["hits"]["hits"]
+            if "memory_embedding" in hit["_source"]
+        }
+
+    # -- background work ------------------------------------------------------------------
+
+    async def pending_embeddings(self, limit: int) -> list[tuple[Any, str]]:
+        body = {
+            "size": limit,
+            "_source": ["memory"],
+            "query": {"term": {"embedding_pending": True}},
+            "sort": [{"created_time": "asc"}],
+        }
+        result = await self.client.search(
+            index=f"{self.root}-*-memory-long-term", body=body, ignore_unavailable=True, allow_no_indices=True
+        )
+        return [((hit["_index"], hit["_id"]), str(hit["_source"].get("memory", ""))) for hit in result["hits"]["hits"]]
+
+    async def pending_count(self) -> int:
+        result = await self.client.count(
+            index=f"{self.root}-*-memory-long-term",
+            body={"query": {"term": {"embedding_pending": True}}},
+            ignore_unavailable=True,
+            allow_no_indices=True,
+        )
+        return int(result["count"])
+
+    async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
+        stored = 0
+        for (index, memory_id), text, vector in rows:
+            found = await self._get(index, memory_id)
+            if found is None or not found["_source"].get("embedding_pending") or found["_source"].get("memory") != text:
+                continue
+            unit = np.asarray(vector, dtype=np.float32)
+            unit = unit / max(float(np.linalg.norm(unit)), 1e-12)
+            source = {**found["_source"], "embedding_pending": False, "memory_embedding": [float(x) for x in unit]}
+            try:
+                await self.client.index(
+                    index=index,
+                    id=memory_id,
+                    body=source,
+                    refresh="true",
+                    if_seq_no=found["_seq_no"],
+                    if_primary_term=found["_primary_term"],
+                )
+            except (ConflictError, NotFoundError):
+                continue  # changed meanwhile: the newer text is pending
+            stored += 1
+        return stored
+
+    async def infer_jobs(self, limit: int) -> list[InferJob]:
+        body = {"size": limit, "sort": [{"created_time": "asc"}], "query": {"match_all": {}}}
+        result = await self.client.search(index=self.job_index, body=body)
+        return [
+            InferJob(
+                hit["_id"],
+                Principal(hit["_source"]["tenant_id"], hit["_source"]["owner_id"] or None),
+                hit["_source"]["memory_container_id"],
+                hit["_source"]["request"],
+                hit["_source"].get("attempts", 0),
+            )
+            for hit in result["hits"]["hits"]
+        ]
+
+    async def count_infer_attempt(self, job: InferJob) -> None:
+        await self.client.update(
+            index=self.job_index, id=str(job.job_id), body={"doc": {"attempts": job.attempts + 1}}, refresh="true"
+        )
+
+    async def apply_infer(
+        self, job: InferJob, changes: Sequence[LongTermChange], history: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        if await self._get(self.job_index, str(job.job_id)) is None:
+            return
+        owner, container_id = job.owner, job.container_id
+        actions: list[dict[str, Any]] = []
+        long_term = await self._index(owner, container_id, LONG_TERM) if changes else None
+        for change in changes:
+            if change.event == "ADD" and change.doc is not None and long_term:
+                actions += [
+                    {"create": {"_index": long_term, "_id": change.memory_id}},
+                    self._source(owner, change.doc, LONG_TERM),
+                ]
+                continue
+            found = await self._get_owned(long_term or "", owner, container_id, change.memory_id)
+            if found is None:
+                continue
+            if change.event == "UPDATE":
+                source = {key: value for key, value in found["_source"].items() if key != "memory_embedding"}
+                source.update(
+                    {"memory": change.memory, "last_updated_time": change.last_updated_time, "embedding_pending": True}
+                )
+                actions += [{"index": {"_index": long_term, "_id": change.memory_id}}, source]
+            elif change.event == "DELETE":
+                actions.append({"delete": {"_index": long_term, "_id": change.memory_id}})
+        if history:
+            history_index = await self._index(owner, container_id, HISTORY)
+            for history_id, doc in history:
+                actions += [{"create": {"_index": history_index, "_id": history_id}}, self._source(owner, doc, HISTORY)]
+        actions.append({"delete": {"_index": self.job_index, "_id": str(job.job_id)}})
+        await self._bulk(actions)
+
+    # -- search -------------------------------------------------------------------------------
+
+    def _filters(
+        self, owner: Principal, container_id: str, terms: Sequence[tuple[str, str]], only_ids: set[str] | None
+    ) -> list[dict[str, Any]]:
+        filters = [*self._scope(owner, container_id), *({"term": {name: value}} for name, value in terms)]
+        if only_ids is not None:
+            filters.append({"ids": {"values": sorted(only_ids)}})
+        return filters
+
+    async def knn(
+        self,
+        owner: Principal,
+        container_id: str,
+        vector: np.ndarray,
+        k: int,
+        terms: Sequence[tuple[str, str]] = (),
+        only_ids: set[str] | None = None,
+    ) -> list[tuple[StoredDoc, float]]:
+        filters = self._filters(owner, container_id, terms, only_ids)
+        knn = {
+            "knn": {
+                "memory_embedding": {
+                    "vector": [float(x) for x in vector],
+                    "k": k,
+                    "filter": {"bool": {"filter": filters}},
+                }
+            }
+        }
+        hits = await self._ranked(owner, container_id, knn, filters, k, only_ids)
+        # lucene cosinesimil scores (1 + cos) / 2; the interface speaks cosine
+        return [(doc, 2.0 * score - 1.0) for doc, score in hits]
+
+    async def _ranked(
+        self,
+        owner: Principal,
+        container_id: str,
+        clause: dict[str, Any],
+        filters: list[dict[str, Any]],
+        k: int,
+        only_ids: set[str] | None,
+    ) -> list[tuple[StoredDoc, float]]:
+        """Top ``k`` long-term hits of ``clause``, always inside ``filters`` (owner, container, terms)."""
+        index = await self._index(owner, container_id, LONG_TERM)
+        if index is None or (only_ids is not None and not only_ids):
+            return []
+        body = {
+            "size": k,
+            "_source": {"excludes": ["memory_embedding"]},
+            "seq_no_primary_term": True,
+            "version": True,
+            "query": {"bool": {"must": [clause], "filter": filters}},
+        }
+        result = await self.client.search(index=index, body=body)
+        return [(_stored(hit), float(hit["_score"])) for hit in result["hits"]["hits"]]
+
+    async def bm25(
+        self,
+        owner: Principal,
+        container_id: str,
+        query: str,
+        k: int,
+        terms: Sequence[tuple[str, str]] = (),
+        only_ids: set[str] | None = None,
+    ) -> list[tuple[StoredDoc, float]]:
+        filters = self._filters(owner, container_id, terms, only_ids)
+        return await self._ranked(owner, container_id, {"match": {"memory": query}}, filters, k, only_ids)

@@ -1,0 +1,247 @@
+"""Agentic memory: add-memory throughput over HTTP, and semantic / hybrid search latency over 100k memories.
+
+    python scripts/bench_agentic.py [--adds 3000] [--memories 100000] [--searches 300] [--out bench-results/agentic.json]
+
+Two parts, one table, one JSON and one PNG:
+
+- ``POST /_plugins/_ml/memory_containers/{id}/memories`` (infer off) against a real
+  server on loopback, at concurrency 32: plain conversational adds, and adds
+  naming a ``session_id`` (which also touch the session document);
+- semantic and hybrid search over ``--memories`` long-term memories written
+  straight into the embedded store (texts are real paragraphs with a suffix,
+  vectors are mixed from the real embeddings of those paragraphs, as
+  ``scripts/_vectors.py`` does, so nobody waits for 100k embeddings), through
+  the service with the real model embedding every query (all distinct, so the
+  query cache never answers), at concurrency 1, with and without a namespace
+  filter that keeps a tenth of the memories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from _vectors import from_seed, real_texts  # noqa: E402
+from bench_memory import drive  # noqa: E402
+
+from embedder import AsyncEmbedder, Embedder, ensure_default_model  # noqa: E402
+from memory_plugin.agentic.models import LONG_TERM, new_container  # noqa: E402
+from memory_plugin.agentic.service import AgenticService  # noqa: E402
+from memory_plugin.agentic.store import SqliteAgenticStore  # noqa: E402
+from memory_plugin.auth import KeyStore, Principal  # noqa: E402
+from tests.support.live import LiveServer  # noqa: E402
+
+BASE = "/_plugins/_ml/memory_containers"
+CONFIGURATION = {
+    "embedding_model_type": "TEXT_EMBEDDING",
+    "embedding_model_id": "built-in",
+    "embedding_dimension": 384,
+    "llm_id": "chat",
+    "strategies": [{"type": "SEMANTIC", "namespace": ["user_id"]}],
+}
+OWNER = Principal("bench-org", "bench-user")
+USERS = 10
+
+
+def message(n: int) -> list[dict]:
+    return [
+        {"role": "user", "content": [{"type": "text", "text": f"Question {n}: why was I charged twice this month?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": f"Answer {n}: a duplicate authorisation."}]},
+    ]
+
+
+async def bench_adds(requests: int, concurrency: int, log_level: str) -> list[dict]:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-agentic-"))
+    _, token = KeyStore(workdir / "data" / "keys.json").create(OWNER.organization_id, OWNER.user_id)
+    headers = {"Authorization": f"Bearer {token}"}
+    env = {"MEMORY_PLUGIN_MODEL_DIR": str(ensure_default_model()), "MEMORY_PLUGIN_LOG_LEVEL": log_level}
+    import aiohttp
+
+    results = []
+    with LiveServer(workdir / "data", env=env) as server:
+        async with aiohttp.ClientSession(server.url, headers=headers) as http:
+            async with http.post(BASE + "/_create", json={"name": "bench", "configuration": CONFIGURATION}) as response:
+                container_id = (await response.json())["memory_container_id"]
+        url = f"{server.url}{BASE}/{container_id}/memories"
+        cases = [
+            ("add memory", lambda n: {"messages": message(n), "namespace": {"user_id": f"u{n % USERS}"}}),
+            (
+                "add memory + session",
+                lambda n: {
+                    "messages": message(n),
+                    "namespace": {"user_id": f"u{n % USERS}", "session_id": f"s{n % 100}"},
+                },
+            ),
+        ]
+        with tqdm(total=requests * len(cases), unit="req", desc="adds") as bar:
+            for name, body in cases:
+                results.append(await drive(name, url, "POST", body, headers, requests, concurrency, bar))
+    return results
+
+
+async def fill_store(
+    store: SqliteAgenticStore, container_id: str, count: int, texts: list[str], vectors: np.ndarray
+) -> None:
+    """``count`` long-term memories written straight into the store, then their vectors."""
+    now = int(time.time() * 1000)
+    with tqdm(total=count * 2, unit="mem", desc="fill") as bar:
+        for start in range(0, count, 5000):
+            rows = []
+            for n in range(start, min(count, start + 5000)):
+                doc = {
+                    "memory": f"{texts[n % len(texts)]} (memory {n})",
+                    "strategy_type": "SEMANTIC",
+                    "strategy_id": "semantic_00000000",
+                    "namespace": {"user_id": f"u{n % USERS}"},
+                    "namespace_size": 1,
+                    "owner_id": OWNER.user_id,
+                    "memory_container_id": container_id,
+                    "created_time": now,
+                    "last_updated_time": now,
+                }
+                rows.append((f"m{n:07d}", doc))
+
+            def insert(c, rows=rows):  # type: ignore[no-untyped-def]
+                return [store._insert(c, OWNER, container_id, LONG_TERM, memory_id, doc).seq for memory_id, doc in rows]
+
+            seqs = await store.db.write(insert)
+            bar.update(len(rows))
+            embedded = [(seq, doc["memory"], vectors[start + i]) for i, (seq, (_, doc)) in enumerate(zip(seqs, rows))]
+            await store.store_embeddings(embedded)
+            bar.update(len(rows))
+
+
+async def bench_search(memories: int, searches: int, seed_texts: int) -> list[dict]:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-agentic-search-"))
+    model = Embedder.from_dir(ensure_default_model())
+    texts = real_texts(seed_texts)
+    print(f"embedding {len(texts)} real paragraphs as seeds ...")
+    seeds = model.passage(texts)
+    vectors = from_seed(seeds, memories, seed=7)
+    store = SqliteAgenticStore(workdir / "agentic.sqlite3")
+    await store.open(model.dimension)
+    batcher = AsyncEmbedder(model)
+    service = AgenticService(store, batcher)
+    container_id = "bench-container-000000"
+    await store.insert_container(
+        OWNER,
+        container_id,
+        new_container({"name": "bench", "configuration": CONFIGURATION}, model.dimension, False, OWNER.user_id or ""),
+    )
+    await fill_store(store, container_id, memories, texts, vectors)
+    rng = random.Random(3)
+    words = [w for t in texts for w in t.split() if w.isalpha() and len(w) > 3]
+    queries = [" ".join(rng.sample(words, 4)) + f" {n}" for n in range(searches * 4)]
+    results = []
+    cases = [
+        ("semantic k=10", service.semantic_search, {}),
+        ("semantic k=10, namespace", service.semantic_search, {"namespace": {"user_id": "u3"}}),
+        ("hybrid k=10", service.hybrid_search, {}),
+        ("hybrid k=10, namespace", service.hybrid_search, {"namespace": {"user_id": "u3"}}),
+    ]
+    with tqdm(total=searches * len(cases), unit="q", desc="search") as bar:
+        for index, (name, search, extra) in enumerate(cases):
+            latencies = []
+            for query in queries[index * searches : (index + 1) * searches]:
+                started = time.perf_counter()
+                found = await search(OWNER, container_id, {"query": query, "k": 10, **extra})
+                latencies.append(time.perf_counter() - started)
+                assert found["hits"]["hits"], name
+                bar.update()
+            ms = np.array(latencies) * 1000
+            results.append(
+                {
+                    "case": name,
+                    "memories": memories,
+                    "searches": searches,
+                    "concurrency": 1,
+                    "p50_ms": round(float(np.percentile(ms, 50)), 2),
+                    "p99_ms": round(float(np.percentile(ms, 99)), 2),
+                    "req_per_s": round(searches / float(ms.sum() / 1000), 1),
+                }
+            )
+    # the query embedding alone, for scale
+    started = time.perf_counter()
+    for query in queries[-50:]:
+        await batcher.query(query + " embedding only")
+    embed_ms = (time.perf_counter() - started) / 50 * 1000
+    await batcher.close()
+    await store.close()
+    results.append(
+        {
+            "case": "query embedding only",
+            "memories": 0,
+            "searches": 50,
+            "concurrency": 1,
+            "p50_ms": round(embed_ms, 2),
+            "p99_ms": None,
+            "req_per_s": round(1000 / embed_ms, 1),
+        }
+    )
+    return results
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    adds = [r for r in results if r["case"].startswith("add")]
+    searches = [r for r in results if r["case"].startswith(("semantic", "hybrid"))]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    left.bar([r["case"] for r in adds], [r["req_per_s"] for r in adds], color="#4c72b0")
+    left.set_title(f"add memory, infer off, concurrency {adds[0]['concurrency'] if adds else '-'}")
+    left.set_ylabel("requests / s")
+    x = np.arange(len(searches))
+    right.bar(x - 0.2, [r["p50_ms"] for r in searches], 0.4, label="p50")
+    right.bar(x + 0.2, [r["p99_ms"] for r in searches], 0.4, label="p99")
+    right.set_xticks(x, [r["case"] for r in searches], rotation=15, ha="right")
+    right.set_ylabel("ms (query embedding included)")
+    right.set_title(f"search over {searches[0]['memories'] if searches else 0:,} long-term memories")
+    right.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--adds", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--searches", type=int, default=300)
+    parser.add_argument("--seed-texts", type=int, default=1000)
+    parser.add_argument("--log-level", default="warning", help="the server's log level (info logs every request)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "agentic.json")
+    args = parser.parse_args()
+
+    results = await bench_adds(args.adds, args.concurrency, args.log_level)
+    results += await bench_search(args.memories, args.searches, args.seed_texts)
+    print(f"\n{'case':<28}{'memories':>10}{'conc':>6}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}")
+    for row in results:
+        print(
+            f"{row['case']:<28}{row.get('memories', '-')!s:>10}{row['concurrency']:>6}{row['req_per_s']:>10}"
+            f"{row['p50_ms']:>10}{row['p99_ms']!s:>10}"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"results": results}, indent=2))
+    png = args.out.with_suffix(".png")
+    plot(results, png)
+    print(f"\nwrote {args.out} and {png}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

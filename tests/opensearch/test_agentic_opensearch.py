@@ -1,0 +1,75 @@
+"""Agentic memory with the home region on a real OpenSearch cluster (2.19.1 with k-NN).
+
+The whole agentic HTTP suite (``tests/http/test_agentic.py`` and ``tests/http/test_agentic_errors.py``)
+runs again here, in process, with an ``api`` whose home region is an ``OpenSearchRegion``:
+the star imports bring their tests into this module, and the ``api`` fixture below overrides
+theirs.  Then the cluster itself is checked: ml-commons' index layout and mappings, k-NN
+through the knn plugin, and the owner filter on what is stored.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from memory_plugin.agentic.opensearch_store import OpenSearchAgenticStore
+from memory_plugin.agentic.routes import AGENTIC
+from memory_plugin.app import create_app
+from memory_plugin.settings import OpenSearchRegion
+from tests.http.test_agentic import *  # noqa: F401,F403  (re-run the agentic suite here)
+from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, seed_long_term
+from tests.http.test_agentic_errors import *  # noqa: F401,F403
+from tests.support.agentic_llm import ScriptedLLM
+
+pytestmark = [pytest.mark.opensearch, pytest.mark.model]
+
+
+@pytest.fixture
+def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
+    prefix = f"mp-am-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    opensearch_nodes[0].request("DELETE", f"/{prefix}-*")
+
+
+def _on_opensearch(settings, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
+    return settings.replace(regions={"USA": region}, home_region="USA")
+
+
+@pytest.fixture
+async def api(aiohttp_client, settings, embedder, llm, opensearch_nodes, index_prefix, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
+    settings = _on_opensearch(settings, opensearch_nodes, index_prefix).replace(
+        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")), agentic_llm_api_key="sk-test"
+    )
+    return await aiohttp_client(create_app(settings, embedder=embedder))
+
+
+async def test_the_suite_really_runs_on_opensearch(api, alice, llm: ScriptedLLM, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    assert isinstance(api.app[AGENTIC].store, OpenSearchAgenticStore)
+    cid = await container(api, alice, SEMANTIC_CONFIG)
+    await seed_long_term(api, alice, cid, llm, ["Bob's router is a Fritzbox"])
+    node = opensearch_nodes[0]
+    status, mapping = node.request("GET", f"/{index_prefix}-ml-am-default-memory-long-term/_mapping")
+    assert status == 200, mapping
+    properties = next(iter(mapping.values()))["mappings"]["properties"]
+    assert properties["memory_embedding"]["type"] == "knn_vector" and properties["memory_embedding"]["dimension"] == 384
+    assert properties["memory_embedding"]["method"]["engine"] == "lucene"
+    assert properties["namespace"]["type"] == "flat_object" and properties["memory"]["type"] == "text"
+    status, working = node.request("GET", f"/{index_prefix}-ml-am-default-memory-working/_mapping")
+    assert next(iter(working.values()))["mappings"]["properties"]["messages"]["type"] == "nested"
+    status, found = node.request(
+        "POST",
+        f"/{index_prefix}-ml-am-default-memory-long-term/_search",
+        {"query": {"term": {"namespace.user_id": "bob"}}},
+    )
+    [hit] = found["hits"]["hits"]
+    assert hit["_source"]["tenant_id"] == "org-1" and hit["_source"]["owner_id"] == "alice"
+    assert hit["_source"]["embedding_pending"] is False and len(hit["_source"]["memory_embedding"]) == 384
+    status, history = node.request(
+        "POST", f"/{index_prefix}-ml-am-default-memory-history/_search", {"query": {"term": {"action": "ADD"}}}
+    )
+    assert history["hits"]["hits"][0]["_source"]["memory_id"] == hit["_id"]
+    # what the API shows hides the store's own fields
+    shown = await call(api, alice, "GET", f"/{cid}/memories/long-term/{hit['_id']}")
+    assert "tenant_id" not in shown and "embedding_pending" not in shown and len(shown["memory_embedding"]) == 384

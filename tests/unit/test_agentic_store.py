@@ -1,0 +1,90 @@
+"""The embedded agentic store's own logic: the vector mirror (deletes, compaction, filters, reload at open),
+FTS5 ranking scoped to owner and container, and embeddings that only land on current text."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memory_plugin.agentic.models import LONG_TERM
+from memory_plugin.agentic.store import SqliteAgenticStore, fts_query
+from memory_plugin.auth import Principal
+
+ALICE, BOB = Principal("org-1", "alice"), Principal("org-1", "bob")
+
+
+def unit(seed: int, dim: int = 8) -> np.ndarray:
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+async def fill(store: SqliteAgenticStore, owner: Principal, container_id: str, texts: list[str]) -> list[int]:
+    await store.insert_container(owner, container_id, {"name": container_id})
+
+    def insert(c):  # type: ignore[no-untyped-def]
+        return [
+            store._insert(
+                c,
+                owner,
+                container_id,
+                LONG_TERM,
+                f"{container_id}-{n}",
+                {"memory": text, "namespace": {"user_id": f"u{n % 2}"}, "namespace_size": 1},
+            ).seq
+            for n, text in enumerate(texts)
+        ]
+
+    seqs = await store.db.write(insert)
+    assert await store.pending_count() == len(texts)
+    await store.store_embeddings([(seq, text, unit(n)) for n, (seq, text) in enumerate(zip(seqs, texts))])
+    return list(seqs)
+
+
+async def test_vectors_survive_deletes_compaction_and_reopening(tmp_path):
+    store = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await store.open(8)
+    texts = [f"memory number {n}" for n in range(3000)]
+    await fill(store, ALICE, "c1", texts)
+    assert await store.pending_count() == 0
+    hits = await store.knn(ALICE, "c1", unit(7), 3)
+    assert hits[0][0].id == "c1-7" and abs(hits[0][1] - 1.0) < 1e-5
+    deleted = await store.delete_ids(ALICE, "c1", LONG_TERM, [f"c1-{n}" for n in range(2000)])  # compacts
+    assert deleted == 2000
+    assert [doc.id for doc, _ in await store.knn(ALICE, "c1", unit(7), 3)][0] != "c1-7"
+    assert (await store.knn(ALICE, "c1", unit(2500), 1))[0][0].id == "c1-2500"
+    only_u0 = await store.knn(ALICE, "c1", unit(2501), 5, terms=[("namespace.user_id", "u0")])
+    assert {doc.source["namespace"]["user_id"] for doc, _ in only_u0} == {"u0"} and len(only_u0) == 5
+    assert await store.knn(BOB, "c1", unit(2500), 3) == []  # not bob's container
+    await store.close()
+    reopened = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await reopened.open(8)
+    assert (await reopened.knn(ALICE, "c1", unit(2500), 1))[0][0].id == "c1-2500"
+    assert len(await reopened.knn(ALICE, "c1", unit(1), 5000)) == 1000
+    await reopened.close()
+
+
+async def test_bm25_ranks_within_owner_and_container_only(tmp_path):
+    store = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await store.open(8)
+    await fill(store, ALICE, "c1", ["router router router", "router and modem", "invoice"])
+    await fill(store, BOB, "c2", ["router " * 20] * 50)  # bob's many better matches are never alice's
+    hits = await store.bm25(ALICE, "c1", "router", 5)
+    assert [doc.id for doc, _ in hits] == ["c1-0", "c1-1"] and hits[0][1] > hits[1][1] > 0
+    assert [doc.id for doc, _ in await store.bm25(ALICE, "c1", "router", 5, terms=[("namespace.user_id", "u1")])] == [
+        "c1-1"
+    ]
+    assert await store.bm25(ALICE, "c1", "!!! ???", 5) == []
+    assert fts_query('say "NEAR" (x) OR y*') == '"say" OR "NEAR" OR "x" OR "OR" OR "y"'  # words, never operators
+    await store.close()
+
+
+async def test_an_embedding_lands_only_on_the_text_it_was_made_from(tmp_path):
+    store = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await store.open(8)
+    [seq] = await fill(store, ALICE, "c1", ["old text"])
+    doc = (await store.get(ALICE, "c1", LONG_TERM, "c1-0")).source  # type: ignore[union-attr]
+    await store.replace(ALICE, "c1", LONG_TERM, "c1-0", {**doc, "memory": "new text"})
+    assert await store.pending_count() == 1 and await store.knn(ALICE, "c1", unit(0), 1) == []
+    assert await store.store_embeddings([(seq, "old text", unit(0))]) == 0  # a late answer for the old text
+    assert await store.store_embeddings([(seq, "new text", unit(5))]) == 1
+    assert (await store.knn(ALICE, "c1", unit(5), 1))[0][0].source["memory"] == "new text"
+    await store.close()

@@ -3,14 +3,21 @@
 Concurrent requests are coalesced so that onnxruntime sees batches (much
 higher throughput than one text per run), inference runs on one worker thread
 so the event loop stays responsive, and repeated queries hit an LRU cache.
+
+Queries (someone waiting on a search) go before passages.  Passages are served
+fairly: first across tenants (the ``tenant`` of :meth:`AsyncEmbedder.passages`,
+e.g. the organisation), then across the requests of one tenant, by characters
+embedded (start-time fair queueing).  So one organisation's 8 MiB ingest costs
+another organisation's single record one batch of waiting, not minutes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -49,6 +56,61 @@ class _Item:
     enqueued: float
 
 
+class _FairQueue:
+    """Items in flows (a deque per key); the active flow served least, in characters, goes next.
+
+    A flow that starts (or restarts after draining) begins at the level of the
+    least-served active flow, so idle time banks no credit.  Nested: a tenant's
+    flow is itself a fair queue over that tenant's requests.
+    """
+
+    def __init__(self) -> None:
+        self._flows: dict[Hashable, _FairQueue | deque[_Item]] = {}
+        self._served: dict[Hashable, int] = {}
+
+    def __len__(self) -> int:
+        return sum(len(flow) for flow in self._flows.values())
+
+    def push(self, path: tuple[Hashable, ...], item: _Item) -> None:
+        key, rest = path[0], path[1:]
+        flow = self._flows.get(key)
+        if flow is None:
+            self._served[key] = min(self._served.values(), default=0)
+            flow = self._flows[key] = _FairQueue() if rest else deque()
+        if isinstance(flow, _FairQueue):
+            flow.push(rest, item)
+        else:
+            flow.append(item)
+
+    def peek(self) -> _Item | None:
+        """The item :meth:`pop` would return (None when empty)."""
+        if not self._flows:
+            return None
+        flow = self._flows[self._next()]
+        return flow.peek() if isinstance(flow, _FairQueue) else flow[0]
+
+    def pop(self) -> _Item:
+        """The next item, its characters charged to its flows."""
+        key = self._next()
+        flow = self._flows[key]
+        item = flow.pop() if isinstance(flow, _FairQueue) else flow.popleft()
+        self._served[key] += len(item.text)
+        if not flow:
+            del self._flows[key], self._served[key]
+        return item
+
+    def drain(self) -> list[_Item]:
+        items = [
+            item for flow in self._flows.values() for item in (flow.drain() if isinstance(flow, _FairQueue) else flow)
+        ]
+        self._flows.clear()
+        self._served.clear()
+        return items
+
+    def _next(self) -> Hashable:
+        return min(self._flows, key=self._served.__getitem__)  # ties: the flow that came first
+
+
 class AsyncEmbedder:
     """Micro-batching async facade: `await query(text)`, `await passages(texts)`."""
 
@@ -77,7 +139,9 @@ class AsyncEmbedder:
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._pending: deque[_Item] = deque()
+        self._queries = _FairQueue()  # one flow: first in, first out
+        self._passages = _FairQueue()  # tenant -> request -> items
+        self._requests = itertools.count()
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
@@ -102,11 +166,16 @@ class AsyncEmbedder:
             self._cache.popitem(last=False)
         return vec
 
-    async def passages(self, texts: Sequence[str]) -> np.ndarray:
-        """Passage embeddings (2-D, input order); not cached (chunks rarely repeat)."""
+    async def passages(self, texts: Sequence[str], *, tenant: Hashable = None) -> np.ndarray:
+        """Passage embeddings (2-D, input order); not cached (chunks rarely repeat).
+
+        ``tenant`` (e.g. the organisation) is the fairness key: tenants share
+        the embedder equally by characters, and so do one tenant's calls.
+        """
         if not texts:
             return np.empty((0, self.dimension), np.float32)
-        futures = [self._enqueue("passage", t) for t in texts]
+        flow = (tenant, next(self._requests))
+        futures = [self._enqueue("passage", t, flow) for t in texts]
         try:
             rows = await asyncio.gather(*futures)
         except BaseException:
@@ -125,8 +194,7 @@ class AsyncEmbedder:
             except asyncio.CancelledError:
                 pass
             self._worker = None
-        while self._pending:
-            item = self._pending.popleft()
+        for item in self._queries.drain() + self._passages.drain():
             if not item.future.done():
                 item.future.set_exception(RuntimeError("AsyncEmbedder closed"))
         if self._own_executor:
@@ -135,9 +203,9 @@ class AsyncEmbedder:
     # ------------------------------------------------------------ internals
 
     async def _submit(self, kind: Kind, text: str) -> np.ndarray:
-        return await self._enqueue(kind, text)
+        return await self._enqueue(kind, text, (None,))
 
-    def _enqueue(self, kind: Kind, text: str) -> asyncio.Future[np.ndarray]:
+    def _enqueue(self, kind: Kind, text: str, flow: tuple[Hashable, ...]) -> asyncio.Future[np.ndarray]:
         if self._closed:
             raise RuntimeError("AsyncEmbedder closed")
         loop = asyncio.get_running_loop()
@@ -145,7 +213,8 @@ class AsyncEmbedder:
             self._wakeup = asyncio.Event()
             self._worker = loop.create_task(self._run(), name="embedder-batcher")
         future: asyncio.Future[np.ndarray] = loop.create_future()
-        self._pending.append(_Item(kind, text, future, time.perf_counter()))
+        queue = self._queries if kind == "query" else self._passages
+        queue.push(flow, _Item(kind, text, future, time.perf_counter()))
         assert self._wakeup is not None
         self._wakeup.set()
         return future
@@ -153,48 +222,42 @@ class AsyncEmbedder:
     @property
     def pending(self) -> int:
         """Texts waiting for a batch (a cancelled waiter counts until its turn comes)."""
-        return len(self._pending)
+        return len(self._queries) + len(self._passages)
 
-    def _live(self, kind: Kind) -> int:
-        return sum(1 for it in self._pending if it.kind == kind and not it.future.done())
+    def _peek(self, queue: _FairQueue) -> _Item | None:
+        """The next live item of ``queue``; cancelled waiters on the way are dropped."""
+        while (item := queue.peek()) is not None and item.future.done():
+            queue.pop()
+            self.stats.cancelled += 1
+        return item
 
-    def _take(self, kind: Kind) -> list[_Item]:
-        """Pop up to max_batch live items of `kind` within the character budget, keeping the rest in order."""
+    def _take(self, queue: _FairQueue) -> list[_Item]:
+        """Pop up to max_batch live items in the queue's order, within the character budget."""
         batch: list[_Item] = []
-        keep: deque[_Item] = deque()
         chars = 0
-        for item in self._pending:
-            if item.future.done():  # cancelled waiter: simply dropped
-                self.stats.cancelled += 1
-            elif (
-                item.kind == kind
-                and len(batch) < self.max_batch
-                and (not batch or chars + len(item.text) <= self.max_batch_chars)
-            ):
-                batch.append(item)
-                chars += len(item.text)
-            else:
-                keep.append(item)
-        self._pending = keep
+        while len(batch) < self.max_batch:
+            item = self._peek(queue)
+            if item is None or (batch and chars + len(item.text) > self.max_batch_chars):
+                break
+            batch.append(queue.pop())
+            chars += len(item.text)
         return batch
 
     async def _run(self) -> None:
         assert self._wakeup is not None
         loop = asyncio.get_running_loop()
         while True:
-            while not self._pending:
+            while not self._queries and not self._passages:
                 self._wakeup.clear()
                 await self._wakeup.wait()
-            first = self._pending[0]
-            if first.future.done():
-                self._pending.popleft()
-                self.stats.cancelled += 1
-                continue
             # Queries are someone waiting on a search: they go before passages.
-            first = next((it for it in self._pending if it.kind == "query" and not it.future.done()), first)
-            # wait for company until the batch is full or the oldest item's deadline passes
+            queue = self._queries if self._peek(self._queries) is not None else self._passages
+            first = self._peek(queue)
+            if first is None:
+                continue
+            # wait for company until the batch is full or the first item's deadline passes
             deadline = first.enqueued + self.max_wait
-            while self._live(first.kind) < self.max_batch:
+            while len(queue) < self.max_batch:
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
                     break
@@ -203,7 +266,7 @@ class AsyncEmbedder:
                     await asyncio.wait_for(self._wakeup.wait(), remaining)
                 except TimeoutError:
                     break
-            batch = self._take(first.kind)
+            batch = self._take(queue)
             if not batch:
                 continue
             started = time.perf_counter()

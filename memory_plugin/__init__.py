@@ -19,7 +19,7 @@ from memory_plugin.errors import (
     Unavailable,
     ValidationFailed,
 )
-from memory_plugin.histories.service import IngestedRecord, SearchResult
+from memory_plugin.histories.service import Erasure, IngestedRecord, SearchResult
 from memory_plugin.memory.models import Conversation, Interaction, Page
 from memory_plugin.settings import EmbeddedRegion, OpenSearchRegion, Settings, load_settings
 from memory_plugin.stores.records import DeleteCounts, Hit, Record
@@ -28,6 +28,7 @@ __all__ = [
     "Conversation",
     "DeleteCounts",
     "EmbeddedRegion",
+    "Erasure",
     "FilterSpec",
     "Hit",
     "IngestedRecord",

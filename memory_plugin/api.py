@@ -21,13 +21,12 @@ from embedder import Embedder
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.histories.service import IngestedRecord, SearchQuery, SearchResult
+from memory_plugin.histories.service import Erasure, IngestedRecord, SearchQuery, SearchResult
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
 from memory_plugin.memory.service import DEFAULT_MAX_RESULTS
 from memory_plugin.services import Services, open_services
 from memory_plugin.settings import Settings
 from memory_plugin.stores.filters import Condition, Filter, parse_filters
-from memory_plugin.stores.records import DeleteCounts
 
 #: A filter value: one value for ``eq``, or ``{"op": value}``; ``in`` takes a list.
 FilterSpec = Mapping[str, Any]
@@ -153,8 +152,8 @@ class MemoryPlugin:
         """Delete one record; the number of chunks deleted."""
         return await self._services.histories.delete_record(principal, record_id)
 
-    async def erase_user(self, principal: Principal, user_id: str) -> DeleteCounts:
-        """Delete every record of one user of the principal's organisation."""
+    async def erase_user(self, principal: Principal, user_id: str) -> Erasure:
+        """Delete every record of one user of the principal's organisation, and that user's memory."""
         where = Filter((Condition("user_id", "eq", (user_id,)),))
         return await self._services.histories.delete_matching(principal, where)
 

@@ -391,7 +391,7 @@ def _history_operations() -> dict[str, Any]:
             },
             "delete": {
                 "tags": ["conversation histories"],
-                "summary": "Delete every matching record (e.g. one user's, for erasure)",
+                "summary": "Delete every matching record; filter[user_id] alone erases those users, memory included",
                 "parameters": _filter_parameters(),
                 "responses": {
                     **_ok(
@@ -403,6 +403,14 @@ def _history_operations() -> dict[str, Any]:
                                     "properties": {
                                         "deleted_records": {"type": "integer"},
                                         "deleted_chunks": {"type": "integer"},
+                                        "deleted_memories": {
+                                            "type": "integer",
+                                            "description": "For a filter on user_id alone: those users' memories erased",
+                                        },
+                                        "deleted_messages": {
+                                            "type": "integer",
+                                            "description": "... and their messages, traces included",
+                                        },
                                     },
                                 }
                             },

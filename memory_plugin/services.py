@@ -72,16 +72,19 @@ async def open_services(
         for store in stores.values():
             await store.open(model.dimension)
             stack.push_async_callback(store.close)
+        memory_store = memory_store_for(settings)
+        await memory_store.open()
+        stack.push_async_callback(memory_store.close)
+        memory = MemoryService(memory_store)
         histories = HistoryService(
             stores,
             batcher,
             settings.home_region,
             settings.search_deadline,
             metrics.observe_region if metrics else None,
+            memory=memory,
         )
-        memory_store = memory_store_for(settings)
-        await memory_store.open()
-        stack.push_async_callback(memory_store.close)
-        bridge = HistoryBridge(histories) if settings.bridge else None
+        if settings.bridge:
+            memory.bridge = HistoryBridge(histories)
         agentic = await stack.enter_async_context(open_agentic(settings, batcher, metrics))
-        yield Services(MemoryService(memory_store, bridge), histories, agentic)
+        yield Services(memory, histories, agentic)

@@ -166,12 +166,51 @@ def plot_loadtest(result: dict[str, Any], path: Path) -> Path:
     return _save(figure, path)
 
 
+def plot_stall(result: dict[str, Any], path: Path) -> Path:
+    """``GET /_health`` latency probe by probe and as a CDF: idle, and while wildcard searches run."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    series = {"idle": result["health_idle_ms"], "during wildcard searches": result["health_during_searches_ms"]}
+    for name, values in series.items():
+        left.plot(values, label=name, linewidth=0.8)
+        ordered = sorted(values)
+        right.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=name)
+    for axes in (left, right):
+        axes.grid(True, alpha=0.3)
+    left.axhline(50, color="red", linestyle="--", linewidth=0.8, label="50 ms target")
+    left.set(xlabel="probe (one every 10 ms)", ylabel="GET /_health latency (ms)", yscale="log")
+    left.legend(fontsize=8)
+    right.axvline(50, color="red", linestyle="--", linewidth=0.8)
+    right.set(xlabel="latency (ms)", ylabel="fraction of probes", xscale="log")
+    right.legend(fontsize=8)
+    figure.suptitle(
+        f"/_health during wildcard _search: {result['memories']} memories, {result['searchers']} searchers"
+        f" ({result['source']})"
+    )
+    return _save(figure, path)
+
+
+def plot_fairness(result: dict[str, Any], path: Path) -> Path:
+    """One organisation's single record (acknowledged, searchable) on an idle server and during another's bulk load."""
+    rows = [("idle", result["idle"])] + [(f"probe {n}", row) for n, row in enumerate(result["during_bulk"], 1)]
+    figure, axes = plt.subplots(figsize=(7, 4))
+    xs = range(len(rows))
+    axes.bar([x - 0.2 for x in xs], [row["acknowledged_s"] for _, row in rows], width=0.4, label="acknowledged")
+    axes.bar([x + 0.2 for x in xs], [row["searchable_s"] for _, row in rows], width=0.4, label="searchable")
+    axes.set_xticks(list(xs), [name for name, _ in rows])
+    axes.set(ylabel="seconds", title=f"A single record while another organisation ingests {result['bulk_mib']} MiB")
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
 PLOTTERS = {
+    "fairness": plot_fairness,
     "search": plot_search,
     "memory": plot_memory,
     "http": plot_http,
     "embedder": plot_embedder,
     "loadtest": plot_loadtest,
+    "stall": plot_stall,
 }
 
 

@@ -221,7 +221,8 @@ class AgenticService:
                 pending = await self.store.pending_embeddings(EMBED_BATCH)
                 if not pending:
                     return
-                vectors = await self.embedder.passages([text for _, text in pending])
+                # Background work for every organisation: one fairness key, one share of the embedder.
+                vectors = await self.embedder.passages([text for _, text in pending], tenant="agentic-background")
                 stored = await self.store.store_embeddings(
                     [(seq, text, vector) for (seq, text), vector in zip(pending, vectors)]
                 )

@@ -115,5 +115,11 @@ async def delete_record(request: web.Request) -> web.Response:
 @routes.delete(BASE)
 async def delete_matching(request: web.Request) -> web.Response:
     check_params(request, prefixes=("filter[",))
-    counts = await request.app[HISTORIES].delete_matching(principal_of(request), _filters(request))
-    return json_response({"data": {"deleted_records": counts.records, "deleted_chunks": counts.chunks}})
+    erased = await request.app[HISTORIES].delete_matching(principal_of(request), _filters(request))
+    data = {
+        "deleted_records": erased.records,
+        "deleted_chunks": erased.chunks,
+        "deleted_memories": erased.memories,
+        "deleted_messages": erased.messages,
+    }
+    return json_response({"data": data})

@@ -13,17 +13,18 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from embedder import AsyncEmbedder, chunk_text
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
-from memory_plugin.dates import parse_instant
+from memory_plugin.dates import DateError, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
 from memory_plugin.histories.fanout import RegionObserver, fan_out
+from memory_plugin.histories.locks import KeyedLocks
 from memory_plugin.stores.base import VectorStore
 from memory_plugin.stores.filters import FIELD_NAME, Condition, Filter
-from memory_plugin.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
+from memory_plugin.stores.records import RECORD_TYPES, Chunk, Hit, Record
 
 RECORD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MAX_TEXT_BYTES = 1024 * 1024
@@ -68,6 +69,24 @@ class SearchResult:
     failed_regions: list[str]
 
 
+class MemoryEraser(Protocol):
+    """Erases a user's conversational memory (the memory service), so that erasing a user is whole."""
+
+    async def erase_user(self, organization_id: str, user_id: str) -> tuple[int, int]:
+        """``(memories, messages)`` removed."""
+        ...
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What a filtered deletion removed: records and chunks, and for a user erasure their memory too."""
+
+    records: int
+    chunks: int
+    memories: int = 0
+    messages: int = 0
+
+
 @dataclass(frozen=True)
 class IngestedRecord:
     record_id: str
@@ -103,12 +122,15 @@ class HistoryService:
         home_region: str,
         deadline: float = 2.0,
         observe_region: RegionObserver | None = None,
+        memory: MemoryEraser | None = None,
     ) -> None:
         self.stores = dict(stores)
         self.embedder = embedder
         self.home_region = home_region
         self.deadline = deadline
         self.observe_region = observe_region
+        self.record_locks = KeyedLocks()
+        self.memory = memory
 
     # -- validation ----------------------------------------------------------------
 
@@ -141,10 +163,9 @@ class HistoryService:
         created = _text(raw, "record_created_at", where)
         try:
             record_created_at = parse_instant(created) if created is not None else None
-        except ValueError:
+        except DateError as error:
             raise InvalidArgument(
-                f"{where}.record_created_at is not an ISO 8601 date-time: {created!r}",
-                parameter=f"{where}.record_created_at",
+                f"{where}.record_created_at: {error}", parameter=f"{where}.record_created_at"
             ) from None
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, Mapping):
@@ -223,7 +244,8 @@ class HistoryService:
             None,
             lambda: [chunk_text(self.embedder.embedder, text, CHUNK_TOKENS, CHUNK_OVERLAP) for _, text in checked],
         )
-        vectors = await self.embedder.passages([span.text for record_spans in spans for span in record_spans])
+        texts = [span.text for record_spans in spans for span in record_spans]
+        vectors = await self.embedder.passages(texts, tenant=organization_id)
         ingested_at = now()
         by_region: dict[str, list[tuple[Record, list[Chunk]]]] = {}
         offset = 0
@@ -235,21 +257,22 @@ class HistoryService:
             ]
             offset += len(record_spans)
             by_region.setdefault(record.region, []).append((stored, chunks))
-        await self._prepare_replacement(principal, [record for record, _ in checked])
-        await asyncio.gather(*(self.stores[region].write_records(items) for region, items in by_region.items()))
+        # One writer per record id at a time: "who owns it, where does it live, write, remove the
+        # older copy" is one step, so two writers can neither both win nor leave a copy in two regions.
+        async with self.record_locks.hold((organization_id, record.record_id) for record, _ in checked):
+            older = await self._older_copies(principal, [record for record, _ in checked])
+            await self._write_then_remove_older(organization_id, by_region, older)
         return [
             IngestedRecord(record.record_id, record.region, record.record_type, len(record_spans), ingested_at)
             for (record, _), record_spans in zip(checked, spans)
         ]
 
-    async def _prepare_replacement(self, principal: Principal, records: list[Record]) -> None:
-        """Before anything is written: check ownership, and remove copies held by other regions.
+    async def _older_copies(self, principal: Principal, records: list[Record]) -> dict[str, list[str]]:
+        """``region → record ids`` it holds of ``records``, after checking ownership; nothing is written yet.
 
         A record id names one record in the organisation, wherever it lives. A
-        user's key may replace its own records, never another user's. Runs
-        before any write, so a region that cannot answer leaves the batch
-        unwritten (503) rather than duplicated; only regions that hold an
-        older copy are written to.
+        user's key may replace its own records, never another user's. A region
+        that cannot answer leaves the batch unwritten (503) rather than duplicated.
         """
         organization_id = principal.organization_id
         record_ids = [record.record_id for record in records]
@@ -275,15 +298,50 @@ class HistoryService:
                             "organisation; choose another id",
                             parameter=f"records[{position}].record_id",
                         )
-        target = {record.record_id: record.region for record in records}
-        await asyncio.gather(
-            *(
-                self.stores[region].delete_record(organization_id, record_id)
-                for region, owners in outcome.results.items()
-                for record_id in owners
-                if target[record_id] != region
-            )
+        return {region: list(owners) for region, owners in outcome.results.items()}
+
+    async def _write_then_remove_older(
+        self,
+        organization_id: str,
+        by_region: dict[str, list[tuple[Record, list[Chunk]]]],
+        older: Mapping[str, list[str]],
+    ) -> None:
+        """Write each region's records; only once a region's write is durable, remove their copies elsewhere.
+
+        A write that fails (a full disk: 507) leaves the older copies where they
+        were, so a failed move never loses the record.
+        """
+        regions = list(by_region)
+        outcomes = await asyncio.gather(
+            *(self.stores[region].write_records(by_region[region]) for region in regions), return_exceptions=True
         )
+        written = {
+            record.record_id: region
+            for region, outcome in zip(regions, outcomes)
+            if not isinstance(outcome, BaseException)
+            for record, _ in by_region[region]
+        }
+        removals = [
+            (region, record_id)
+            for region, record_ids in older.items()
+            for record_id in record_ids
+            if record_id in written and written[record_id] != region
+        ]
+        removed = await asyncio.gather(
+            *(self.stores[region].delete_record(organization_id, record_id) for region, record_id in removals),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        stuck = sorted(
+            {region for (region, _), outcome in zip(removals, removed) if isinstance(outcome, BaseException)}
+        )
+        if stuck:
+            raise Unavailable(
+                f"the records were written, but older copies in regions {stuck} could not be removed; "
+                "send the same records again to finish the move"
+            )
 
     # -- deletion ------------------------------------------------------------------
 
@@ -297,24 +355,50 @@ class HistoryService:
 
     async def delete_record(self, principal: Principal, record_id: str) -> int:
         organization_id = principal.organization_id
-        if principal.user_id is None:
-            counts = await self._everywhere(lambda _, store: store.delete_record(organization_id, record_id))
-        else:
-            where = scoped(principal, Filter((Condition("record_id", "eq", (record_id,)),)))
-            counts = [
-                c.chunks for c in await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))
-            ]
+        async with self.record_locks.hold([(organization_id, record_id)]):  # not in the middle of a move
+            if principal.user_id is None:
+                counts = await self._everywhere(lambda _, store: store.delete_record(organization_id, record_id))
+            else:
+                where = scoped(principal, Filter((Condition("record_id", "eq", (record_id,)),)))
+                found = await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))
+                counts = [c.chunks for c in found]
         deleted = int(sum(counts))
         if deleted == 0:
             raise NotFound("record", record_id, reason=f"record [{record_id}] not found", parameter="record_id")
         return deleted
 
-    async def delete_matching(self, principal: Principal, where: Filter) -> DeleteCounts:
+    async def delete_matching(self, principal: Principal, where: Filter) -> Erasure:
+        """Delete the organisation's records matching ``where`` (a user's key: only its own).
+
+        A filter on ``user_id`` alone is the erasure of those users: their
+        conversational memory goes too (memories, messages, traces), so that
+        nothing personal is left behind in either API.
+        """
         if not where:
             raise InvalidArgument("at least one filter is required, e.g. filter[user_id]=...", parameter="filter")
-        organization_id, where = principal.organization_id, scoped(principal, where)
-        counts = await self._everywhere(lambda _, store: store.delete_matching(organization_id, where))
-        return DeleteCounts(records=sum(c.records for c in counts), chunks=sum(c.chunks for c in counts))
+        organization_id, scoped_where = principal.organization_id, scoped(principal, where)
+        counts = await self._everywhere(lambda _, store: store.delete_matching(organization_id, scoped_where))
+        memories = messages = 0
+        for user_id in self._erased_users(principal, where) if self.memory is not None else ():
+            assert self.memory is not None
+            erased_memories, erased_messages = await self.memory.erase_user(organization_id, user_id)
+            memories, messages = memories + erased_memories, messages + erased_messages
+        return Erasure(
+            records=sum(c.records for c in counts),
+            chunks=sum(c.chunks for c in counts),
+            memories=memories,
+            messages=messages,
+        )
+
+    @staticmethod
+    def _erased_users(principal: Principal, where: Filter) -> list[str]:
+        """The users a filter erases whole: it holds only ``user_id`` eq/in conditions (a user's key: only itself)."""
+        if not all(c.field == "user_id" and c.op in ("eq", "in") for c in where.conditions):
+            return []
+        users = set.intersection(*(set(map(str, c.values)) for c in where.conditions))
+        if principal.user_id is not None:
+            users &= {principal.user_id}
+        return sorted(users)
 
     # -- search --------------------------------------------------------------------
 

@@ -191,6 +191,13 @@ class MemoryService:
         if self.bridge is not None and deleted:
             await self.bridge.conversation_deleted(owner, conversation_id)
 
+    async def erase_user(self, organization_id: str, user_id: str) -> tuple[int, int]:
+        """Erase a user's whole conversational memory in one organisation: ``(memories, messages)`` removed.
+
+        No bridge call: the caller (the history service's erasure) removes the user's records itself.
+        """
+        return await self.store.erase_user(Principal(organization_id, user_id))
+
     # -- interactions -------------------------------------------------------------
 
     async def create_interaction(

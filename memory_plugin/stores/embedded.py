@@ -20,8 +20,11 @@ Why it looks like this:
   always a filter) built from live chunks only, so stale vectors never surface;
   hits are finally hydrated from SQLite by chunk id, which drops anything
   deleted meanwhile.
-* Filters compile to SQL (``embedded_filters``) and yield candidate chunk ids
-  *before* the vector search.  Few candidates (``<= exact_threshold``) are
+* Filters select candidate positions *before* the vector search.  Filters on
+  top-level fields compile to a mask over in-memory columns kept beside each
+  index (``embedded_columns``: one row per position, filled from SQLite at
+  ``open()`` and on every write); filters naming metadata compile to SQL
+  (``embedded_filters``) and yield chunk ids.  Few candidates (``<= exact_threshold``) are
   ranked exactly with numpy over an in-memory vector matrix; many are searched
   with HNSW restricted by an ``IDSelectorBitmap`` and an ``efSearch`` scaled up
   by 1/selectivity.  Without a filter the organisation's bitmap comes from an
@@ -45,7 +48,7 @@ from dataclasses import dataclass
 from functools import partial
 from hashlib import sha1
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import faiss
 import numpy as np
@@ -54,8 +57,9 @@ from memory_plugin.dates import from_micros, to_micros
 from memory_plugin.files import fresh_private_file
 from memory_plugin.sqlite import Database, run_script
 from memory_plugin.stores.base import VectorStore, unit_vector
+from memory_plugin.stores.embedded_columns import FilterColumns, Row, can_compile
 from memory_plugin.stores.embedded_filters import compile_filter, register_functions
-from memory_plugin.stores.filters import Filter
+from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Filter
 from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
 
 log = logging.getLogger(__name__)
@@ -164,6 +168,7 @@ class _TypeIndex:
         self.ids = np.zeros(capacity, dtype=np.int64)
         self.vectors = np.zeros((capacity, params.dimension), dtype=np.float32)
         self.orgs = np.full(capacity, -1, dtype=np.int32)
+        self.columns = FilterColumns(capacity)
         self.n = 0
         self.version = 0
         self.unsaved = 0
@@ -179,7 +184,9 @@ class _TypeIndex:
 
     # -- mutation (write lock held) ---------------------------------------
 
-    def append(self, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray, *, to_hnsw: bool = True) -> None:
+    def append(
+        self, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray, rows: Sequence[Row], *, to_hnsw: bool = True
+    ) -> None:
         if len(ids) == 0:
             return
         if self.n and ids[0] <= self.ids[self.n - 1]:
@@ -190,6 +197,7 @@ class _TypeIndex:
         self.ids[self.n : end] = ids
         self.vectors[self.n : end] = vectors
         self.orgs[self.n : end] = orgs
+        self.columns.assign(np.arange(self.n, end), rows)
         if to_hnsw:
             self.hnsw.add(np.ascontiguousarray(vectors, dtype=np.float32))
         self.n = end
@@ -212,6 +220,7 @@ class _TypeIndex:
             self.vectors[: self.n],
             self.orgs[: self.n],
         )
+        self.columns.grow(capacity, self.n)
         self.ids, self.vectors, self.orgs = ids, vectors, orgs
 
     # -- reading ----------------------------------------------------------
@@ -240,14 +249,22 @@ class _TypeIndex:
         self._org_cache[org] = (version, mask, positions)
         return mask, positions
 
-    def search(self, query: np.ndarray, org: int, candidates: np.ndarray | None, k: int) -> list[tuple[int, float]]:
-        """Top ``k`` ``(chunk_id, score)`` among ``candidates`` (None: the whole org)."""
+    def search(
+        self, query: np.ndarray, org: int, k: int, *, where: Filter | None = None, candidates: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` ``(chunk_id, score)`` of the org's chunks.
+
+        Restricted to ``candidates`` (positions, from SQL) when given, else to
+        the positions whose columns satisfy ``where`` (no metadata).
+        """
         n = self.n
         ids, vectors = self.ids[:n], self.vectors[:n]
+        mask: np.ndarray | None = None
         if candidates is None:
             mask, candidates = self.org_positions(org)
-        else:
-            mask = None
+            if where:
+                mask = self.columns.mask(where, n) & mask
+                candidates = np.flatnonzero(mask)
         count = len(candidates)
         if count == 0 or k <= 0:
             return []
@@ -300,23 +317,23 @@ class _TypeIndex:
 
     @classmethod
     def load(
-        cls, params: _Params, base: Path, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray
+        cls, params: _Params, base: Path, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray, rows: list[Row]
     ) -> tuple[_TypeIndex, str]:
         """The index for the live chunks given (sorted by id), from the snapshot when it is sound."""
         try:
-            index = cls._from_snapshot(params, base, ids, vectors, orgs)
+            index = cls._from_snapshot(params, base, ids, vectors, orgs, rows)
             if index is not None:
                 return index, "snapshot"
             how = "rebuilt (no snapshot)"
         except Exception as error:  # corrupt or inconsistent: SQLite is the truth
             how = f"rebuilt ({error})"
         index = cls(params, cls.new_hnsw(params), len(ids))
-        index.append(ids, vectors, orgs)
+        index.append(ids, vectors, orgs, rows)
         return index, how
 
     @classmethod
     def _from_snapshot(
-        cls, params: _Params, base: Path, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray
+        cls, params: _Params, base: Path, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray, rows: list[Row]
     ) -> _TypeIndex | None:
         index_path, ids_path = base.with_suffix(".faiss"), base.with_suffix(".ids.npy")
         if not index_path.exists() or not ids_path.exists():
@@ -348,11 +365,14 @@ class _TypeIndex:
             saved_ids,
             np.zeros((len(saved_ids), params.dimension), np.float32),
             np.full(len(saved_ids), -1, np.int32),
+            [],
             to_hnsw=False,
         )
         index.vectors[old_positions] = vectors[old]
         index.orgs[old_positions] = orgs[old]
-        index.append(ids[~old], vectors[~old], orgs[~old])
+        old_count = int(old.sum())  # ids are sorted: the old ones come first
+        index.columns.assign(old_positions, rows[:old_count])
+        index.append(ids[~old], vectors[~old], orgs[~old], rows[old_count:])
         index.unsaved = int((~old).sum())
         return index
 
@@ -382,14 +402,24 @@ def _record_from_row(row: sqlite3.Row) -> Record:
     )
 
 
+def _column_row(record: Record) -> Row:
+    """The record's filter column row: TOP_LEVEL_FIELDS in order, dates as microseconds (as in SQLite)."""
+    return tuple(
+        to_micros(getattr(record, field)) if field in DATE_FIELDS else getattr(record, field)
+        for field in TOP_LEVEL_FIELDS
+    )
+
+
 def _file_base(folder: Path, record_type: str) -> Path:
     if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", record_type):
         return folder / f"hnsw-{record_type}"
     return folder / f"hnsw-{sha1(record_type.encode()).hexdigest()[:16]}"
 
 
-#: ``(record_type, chunk ids, vectors, organization ids)`` per added group.
-_Added = tuple[str, list[int], list[np.ndarray], list[str]]
+#: ``(record_type, chunk ids, vectors, organization ids, column rows)`` per added group.
+_Added = tuple[str, list[int], list[np.ndarray], list[str], list[Row]]
+#: The records columns a filter column row is read from, in TOP_LEVEL_FIELDS order.
+_ROW_SQL = ", ".join(f"r.{field}" for field in TOP_LEVEL_FIELDS)
 
 
 class EmbeddedStore(VectorStore):
@@ -404,8 +434,13 @@ class EmbeddedStore(VectorStore):
         ef_search: int = 128,
         exact_threshold: int = 20_000,
         snapshot_every: int = 100_000,
+        filter_target: Literal["columns", "sql"] = "columns",
     ) -> None:
         self.path = Path(path)
+        #: Where filters on top-level fields are evaluated: the in-memory columns,
+        #: or SQL (what filters naming metadata always use; kept selectable so
+        #: tests and benchmarks can set the two side by side).
+        self.filter_target = filter_target
         self._options = (hnsw_m, ef_construction, ef_search, exact_threshold)
         self._snapshot_every = snapshot_every
         self._db = Database(self.path / "store.sqlite3", MIGRATIONS)
@@ -429,9 +464,9 @@ class EmbeddedStore(VectorStore):
             lambda c: [row[0] for row in c.execute("SELECT DISTINCT record_type FROM records ORDER BY 1")]
         )
         for record_type in record_types:
-            ids, vectors, orgs = await self._db.run(partial(self._load_chunks, record_type=record_type))
+            ids, vectors, orgs, rows = await self._db.run(partial(self._load_chunks, record_type=record_type))
             base = _file_base(self.path, record_type)
-            index, how = await self._offload(_TypeIndex.load, self._params, base, ids, vectors, orgs)
+            index, how = await self._offload(_TypeIndex.load, self._params, base, ids, vectors, orgs, rows)
             self._indexes[record_type] = index
             self.load_report[record_type] = how
             if how != "snapshot":
@@ -439,7 +474,7 @@ class EmbeddedStore(VectorStore):
 
     def _load_chunks(
         self, connection: sqlite3.Connection, *, record_type: str
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Row]]:
         assert self._params is not None
         cursor = connection.cursor()
         cursor.row_factory = None
@@ -449,19 +484,21 @@ class EmbeddedStore(VectorStore):
         ids = np.empty(total, dtype=np.int64)
         vectors = np.empty((total, self._params.dimension), dtype=np.float32)
         orgs = np.empty(total, dtype=np.int32)
+        rows: list[Row] = []
         cursor.execute(
-            "SELECT c.id, c.vector, r.organization_id FROM chunks c JOIN records r ON r.rid = c.rid"
+            f"SELECT c.id, c.vector, r.organization_id, {_ROW_SQL} FROM chunks c JOIN records r ON r.rid = c.rid"
             " WHERE r.record_type = ? ORDER BY c.id",
             (record_type,),
         )
         at = 0
-        while rows := cursor.fetchmany(10_000):
-            end = at + len(rows)
-            ids[at:end] = [row[0] for row in rows]
-            vectors[at:end] = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32).reshape(len(rows), -1)
-            orgs[at:end] = [self._org_code(row[2]) for row in rows]
+        while batch := cursor.fetchmany(10_000):
+            end = at + len(batch)
+            ids[at:end] = [row[0] for row in batch]
+            vectors[at:end] = np.frombuffer(b"".join(row[1] for row in batch), dtype=np.float32).reshape(len(batch), -1)
+            orgs[at:end] = [self._org_code(row[2]) for row in batch]
+            rows += [row[3:] for row in batch]
             at = end
-        return ids[:at], vectors[:at], orgs[:at]
+        return ids[:at], vectors[:at], orgs[:at], rows
 
     async def snapshot(self) -> None:
         """Persist the indexes that changed (also done on close and every ``snapshot_every`` adds)."""
@@ -533,7 +570,8 @@ class EmbeddedStore(VectorStore):
                         json.dumps(dict(record.metadata)),
                     ),
                 ).lastrowid
-                group = added.setdefault(record.record_type, (record.record_type, [], [], []))
+                group = added.setdefault(record.record_type, (record.record_type, [], [], [], []))
+                row = _column_row(record)
                 for chunk, vector in chunks:
                     chunk_row = connection.execute(
                         "INSERT INTO chunks (rid, chunk_index, chunk_total, text, vector) VALUES (?, ?, ?, ?, ?)",
@@ -542,6 +580,7 @@ class EmbeddedStore(VectorStore):
                     group[1].append(int(chunk_row))  # type: ignore[arg-type]
                     group[2].append(vector)
                     group[3].append(record.organization_id)
+                    group[4].append(row)
             return removed, list(added.values())
 
         async with self._write_lock:
@@ -602,7 +641,7 @@ class EmbeddedStore(VectorStore):
             if index is not None:
                 async with index.lock.write():
                     index.kill(np.sort(np.asarray(chunks, dtype=np.int64)))
-        for record_type, ids, vectors, orgs in added:
+        for record_type, ids, vectors, orgs, rows in added:
             if not ids:
                 continue
             index = self._indexes.get(record_type)
@@ -610,7 +649,7 @@ class EmbeddedStore(VectorStore):
                 index = self._indexes[record_type] = _TypeIndex(params, _TypeIndex.new_hnsw(params), len(ids))
             codes = np.asarray([self._org_code(org) for org in orgs], dtype=np.int32)
             async with index.lock.write():
-                await self._offload(index.append, np.asarray(ids, dtype=np.int64), np.stack(vectors), codes)
+                await self._offload(index.append, np.asarray(ids, dtype=np.int64), np.stack(vectors), codes, rows)
             if index.unsaved >= self._snapshot_every:
                 try:
                     async with index.lock.read():
@@ -638,7 +677,7 @@ class EmbeddedStore(VectorStore):
         if index is None or org is None or k <= 0:
             return []
         candidates: np.ndarray | None = None
-        if where:
+        if where and (self.filter_target == "sql" or not can_compile(where)):
             sql, sql_params = compile_filter(where)
             chunk_ids = await self._db.run(
                 lambda c: _fetch_ids(
@@ -650,7 +689,9 @@ class EmbeddedStore(VectorStore):
             )
             candidates = index.positions(np.sort(chunk_ids))
         async with index.lock.read():
-            top = await self._offload(index.search, query, org, candidates, k)
+            top = await self._offload(
+                partial(index.search, query, org, k, where=where if candidates is None else None, candidates=candidates)
+            )
         if min_score is not None:
             top = [(chunk, score) for chunk, score in top if score >= min_score]
         return await self._hydrate(top)

@@ -14,7 +14,9 @@ SQLite's ASCII-only ``lower``/``LIKE`` are not.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from datetime import datetime
 from typing import Any
 
 from memory_plugin.dates import to_micros
@@ -52,6 +54,8 @@ def compile_filter(where: Filter) -> tuple[str, list[Any]]:
 
 
 def _compile_condition(condition: Condition) -> tuple[str, list[Any]]:
+    if condition.op in ("eq", "in") and len(condition.values) > 1:
+        return _one_of(condition)
     alternatives: list[str] = []
     params: list[Any] = []
     for value in condition.values:
@@ -62,6 +66,38 @@ def _compile_condition(condition: Condition) -> tuple[str, list[Any]]:
         alternatives.append(sql)
         params.extend(value_params)
     return " OR ".join(alternatives) or "0", params
+
+
+def _one_of(condition: Condition) -> tuple[str, list[Any]]:
+    """``field IN (values)`` as one JSON array parameter read by ``json_each``.
+
+    However many values there are, the expression keeps the same small depth
+    and a handful of parameters (one ``OR`` per value would hit SQLite's
+    expression-depth limit near a thousand values).
+    """
+    listed = "IN (SELECT value FROM json_each(?))"
+    if not condition.is_metadata:
+        if condition.field not in TOP_LEVEL_FIELDS:
+            raise ValueError(f"unknown filter field {condition.field!r}")
+        values = [to_micros(v) if isinstance(v, datetime) else v for v in condition.values]
+        return f"r.{condition.field} {listed}", [json.dumps(values)]
+    key = condition.field[len("metadata.") :]
+    if not FIELD_NAME.fullmatch(key):
+        raise ValueError(f"invalid metadata key {key!r}")
+    path = f'$."{key}"'
+    kind, extracted = "json_type(r.metadata, ?)", "json_extract(r.metadata, ?)"
+    texts = [str(value) for value in condition.values]
+    options = [f"({kind} = 'text' AND {extracted} {listed})"]
+    params: list[Any] = [path, path, json.dumps(texts)]
+    booleans = [text for text in texts if text in ("true", "false")]
+    if booleans:
+        options.append(f"{kind} {listed}")
+        params += [path, json.dumps(booleans)]
+    numbers = [number for number in map(as_number, texts) if number is not None]
+    if numbers:
+        options.append(f"({kind} IN ('integer', 'real') AND {extracted} {listed})")
+        params += [path, path, json.dumps(numbers)]
+    return " OR ".join(options), params
 
 
 def _top_level(field: str, op: str, value: Any) -> tuple[str, list[Any]]:

@@ -64,6 +64,11 @@ class Filter:
 
 # --- Parsing -----------------------------------------------------------------
 
+#: The most values one ``filter[field][in]`` may list (documented in README); more is a 400 naming it.
+MAX_IN_VALUES = 1000
+#: The most ``filter[...]`` parameters one request may carry.
+MAX_CONDITIONS = 64
+
 _KEY = re.compile(r"filter\[([^\[\]]*)\](?:\[([^\[\]]*)\])?")
 #: A field or metadata key: safe in SQL JSON paths and OpenSearch field names alike.
 FIELD_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -77,7 +82,9 @@ def parse_filters(params: Iterable[tuple[str, str]]) -> Filter:
     pass the whole query string.  Every rejection is an ``InvalidArgument``
     naming the offending parameter.  Values:
 
-    * ``in`` splits on commas and drops empty items; an empty value is a 400.
+    * ``in`` splits on commas and drops empty items; an empty value is a 400,
+      and so are more than :data:`MAX_IN_VALUES` values or more than
+      :data:`MAX_CONDITIONS` filter parameters.
     * Dates (``record_created_at``, ``ingested_at``) become aware UTC datetimes;
       ``Z``, offsets and date-only (midnight UTC) are accepted, a time without
       an offset is taken as UTC.  ``contains`` on a date is a 400.
@@ -102,6 +109,12 @@ def parse_filters(params: Iterable[tuple[str, str]]) -> Filter:
         items = [item for item in raw.split(",") if item] if op == "in" else ([raw] if raw else [])
         if not items:
             raise InvalidArgument(f"filter '{key}' needs a value", parameter=key)
+        if len(items) > MAX_IN_VALUES:
+            raise InvalidArgument(
+                f"filter '{key}' lists {len(items)} values; at most {MAX_IN_VALUES} are allowed", parameter=key
+            )
+        if len(conditions) == MAX_CONDITIONS:
+            raise InvalidArgument(f"at most {MAX_CONDITIONS} filter parameters are allowed", parameter=key)
         if field in DATE_FIELDS:
             if op == "contains":
                 raise InvalidArgument(f"'contains' does not apply to the date field '{name}'", parameter=key)
@@ -116,9 +129,8 @@ def parse_instant(text: str, *, parameter: str) -> datetime:
     """An ISO 8601 instant as an aware UTC datetime (naive means UTC); a 400 naming ``parameter`` if malformed."""
     try:
         return dates.parse_instant(text)
-    except ValueError:
-        reason = f"malformed date '{text}': use ISO 8601, e.g. 2026-01-01T00:00:00Z"
-        raise InvalidArgument(reason, parameter=parameter) from None
+    except dates.DateError as error:
+        raise InvalidArgument(f"malformed date in '{parameter}': {error}", parameter=parameter) from None
 
 
 def as_number(text: str) -> float | None:

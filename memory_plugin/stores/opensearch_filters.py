@@ -63,6 +63,8 @@ def _condition(condition: Condition) -> dict[str, Any]:
         key = condition.field[len("metadata.") :]
         if not FIELD_NAME.fullmatch(key):
             raise ValueError(f"invalid metadata key {key!r}")
+        if condition.op in ("eq", "in") and len(condition.values) > 1:
+            return _metadata_one_of(key, [str(value) for value in condition.values])
         return _any([clause for value in condition.values for clause in _metadata(key, condition.op, str(value))])
     field = condition.field
     if field not in TOP_LEVEL_FIELDS:  # never let a hand-built Condition name an arbitrary field
@@ -80,6 +82,19 @@ def _condition(condition: Condition) -> dict[str, Any]:
     if condition.op == "contains":
         return _any([contains_query(f"fold.{field}", value) for value in values])
     return _any([{"range": {field: {condition.op: value}}} for value in values])
+
+
+def _metadata_one_of(key: str, values: list[str]) -> dict[str, Any]:
+    """Many values as at most three ``terms`` queries (one per JSON type), never a clause per value:
+    OpenSearch refuses a bool of more than ``indices.query.bool.max_clause_count`` (1024) clauses."""
+    clauses: list[dict[str, Any]] = [{"terms": {f"meta_str.{key}": values}}]
+    booleans = [value == "true" for value in values if value in ("true", "false")]
+    if booleans:
+        clauses.append({"terms": {f"meta_bool.{key}": booleans}})
+    numbers = [number for number in map(as_number, values) if number is not None]
+    if numbers:
+        clauses.append({"terms": {f"meta_num.{key}": numbers}})
+    return _any(clauses)
 
 
 def _metadata(key: str, op: str, value: str) -> list[dict[str, Any]]:

@@ -328,7 +328,9 @@ async def test_delete_by_user_erases_everything_of_that_user(client, admin):
     )
     response = await client.delete(BASE, params={"filter[user_id]": "user-1"}, headers=admin.headers)
     assert response.status == 200
-    assert await response.json() == {"data": {"deleted_records": 2, "deleted_chunks": 2}}
+    assert await response.json() == {
+        "data": {"deleted_records": 2, "deleted_chunks": 2, "deleted_memories": 0, "deleted_messages": 0}
+    }
     remaining = await search(client, admin, q="text", top_k=100)
     assert [i["record_id"] for i in remaining["data"]] == ["b1"]
     response = await client.delete(BASE, headers=admin.headers)
@@ -415,7 +417,12 @@ async def test_a_users_key_sees_and_writes_only_that_users_records(client, admin
     assert [(i["record_id"], i["user_id"]) for i in own["data"]] == [("mine", "alice")]
     assert (await client.delete(f"{BASE}/for-bob", headers=alice.headers)).status == 404
     erased = await client.delete(BASE, params={"filter[user_id]": "bob"}, headers=alice.headers)
-    assert (await erased.json())["data"] == {"deleted_records": 0, "deleted_chunks": 0}
+    assert (await erased.json())["data"] == {
+        "deleted_records": 0,
+        "deleted_chunks": 0,
+        "deleted_memories": 0,
+        "deleted_messages": 0,
+    }
     everyone = await search(client, admin, q="broken handset", top_k=100)
     assert {i["record_id"] for i in everyone["data"]} == {"mine", "for-bob"}
 

@@ -87,7 +87,9 @@ async def test_every_operation_in_process(mp):
     assert await mp.delete_record(ALICE, "call-2") == 1
     erased = await mp.erase_user(Principal("org-1"), "alice")
     assert erased.records == 3  # call-1 and the two bridged interactions
-    await mp.delete_conversation(ALICE, conversation.conversation_id)
+    assert (erased.memories, erased.messages) == (1, 2)  # the erasure takes her memory too
+    with pytest.raises(NotFound):
+        await mp.delete_conversation(ALICE, conversation.conversation_id)
     with pytest.raises(NotFound):
         await mp.get_conversation(ALICE, conversation.conversation_id)
 

@@ -156,7 +156,12 @@ async def test_cross_organisation_on_history_paths(client, admin, other_admin):
     erased = await client.delete(
         "/v2/ai/conversation_histories", params={"filter[record_id]": "r-1"}, headers=other_admin.headers
     )
-    assert (await erased.json())["data"] == {"deleted_records": 0, "deleted_chunks": 0}
+    assert (await erased.json())["data"] == {
+        "deleted_records": 0,
+        "deleted_chunks": 0,
+        "deleted_memories": 0,
+        "deleted_messages": 0,
+    }
     # An attempt to write over another organisation's record id writes a record of one's own.
     assert (
         await client.post(

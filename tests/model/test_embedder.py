@@ -125,7 +125,7 @@ def test_int8_variant_is_close(model_dir: Path, embedder: Embedder) -> None:
     q8 = Embedder.from_dir(model_dir, precision="int8")
     texts = FIDELITY_TEXTS[1:12]
     cos = (q8.passage(texts) * embedder.passage(texts)).sum(axis=1)
-    assert cos.min() > 0.95
+    assert cos.min() > 0.995  # per-channel weights: int8 must stay this close to fp32
 
 
 def test_unknown_precision_is_rejected(model_dir: Path) -> None:

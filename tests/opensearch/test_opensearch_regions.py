@@ -15,6 +15,9 @@ from opensearchpy import AsyncOpenSearch
 
 from memory_plugin.app import create_app
 from memory_plugin.settings import OpenSearchRegion, Settings
+from memory_plugin.stores.filters import MAX_IN_VALUES
+from tests.conftest import make_caller
+from tests.support.erasure import erasure_scenario
 
 pytestmark = pytest.mark.opensearch
 
@@ -99,7 +102,12 @@ async def test_organisations_stay_apart(client, admin, other_admin) -> None:  # 
         widened = await search(client, caller, q="charged twice", **{"filter[organization_id]": "org-2"})
         assert {hit["organization_id"] for hit in widened["data"]} <= {caller.organization_id}
     response = await client.delete(BASE, params={"filter[user_id]": "u-1"}, headers=admin.headers)
-    assert (await response.json())["data"] == {"deleted_records": 2, "deleted_chunks": 2}
+    assert (await response.json())["data"] == {
+        "deleted_records": 2,
+        "deleted_chunks": 2,
+        "deleted_memories": 0,
+        "deleted_messages": 0,
+    }
     assert (await search(client, admin, q="charged twice"))["data"] == []
     assert len((await search(client, other_admin, q="charged twice"))["data"]) == 2
 
@@ -125,6 +133,39 @@ async def test_injection_values_match_literally(client, admin) -> None:  # type:
     for bad in ("filter[a.b]", "filter[data.metadata.note]", "filter[x][y][z]", "filter[note[0]]"):
         response = await client.get(BASE, params={"record_type": "voice", "q": "x", bad: "1"}, headers=admin.headers)
         assert response.status == 400, bad
+
+
+async def test_the_largest_in_list_is_one_terms_query_per_type(client, admin) -> None:  # type: ignore[no-untyped-def]
+    """1000 values (the documented maximum) on both clusters: no region fails (max_clause_count is 1024)."""
+    await ingest(
+        client,
+        admin,
+        [
+            record("in-de", "USA", BILLING, metadata={"lang": "de", "minutes": 7}),
+            record("in-fr", "DEU", ROUTER, metadata={"lang": "fr", "minutes": 8}, user_id="u-2"),
+        ],
+    )
+    for name, values, expected in (
+        ("filter[lang][in]", [str(i) for i in range(MAX_IN_VALUES - 2)] + ["de", "fr"], ["in-de", "in-fr"]),
+        ("filter[minutes][in]", [str(i) for i in range(100, 100 + MAX_IN_VALUES - 1)] + ["8"], ["in-fr"]),
+        ("filter[user_id][in]", [str(i) for i in range(MAX_IN_VALUES - 1)] + ["u-2"], ["in-fr"]),
+    ):
+        body = await search(client, admin, q="call", top_k="100", **{name: ",".join(values)})
+        assert "failed_regions" not in body["meta"], body
+        assert sorted(hit["record_id"] for hit in body["data"]) == expected, name
+    too_many = ",".join(str(i) for i in range(MAX_IN_VALUES + 1))
+    body = await search(client, admin, status=400, q="call", **{"filter[lang][in]": too_many})
+    assert body["errors"][0]["source"]["parameter"] == "filter[lang][in]"
+    users = ",".join([str(i) for i in range(MAX_IN_VALUES - 1)] + ["u-2"])
+    response = await client.delete(BASE, params={"filter[user_id][in]": users}, headers=admin.headers)
+    assert response.status == 200, await response.text()
+    assert (await response.json())["data"]["deleted_records"] == 1
+    body = await search(client, admin, q="call", top_k="100")
+    assert [hit["record_id"] for hit in body["data"]] == ["in-de"]
+
+
+async def test_erasing_a_user_takes_their_memory_on_opensearch_too(client, keys, admin, alice, bob) -> None:  # type: ignore[no-untyped-def]
+    await erasure_scenario(client, admin, alice, bob, make_caller(keys, "org-2", "alice"))
 
 
 async def test_unreachable_region_fails_fast(aiohttp_client, regions: Settings, embedder, admin) -> None:  # type: ignore[no-untyped-def]

@@ -90,6 +90,42 @@ def exact_hits(
     return scored[:k]
 
 
+async def replace_and_delete(
+    store: VectorStore, dataset: list[tuple[Record, list[Chunk]]]
+) -> list[tuple[Record, list[Chunk]]]:
+    """Rewrite every third record with other field values (some change type), delete some; return the survivors.
+
+    Each rewritten record differs in every filterable top-level field, so a
+    store that filters on a stale copy of a record's fields gives itself away.
+    """
+    rng = np.random.default_rng(13)
+    current = {(record.organization_id, record.record_id): (record, chunks) for record, chunks in dataset}
+    rewritten: list[tuple[Record, list[Chunk]]] = []
+    for record, _ in list(current.values())[::3]:
+        i = int(record.record_id[-3:])
+        new = replace(
+            record,
+            record_type=TYPES[(i // 3) % 2],
+            user_id=None if record.user_id else f"user-{(i + 1) % 4}",
+            region=REGIONS[(i + 1) % 4],
+            document_id=None if record.document_id else f"doc-{(i + 1) % 3}",
+            retention="Long Term" if record.retention == "short" else "short",
+            record_created_at=record.record_created_at + timedelta(days=9, microseconds=3),
+            ingested_at=record.ingested_at + timedelta(days=9),
+        )
+        total = 1 + (i + 1) % 3
+        vectors = unit(rng, total)
+        chunks = [Chunk(j, total, f"Text {i} rewritten part {j}", vectors[j]) for j in range(total)]
+        rewritten.append((new, chunks))
+        current[(record.organization_id, record.record_id)] = (new, chunks)
+    await store.write_records(rewritten)
+    for key in list(current)[1::5]:
+        assert await store.delete_record(*key) == len(current.pop(key)[1])
+    gone = parse_filters([("filter[user_id]", "user-2")])
+    await store.delete_matching("org-a", gone)
+    return [item for key, item in current.items() if not (key[0] == "org-a" and matches(gone, item[0]))]
+
+
 def as_pairs(hits: Sequence[Hit]) -> list[tuple[str, float]]:
     return [(hit.id, hit.score) for hit in hits]
 
@@ -173,6 +209,22 @@ class StoreContract:
                         hit.record.organization_id == org and hit.record.record_type == record_type for hit in hits
                     )
                     assert all(matches(where, hit.record) for hit in hits)
+
+    async def test_filters_after_replaces_and_deletes(
+        self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]
+    ) -> None:
+        survivors = await replace_and_delete(loaded, dataset)
+        await self.assert_filters_match(loaded, survivors)
+
+    async def assert_filters_match(self, store: VectorStore, items: list[tuple[Record, list[Chunk]]]) -> None:
+        """Every filter case, both orgs and types: the store's hits are the brute-force ones over ``items``."""
+        query = unit(np.random.default_rng(17), 1)[0]
+        for params in FILTER_PARAMS:
+            where = parse_filters(params)
+            for org in ORGS:
+                for record_type in TYPES:
+                    hits = await store.search(org, record_type, query, where, 100)
+                    self.assert_same(hits, exact_hits(items, org, record_type, query, where, 100))
 
     async def test_k_truncation_and_min_score(
         self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]

@@ -53,3 +53,82 @@ async def test_queries_jump_the_passage_queue_and_long_passages_batch_small():
     assert sum(len(texts) for texts in passage_batches) == 8
     assert all(sum(map(len, texts)) <= 10_000 for texts in passage_batches)
     assert max(len(texts) for texts in passage_batches) == 2
+
+
+class CountingEmbedder:
+    """Instant and deterministic; numbers each batch so a test can tell when a job finished."""
+
+    dimension = 4
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def query(self, texts: Sequence[str]) -> np.ndarray:
+        return self.passage(texts)
+
+    def passage(self, texts: Sequence[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        return np.full((len(texts), self.dimension), len(self.batches), np.float32)
+
+
+async def finished_in_batch(batcher: AsyncEmbedder, job: asyncio.Future[np.ndarray]) -> int:
+    """The batch number (1-based) whose result completed ``job``'s last text."""
+    return int((await job).max())
+
+
+async def test_a_small_job_after_a_big_one_waits_a_bounded_number_of_batches():
+    inner = CountingEmbedder()
+    batcher = AsyncEmbedder(inner, max_batch=8, max_wait_ms=0, max_batch_chars=100_000)
+    try:
+        big = asyncio.ensure_future(batcher.passages([f"bulk {n}" for n in range(800)], tenant="org-bulk"))
+        while len(inner.batches) < 3:  # the bulk load is under way
+            await asyncio.sleep(0.001)
+        small = asyncio.ensure_future(batcher.passages(["one interaction"], tenant="org-small"))
+        submitted_at = len(inner.batches)
+        small_batch = await finished_in_batch(batcher, small)
+        await big
+    finally:
+        await batcher.close()
+    # one batch may already be running, the next one carries the small job
+    assert small_batch - submitted_at <= 2
+    assert len(inner.batches) == -(-801 // 8)  # fairness costs no batching: every batch but one is full
+
+
+async def test_tenants_share_by_characters_and_requests_within_a_tenant_share_too():
+    inner = CountingEmbedder()
+    batcher = AsyncEmbedder(inner, max_batch=4, max_wait_ms=50, max_batch_chars=100_000)
+    try:
+        jobs = {
+            "a-big": batcher.passages(["a" * 100] * 40, tenant="a"),
+            "a-small": batcher.passages(["a" * 100] * 2, tenant="a"),
+            "b-long": batcher.passages(["b" * 400] * 10, tenant="b"),
+            "c-short": batcher.passages(["c" * 10] * 20, tenant="c"),
+        }
+        done = dict(zip(jobs, await asyncio.gather(*jobs.values())))
+    finally:
+        await batcher.close()
+    last = {name: int(vectors.max()) for name, vectors in done.items()}
+    # c's 200 characters finish long before a's 4,200 and b's 4,000
+    assert last["c-short"] < last["a-big"] and last["c-short"] < last["b-long"]
+    # a's second request is not stuck behind a's first
+    assert last["a-small"] * 2 <= len(inner.batches)
+    # characters, not texts, are shared: b's texts are 4x longer, so b gets about a quarter as many per turn
+    early = [text[0] for batch in inner.batches[:6] for text in batch]
+    assert early.count("a") >= 2 * early.count("b") > 0
+
+
+async def test_results_keep_input_order_and_queries_still_go_first():
+    inner = CountingEmbedder()
+    batcher = AsyncEmbedder(inner, max_batch=2, max_wait_ms=20, max_batch_chars=100_000)
+    try:
+        ingest = asyncio.ensure_future(batcher.passages([f"t{n}" for n in range(10)], tenant="a"))
+        other = asyncio.ensure_future(batcher.passages(["u0", "u1", "u2"], tenant="b"))
+        query = asyncio.ensure_future(batcher.query("where"))  # queued last, in the same turn
+        await asyncio.gather(ingest, other, query)
+    finally:
+        await batcher.close()
+    assert inner.batches[0] == ["where"]
+    flat = [text for batch in inner.batches[1:] for text in batch]
+    assert [t for t in flat if t[0] == "t"] == [f"t{n}" for n in range(10)]
+    assert [t for t in flat if t[0] == "u"] == ["u0", "u1", "u2"]
+    assert flat.index("u2") < flat.index("t4")  # b was interleaved with a, not queued behind it

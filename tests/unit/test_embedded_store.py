@@ -12,7 +12,15 @@ import pytest
 from memory_plugin.stores.embedded import EmbeddedStore
 from memory_plugin.stores.filters import Filter, parse_filters
 from memory_plugin.stores.records import Chunk, Record
-from tests.support.store_contract import DIM, StoreContract, as_pairs, exact_hits, make_dataset, unit
+from tests.support.store_contract import (
+    DIM,
+    StoreContract,
+    as_pairs,
+    exact_hits,
+    make_dataset,
+    replace_and_delete,
+    unit,
+)
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -35,6 +43,38 @@ class TestEmbeddedStoreHnswContract(StoreContract):
         await store.open(DIM)
         yield store
         await store.close()
+
+
+class TestEmbeddedStoreSqlFiltersContract(StoreContract):
+    """The contract again with top-level filters on SQL, the target the columns must agree with."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
+        store = EmbeddedStore(tmp_path / "usa", filter_target="sql")
+        await store.open(DIM)
+        yield store
+        await store.close()
+
+
+async def test_filter_columns_are_rebuilt_from_sqlite(tmp_path: Path) -> None:
+    """After replaces and deletes, the columns reloaded from a snapshot and rebuilt from scratch still agree."""
+    store = EmbeddedStore(tmp_path)
+    await store.open(DIM)
+    await store.write_records(make_dataset())
+    survivors = await replace_and_delete(store, make_dataset())
+    await store.close()
+    contract = StoreContract()
+    for how in ("snapshot", "rebuilt (no snapshot)"):
+        if how != "snapshot":
+            for snapshot in tmp_path.glob("hnsw-*"):
+                snapshot.unlink()
+        reopened = EmbeddedStore(tmp_path, exact_threshold=0, ef_search=256)
+        await reopened.open(DIM)
+        try:
+            assert set(reopened.load_report.values()) == {how}
+            await contract.assert_filters_match(reopened, survivors)
+        finally:
+            await reopened.close()
 
 
 async def test_persists_across_close_and_open(tmp_path: Path) -> None:

@@ -50,8 +50,19 @@ def test_metadata_eq_follows_the_reference_types() -> None:
             }
         }
     ]
-    assert dsl(("filter[x][in]", "a,b")) == [
-        {"bool": {"should": [{"term": {"meta_str.x": "a"}}, {"term": {"meta_str.x": "b"}}], "minimum_should_match": 1}}
+    # Many values: one terms query per JSON type, never a clause per value (max_clause_count).
+    assert dsl(("filter[x][in]", "a,b")) == [{"terms": {"meta_str.x": ["a", "b"]}}]
+    assert dsl(("filter[x][in]", "a,5,true")) == [
+        {
+            "bool": {
+                "should": [
+                    {"terms": {"meta_str.x": ["a", "5", "true"]}},
+                    {"terms": {"meta_bool.x": [True]}},
+                    {"terms": {"meta_num.x": [5.0]}},
+                ],
+                "minimum_should_match": 1,
+            }
+        }
     ]
 
 

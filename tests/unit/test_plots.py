@@ -67,6 +67,13 @@ RESULTS: dict[str, dict[str, Any]] = {
             for op in ("create_interaction", "search")
         },
     },
+    "stall": {
+        "source": "this checkout",
+        "memories": 10,
+        "searchers": 2,
+        "health_idle_ms": [0.8, 1.0, 1.2, 6.0],
+        "health_during_searches_ms": [2.0, 4.0, 9.0, 40.0],
+    },
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,8 +71,9 @@ class Match(Clause):
                 if self.raw is not None and values_equal(v, self.raw):
                     return self.boost
                 doc_tokens.extend(analyze(str(v).lower() if isinstance(v, bool) else str(v)))
+        counts = Counter(doc_tokens)
         wanted = list(dict.fromkeys(self.tokens))
-        matched = [t for t in wanted if t in doc_tokens]
+        matched = [t for t in wanted if counts[t]]
         if self.operator == "and":
             needed = len(wanted)
         else:
@@ -80,7 +82,7 @@ class Match(Clause):
             return None
         # A simple tf-style score: fraction of query terms present, plus a
         # small term-frequency bonus damped by document length.
-        tf = sum(doc_tokens.count(t) for t in matched)
+        tf = sum(counts[t] for t in matched)
         return self.boost * (len(matched) / len(wanted) + tf / (tf + len(doc_tokens) + 1))
 
 
@@ -98,8 +100,9 @@ class MatchPhrase(Clause):
         n = len(self.tokens)
         for v in values:
             toks = analyze(str(v))
+            first = self.tokens[0]
             for i in range(len(toks) - n + 1):
-                if toks[i : i + n] == self.tokens:
+                if toks[i] == first and toks[i : i + n] == self.tokens:
                     return self.boost
         return None
 
@@ -189,7 +192,8 @@ class Pattern(Clause):
     """``prefix`` and ``wildcard``: matched against the raw value and its tokens."""
 
     field: str
-    regex: re.Pattern[str]
+    #: A compiled RE2 pattern (``re2`` ships no type information).
+    regex: Any
     boost: float = 1.0
 
     def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
@@ -277,11 +281,16 @@ def minimum_should_match_count(spec: Any, n: int, *, default: int) -> int:
     return max(0, min(n, needed))
 
 
+#: ``minimum_should_match`` counts clauses: anything beyond an int32 is a 400, not arithmetic on huge numbers.
+MAX_MINIMUM_SHOULD_MATCH = 2**31 - 1
+
+
 def check_minimum_should_match(qname: str, spec: Any) -> Any:
     if spec is None:
         return None
     if isinstance(spec, bool) or not (
-        isinstance(spec, int) or (isinstance(spec, str) and re.fullmatch(r"\s*-?\d+%?\s*", spec))
+        (isinstance(spec, int) and abs(spec) <= MAX_MINIMUM_SHOULD_MATCH)
+        or (isinstance(spec, str) and re.fullmatch(r"\s*-?\d{1,9}%?\s*", spec))
     ):
         raise QueryParsingError(f"[{qname}] query: invalid [minimum_should_match] value [{spec}]")
     return spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,17 +30,30 @@ class DocumentResults:
     total: int
     max_score: float | None
     hits: tuple[DocumentHit, ...]
+    #: The budget ran out: the hits come from the documents examined until then (OpenSearch's ``timed_out``).
+    timed_out: bool = False
 
 
-def execute(query: SearchBody, docs: Iterable[tuple[str, Mapping[str, Any]]]) -> DocumentResults:
+def execute(
+    query: SearchBody, docs: Iterable[tuple[str, Mapping[str, Any]]], *, budget: float | None = None
+) -> DocumentResults:
     """Evaluate ``query`` over ``(id, _source)`` pairs, in their given order.
 
     Default order is ``_score`` descending, ties kept in input order.  Field
     sorts put missing values last (``"missing": "_first"`` to override); a
     multi-valued field sorts by its min (asc) or max (desc).
+
+    ``budget`` bounds the evaluation in seconds of wall time, checked between
+    documents: past it, the documents not yet examined are skipped and the
+    result says ``timed_out``, as OpenSearch does when a search times out.
     """
+    deadline = None if budget is None else time.monotonic() + budget
+    timed_out = False
     matched: list[tuple[int, str, Mapping[str, Any], float]] = []
     for pos, (doc_id, src) in enumerate(docs):
+        if deadline is not None and time.monotonic() >= deadline:
+            timed_out = True
+            break
         score = query.query.score(doc_id, src)
         if score is not None:
             matched.append((pos, doc_id, src, float(score)))
@@ -78,7 +92,7 @@ def execute(query: SearchBody, docs: Iterable[tuple[str, Mapping[str, Any]]]) ->
         hits.append(
             DocumentHit(id=doc_id, score=score if track else None, source=query.source.apply(src), sort=sort_values)
         )
-    return DocumentResults(total=len(matched), max_score=max_score, hits=tuple(hits))
+    return DocumentResults(total=len(matched), max_score=max_score, hits=tuple(hits), timed_out=timed_out)
 
 
 def search_response(
@@ -108,7 +122,7 @@ def search_response(
         hits.append(hit)
     return {
         "took": int(took_ms),
-        "timed_out": False,
+        "timed_out": result.timed_out,
         "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
         "hits": {
             "total": {"value": result.total, "relation": "eq"},

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import re2
+
+from memory_plugin.dates import OUT_OF_RANGE, DateError
 from memory_plugin.errors import InvalidArgument, ParseFailure
 from memory_plugin.memory.dsl.clauses import (
     Bool,
@@ -26,11 +28,14 @@ from memory_plugin.memory.dsl.clauses import (
 from memory_plugin.memory.dsl.sort import SortSpec, parse_sort
 from memory_plugin.memory.dsl.source import SourceFilter, parse_source
 from memory_plugin.memory.dsl.values import (
+    DATE_SHAPED,
     QueryParsingError,
     analyze,
+    as_float,
     check_scalar,
+    checked_date,
+    is_number,
     parse_boost,
-    parse_date,
     single_field,
     token_name,
 )
@@ -263,8 +268,14 @@ def parse_range(body: Any) -> Clause:
 def check_range_bound(value: Any) -> Any:
     if isinstance(value, Mapping | list | tuple):
         raise QueryParsingError(f"[range] query does not support value of type [{token_name(value)}]")
-    if isinstance(value, str) and value.strip().startswith("now") and parse_date(value) is None:
-        raise QueryParsingError(f"failed to parse date field [{value}]")
+    if isinstance(value, str) and DATE_SHAPED.match(value):
+        try:
+            checked_date(value)
+        except DateError as error:
+            detail = f": {error}" if OUT_OF_RANGE in str(error) else ""
+            raise QueryParsingError(f"failed to parse date field [{value}]{detail}") from None
+    if is_number(value) and as_float(value) is None:
+        raise QueryParsingError(f"[range] query: bound [{value}] must be a finite number within a double's range")
     return value
 
 
@@ -281,6 +292,7 @@ def parse_exists(body: Any) -> Clause:
 
 
 def pattern_clause(qname: str, body: Any, translate: Callable[[str], str]) -> Clause:
+    """``prefix``/``wildcard`` compiled for RE2: matching takes time linear in the text, whatever the pattern."""
     fname, value, extra = single_field(qname, body)
     opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"value": value}
     check_options(qname, opts)
@@ -288,30 +300,35 @@ def pattern_clause(qname: str, body: Any, translate: Callable[[str], str]) -> Cl
     if raw is None:
         raise QueryParsingError(f"[{qname}] query malformed, no [value] specified")
     raw = str(check_scalar(qname, raw))
-    flags = re.IGNORECASE | re.DOTALL if opts.get("case_insensitive") else re.DOTALL
-    return Pattern(
-        field=fname,
-        regex=re.compile(translate(raw), flags),
-        boost=parse_boost(qname, opts.get("boost", extra.get("boost", 1.0))),
-    )
+    flags = "(?is)" if opts.get("case_insensitive") else "(?s)"
+    try:
+        regex = re2.compile(flags + translate(raw))
+    except re2.error:
+        raise QueryParsingError(f"[{qname}] query: the pattern is too large to evaluate") from None
+    return Pattern(field=fname, regex=regex, boost=parse_boost(qname, opts.get("boost", extra.get("boost", 1.0))))
 
 
 def wildcard_regex(pattern: str) -> str:
-    out = []
+    """A Lucene wildcard (``*``, ``?``, ``\\`` escapes) as an RE2 pattern; runs of ``*`` collapse to one."""
+    out: list[str] = []
     i = 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
+            out.append(re2.escape(pattern[i + 1]))
             i += 2
             continue
-        out.append(".*" if ch == "*" else "." if ch == "?" else re.escape(ch))
+        if ch == "*":
+            if not out or out[-1] != ".*":
+                out.append(".*")
+        else:
+            out.append("." if ch == "?" else re2.escape(ch))
         i += 1
     return "".join(out)
 
 
 def parse_prefix(body: Any) -> Clause:
-    return pattern_clause("prefix", body, lambda p: re.escape(p) + ".*")
+    return pattern_clause("prefix", body, lambda p: re2.escape(p) + ".*")
 
 
 def parse_wildcard(body: Any) -> Clause:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_plugin.memory.dsl.values import (
-    ISO_DATE,
     MISSING,
     QueryParsingError,
     epoch_millis,
@@ -83,10 +82,9 @@ def sort_key(value: Any) -> tuple[int, Any] | None:
     if is_number(value):
         return (0, float(value))
     if isinstance(value, str):
-        if ISO_DATE.match(value.strip()):
-            dt = parse_date(value)
-            if dt is not None:
-                return (0, epoch_millis(dt))
+        dt = None if value.strip().startswith("now") else parse_date(value)
+        if dt is not None:
+            return (0, epoch_millis(dt))
         return (1, value)
     return None
 

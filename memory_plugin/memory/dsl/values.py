@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
+from memory_plugin.dates import DateError, parse_date_math, parse_instant
 from memory_plugin.errors import InvalidArgument
 
 
@@ -111,72 +112,29 @@ def collect_leaves(value: Any, out: list[Any]) -> None:
         out.append(value)
 
 
-ISO_DATE = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?"
-    r"(Z|[+-]\d{2}:?\d{2})?$"
-)
-DATE_MATH = re.compile(r"^now((?:[+-]\d+[yMwdhHms])*)(?:/([yMwdhHms]))?$")
-DATE_MATH_UNIT = re.compile(r"([+-])(\d+)([yMwdhHms])")
+#: What a date looks like before it is parsed: a range bound of this shape must parse, or it is a 400.
+DATE_SHAPED = re.compile(r"\s*(?:now|\d{1,9}-\d{1,2}-\d{1,2})")
 
 
 def parse_date(value: Any) -> datetime | None:
-    """An aware UTC datetime for an ISO 8601 string or ``now`` date math."""
+    """An aware UTC datetime for an ISO 8601 string or ``now`` date math; None for anything else.
+
+    Both go through :mod:`memory_plugin.dates`, so dates are as strict and as
+    bounded here as everywhere else.
+    """
     if not isinstance(value, str):
         return None
-    text = value.strip()
-    m = ISO_DATE.match(text)
-    if m:
-        year, month, day, hh, mm, ss, frac, tz = m.groups()
-        try:
-            micro = int((frac or "0")[:6].ljust(6, "0"))
-            dt = datetime(int(year), int(month), int(day), int(hh or 0), int(mm or 0), int(ss or 0), micro)
-        except ValueError:
-            return None
-        if tz and tz != "Z":
-            sign = 1 if tz[0] == "+" else -1
-            digits = tz[1:].replace(":", "")
-            offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-            dt = (dt - sign * offset).replace(tzinfo=UTC)
-        else:
-            dt = dt.replace(tzinfo=UTC)
-        return dt
-    m = DATE_MATH.match(text)
-    if m:
-        dt = datetime.now(UTC)
-        for sign, amount, unit in DATE_MATH_UNIT.findall(m.group(1)):
-            dt = add_calendar_units(dt, int(amount) * (1 if sign == "+" else -1), unit)
-        if m.group(2):
-            dt = round_down(dt, m.group(2))
-        return dt
-    return None
+    try:
+        return checked_date(value)
+    except DateError:
+        return None
 
 
-def add_calendar_units(dt: datetime, n: int, unit: str) -> datetime:
-    if unit == "y":
-        return dt.replace(year=dt.year + n)
-    if unit == "M":
-        month = dt.month - 1 + n
-        return dt.replace(year=dt.year + month // 12, month=month % 12 + 1, day=min(dt.day, 28))
-    seconds = {"w": 604800, "d": 86400, "h": 3600, "H": 3600, "m": 60, "s": 1}[unit]
-    return dt + timedelta(seconds=n * seconds)
-
-
-def round_down(dt: datetime, unit: str) -> datetime:
-    if unit == "y":
-        return dt.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
-    if unit == "M":
-        return dt.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    if unit == "w":
-        dt = dt - timedelta(days=dt.weekday())
-        return dt.replace(hour=0, minute=0, second=0, microsecond=0)
-    if unit == "d":
-        return dt.replace(hour=0, minute=0, second=0, microsecond=0)
-    if unit in ("h", "H"):
-        return dt.replace(minute=0, second=0, microsecond=0)
-    if unit == "m":
-        return dt.replace(second=0, microsecond=0)
-    return dt.replace(microsecond=0)
+def checked_date(text: str) -> datetime:
+    """``text`` as an instant; :class:`DateError` when it is malformed or outside years 0001-9999."""
+    if text.strip().startswith("now"):
+        return parse_date_math(text, datetime.now(UTC))
+    return parse_instant(text)
 
 
 def epoch_millis(dt: datetime) -> float:
@@ -184,15 +142,14 @@ def epoch_millis(dt: datetime) -> float:
 
 
 def as_float(value: Any) -> float | None:
-    if is_number(value):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            f = float(value)
-        except ValueError:
-            return None
-        return f if math.isfinite(f) else None
-    return None
+    """``value`` as a finite float, or None (non-numbers, NaN, infinities, integers too large for a double)."""
+    if not (is_number(value) or isinstance(value, str)):
+        return None
+    try:
+        f = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return f if math.isfinite(f) else None
 
 
 def values_equal(field_value: Any, wanted: Any, case_insensitive: bool = False) -> bool:
@@ -214,7 +171,7 @@ def values_equal(field_value: Any, wanted: Any, case_insensitive: bool = False) 
     if a_s == b_s or (case_insensitive and a_s.lower() == b_s.lower()):
         return True
     a_dt, b_dt = parse_date(a_s), parse_date(b_s)
-    return a_dt is not None and b_dt is not None and ISO_DATE.match(b_s) is not None and a_dt == b_dt
+    return a_dt is not None and b_dt is not None and not b_s.strip().startswith("now") and a_dt == b_dt
 
 
 def check_scalar(qname: str, value: Any) -> Any:

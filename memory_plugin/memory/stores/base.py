@@ -8,7 +8,9 @@ row of another owner is treated as if it did not exist.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memory_plugin.auth import Principal
@@ -72,6 +74,10 @@ class MemoryStore(abc.ABC):
         """Merge ``changes`` in as a partial document update does; None if unknown."""
 
     @abc.abstractmethod
+    async def erase_user(self, owner: Principal) -> tuple[int, int]:
+        """Delete every memory and message (traces included) ``owner`` has; ``(memories, messages)`` removed."""
+
+    @abc.abstractmethod
     async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
         """Run a 2.12+ ``_search`` over the owner's memories; nothing beyond the owner can match."""
 
@@ -83,15 +89,29 @@ class MemoryStore(abc.ABC):
         return {"status": "green"}
 
 
-def evaluate_conversations(query: SearchBody, conversations: Iterable[Conversation]) -> DocumentResults:
-    """``query`` evaluated in Python over ``conversations``, as ml-commons' stored documents.
+#: Seconds one ``_search`` may spend evaluating its query before it answers ``timed_out``.
+EVALUATION_BUDGET_SECONDS = 2.0
+#: Query evaluation runs here, never on the event loop; two threads bound how
+#: much CPU (and GIL) concurrent searches can take from everything else.
+_EVALUATION = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsl")
+
+
+async def _evaluate(query: SearchBody, documents: Callable[[], list[tuple[str, dict[str, Any]]]]) -> DocumentResults:
+    budget = EVALUATION_BUDGET_SECONDS
+    return await asyncio.get_running_loop().run_in_executor(
+        _EVALUATION, lambda: execute(query, documents(), budget=budget)
+    )
+
+
+async def evaluate_conversations(query: SearchBody, conversations: Iterable[Conversation]) -> DocumentResults:
+    """``query`` evaluated over ``conversations``, as ml-commons' stored documents, off the loop and within budget.
 
     Ties keep the given order, so pass them oldest first (insertion order).
     """
-    return execute(query, [(c.conversation_id, memory_source(c)) for c in conversations])
+    return await _evaluate(query, lambda: [(c.conversation_id, memory_source(c)) for c in conversations])
 
 
-def evaluate_interactions(query: SearchBody, interactions: Iterable[Interaction]) -> DocumentResults:
-    """``query`` evaluated in Python over ``interactions`` (oldest first), as ml-commons' stored documents."""
+async def evaluate_interactions(query: SearchBody, interactions: Iterable[Interaction]) -> DocumentResults:
+    """``query`` evaluated over ``interactions`` (oldest first), as ml-commons' stored documents."""
     ordered = sorted(interactions, key=lambda i: i.create_time)
-    return execute(query, [(i.interaction_id, message_source(i)) for i in ordered])
+    return await _evaluate(query, lambda: [(i.interaction_id, message_source(i)) for i in ordered])

@@ -446,6 +446,13 @@ class OpenSearchMemoryStore(MemoryStore):
         hits = await delete_by_query(self.client, self.message_index, query)
         return sorted(hit["_id"] for hit in hits)
 
+    async def erase_user(self, owner: Principal) -> tuple[int, int]:
+        query = {"bool": {"filter": _owner_filter(owner)}}
+        # Messages first: a crash between the two leaves memories to erase again, never orphan messages.
+        messages = await delete_by_query(self.client, self.message_index, query)
+        memories = await delete_by_query(self.client, self.meta_index, query)
+        return len(memories), len(messages)
+
     # -- interactions --------------------------------------------------------------------------
 
     async def add_interaction(self, interaction: Interaction) -> bool:
@@ -529,10 +536,10 @@ class OpenSearchMemoryStore(MemoryStore):
     # Python query evaluation keeps for hits that score alike.
 
     async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
-        return evaluate_conversations(query, await self.all_conversations(owner))
+        return await evaluate_conversations(query, await self.all_conversations(owner))
 
     async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
-        return evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
+        return await evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
 
     async def all_conversations(self, owner: Principal) -> list[Conversation]:
         sort = [{"create_time": {"order": "asc"}}, {"memory_id": {"order": "asc"}}]

@@ -230,6 +230,14 @@ class SqliteMemoryStore(MemoryStore):
 
         return await self.db.write(delete)
 
+    async def erase_user(self, owner: Principal) -> tuple[int, int]:
+        def erase(c: sqlite3.Connection) -> tuple[int, int]:
+            messages = c.execute(f"DELETE FROM interactions WHERE {_OWNER}", _owner_params(owner)).rowcount
+            memories = c.execute(f"DELETE FROM conversations WHERE {_OWNER}", _owner_params(owner)).rowcount
+            return memories, messages
+
+        return await self.db.write(erase)
+
     async def add_interaction(self, interaction: Interaction) -> bool:
         organization_id, user_id = _owner_params(interaction.owner)
         created = isoformat(interaction.create_time)
@@ -334,10 +342,10 @@ class SqliteMemoryStore(MemoryStore):
         return await self.db.write(update)
 
     async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
-        return evaluate_conversations(query, await self.all_conversations(owner))
+        return await evaluate_conversations(query, await self.all_conversations(owner))
 
     async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
-        return evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
+        return await evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
 
     async def all_conversations(self, owner: Principal) -> list[Conversation]:
         sql = f"SELECT * FROM conversations WHERE {_OWNER}"

@@ -14,15 +14,7 @@ from aiohttp import web
 from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, parse_memory_type
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.web import (
-    SEARCH_PARAMS,
-    check_params,
-    json_response,
-    principal_of,
-    read_json,
-    read_json_object,
-    search_body,
-)
+from memory_plugin.web import check_params, json_response, principal_of, read_json, read_json_object, search_body
 
 AGENTIC = web.AppKey("agentic", AgenticService)
 CONTAINER = BASE + "/{memory_container_id}"
@@ -58,7 +50,7 @@ async def create_container(request: web.Request) -> web.Response:
 @routes.route("*", BASE + "/_search")
 async def search_containers(request: web.Request) -> web.Response:
     _search_methods(request)
-    check_params(request, SEARCH_PARAMS)
+    check_params(request)
     return json_response(await _service(request).search_containers(principal_of(request), await search_body(request)))
 
 
@@ -125,7 +117,7 @@ async def create_session(request: web.Request) -> web.Response:
 @routes.route("*", TYPED + "/_search")
 async def search_memories(request: web.Request) -> web.Response:
     _search_methods(request)
-    check_params(request, SEARCH_PARAMS)
+    check_params(request)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
     body = await search_body(request)
     return json_response(

@@ -169,7 +169,8 @@ class AgenticService:
         self._infer_wakeup = asyncio.Event()
         self._embed_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
-        self._idle = asyncio.Event()
+        #: Background drains in progress: a store's queue can look empty while a drain's write is in flight.
+        self._draining = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -196,6 +197,7 @@ class AgenticService:
         while True:
             await wakeup.wait()
             wakeup.clear()
+            self._draining += 1
             try:
                 await drain()
             except asyncio.CancelledError:
@@ -204,13 +206,18 @@ class AgenticService:
                 log.exception("agentic background work failed; retrying")
                 await asyncio.sleep(1.0)
                 wakeup.set()
+            finally:
+                self._draining -= 1
 
     async def settled(self, timeout: float = 60.0) -> None:
         """Wait until no embedding or infer work is queued (tests and benchmarks)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            # On OpenSearch a bulk that adds memories and drops their job becomes visible shard by shard,
+            # so the queues alone can look empty mid-write: a drain in progress or pending is not settled.
+            busy = self._draining or self._embed_wakeup.is_set() or self._infer_wakeup.is_set()
             # Jobs first: a job's changes (pending embeddings) commit in the transaction that drops it.
-            if not await self.store.infer_jobs(1) and not await self.store.pending_count():
+            if not busy and not await self.store.infer_jobs(1) and not await self.store.pending_count():
                 return
             await asyncio.sleep(0.02)
         raise TimeoutError("agentic background work did not settle")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -378,6 +379,35 @@ async def seed_long_term(api, caller, cid: str, llm: ScriptedLLM, facts: list[st
         {"messages": conversation("..."), "namespace": {"user_id": user, "session_id": "s"}, "infer": True},
     )
     await settle(api)
+
+
+async def test_settle_waits_for_an_infer_write_still_in_flight(api, alice, llm, monkeypatch):
+    """On OpenSearch one bulk becomes visible shard by shard: its job can vanish before its memories appear."""
+    store = api.app[AGENTIC].store
+    apply_infer, in_flight, release = store.apply_infer, asyncio.Event(), asyncio.Event()
+
+    async def half_visible_apply(*args: Any) -> None:
+        in_flight.set()
+        await release.wait()
+        await apply_infer(*args)
+
+    async def jobs_already_gone(limit: int) -> list[Any]:
+        return [] if in_flight.is_set() else await real_jobs(limit)
+
+    real_jobs = store.infer_jobs
+    monkeypatch.setattr(store, "apply_infer", half_visible_apply)
+    monkeypatch.setattr(store, "infer_jobs", jobs_already_gone)
+    cid = await container(api, alice, SEMANTIC_CONFIG)
+    llm.facts = lambda kind, messages: ["Bob keeps bees"]
+    body = {"messages": conversation("..."), "namespace": {"user_id": "bob"}, "infer": True}
+    await call(api, alice, "POST", f"/{cid}/memories", body)
+    await asyncio.wait_for(in_flight.wait(), 30)
+    settling = asyncio.create_task(settle(api))
+    await asyncio.sleep(0.3)
+    assert not settling.done()
+    release.set()
+    await asyncio.wait_for(settling, 60)
+    assert [memory["memory"] for memory in await long_term(api, alice, cid)] == ["Bob keeps bees"]
 
 
 async def test_semantic_and_hybrid_search(api, alice, llm):

@@ -137,7 +137,7 @@ class MemoryPlugin:
             changes["name"] = name
         if additional_info is not None:
             changes["additional_info"] = additional_info
-        return await self._services.memory.update_conversation(principal, conversation_id, changes)
+        return (await self._services.memory.update_conversation(principal, conversation_id, changes)).document
 
     async def delete_conversation(self, principal: Principal, conversation_id: str) -> None:
         await self._services.memory.delete_conversation(principal, conversation_id)

@@ -40,6 +40,7 @@ from memory_plugin.web import (
     auth_middleware,
     encode_json,
     error_middleware,
+    filter_path_middleware,
     json_response,
     request_id_middleware,
     strict_text_middleware,
@@ -132,6 +133,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             error_middleware,
             auth_middleware(keys, public=[health, metrics, *console.PUBLIC]),
             strict_text_middleware,
+            filter_path_middleware,
         ],
     )
     app[METRICS] = registry

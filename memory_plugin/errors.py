@@ -58,6 +58,100 @@ class ParseFailure(InvalidArgument):
     title = "Invalid request body"
 
 
+class OpenSearchBadRequest(InvalidArgument):
+    """A 400 that OpenSearch names after the exception behind it (``json_parse_exception``, ``parsing_exception``)."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        exception: str,
+        parameter: str | None = None,
+        caused_by: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(reason, parameter=parameter)
+        self.exception = exception
+        self.caused_by = caused_by
+
+    def opensearch_body(self) -> dict[str, Any]:
+        cause = {"type": self.exception, "reason": self.reason}
+        error: dict[str, Any] = {"root_cause": [cause], **cause}
+        if self.caused_by is not None:
+            error["caused_by"] = self.caused_by
+        return {"error": error, "status": self.status}
+
+
+def java_string(value: Any) -> str:
+    """``String.valueOf`` of a parsed JSON value, as OpenSearch previews it in mapping errors."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key}={java_string(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(java_string(item) for item in value) + "]"
+    return str(value)
+
+
+class MapperParsingError(InvalidArgument):
+    """A value the index mapping refuses: OpenSearch's ``mapper_parsing_exception``, worded as it words it.
+
+    The nested cause OpenSearch adds points at a line and column of its internal merged
+    document, which has no counterpart here, so the cause carries the words without them.
+    """
+
+    def __init__(self, field: str, field_type: str, document_id: str, value: Any) -> None:
+        preview = value[0] if isinstance(value, list) and value and field_type == "flat_object" else value
+        super().__init__(
+            f"failed to parse field [{field}] of type [{field_type}] in document with id '{document_id}'. "
+            f"Preview of field's value: '{java_string(preview)}'",
+            parameter=field,
+        )
+        if field_type == "flat_object":
+            token = {str: "VALUE_STRING", bool: "VALUE_BOOLEAN", dict: "START_OBJECT"}.get(
+                type(preview), "VALUE_NUMBER"
+            )
+            self.cause = {
+                "type": "parsing_exception",
+                "reason": f"[{field}] unexpected token [{token}] in flat_object field value",
+            }
+        else:
+            self.cause = {"type": "illegal_state_exception", "reason": "Can't get text on a START_OBJECT"}
+
+    def opensearch_body(self) -> dict[str, Any]:
+        top = {"type": "mapper_parsing_exception", "reason": self.reason}
+        root = self.cause if self.cause["type"] == "parsing_exception" else top
+        return {"error": {"root_cause": [root], **top, "caused_by": self.cause}, "status": self.status}
+
+
+class ResultWindowTooLarge(InvalidArgument):
+    """``from + size`` past ``index.max_result_window``: OpenSearch's search phase failure, as it words it."""
+
+    def __init__(self, window: int, index: str, limit: int = 10000) -> None:
+        super().__init__(
+            f"Result window is too large, from + size must be less than or equal to: [{limit}] but was [{window}]. "
+            "See the scroll api for a more efficient way to request large data sets. This limit can be set by "
+            "changing the [index.max_result_window] index level setting.",
+            parameter="max_results",
+        )
+        self.index = index
+
+    def opensearch_body(self) -> dict[str, Any]:
+        cause = {"type": "illegal_argument_exception", "reason": self.reason}
+        shard = {"shard": 0, "index": self.index, "node": "memory-plugin", "reason": cause}
+        error = {
+            "root_cause": [cause],
+            "type": "search_phase_execution_exception",
+            "reason": "all shards failed",
+            "phase": "query",
+            "grouped": True,
+            "failed_shards": [shard],
+            "caused_by": {**cause, "caused_by": cause},
+        }
+        return {"error": error, "status": self.status}
+
+
 class NotFound(ServiceError):
     """``kind`` (``conversation``, ``interaction``, ``record``, ...) ``id`` does not exist, or is not the caller's.
 

@@ -27,12 +27,14 @@ from memory_plugin.auth import KeyStore, Principal
 from memory_plugin.errors import (
     InvalidArgument,
     NotFound,
+    OpenSearchBadRequest,
     ParseFailure,
     PayloadTooLarge,
     RequestTimeout,
     ServiceError,
     Unauthorized,
 )
+from memory_plugin.opensearch_rest import JSON_MEDIA_TYPES, RESPONSE_PARAMS, filter_path, java_int, unrecognized
 
 log = logging.getLogger("memory_plugin.http")
 
@@ -44,6 +46,8 @@ BODY_READ_TIMEOUT = web.AppKey("body_read_timeout", float)
 PRINCIPAL = web.RequestKey("principal", Principal)
 REQUEST_ID = web.RequestKey("request_id", str)
 #: Parameters OpenSearch accepts on every endpoint; clients send them.
+#: A search may carry its body in the ``source`` parameter instead.
+SEARCH_PARAMS = ("source", "source_content_type")
 GLOBAL_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "source", "source_content_type"})
 #: The ceiling on JSON nesting, so that a hostile body cannot exhaust the stack.
 MAX_JSON_DEPTH = 64
@@ -135,6 +139,25 @@ async def request_id_middleware(request: web.Request, handler: Handler) -> web.S
 
 
 @web.middleware
+async def filter_path_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """``filter_path`` trims successful JSON answers under ``/_plugins``, as OpenSearch does (errors stay whole)."""
+    response = await handler(request)
+    expression = request.query.get("filter_path")
+    if (
+        expression is None
+        or _is_v2(request)
+        or not isinstance(response, web.Response)
+        or response.status >= 300
+        or response.content_type != "application/json"
+        or response.body is None
+    ):
+        return response
+    assert isinstance(response.body, bytes)
+    trimmed = filter_path(json.loads(response.body), expression)
+    return web.Response(body=encode_json(trimmed), status=response.status, content_type="application/json")
+
+
+@web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
@@ -144,23 +167,27 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(
             request, PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes")
         )
+    except UnsupportedContentType as exc:
+        if _is_v2(request):
+            return error_response(request, ParseFailure(f"Content-Type header [{exc}] is not supported"))
+        return json_response({"error": f"Content-Type header [{exc}] is not supported", "status": 406}, status=406)
     except web.HTTPMethodNotAllowed as exc:
-        allowed = ", ".join(sorted(exc.allowed_methods))
-        wrong_method = InvalidArgument(
-            f"Incorrect HTTP method for uri [{request.path}] and method [{request.method}], allowed: [{allowed}]"
+        allowed = ", ".join(sorted(exc.allowed_methods - {"HEAD"}))
+        reason = (
+            f"Incorrect HTTP method for uri [{request.raw_path}] and method [{request.method}], allowed: [{allowed}]"
         )
-        response = error_response(request, wrong_method)
-        response.set_status(405)
-        return response
-    except web.HTTPNotFound:
-        return error_response(
-            request,
-            NotFound(
-                "handler",
-                request.path,
-                reason=f"no handler found for uri [{request.path}] and method [{request.method}]",
-            ),
-        )
+        if _is_v2(request):
+            response = error_response(request, InvalidArgument(reason))
+            response.set_status(405)
+            return response
+        return json_response({"error": reason, "status": 405}, status=405)
+    except web.HTTPNotFound as exc:
+        if request.match_info.http_exception is None:  # a route matched and answered 404 itself
+            return error_response(request, NotFound("resource", request.path, reason=exc.text or "not found"))
+        reason = f"no handler found for uri [{request.raw_path}] and method [{request.method}]"
+        if _is_v2(request):
+            return error_response(request, NotFound("handler", request.path, reason=reason))
+        return json_response({"error": reason}, status=400)
     except web.HTTPException:
         raise
     except Exception as exc:  # a bug: log it, and still answer in the API's format
@@ -239,26 +266,44 @@ def _printable(text: str) -> str:
 
 def check_params(request: web.Request, allowed: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
     """Reject query parameters the endpoint does not know, as OpenSearch does."""
-    known = GLOBAL_PARAMS | set(allowed)
     prefixes = tuple(prefixes)
+    if _is_v2(request):
+        known = GLOBAL_PARAMS | set(allowed)
+        unknown = [name for name in request.query if name not in known and not name.startswith(prefixes or ("\0",))]
+        if unknown:
+            names = ", ".join(dict.fromkeys(unknown))
+            raise InvalidArgument(f"unknown query parameter [{names}]", parameter=unknown[0])
+        return
+    read = RESPONSE_PARAMS | set(request.match_info)  # what OpenSearch's handler reads, and so suggests
+    known = read | set(allowed)
     unknown = [name for name in request.query if name not in known and not name.startswith(prefixes or ("\0",))]
     if unknown:
-        names = ", ".join(dict.fromkeys(unknown))
-        if _is_v2(request):
-            raise InvalidArgument(f"unknown query parameter [{names}]", parameter=unknown[0])
+        raise InvalidArgument(unrecognized(request.path, unknown, read), parameter=sorted(unknown)[0])
+    if request.query.get("format", "json") != "json":
         raise InvalidArgument(
-            f"request [{request.path}] contains unrecognized parameter: [{names}]", parameter=unknown[0]
+            f"format [{request.query['format']}] is not served here; only [json] is", parameter="format"
         )
 
 
-def int_param(request: web.Request, name: str, default: int) -> int:
+def int_param(request: web.Request, name: str, default: int, *, number_format: bool = False) -> int:
+    """An integer parameter.  Under ``/_plugins`` it is read as Java's ``Integer.parseInt`` reads it,
+    and a failure is worded as ``RestRequest.paramAsInt`` words it, or (``number_format``) left as
+    the bare ``NumberFormatException`` that ml-commons 2.12+ lets through.  ``/v2`` takes ASCII digits only.
+    """
     raw = request.query.get(name)
     if raw is None:
         return default
+    failed = InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name)
+    if not _is_v2(request):
+        try:
+            return java_int(raw)
+        except OpenSearchBadRequest:
+            if number_format:
+                raise
+            raise failed from None
     value = int(raw) if INTEGER.fullmatch(raw) else None
-    # Java's int, as OpenSearch parses it: anything wider is not a number there either.
     if value is None or not -(2**31) <= value < 2**31:
-        raise InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name)
+        raise failed
     return value
 
 
@@ -276,6 +321,13 @@ def float_param(request: web.Request, name: str) -> float | None:
 
 #: Bodies larger than this are parsed off the event loop.
 PARSE_IN_THREAD_BYTES = 256 * 1024
+
+
+MEDIA_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]+/[a-z0-9!#$&^_.+-]+")
+
+
+class UnsupportedContentType(Exception):
+    """A body OpenSearch would not read: its Content-Type is not JSON (a 406 under ``/_plugins``)."""
 
 
 class _Rejected(ValueError):
@@ -313,9 +365,14 @@ def parse_json(text: str | bytes, *, what: str = "request body", parameter: str 
         raise ParseFailure(
             f"Failed to parse {what}: a number has more than {MAX_INT_DIGITS} digits", parameter=parameter
         ) from None
+    check_sound(value, what=what, parameter=parameter)
+    return value
+
+
+def check_sound(value: Any, *, what: str = "request body", parameter: str | None = None) -> None:
+    """``parse_json``'s rules (depth, finite numbers, no lone surrogate) for a value another parser read."""
     if not _sound(value, what, parameter):
         _name_the_culprit(value, what, parameter)
-    return value
 
 
 def _sound(value: Any, what: str, parameter: str | None) -> bool:
@@ -400,8 +457,8 @@ def json_path(path: Iterable[str | int], root: str = "") -> str:
     return text
 
 
-async def read_json(request: web.Request, *, required: bool) -> Any:
-    """The body as JSON, or None when it is empty and not required."""
+async def read_body(request: web.Request) -> bytes:
+    """The raw body, within the size limit and the read timeout; under ``/_plugins``, JSON only."""
     try:
         async with asyncio.timeout(request.app[BODY_READ_TIMEOUT]):
             raw = await request.read()
@@ -412,6 +469,29 @@ async def read_json(request: web.Request, *, required: bool) -> Any:
         # 408, instead of lingering 10 s more for a body that is not coming.
         request.content.set_exception(timeout)
         raise RequestTimeout(f"the request body did not arrive within {request.app[BODY_READ_TIMEOUT]:g} s") from None
+    if raw and not _is_v2(request):
+        check_content_type(request.headers.get("Content-Type"))
+    return raw
+
+
+def check_content_type(header: str | None) -> None:
+    """OpenSearch reads a body only as a media type it knows: a malformed header is a 400, another type a 406."""
+    if header is None:
+        raise UnsupportedContentType("")
+    media_type = header.split(";")[0].strip().lower()
+    if not MEDIA_TYPE.fullmatch(media_type):
+        raise OpenSearchBadRequest(
+            f"java.lang.IllegalArgumentException: invalid Content-Type header [{header}]",
+            exception="content_type_header_exception",
+            caused_by={"type": "illegal_argument_exception", "reason": f"invalid Content-Type header [{header}]"},
+        )
+    if not JSON_MEDIA_TYPES.fullmatch(media_type):
+        raise UnsupportedContentType(header)
+
+
+async def read_json(request: web.Request, *, required: bool) -> Any:
+    """The body as JSON, or None when it is empty and not required."""
+    raw = await read_body(request)
     if not raw.strip():
         if required:
             raise ParseFailure("request body is required")

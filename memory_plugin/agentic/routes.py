@@ -14,7 +14,15 @@ from aiohttp import web
 from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, parse_memory_type
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.web import check_params, json_response, principal_of, read_json, read_json_object, search_body
+from memory_plugin.web import (
+    SEARCH_PARAMS,
+    check_params,
+    json_response,
+    principal_of,
+    read_json,
+    read_json_object,
+    search_body,
+)
 
 AGENTIC = web.AppKey("agentic", AgenticService)
 CONTAINER = BASE + "/{memory_container_id}"
@@ -50,7 +58,7 @@ async def create_container(request: web.Request) -> web.Response:
 @routes.route("*", BASE + "/_search")
 async def search_containers(request: web.Request) -> web.Response:
     _search_methods(request)
-    check_params(request)
+    check_params(request, SEARCH_PARAMS)
     return json_response(await _service(request).search_containers(principal_of(request), await search_body(request)))
 
 
@@ -117,7 +125,7 @@ async def create_session(request: web.Request) -> web.Response:
 @routes.route("*", TYPED + "/_search")
 async def search_memories(request: web.Request) -> web.Response:
     _search_methods(request)
-    check_params(request)
+    check_params(request, SEARCH_PARAMS)
     container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
     body = await search_body(request)
     return json_response(

@@ -6,14 +6,15 @@ interactions, 2.12+ memories and messages.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from memory_plugin.auth import Principal
 
-#: 2.11 sends ``additional_info`` as a string, 2.12+ as a string map.
-AdditionalInfo = str | dict[str, str] | None
+#: 2.11 sends ``additional_info`` as a string, 2.12+ as a map (whose values ml-commons keeps as sent).
+AdditionalInfo = str | dict[str, Any] | None
 
 T = TypeVar("T")
 
@@ -22,10 +23,13 @@ T = TypeVar("T")
 class Conversation:
     conversation_id: str
     owner: Principal
-    name: str
+    name: str | None
     create_time: datetime
     updated_time: datetime
-    additional_info: dict[str, str] | None = None
+    additional_info: dict[str, Any] | None = None
+    application_type: str | None = None
+    #: How many times the document was written, as OpenSearch's ``_version`` counts.
+    version: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,28 @@ class Interaction:
     additional_info: AdditionalInfo = None
     parent_interaction_id: str | None = None
     trace_number: int | None = None
+    version: int = 1
+
+
+Document = TypeVar("Document", Conversation, Interaction)
+
+
+@dataclass(frozen=True, slots=True)
+class Updated(Generic[Document]):
+    """A document after an update, and whether anything changed (OpenSearch says ``noop`` when not)."""
+
+    document: Document
+    result: Literal["updated", "noop"]
+
+
+def merged(current: Any, change: Any) -> Any:
+    """An update's value applied as OpenSearch applies a partial document: maps merge key by key."""
+    if isinstance(current, Mapping) and isinstance(change, Mapping):
+        result = dict(current)
+        for key, value in change.items():
+            result[key] = merged(result.get(key), value)
+        return result
+    return change
 
 
 @dataclass(frozen=True, slots=True)

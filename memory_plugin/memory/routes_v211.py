@@ -24,8 +24,12 @@ routes = web.RouteTableDef()
 MEMORY = web.AppKey("memory_service", MemoryService)
 
 
-def paging(request: web.Request) -> tuple[int, int]:
-    return int_param(request, "next_token", 0), int_param(request, "max_results", DEFAULT_MAX_RESULTS)
+def paging(request: web.Request, *, number_format: bool = False) -> tuple[int, int]:
+    """``next_token`` and ``max_results``: 2.11 read them with ``paramAsInt``, 2.12+ with ``Integer.parseInt``."""
+    return (
+        int_param(request, "next_token", 0, number_format=number_format),
+        int_param(request, "max_results", DEFAULT_MAX_RESULTS, number_format=number_format),
+    )
 
 
 @routes.post(BASE)

@@ -11,15 +11,24 @@ from typing import Any
 
 from aiohttp import web
 
-from memory_plugin.errors import InvalidArgument, NotFound, ParseFailure
+from memory_plugin.errors import NotFound
+from memory_plugin.memory import requests_v212
 from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
+from memory_plugin.memory.models import Updated
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
-from memory_plugin.memory.service import check_additional_info_map
+from memory_plugin.memory.service import check_search_window
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211
-from memory_plugin.web import check_params, json_response, principal_of, read_json_object, search_body, string_field
+from memory_plugin.web import (
+    SEARCH_PARAMS,
+    check_params,
+    check_sound,
+    json_response,
+    principal_of,
+    read_body,
+    search_body,
+)
 
 BASE = "/_plugins/_ml/memory"
-MESSAGE_TEXT_FIELDS = ("input", "prompt_template", "response", "origin")
 
 routes = web.RouteTableDef()
 Handler = Callable[[web.Request], Awaitable[web.Response]]
@@ -36,8 +45,8 @@ def renamed(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except NotFound as error:
-            if error.kind not in NOUNS:
-                raise
+            if error.kind not in NOUNS or error.reason != NotFound(error.kind, error.id).reason:
+                raise  # not ours to reword, or worded already
             reason = f"{NOUNS[error.kind]} [{error.id}] not found"
             raise NotFound(error.kind, error.id, reason=reason, parameter=error.parameter) from None
 
@@ -46,14 +55,16 @@ def renamed(handler: Handler) -> Handler:
     return wrapper
 
 
-def _update_response(index: str, document_id: str) -> dict[str, Any]:
-    return {"_index": index, "_id": document_id, "result": "updated", "forced_refresh": True}
-
-
-async def _update_body(request: web.Request, noun: str) -> dict[str, Any]:
-    body = await read_json_object(request, required=False)
-    if not body:
-        raise ParseFailure(f"Failed to update {noun}: Request body is empty")
+def _update_response(index: str, document_id: str, updated: Updated[Any]) -> dict[str, Any]:
+    """OpenSearch's update response; ``noop`` when nothing changed, as ml-commons reports it."""
+    version = updated.document.version
+    body: dict[str, Any] = {"_index": index, "_id": document_id, "_version": version, "result": updated.result}
+    written = updated.result == "updated"
+    if written:
+        body["forced_refresh"] = True
+    body["_shards"] = {"total": int(written), "successful": int(written), "failed": 0}
+    body["_seq_no"] = version - 1  # per document here: it orders this document's writes, as OpenSearch's does
+    body["_primary_term"] = 1
     return body
 
 
@@ -64,11 +75,13 @@ async def _update_body(request: web.Request, noun: str) -> dict[str, Any]:
 @renamed
 async def create_memory(request: web.Request) -> web.Response:
     check_params(request)
-    body = await read_json_object(request, required=False) or {}
+    memory = requests_v212.new_memory(await read_body(request))
+    check_sound(memory.__dict__)
     conversation = await request.app[MEMORY].create_conversation(
         principal_of(request),
-        name=string_field(body, "name") or "",
-        additional_info=check_additional_info_map(body.get("additional_info")),
+        name=memory.name,
+        additional_info=memory.additional_info,
+        application_type=memory.application_type,
     )
     return json_response({"memory_id": conversation.conversation_id})
 
@@ -77,7 +90,8 @@ async def create_memory(request: web.Request) -> web.Response:
 @renamed
 async def list_memories(request: web.Request) -> web.Response:
     check_params(request, PAGING)
-    next_token, max_results = paging(request)
+    next_token, max_results = paging(request, number_format=True)
+    check_search_window(next_token, max_results, "conversations", META_INDEX)
     page = await request.app[MEMORY].list_conversations(
         principal_of(request), next_token, max_results, by="updated_time"
     )
@@ -89,7 +103,7 @@ async def list_memories(request: web.Request) -> web.Response:
 async def search_memories(request: web.Request) -> web.Response:
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
-    check_params(request)
+    check_params(request, SEARCH_PARAMS)
     result = await request.app[MEMORY].search_conversations(principal_of(request), await search_body(request))
     return json_response(result)
 
@@ -106,18 +120,22 @@ async def get_message(request: web.Request) -> web.Response:
 @renamed
 async def update_message(request: web.Request) -> web.Response:
     check_params(request)
-    body = await _update_body(request, "interaction")
-    interaction = await request.app[MEMORY].update_interaction(
-        principal_of(request), request.match_info["message_id"], body
-    )
-    return json_response(_update_response(MESSAGE_INDEX, interaction.interaction_id))
+    changes = requests_v212.update(await read_body(request), "interaction")
+    check_sound(changes)
+    message_id = request.match_info["message_id"]
+    try:
+        updated = await request.app[MEMORY].update_interaction(principal_of(request), message_id, changes)
+    except NotFound:  # ml-commons' update words it in lower case
+        raise NotFound("interaction", message_id, reason=f"message [{message_id}] not found") from None
+    return json_response(_update_response(MESSAGE_INDEX, message_id, updated))
 
 
 @routes.get(BASE + "/message/{message_id}/traces")
 @renamed
 async def list_traces(request: web.Request) -> web.Response:
     check_params(request, PAGING)
-    next_token, max_results = paging(request)
+    next_token, max_results = paging(request, number_format=True)
+    check_search_window(next_token, max_results, "traces", MESSAGE_INDEX)
     page = await request.app[MEMORY].list_traces(
         principal_of(request), request.match_info["message_id"], next_token, max_results
     )
@@ -136,11 +154,11 @@ async def get_memory(request: web.Request) -> web.Response:
 @renamed
 async def update_memory(request: web.Request) -> web.Response:
     check_params(request)
-    body = await _update_body(request, "conversation")
-    conversation = await request.app[MEMORY].update_conversation(
-        principal_of(request), request.match_info["memory_id"], body
-    )
-    return json_response(_update_response(META_INDEX, conversation.conversation_id))
+    changes = requests_v212.update(await read_body(request), "conversation")
+    check_sound(changes)
+    memory_id = request.match_info["memory_id"]
+    updated = await request.app[MEMORY].update_conversation(principal_of(request), memory_id, changes)
+    return json_response(_update_response(META_INDEX, memory_id, updated))
 
 
 @routes.delete(BASE + "/{memory_id}")
@@ -158,24 +176,18 @@ async def delete_memory(request: web.Request) -> web.Response:
 @renamed
 async def create_message(request: web.Request) -> web.Response:
     check_params(request)
-    body = await read_json_object(request, required=True) or {}
-    fields = {name: string_field(body, name) for name in MESSAGE_TEXT_FIELDS}
-    additional_info = check_additional_info_map(body.get("additional_info"))
-    if not any(value and value.strip() for value in fields.values()) and not additional_info:
-        raise InvalidArgument(
-            "At least one of the following parameters must be non-empty: "
-            "input, prompt_template, response, origin, additional_info"
-        )
-    trace_number = body.get("trace_number")
-    if trace_number is not None and (not isinstance(trace_number, int) or isinstance(trace_number, bool)):
-        raise InvalidArgument("[trace_number] must be an integer", parameter="trace_number")
+    message = requests_v212.new_message(await read_body(request))
+    check_sound(message.__dict__)
     interaction = await request.app[MEMORY].create_interaction(
         principal_of(request),
         request.match_info["memory_id"],
-        **fields,
-        additional_info=additional_info,
-        parent_interaction_id=string_field(body, "parent_message_id"),
-        trace_number=trace_number,
+        input=message.input,
+        prompt_template=message.prompt_template,
+        response=message.response,
+        origin=message.origin,
+        additional_info=message.additional_info,
+        parent_interaction_id=message.parent_message_id,
+        trace_number=message.trace_number,
     )
     return json_response({"message_id": interaction.interaction_id})
 
@@ -184,7 +196,8 @@ async def create_message(request: web.Request) -> web.Response:
 @renamed
 async def list_messages(request: web.Request) -> web.Response:
     check_params(request, PAGING)
-    next_token, max_results = paging(request)
+    next_token, max_results = paging(request, number_format=True)
+    check_search_window(next_token, max_results, "interactions", MESSAGE_INDEX)
     page = await request.app[MEMORY].list_interactions(
         principal_of(request), request.match_info["memory_id"], next_token, max_results, newest_first=False
     )
@@ -196,7 +209,7 @@ async def list_messages(request: web.Request) -> web.Response:
 async def search_messages(request: web.Request) -> web.Response:
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
-    check_params(request)
+    check_params(request, SEARCH_PARAMS)
     result = await request.app[MEMORY].search_interactions(
         principal_of(request), request.match_info["memory_id"], await search_body(request)
     )

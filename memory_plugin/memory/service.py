@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
-from memory_plugin.errors import InvalidArgument, NotFound, ValidationFailed
+from memory_plugin.errors import InvalidArgument, MapperParsingError, NotFound, ResultWindowTooLarge, ValidationFailed
 from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX, parse_search, search_response
-from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
+from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page, Updated
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
@@ -57,6 +57,18 @@ def check_page(next_token: int, max_results: int, noun: str) -> None:
         raise _validation("The starting position must be nonnegative (next_token)", "next_token")
 
 
+def check_search_window(next_token: int, max_results: int, noun: str, index: str) -> None:
+    """2.12+ pages are searches: ml-commons' own check, then OpenSearch's on ``from`` and ``size``."""
+    if max_results <= 0:
+        raise _validation(_NOT_POSITIVE[noun], "max_results")
+    if next_token < 0 and noun != "conversations":
+        raise _validation("The starting position must be nonnegative", "next_token")
+    if next_token < 0:
+        raise InvalidArgument(f"[from] parameter cannot be negative, found [{next_token}]", parameter="next_token")
+    if next_token + max_results > MAX_RESULTS_LIMIT:
+        raise ResultWindowTooLarge(next_token + max_results, index)
+
+
 def _page(items: list[Any], next_token: int, max_results: int) -> Page[Any]:
     full = len(items) == max_results
     return Page(items=items, next_token=next_token + max_results if full else None)
@@ -70,30 +82,37 @@ def interaction_not_found(interaction_id: str) -> NotFound:
     return NotFound("interaction", interaction_id)
 
 
-def check_additional_info_map(value: Any, parameter: str = "additional_info") -> dict[str, str] | None:
+def check_additional_info_map(value: Any, parameter: str = "additional_info") -> dict[str, Any] | None:
+    """A map (ml-commons keeps its values as sent), or None."""
     if value is None:
         return None
-    if not isinstance(value, Mapping) or not all(
-        isinstance(key, str) and isinstance(item, str) for key, item in value.items()
-    ):
-        raise InvalidArgument(f"[{parameter}] must be a map of strings to strings", parameter=parameter)
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise InvalidArgument(f"[{parameter}] must be an object", parameter=parameter)
     return dict(value)
 
 
-def checked_updates(changes: Mapping[str, Any], allowed: tuple[str, ...], noun: str) -> dict[str, Any]:
-    """The update's fields, checked: only ``allowed`` ones, text as strings, ``additional_info`` a string map."""
-    unknown = sorted(set(changes) - set(allowed))
-    if unknown:
-        raise InvalidArgument(
-            f"Invalid field {unknown} for {noun} update; only {list(allowed)} can be updated",
-            parameter=unknown[0],
-        )
-    if not changes:
-        raise InvalidArgument(f"{noun} update has no fields; give one of {list(allowed)}")
-    values = dict(changes)
+def refuse_nulls(changes: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    for name in allowed:
+        if name in changes and changes[name] is None:
+            raise InvalidArgument(f"[{name}] must not be null", parameter=name)
+
+
+def checked_updates(changes: Mapping[str, Any], allowed: tuple[str, ...], document_id: str) -> dict[str, Any]:
+    """The fields an update may change, as ml-commons filters them; the rest is ignored.
+
+    What the index mapping refuses is refused as OpenSearch words it.  ml-commons also
+    stores values that then fail its own reads (a number or a list as a name, a null it
+    turns into a NullPointerException): those are refused here instead.
+    """
+    values = {name: value for name, value in changes.items() if name in allowed}
     for name, value in values.items():
+        if value is None:
+            raise InvalidArgument(f"[{name}] must not be null", parameter=name)
         if name == "additional_info":
-            values[name] = check_additional_info_map(value)
+            if not isinstance(value, Mapping):
+                raise MapperParsingError(name, "flat_object", document_id, value)
+        elif isinstance(value, Mapping):
+            raise MapperParsingError(name, "text", document_id, value)
         elif not isinstance(value, str):
             raise InvalidArgument(f"[{name}] must be a string", parameter=name)
     return values
@@ -111,7 +130,11 @@ class MemoryService:
     # -- conversations ----------------------------------------------------------
 
     async def create_conversation(
-        self, owner: Principal, name: str = "", additional_info: Mapping[str, str] | None = None
+        self,
+        owner: Principal,
+        name: str | None = "",
+        additional_info: Mapping[str, Any] | None = None,
+        application_type: str | None = None,
     ) -> Conversation:
         created = now()
         conversation = Conversation(
@@ -121,6 +144,7 @@ class MemoryService:
             create_time=created,
             updated_time=created,
             additional_info=check_additional_info_map(additional_info),
+            application_type=application_type,
         )
         await self.store.add_conversation(conversation)
         return conversation
@@ -144,13 +168,21 @@ class MemoryService:
 
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
-    ) -> Conversation:
-        values = checked_updates(changes, CONVERSATION_UPDATABLE, "memory")
+    ) -> Updated[Conversation]:
+        """Merge the updatable fields in; ``updated_time`` moves on every update, as in ml-commons."""
+        refuse_nulls(
+            changes, CONVERSATION_UPDATABLE
+        )  # ml-commons fails on these (a NullPointerException) before anything else
+        if not await self.store.get_conversation(owner, conversation_id):
+            raise conversation_not_found(
+                conversation_id
+            )  # then it reads the document, then the index checks the values
+        values = checked_updates(changes, CONVERSATION_UPDATABLE, conversation_id)
         values["updated_time"] = now()
-        conversation = await self.store.update_conversation(owner, conversation_id, values)
-        if conversation is None:
+        updated = await self.store.update_conversation(owner, conversation_id, values)
+        if updated is None:
             raise conversation_not_found(conversation_id)
-        return conversation
+        return updated
 
     async def delete_conversation(self, owner: Principal, conversation_id: str) -> None:
         deleted = await self.store.delete_conversation(owner, conversation_id)
@@ -181,14 +213,7 @@ class MemoryService:
         parent_interaction_id: str | None = None,
         trace_number: int | None = None,
     ) -> Interaction:
-        if parent_interaction_id is not None:
-            parent = await self.store.get_interaction(owner, parent_interaction_id)
-            if parent is None or parent.conversation_id != conversation_id:
-                raise interaction_not_found(parent_interaction_id)
-        if trace_number is not None and (isinstance(trace_number, bool) or trace_number < 0):
-            raise InvalidArgument("[trace_number] must be a non-negative integer", parameter="trace_number")
-        if trace_number is not None and parent_interaction_id is None:
-            raise InvalidArgument("[trace_number] needs a [parent_message_id]", parameter="trace_number")
+        # ml-commons checks neither the parent nor the trace number; listing traces is scoped to the owner.
         interaction = Interaction(
             interaction_id=new_id(),
             conversation_id=conversation_id,
@@ -256,11 +281,16 @@ class MemoryService:
 
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
-    ) -> Interaction:
-        values = checked_updates(changes, INTERACTION_UPDATABLE, "message")
-        interaction = await self.store.update_interaction(owner, interaction_id, values)
-        if interaction is None:
+    ) -> Updated[Interaction]:
+        refuse_nulls(
+            changes, INTERACTION_UPDATABLE
+        )  # ml-commons fails on these (a NullPointerException) before anything else
+        if not await self.store.get_interaction(owner, interaction_id):
+            raise interaction_not_found(interaction_id)  # then it reads the document, then the index checks the values
+        values = checked_updates(changes, INTERACTION_UPDATABLE, interaction_id)
+        updated = await self.store.update_interaction(owner, interaction_id, values)
+        if updated is None:
             raise interaction_not_found(interaction_id)
-        if self.bridge is not None:
-            await self.bridge.interaction_written(interaction)
-        return interaction
+        if self.bridge is not None and updated.result == "updated":
+            await self.bridge.interaction_written(updated.document)
+        return updated

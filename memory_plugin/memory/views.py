@@ -57,6 +57,7 @@ def page_v211(key: str, page: Page[Any], render: Any) -> dict[str, Any]:
 
 
 def memory_v212(conversation: Conversation) -> dict[str, Any]:
+    """ml-commons' ``ConversationMeta.toXContent``: ``name`` always (null when unnamed)."""
     body: dict[str, Any] = {
         "memory_id": conversation.conversation_id,
         "create_time": isoformat(conversation.create_time),
@@ -71,16 +72,18 @@ def memory_v212(conversation: Conversation) -> dict[str, Any]:
 
 
 def message_v212(interaction: Interaction) -> dict[str, Any]:
+    """ml-commons' ``Interaction.toXContent``: blank texts and absent fields are left out."""
     body: dict[str, Any] = {
         "memory_id": interaction.conversation_id,
         "message_id": interaction.interaction_id,
         "create_time": isoformat(interaction.create_time),
-        "input": interaction.input,
-        "prompt_template": interaction.prompt_template,
-        "response": interaction.response,
-        "origin": interaction.origin,
-        "additional_info": _additional_info_map(interaction.additional_info),
     }
+    for name in ("input", "prompt_template", "response", "origin"):
+        value = getattr(interaction, name)
+        if not _java_blank(value):
+            body[name] = value
+    if interaction.additional_info is not None:
+        body["additional_info"] = _additional_info_map(interaction.additional_info)
     if interaction.parent_interaction_id is not None:
         body["parent_message_id"] = interaction.parent_interaction_id
     if interaction.trace_number is not None:
@@ -89,13 +92,40 @@ def message_v212(interaction: Interaction) -> dict[str, Any]:
 
 
 def memory_source(conversation: Conversation) -> dict[str, Any]:
-    """A memory as a ``_search`` hit's ``_source``: ml-commons' stored field names."""
-    source = memory_v212(conversation)
-    source.pop("memory_id")
+    """A memory as ml-commons stores it: the ``_source`` of a ``_search`` hit."""
+    source: dict[str, Any] = {
+        "create_time": isoformat(conversation.create_time),
+        "updated_time": isoformat(conversation.updated_time),
+    }
+    optional = {
+        "name": conversation.name,
+        "user": conversation.owner.user_id,
+        "application_type": conversation.application_type,
+        "additional_info": conversation.additional_info,
+    }
+    source.update((name, value) for name, value in optional.items() if value is not None)
     return source
 
 
 def message_source(interaction: Interaction) -> dict[str, Any]:
-    source = message_v212(interaction)
-    source.pop("message_id")
+    """A message as ml-commons stores it: parent and trace number always, the rest when given."""
+    source: dict[str, Any] = {
+        "memory_id": interaction.conversation_id,
+        "create_time": isoformat(interaction.create_time),
+        "parent_message_id": interaction.parent_interaction_id,
+        "trace_number": interaction.trace_number,
+    }
+    optional = {
+        "input": interaction.input,
+        "prompt_template": interaction.prompt_template,
+        "response": interaction.response,
+        "origin": interaction.origin,
+        "additional_info": _additional_info_map(interaction.additional_info),
+    }
+    source.update((name, value) for name, value in optional.items() if value is not None)
     return source
+
+
+def _java_blank(text: str | None) -> bool:
+    """Java's ``s == null || s.trim().isEmpty()``: trim drops every character up to U+0020."""
+    return text is None or not text.strip("".join(map(chr, range(0x21))))

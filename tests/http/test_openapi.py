@@ -58,9 +58,16 @@ def api_error_format(response, path: str) -> None:
     if "/v2/" in path:
         assert isinstance(body.get("errors"), list) and body["errors"], body
         assert {"code", "title", "detail"} <= set(body["errors"][0]), body
+    elif isinstance(body.get("error"), str):  # OpenSearch's REST layer: wrong method, content type, no handler
+        assert body.get("status", 400) == response.status_code, body
+        assert body["error"].startswith(("Incorrect HTTP method", "Content-Type header", "no handler found")), body
     else:
         assert set(body) == {"error", "status"} and body["status"] == response.status_code, body
-        assert body["error"]["root_cause"][0]["type"] == body["error"]["type"], body
+        error = body["error"]
+        assert isinstance(error["type"], str) and isinstance(error["reason"], str), body
+        root = error["root_cause"][0]
+        # A cause nested under the error (a failed search phase, a mapping error) names its own type.
+        assert root["type"] == error["type"] or "caused_by" in error, body
 
 
 def _takes_input(label: str) -> bool:

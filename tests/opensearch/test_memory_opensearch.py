@@ -268,20 +268,22 @@ async def test_concurrent_messages_lose_no_update(store):  # type: ignore[no-unt
     assert len(await store.list_interactions(ALICE, "c", 0, 100, False)) == 20  # type: ignore[arg-type]
 
 
-async def test_updates_replace_fields_and_additional_info(store):  # type: ignore[no-untyped-def]
+async def test_updates_merge_as_a_partial_document_update(store):  # type: ignore[no-untyped-def]
+    """As the real node's partial update: fields replace, maps merge, ``_version`` counts writes, no change is a noop."""
     await store.add_conversation(conversation("c", ALICE, at(0), "old", {"a": "1", "b": "2"}))
     updated = await store.update_conversation(
         ALICE, "c", {"name": "new", "additional_info": {"c": "3"}, "updated_time": at(7)}
     )
-    assert updated == Conversation("c", ALICE, "new", at(0), at(7), {"c": "3"})
-    assert await store.get_conversation(ALICE, "c") == updated  # replaced, not merged
-    cleared = await store.update_conversation(ALICE, "c", {"additional_info": None, "updated_time": at(8)})
-    assert cleared is not None and cleared.additional_info is None and cleared.name == "new"
+    merged = Conversation("c", ALICE, "new", at(0), at(7), {"a": "1", "b": "2", "c": "3"}, version=2)
+    assert updated is not None and updated.result == "updated" and updated.document == merged
+    assert await store.get_conversation(ALICE, "c") == merged
     assert await store.add_interaction(interaction("i", "c", ALICE, at(9), info={"x": "1", "y": "2"}))
     changed = await store.update_interaction(ALICE, "i", {"response": "better", "additional_info": {"z": "3"}})
-    assert changed is not None and changed.response == "better" and changed.additional_info == {"z": "3"}
-    assert await store.get_interaction(ALICE, "i") == changed
-    assert await store.update_interaction(ALICE, "i", {}) == changed
+    assert changed is not None and changed.result == "updated"
+    assert changed.document.response == "better" and changed.document.additional_info == {"x": "1", "y": "2", "z": "3"}
+    assert await store.get_interaction(ALICE, "i") == changed.document
+    unchanged = await store.update_interaction(ALICE, "i", {"response": "better"})
+    assert unchanged is not None and unchanged.result == "noop" and unchanged.document == changed.document
     assert await store.update_interaction(ALICE, "nope", {"response": "x"}) is None
 
 

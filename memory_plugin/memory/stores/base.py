@@ -15,7 +15,7 @@ from typing import Any
 
 from memory_plugin.auth import Principal
 from memory_plugin.memory.dsl import DocumentResults, SearchBody, execute
-from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.models import Conversation, Interaction, Updated
 from memory_plugin.memory.views import memory_source, message_source
 
 
@@ -41,7 +41,8 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
-    ) -> Conversation | None: ...
+    ) -> Updated[Conversation] | None:
+        """Merge ``changes`` in as a partial document update does; None if unknown."""
 
     @abc.abstractmethod
     async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
@@ -69,7 +70,8 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
-    ) -> Interaction | None: ...
+    ) -> Updated[Interaction] | None:
+        """Merge ``changes`` in as a partial document update does; None if unknown."""
 
     @abc.abstractmethod
     async def erase_user(self, owner: Principal) -> tuple[int, int]:

@@ -76,7 +76,7 @@ from opensearchpy.exceptions import ConflictError, NotFoundError
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat, parse_instant
 from memory_plugin.memory.dsl import DocumentResults, SearchBody
-from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.models import Conversation, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import MemoryStore, evaluate_conversations, evaluate_interactions
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, create_index, delete_by_query, make_client
 from memory_plugin.settings import OpenSearchRegion
@@ -166,6 +166,19 @@ def _additional_info(source: Mapping[str, Any]) -> Any:
     return None if encoded is None else json.loads(encoded)
 
 
+def _merge_into(source: dict[str, Any], changes: Mapping[str, Any]) -> bool:
+    """Apply a partial update to ``source`` as OpenSearch would; False when nothing changes."""
+    before = dict(source)
+    for name, value in changes.items():
+        if name == "additional_info":
+            _set_additional_info(source, merged(_additional_info(source), value))
+        elif name == "updated_time":
+            source[name] = isoformat(value)
+        else:
+            source[name] = merged(source.get(name), value)
+    return source != before
+
+
 def _conversation_source(conversation: Conversation) -> dict[str, Any]:
     source: dict[str, Any] = {
         "memory_id": conversation.conversation_id,
@@ -174,18 +187,22 @@ def _conversation_source(conversation: Conversation) -> dict[str, Any]:
         "updated_time": isoformat(conversation.updated_time),
         **_owner_fields(conversation.owner),
     }
+    if conversation.application_type is not None:
+        source["application_type"] = conversation.application_type
     _set_additional_info(source, conversation.additional_info)
     return source
 
 
-def _conversation(conversation_id: str, source: Mapping[str, Any]) -> Conversation:
+def _conversation(conversation_id: str, source: Mapping[str, Any], version: int = 1) -> Conversation:
     return Conversation(
         conversation_id=conversation_id,
         owner=_principal(source),
-        name=source["name"],
+        name=source.get("name"),
         create_time=parse_instant(source["create_time"]),
         updated_time=parse_instant(source["updated_time"]),
         additional_info=_additional_info(source),
+        application_type=source.get("application_type"),
+        version=version,
     )
 
 
@@ -206,7 +223,7 @@ def _interaction_source(interaction: Interaction) -> dict[str, Any]:
     return source
 
 
-def _interaction(interaction_id: str, source: Mapping[str, Any]) -> Interaction:
+def _interaction(interaction_id: str, source: Mapping[str, Any], version: int = 1) -> Interaction:
     return Interaction(
         interaction_id=interaction_id,
         conversation_id=source["memory_id"],
@@ -219,6 +236,7 @@ def _interaction(interaction_id: str, source: Mapping[str, Any]) -> Interaction:
         additional_info=_additional_info(source),
         parent_interaction_id=source.get("parent_message_id"),
         trace_number=source.get("trace_number"),
+        version=version,
     )
 
 
@@ -292,7 +310,14 @@ class OpenSearchMemoryStore(MemoryStore):
         if limit is not None and offset + limit <= window:
             if limit <= 0:
                 return []
-            window_body = {"query": query, "sort": sort, "from": offset, "size": limit, "track_total_hits": False}
+            window_body = {
+                "query": query,
+                "sort": sort,
+                "from": offset,
+                "size": limit,
+                "track_total_hits": False,
+                "version": True,
+            }
             result = await self.client.search(index=index, body=window_body)
             return list(result["hits"]["hits"])
         end = None if limit is None else offset + limit
@@ -301,7 +326,13 @@ class OpenSearchMemoryStore(MemoryStore):
         after: list[Any] | None = None
         while end is None or position < end:
             size = window if end is None else min(window, end - position)
-            body: dict[str, Any] = {"query": query, "sort": sort, "size": size, "track_total_hits": False}
+            body: dict[str, Any] = {
+                "query": query,
+                "sort": sort,
+                "size": size,
+                "track_total_hits": False,
+                "version": True,
+            }
             if position + size <= offset:
                 body["_source"] = False  # only walking past these
             if after is not None:
@@ -322,11 +353,11 @@ class OpenSearchMemoryStore(MemoryStore):
         doc_id: str,
         owner: Principal,
         change: Any,
-    ) -> dict[str, Any] | None:
+    ) -> tuple[dict[str, Any], int, bool] | None:
         """Read, ``change(source)`` in place, write back under optimistic concurrency; retry on conflict.
 
-        Returns the new source, or None if the document is absent or not the owner's.
-        ``change`` returning False means nothing to write.
+        Returns the new source, its ``_version`` and whether it was written, or None if the
+        document is absent or not the owner's.  ``change`` returning False means nothing to write.
         """
         for _ in range(_RETRIES):
             document = await self._get_owned(index, doc_id, owner)
@@ -334,9 +365,9 @@ class OpenSearchMemoryStore(MemoryStore):
                 return None
             source = dict(document["_source"])
             if change(source) is False:
-                return source
+                return source, document["_version"], False
             try:
-                await self.client.index(
+                written = await self.client.index(
                     index=index,
                     id=doc_id,
                     body=source,
@@ -349,7 +380,7 @@ class OpenSearchMemoryStore(MemoryStore):
                 continue
             except NotFoundError:
                 return None
-            return source
+            return source, written["_version"], True
         raise RuntimeError(f"gave up updating [{doc_id}] in [{index}] after {_RETRIES} conflicts")
 
     # -- conversations ---------------------------------------------------------------------
@@ -365,7 +396,7 @@ class OpenSearchMemoryStore(MemoryStore):
 
     async def get_conversation(self, owner: Principal, conversation_id: str) -> Conversation | None:
         document = await self._get_owned(self.meta_index, conversation_id, owner)
-        return None if document is None else _conversation(conversation_id, document["_source"])
+        return None if document is None else _conversation(conversation_id, document["_source"], document["_version"])
 
     async def list_conversations(
         self, owner: Principal, offset: int, limit: int, by: str = "create_time"
@@ -378,29 +409,18 @@ class OpenSearchMemoryStore(MemoryStore):
             offset,
             limit,
         )
-        return [_conversation(hit["_id"], hit["_source"]) for hit in hits]
+        return [_conversation(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]
 
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
-    ) -> Conversation | None:
-        columns = {
-            name: value for name, value in changes.items() if name in {"name", "additional_info", "updated_time"}
-        }
-
-        def change(source: dict[str, Any]) -> bool:
-            if not columns:
-                return False
-            for name, value in columns.items():
-                if name == "additional_info":
-                    _set_additional_info(source, value)
-                elif name == "updated_time":
-                    source["updated_time"] = isoformat(value)
-                else:
-                    source[name] = value
-            return True
-
-        source = await self._rewrite(self.meta_index, conversation_id, owner, change)
-        return None if source is None else _conversation(conversation_id, source)
+    ) -> Updated[Conversation] | None:
+        rewritten = await self._rewrite(
+            self.meta_index, conversation_id, owner, lambda source: _merge_into(source, changes)
+        )
+        if rewritten is None:
+            return None
+        source, version, written = rewritten
+        return Updated(_conversation(conversation_id, source, version), "updated" if written else "noop")
 
     async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
         document = await self._get_owned(self.meta_index, conversation_id, owner)
@@ -449,10 +469,9 @@ class OpenSearchMemoryStore(MemoryStore):
         created = isoformat(interaction.create_time)
 
         def bump(source: dict[str, Any]) -> bool:
-            # Same-format ISO strings order as the instants do (SQLite's max() on text).
-            if source["updated_time"] >= created:
-                return False
-            source["updated_time"] = created
+            # Same-format ISO strings order as the instants do (SQLite's max() on text).  The write
+            # happens even when the time stays, as ml-commons' own update does (its _version counts it).
+            source["updated_time"] = max(source["updated_time"], created)
             return True
 
         if await self._rewrite(self.meta_index, interaction.conversation_id, owner, bump) is None:
@@ -466,7 +485,7 @@ class OpenSearchMemoryStore(MemoryStore):
 
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None:
         document = await self._get_owned(self.message_index, interaction_id, owner)
-        return None if document is None else _interaction(interaction_id, document["_source"])
+        return None if document is None else _interaction(interaction_id, document["_source"], document["_version"])
 
     async def list_interactions(
         self, owner: Principal, conversation_id: str, offset: int, limit: int, newest_first: bool
@@ -482,14 +501,15 @@ class OpenSearchMemoryStore(MemoryStore):
         }
         sort = [{"create_time": {"order": direction}}, {"message_id": {"order": direction}}]
         hits = await self._search(self.message_index, query, sort, offset, limit)
-        return [_interaction(hit["_id"], hit["_source"]) for hit in hits]
+        return [_interaction(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]
 
     async def list_traces(
         self, owner: Principal, interaction_id: str, offset: int, limit: int
     ) -> list[Interaction] | None:
         if await self._get_owned(self.message_index, interaction_id, owner) is None:
             return None
-        query = {"bool": {"filter": [{"term": {"parent_message_id": interaction_id}}]}}
+        # A trace names its parent freely: only the owner's own traces are listed.
+        query = {"bool": {"filter": [{"term": {"parent_message_id": interaction_id}}, *_owner_filter(owner)]}}
         # SQLite sorts NULL first in ascending order.
         sort = [
             {"trace_number": {"order": "asc", "missing": "_first"}},
@@ -497,25 +517,18 @@ class OpenSearchMemoryStore(MemoryStore):
             {"message_id": {"order": "asc"}},
         ]
         hits = await self._search(self.message_index, query, sort, offset, limit)
-        return [_interaction(hit["_id"], hit["_source"]) for hit in hits]
+        return [_interaction(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]
 
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
-    ) -> Interaction | None:
-        columns = {name: value for name, value in changes.items() if name in {"response", "additional_info"}}
-
-        def change(source: dict[str, Any]) -> bool:
-            if not columns:
-                return False
-            for name, value in columns.items():
-                if name == "additional_info":
-                    _set_additional_info(source, value)
-                else:
-                    source[name] = value
-            return True
-
-        source = await self._rewrite(self.message_index, interaction_id, owner, change)
-        return None if source is None else _interaction(interaction_id, source)
+    ) -> Updated[Interaction] | None:
+        rewritten = await self._rewrite(
+            self.message_index, interaction_id, owner, lambda source: _merge_into(source, changes)
+        )
+        if rewritten is None:
+            return None
+        source, version, written = rewritten
+        return Updated(_interaction(interaction_id, source, version), "updated" if written else "noop")
 
     # -- whole sets, for _search ------------------------------------------------------------------
 
@@ -531,7 +544,7 @@ class OpenSearchMemoryStore(MemoryStore):
     async def all_conversations(self, owner: Principal) -> list[Conversation]:
         sort = [{"create_time": {"order": "asc"}}, {"memory_id": {"order": "asc"}}]
         hits = await self._search(self.meta_index, {"bool": {"filter": _owner_filter(owner)}}, sort)
-        return [_conversation(hit["_id"], hit["_source"]) for hit in hits]
+        return [_conversation(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]
 
     async def all_interactions(self, owner: Principal, conversation_id: str | None = None) -> list[Interaction]:
         filters = _owner_filter(owner)
@@ -539,4 +552,4 @@ class OpenSearchMemoryStore(MemoryStore):
             filters.append({"term": {"memory_id": conversation_id}})
         sort = [{"create_time": {"order": "asc"}}, {"message_id": {"order": "asc"}}]
         hits = await self._search(self.message_index, {"bool": {"filter": filters}}, sort)
-        return [_interaction(hit["_id"], hit["_source"]) for hit in hits]
+        return [_interaction(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat, parse_instant
 from memory_plugin.memory.dsl import DocumentResults, SearchBody
-from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import MemoryStore, evaluate_conversations, evaluate_interactions
 from memory_plugin.sqlite import Database, run_script
 
@@ -55,7 +56,39 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS = [_schema_v1]
+def _schema_v2(connection: sqlite3.Connection) -> None:
+    """Memories as ml-commons 2.19 keeps them: an optional name, an application type, a version."""
+    run_script(
+        connection,
+        """
+        CREATE TABLE conversations_v2 (
+            conversation_id TEXT PRIMARY KEY,
+            organization_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            name TEXT,
+            create_time TEXT NOT NULL,
+            updated_time TEXT NOT NULL,
+            additional_info TEXT,
+            application_type TEXT,
+            version INTEGER NOT NULL DEFAULT 1
+        );
+        INSERT INTO conversations_v2 (
+            conversation_id, organization_id, user_id, name, create_time, updated_time, additional_info
+        )
+        SELECT conversation_id, organization_id, user_id, name, create_time, updated_time, additional_info
+        FROM conversations;
+        DROP TABLE conversations;
+        ALTER TABLE conversations_v2 RENAME TO conversations;
+        CREATE INDEX conversations_by_created
+            ON conversations (organization_id, user_id, create_time DESC, conversation_id DESC);
+        CREATE INDEX conversations_by_updated
+            ON conversations (organization_id, user_id, updated_time DESC, conversation_id DESC);
+        ALTER TABLE interactions ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+        """,
+    )
+
+
+MIGRATIONS = [_schema_v1, _schema_v2]
 
 _OWNER = "organization_id = ? AND user_id = ?"
 
@@ -72,6 +105,8 @@ def _conversation(row: sqlite3.Row) -> Conversation:
         create_time=parse_instant(row["create_time"]),
         updated_time=parse_instant(row["updated_time"]),
         additional_info=json.loads(row["additional_info"]) if row["additional_info"] else None,
+        application_type=row["application_type"],
+        version=row["version"],
     )
 
 
@@ -88,6 +123,7 @@ def _interaction(row: sqlite3.Row) -> Interaction:
         additional_info=json.loads(row["additional_info"]) if row["additional_info"] is not None else None,
         parent_interaction_id=row["parent_interaction_id"],
         trace_number=row["trace_number"],
+        version=row["version"],
     )
 
 
@@ -119,8 +155,10 @@ class SqliteMemoryStore(MemoryStore):
             isoformat(conversation.create_time),
             isoformat(conversation.updated_time),
             _json_or_none(conversation.additional_info),
+            conversation.application_type,
+            conversation.version,
         )
-        await self.db.write(lambda c: c.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?)", row))
+        await self.db.write(lambda c: c.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row))
 
     async def get_conversation(self, owner: Principal, conversation_id: str) -> Conversation | None:
         def read(c: sqlite3.Connection) -> Conversation | None:
@@ -144,23 +182,31 @@ class SqliteMemoryStore(MemoryStore):
 
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
-    ) -> Conversation | None:
-        columns = {
-            name: value for name, value in changes.items() if name in {"name", "additional_info", "updated_time"}
-        }
-
-        def update(c: sqlite3.Connection) -> Conversation | None:
-            assignments = ", ".join(f"{name} = ?" for name in columns)
-            values = [_column_value(name, value) for name, value in columns.items()]
-            c.execute(
-                f"UPDATE conversations SET {assignments} WHERE conversation_id = ? AND {_OWNER}",
-                (*values, conversation_id, *_owner_params(owner)),
-            )
+    ) -> Updated[Conversation] | None:
+        def update(c: sqlite3.Connection) -> Updated[Conversation] | None:
             row = c.execute(
                 f"SELECT * FROM conversations WHERE conversation_id = ? AND {_OWNER}",
                 (conversation_id, *_owner_params(owner)),
             ).fetchone()
-            return _conversation(row) if row else None
+            if row is None:
+                return None
+            current = _conversation(row)
+            changed = _apply(current, changes)
+            if changed == current:
+                return Updated(current, "noop")
+            changed = replace(changed, version=current.version + 1)
+            c.execute(
+                "UPDATE conversations SET name = ?, additional_info = ?, updated_time = ?, version = ? "
+                "WHERE conversation_id = ?",
+                (
+                    changed.name,
+                    _json_or_none(changed.additional_info),
+                    isoformat(changed.updated_time),
+                    changed.version,
+                    conversation_id,
+                ),
+            )
+            return Updated(changed, "updated")
 
         return await self.db.write(update)
 
@@ -208,16 +254,18 @@ class SqliteMemoryStore(MemoryStore):
             _json_or_none(interaction.additional_info),
             interaction.parent_interaction_id,
             interaction.trace_number,
+            interaction.version,
         )
 
         def add(c: sqlite3.Connection) -> bool:
             touched = c.execute(
-                f"UPDATE conversations SET updated_time = max(updated_time, ?) WHERE conversation_id = ? AND {_OWNER}",
+                "UPDATE conversations SET updated_time = max(updated_time, ?), version = version + 1 "
+                f"WHERE conversation_id = ? AND {_OWNER}",
                 (created, interaction.conversation_id, organization_id, user_id),
             ).rowcount
             if not touched:
                 return False
-            c.execute("INSERT INTO interactions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            c.execute("INSERT INTO interactions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
             return True
 
         return await self.db.write(add)
@@ -261,10 +309,10 @@ class SqliteMemoryStore(MemoryStore):
                 (interaction_id, *_owner_params(owner)),
             ).fetchone():
                 return None
-            rows = c.execute(
-                "SELECT * FROM interactions WHERE parent_interaction_id = ? "
+            rows = c.execute(  # a trace names its parent freely: only the owner's own traces are listed
+                f"SELECT * FROM interactions WHERE parent_interaction_id = ? AND {_OWNER} "
                 "ORDER BY trace_number ASC, create_time ASC, interaction_id ASC LIMIT ? OFFSET ?",
-                (interaction_id, limit, offset),
+                (interaction_id, *_owner_params(owner), limit, offset),
             )
             return [_interaction(row) for row in rows]
 
@@ -272,22 +320,24 @@ class SqliteMemoryStore(MemoryStore):
 
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
-    ) -> Interaction | None:
-        columns = {name: value for name, value in changes.items() if name in {"response", "additional_info"}}
-
-        def update(c: sqlite3.Connection) -> Interaction | None:
-            if columns:
-                assignments = ", ".join(f"{name} = ?" for name in columns)
-                values = [_column_value(name, value) for name, value in columns.items()]
-                c.execute(
-                    f"UPDATE interactions SET {assignments} WHERE interaction_id = ? AND {_OWNER}",
-                    (*values, interaction_id, *_owner_params(owner)),
-                )
+    ) -> Updated[Interaction] | None:
+        def update(c: sqlite3.Connection) -> Updated[Interaction] | None:
             row = c.execute(
                 f"SELECT * FROM interactions WHERE interaction_id = ? AND {_OWNER}",
                 (interaction_id, *_owner_params(owner)),
             ).fetchone()
-            return _interaction(row) if row else None
+            if row is None:
+                return None
+            current = _interaction(row)
+            changed = _apply(current, changes)
+            if changed == current:
+                return Updated(current, "noop")
+            changed = replace(changed, version=current.version + 1)
+            c.execute(
+                "UPDATE interactions SET response = ?, additional_info = ?, version = ? WHERE interaction_id = ?",
+                (changed.response, _json_or_none(changed.additional_info), changed.version, interaction_id),
+            )
+            return Updated(changed, "updated")
 
         return await self.db.write(update)
 
@@ -310,9 +360,6 @@ class SqliteMemoryStore(MemoryStore):
         return await self.db.run(lambda c: [_interaction(row) for row in c.execute(sql, params)])
 
 
-def _column_value(name: str, value: Any) -> Any:
-    if name == "additional_info":
-        return _json_or_none(value)
-    if name == "updated_time":
-        return isoformat(value)
-    return value
+def _apply(document: Document, changes: Mapping[str, Any]) -> Document:
+    """``changes`` merged into ``document``'s fields as a partial document update merges them."""
+    return replace(document, **{name: merged(getattr(document, name), value) for name, value in changes.items()})

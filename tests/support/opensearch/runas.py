@@ -13,7 +13,6 @@ from pathlib import Path
 from tests.support.opensearch.distribution import (
     DEFAULT_USER,
     INSTALLED_STAMP,
-    OPENSEARCH_VERSION,
     USER_ENV,
     OpenSearchSetupError,
     file_lock,
@@ -76,8 +75,8 @@ def runtime_home(home: Path) -> Path:
         return home
     make_world_readable(home)
     stamp = (home / INSTALLED_STAMP).read_text()
-    mirror = Path(tempfile.gettempdir()) / f"memory_plugin-opensearch-{OPENSEARCH_VERSION}-runtime"
-    with file_lock(Path(tempfile.gettempdir()) / f".memory_plugin-opensearch-{OPENSEARCH_VERSION}-runtime.lock"):
+    mirror = Path(tempfile.gettempdir()) / f"memory_plugin-{home.name}-runtime"  # one mirror per home
+    with file_lock(Path(tempfile.gettempdir()) / f".memory_plugin-{home.name}-runtime.lock"):
         if (mirror / INSTALLED_STAMP).is_file() and (mirror / INSTALLED_STAMP).read_text() == stamp:
             return mirror
         staging = Path(tempfile.mkdtemp(prefix=".mirror-", dir=mirror.parent))

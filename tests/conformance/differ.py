@@ -1,0 +1,180 @@
+"""Send one request to the real ml-commons node and to our server, and say how the answers differ.
+
+Each side generates its own ids, so the differ keeps one alias table per side:
+the n-th id a side hands out becomes ``<id:n>`` in everything that side says
+afterwards, and an alias in a request path or body is written back as that
+side's own id.  Timestamps become ``<time>``.  Nothing else is normalised,
+except the few fields that count work done by *other* callers of a shared
+index (``took``, ``_seq_no``, ``_primary_term``), which are compared by type.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+ALIAS = re.compile(r"<id:(\d+)>")
+#: Keys whose values hold ids a side generated.
+ID_KEYS = frozenset({"memory_id", "message_id", "conversation_id", "interaction_id", "_id", "parent_message_id"})
+#: Counters of a shared index: their value depends on everyone's writes, their type does not.
+TYPE_ONLY_KEYS = frozenset({"took", "_seq_no", "_primary_term", "node"})
+#: The real node lists a 405's allowed methods from a hash set, in no fixed order.
+ALLOWED_METHODS = re.compile(r"allowed: \[([A-Z, ]*)\]")
+SCORE_KEYS = frozenset({"_score", "max_score"})
+SCORE_TOLERANCE = 1e-3
+
+
+ABSENT = "<absent>"
+
+
+@dataclass
+class Reply:
+    status: int
+    content_type: str
+    body: Any  # parsed JSON, or the raw text when it is not JSON
+
+
+@dataclass
+class Side:
+    """One server, with the ids it has handed out."""
+
+    base_url: str
+    headers: Mapping[str, str]
+    ids: list[str] = field(default_factory=list)
+
+    def alias_of(self, value: str) -> str:
+        if value not in self.ids:
+            self.ids.append(value)
+        return f"<id:{self.ids.index(value)}>"
+
+    def resolve(self, text: str) -> str:
+        """Write aliases back as this side's ids."""
+
+        def own(match: re.Match[str]) -> str:
+            n = int(match.group(1))
+            return self.ids[n] if n < len(self.ids) else f"unknown-id-{n}"
+
+        return ALIAS.sub(own, text)
+
+
+@dataclass(frozen=True)
+class Difference:
+    step: str
+    where: str
+    real: Any
+    ours: Any
+    real_reply: Reply = field(repr=False, compare=False)
+    our_reply: Reply = field(repr=False, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.step}: {self.where}: real={self.real!r} ours={self.ours!r}"
+
+
+class Differ:
+    """Drives a scenario against both servers and collects every difference."""
+
+    def __init__(self, session: aiohttp.ClientSession, real: Side, ours: Side) -> None:
+        self.session = session
+        self.real = real
+        self.ours = ours
+        self.differences: list[Difference] = []
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | str | None = None,
+        content_type: str = "application/json",
+        step: str | None = None,
+    ) -> tuple[Reply, Reply]:
+        """Send to both sides, record the differences, return both normalised replies."""
+        label = step or f"{method} {path}" + (f" {json.dumps(body)[:120]}" if body is not None else "")
+        real = await self._call(self.real, method, path, body, raw, content_type)
+        ours = await self._call(self.ours, method, path, body, raw, content_type)
+        for where, a, b in compare(real, ours):
+            self.differences.append(Difference(label, where, a, b, real, ours))
+        return real, ours
+
+    async def _call(
+        self, side: Side, method: str, path: str, body: Any, raw: bytes | str | None, content_type: str
+    ) -> Reply:
+        data: bytes | None = None
+        if raw is not None:
+            data = side.resolve(raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")).encode(
+                "utf-8", "surrogateescape"
+            )
+        elif body is not None:
+            data = side.resolve(json.dumps(body)).encode()
+        headers = dict(side.headers)
+        if data is not None:
+            headers["Content-Type"] = content_type
+        async with self.session.request(method, side.base_url + side.resolve(path), data=data, headers=headers) as r:
+            text = await r.text()
+            try:
+                parsed: Any = json.loads(text)
+            except ValueError:
+                parsed = text
+            return Reply(r.status, r.headers.get("Content-Type", "").split(";")[0].strip(), normalise(side, parsed))
+
+
+def normalise(side: Side, value: Any, key: str | None = None) -> Any:
+    if isinstance(value, dict):
+        return {k: normalise(side, v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalise(side, v, key) for v in value]
+    if isinstance(value, str):
+        if key in ID_KEYS:
+            return side.alias_of(value)
+        if TIMESTAMP.match(value):
+            return "<time>"
+        value = ALLOWED_METHODS.sub(lambda m: "allowed: [" + ", ".join(sorted(m.group(1).split(", "))) + "]", value)
+        for i, known in enumerate(side.ids):
+            value = value.replace(known, f"<id:{i}>")
+        return value
+    return value
+
+
+def compare(real: Reply, ours: Reply) -> Iterator[tuple[str, Any, Any]]:
+    if real.status != ours.status:
+        yield "status", real.status, ours.status
+    if real.content_type != ours.content_type:
+        yield "content-type", real.content_type, ours.content_type
+    yield from _compare_values("$", real.body, ours.body)
+
+
+def _compare_values(path: str, a: Any, b: Any, key: str | None = None) -> Iterator[tuple[str, Any, Any]]:
+    if key in TYPE_ONLY_KEYS:
+        if type(a) is not type(b):
+            yield path + " (type)", type(a).__name__, type(b).__name__
+        return
+    if key in SCORE_KEYS and isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if not math.isclose(a, b, abs_tol=SCORE_TOLERANCE):
+            yield path, a, b
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in a:
+            if k in b:
+                yield from _compare_values(f"{path}.{k}", a[k], b[k], k)
+            else:
+                yield f"{path}.{k}", a[k], ABSENT
+        for k in b:
+            if k not in a:
+                yield f"{path}.{k}", ABSENT, b[k]
+        return
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            yield path + " (length)", len(a), len(b)
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from _compare_values(f"{path}[{i}]", x, y, key)
+        return
+    if type(a) is not type(b) or a != b:
+        yield path, a, b

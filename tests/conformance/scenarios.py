@@ -1,0 +1,211 @@
+"""The conformance scenarios: what a client of the memory API sends, in order.
+
+Each scenario is an async function over a :class:`Differ`; it sends the same
+requests to the real node and to us and lets the differ keep score.  Ids are
+written as ``<id:n>``: the n-th id the server handed out in this scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from tests.conformance.differ import Differ
+
+M = "/_plugins/_ml/memory"
+
+Scenario = Callable[[Differ], Awaitable[None]]
+
+EVERY_JSON_TYPE = {"s": "text", "i": 7, "f": 1.5, "t": True, "n": None, "o": {"x": 1}, "a": [1, "two"]}
+
+
+async def create_get_list(d: Differ) -> None:
+    await d.send("POST", M, {"name": "first", "application_type": "chatbot", "additional_info": {"k": "v"}})
+    await d.send("POST", M)
+    await d.send("POST", M, {})
+    await d.send("POST", M, {"name": "typed", "additional_info": EVERY_JSON_TYPE})
+    for i in range(4):
+        await d.send("GET", f"{M}/<id:{i}>")
+    for size in (1, 2, 3, 10):
+        await d.send("GET", f"{M}?max_results={size}")
+        await d.send("GET", f"{M}?max_results={size}&next_token={size}")
+    await d.send("GET", M)
+    await d.send("GET", f"{M}?next_token=2")
+
+
+async def messages_and_traces(d: Differ) -> None:
+    await d.send("POST", M, {"name": "chat"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "hello", "response": "hi", "origin": "o"})
+    await d.send(
+        "POST",
+        f"{M}/<id:0>/messages",
+        {"input": "q", "prompt_template": "p", "response": "r", "origin": "o", "additional_info": {"k": "v"}},
+    )
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "only input"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": 1, "response": True, "origin": 2.5})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "x", "additional_info": EVERY_JSON_TYPE})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "t1", "parent_message_id": "<id:1>", "trace_number": 1})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "t2", "parent_message_id": "<id:1>", "trace_number": 2})
+    await d.send("GET", f"{M}/<id:0>/messages")
+    await d.send("GET", f"{M}/<id:0>/messages?max_results=2")
+    await d.send("GET", f"{M}/<id:0>/messages?max_results=2&next_token=2")
+    await d.send("GET", f"{M}/message/<id:1>")
+    await d.send("GET", f"{M}/message/<id:5>")
+    await d.send("GET", f"{M}/message/<id:1>/traces")
+    await d.send("GET", f"{M}/message/<id:1>/traces?max_results=1")
+    await d.send("GET", f"{M}/message/<id:2>/traces")
+
+
+async def updates(d: Differ) -> None:
+    await d.send("POST", M, {"name": "before", "additional_info": {"a": "1"}})
+    await d.send("PUT", f"{M}/<id:0>", {"name": "after"})
+    await d.send("PUT", f"{M}/<id:0>", {"additional_info": {"b": "2"}})
+    await d.send("PUT", f"{M}/<id:0>", {"name": "after"})
+    await d.send("PUT", f"{M}/<id:0>", {})
+    await d.send("PUT", f"{M}/<id:0>", {"name": "x", "unknown": 1})
+    await d.send("GET", f"{M}/<id:0>")
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "in", "response": "out"})
+    await d.send("PUT", f"{M}/message/<id:1>", {"additional_info": {"c": "3"}})
+    await d.send("PUT", f"{M}/message/<id:1>", {"input": "changed"})
+    await d.send("PUT", f"{M}/message/<id:1>", {})
+    await d.send("GET", f"{M}/message/<id:1>")
+    for body in ({"additional_info": 5}, {"response": {"a": 1}}, {"response": 5}, {"response": None}):
+        await d.send("PUT", f"{M}/message/<id:1>", body)
+        await d.send("PUT", f"{M}/message/nope", body)
+    await d.send("GET", f"{M}/message/<id:1>")
+    await d.send("PUT", f"{M}/nope", {"name": "x"})
+    await d.send("PUT", f"{M}/nope", {"name": 5})
+    await d.send("PUT", f"{M}/message/nope", {"input": "x"})
+
+
+async def deletes(d: Differ) -> None:
+    await d.send("POST", M, {"name": "doomed"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "in", "response": "out"})
+    await d.send("DELETE", f"{M}/<id:0>")
+    await d.send("GET", f"{M}/<id:0>")
+    await d.send("GET", f"{M}/<id:0>/messages")
+    await d.send("GET", f"{M}/message/<id:1>")
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "late"})
+    await d.send("PUT", f"{M}/<id:0>", {"name": "late"})
+    await d.send("DELETE", f"{M}/<id:0>")
+    await d.send("DELETE", f"{M}/never-existed")
+
+
+async def bad_input(d: Differ) -> None:
+    await d.send("POST", M, {"name": "target"})
+    for value in ("abc", "0", "-1", "1.5", "99999999999", "", "10001"):
+        await d.send("GET", f"{M}?max_results={value}")
+        await d.send("GET", f"{M}?next_token={value}")
+    await d.send("GET", f"{M}?bogus=1")
+    await d.send("POST", M, raw="{bad json")
+    await d.send("POST", M, raw="[]")
+    await d.send("POST", M, raw='{"name": ')
+    await d.send("POST", M, raw="name=x", content_type="application/x-www-form-urlencoded")
+    await d.send("POST", M, {"name": 5})
+    await d.send("POST", M, {"name": None})
+    await d.send("POST", M, {"additional_info": "text"})
+    await d.send("PATCH", M, {})
+    await d.send("DELETE", M)
+    await d.send("GET", f"{M}/<id:0>/nothing")
+    await d.send("GET", f"{M}/doesnotexist")
+    await d.send("POST", f"{M}/<id:0>/messages", {})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": None})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": ["a"]})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": {"a": 1}})
+    await d.send("POST", f"{M}/doesnotexist/messages", {"input": "x"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "in", "response": "out"})
+    for body in (
+        {"additional_info": "x"},
+        {"additional_info": [1]},
+        {"additional_info": True},
+        {"name": {"a": 1}},
+        {"name": 5},
+        {"name": ["x"]},
+        {"name": None},
+    ):
+        await d.send("PUT", f"{M}/<id:0>", body)
+    await d.send("GET", f"{M}/<id:0>")
+    await d.send("GET", M)
+
+
+async def paging_errors(d: Differ) -> None:
+    await d.send("POST", M, {"name": "pages"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "in"})
+    for query in (
+        "max_results=0",
+        "max_results=-2",
+        "next_token=-1",
+        "max_results=10000",
+        "next_token=9999",
+        "next_token=9991",
+        "max_results=abc",
+        "max_results=%D9%A5",
+        "max_results=%2B3",
+        "max_results=+3",
+    ):
+        await d.send("GET", f"{M}/<id:0>/messages?{query}")
+        await d.send("GET", f"{M}/message/<id:1>/traces?{query}")
+        await d.send("GET", f"{M}?{query}")
+
+
+async def parameters(d: Differ) -> None:
+    await d.send("POST", M, {"name": "params"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "in"})
+    for query in (
+        "max_result=1",
+        "pretyy=1",
+        "next_tokn=1&max_reslts=2",
+        "memory=1",
+        "filter_paths=x",
+        "humn=1",
+        "source=%7B%7D",
+        "error_trac=1",
+        "memory_id=1",
+        "pretty&human&error_trace=false",
+    ):
+        await d.send("GET", f"{M}?{query}")
+    await d.send("GET", f"{M}/<id:0>?memry_id=1")
+    await d.send("GET", f"{M}/<id:0>/messages?memry_id=1&max_reslts=2")
+    await d.send("GET", f"{M}/message/<id:1>?mesage_id=1")
+    await d.send("PUT", f"{M}/<id:0>?refresh=true", {"name": "x"})
+    await d.send("POST", f"{M}?max_results=1", {"name": "x"})
+
+
+async def content_types(d: Differ) -> None:
+    await d.send("POST", M, {"name": "ct"})
+    for content_type in (
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "",
+        "application/x-ndjson",
+        "application/json; charset=UTF-8",
+        "application/vnd.opensearch+json;compatible-with=7",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+    ):
+        await d.send("POST", M, raw='{"name": "typed"}', content_type=content_type)
+        await d.send("PUT", f"{M}/<id:0>", raw='{"name": "typed"}', content_type=content_type)
+        await d.send("POST", f"{M}/<id:0>/messages", raw='{"input": "typed"}', content_type=content_type)
+
+
+async def filter_path(d: Differ) -> None:
+    await d.send("POST", M, {"name": "fp", "additional_info": {"k": "v"}})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "in", "response": "out"})
+    for fp in ("memories.memory_id", "memories.name,next_token", "-memories.create_time", "*.name", "nothing"):
+        await d.send("GET", f"{M}?filter_path={fp}")
+    await d.send("GET", f"{M}/<id:0>?filter_path=name")
+    await d.send("GET", f"{M}/<id:0>/messages?filter_path=messages.input")
+    await d.send("POST", f"{M}?filter_path=memory_id", {"name": "x"})
+    await d.send("PUT", f"{M}/<id:0>?filter_path=result", {"name": "y"})
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "create_get_list": create_get_list,
+    "messages_and_traces": messages_and_traces,
+    "updates": updates,
+    "deletes": deletes,
+    "bad_input": bad_input,
+    "paging_errors": paging_errors,
+    "parameters": parameters,
+    "content_types": content_types,
+    "filter_path": filter_path,
+}

@@ -18,7 +18,8 @@ $(STAMP): setup.cfg pyproject.toml
 model: $(STAMP)
 	$(BIN)/python -m embedder.build_default
 
-# OpenSearch 2.19.1 + k-NN from Maven Central, cached for the integration tests.
+# From Maven Central, cached: OpenSearch 2.19.1 + k-NN for the integration tests, and the same
+# distribution with job-scheduler + ml-commons 2.19.1.0, the judge of the conformance suite.
 opensearch: $(STAMP)
 	$(BIN)/python -m tests.support.opensearch fetch
 

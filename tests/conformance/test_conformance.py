@@ -27,7 +27,7 @@ from tests.support.opensearch.ml import MEMORY_INDICES, ml_node
 pytestmark = pytest.mark.opensearch
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # stopped after the suite: the ml node must not weigh on later tests
 def judge() -> Iterator[str]:
     from tests.support.opensearch.distribution import missing_prerequisites
 

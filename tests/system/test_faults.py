@@ -353,20 +353,20 @@ def mounted(target: Path, *mount_args: str) -> Iterator[Path]:
 
 
 def fill(folder: Path) -> Path:
-    """Write a file until the file system says ENOSPC."""
+    """Write a file until the file system says ENOSPC.
+
+    Unbuffered: a buffered file keeps the bytes a short write left over and raises
+    ENOSPC again from ``close()``, depending only on how the free space is aligned.
+    """
     filler = folder / "filler.bin"
-    block = b"\0" * (1 << 16)
-    with open(filler, "wb") as handle:
-        try:
-            while True:
-                handle.write(block)
-                handle.flush()
-        except OSError as error:
-            assert error.errno == errno.ENOSPC, error
-    with contextlib.suppress(OSError), open(filler, "ab") as handle:  # the last partial block
-        for _ in range(1 << 16):
-            handle.write(b"\0")
-            handle.flush()
+    with open(filler, "wb", buffering=0) as handle:
+        for size in (1 << 16, 1 << 12, 1):  # then the last partial blocks
+            block = b"\0" * size
+            try:
+                while True:
+                    handle.write(block)
+            except OSError as error:
+                assert error.errno == errno.ENOSPC, error
     return filler
 
 

@@ -104,6 +104,11 @@ class MemoryPlugin:
             trace_number=trace_number,
         )
 
+    async def indexed(self, timeout: float = 60.0) -> None:
+        """Wait until every interaction written so far is searchable (the bridge indexes in the background)."""
+        if self._services.bridge is not None:
+            await self._services.bridge.settled(timeout)
+
     async def list_conversations(
         self, principal: Principal, next_token: int = 0, max_results: int = DEFAULT_MAX_RESULTS
     ) -> Page[Conversation]:

@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import suppress
+from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
@@ -27,6 +28,7 @@ from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.auth import KeyStore
 from memory_plugin.errors import Forbidden, InvalidArgument
 from memory_plugin.histories import routes as history_routes
+from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.routes_v211 import MEMORY
@@ -51,6 +53,7 @@ log = logging.getLogger("memory_plugin")
 SETTINGS = web.AppKey("settings", Settings)
 KEYS = web.AppKey("keys", KeyStore)
 METRICS = web.AppKey("metrics", Metrics)
+BRIDGE = web.AppKey("bridge", HistoryBridge)
 
 #: What ``GET /`` reports as the OpenSearch version: the API level we serve.
 COMPATIBLE_OPENSEARCH = "2.19.1"
@@ -100,7 +103,12 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    return json_response({"status": "green"})
+    """Liveness, and how far search lags behind memory writes (from memory: no store is asked)."""
+    body: dict[str, Any] = {"status": "green"}
+    bridge = request.app.get(BRIDGE)
+    if bridge is not None:
+        body["details"] = {"bridge": bridge.lag}
+    return json_response(body)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -149,6 +157,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             app[MEMORY] = services.memory
             app[HISTORIES] = services.histories
             app[AGENTIC] = services.agentic
+            if services.bridge is not None:
+                app[BRIDGE] = services.bridge
             yield
 
     app.cleanup_ctx.append(services_context)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from embedder import AsyncEmbedder, Embedder, ensure_default_model
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.setup import open_agentic
-from memory_plugin.histories.bridge import HistoryBridge
+from memory_plugin.histories.bridge import BridgeMetrics, HistoryBridge
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.memory.service import MemoryService
 from memory_plugin.memory.stores.base import MemoryStore
@@ -29,6 +29,8 @@ class Services:
     memory: MemoryService
     histories: HistoryService
     agentic: AgenticService
+    #: The memory→histories indexer; None with the ``bridge`` setting off.
+    bridge: HistoryBridge | None = None
 
 
 def load_embedder(settings: Settings) -> Embedder:
@@ -43,8 +45,8 @@ def memory_store_for(settings: Settings) -> MemoryStore:
     if isinstance(home, OpenSearchRegion):
         from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
 
-        return OpenSearchMemoryStore(home)
-    return SqliteMemoryStore(settings.data_dir / "memory.sqlite3")
+        return OpenSearchMemoryStore(home, outbox=settings.bridge)
+    return SqliteMemoryStore(settings.data_dir / "memory.sqlite3", outbox=settings.bridge)
 
 
 @asynccontextmanager
@@ -84,7 +86,17 @@ async def open_services(
             metrics.observe_region if metrics else None,
             memory=memory,
         )
+        bridge = None
         if settings.bridge:
-            memory.bridge = HistoryBridge(histories)
+            bridge = HistoryBridge(
+                histories,
+                memory_store,
+                batch_size=settings.bridge_batch_size,
+                retry_max_seconds=settings.bridge_retry_max_seconds,
+                metrics=BridgeMetrics(metrics.registry if metrics else None),
+            )
+            await bridge.start()
+            stack.push_async_callback(bridge.stop)
+            memory.bridge = bridge
         agentic = await stack.enter_async_context(open_agentic(settings, batcher, metrics))
-        yield Services(memory, histories, agentic)
+        yield Services(memory, histories, agentic, bridge)

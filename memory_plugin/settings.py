@@ -80,6 +80,10 @@ class Settings:
     metrics_token: str | None = None
     #: Write interactions from the memory API into the history index too.
     bridge: bool = True
+    #: Outbox entries the bridge's background indexer takes at a time (at most 100 records per ingestion).
+    bridge_batch_size: int = 64
+    #: Longest wait, in seconds, between retries of an outbox entry that keeps failing (the backoff's cap).
+    bridge_retry_max_seconds: float = 60.0
     #: ``info`` logs one JSON line per request; ``warning`` only problems.
     log_level: str = "info"
     #: What ``GET /`` reports, as an OpenSearch node would.
@@ -127,6 +131,8 @@ _SCALARS: dict[str, type] = {
     "idle_timeout": float,
     "metrics_token": str,
     "bridge": bool,
+    "bridge_batch_size": int,
+    "bridge_retry_max_seconds": float,
     "log_level": str,
     "cluster_name": str,
     "node_name": str,
@@ -199,9 +205,11 @@ def load_settings(
         if value is not None:
             values[name] = _coerce(name, _SCALARS[name], value) if name in _SCALARS else value
     settings = Settings(**values)
-    for name in ("body_read_timeout", "idle_timeout"):
+    for name in ("body_read_timeout", "idle_timeout", "bridge_retry_max_seconds"):
         if not getattr(settings, name) > 0:
             raise ValueError(f"setting {name!r} must be a positive number of seconds")
+    if not 1 <= settings.bridge_batch_size <= 100:
+        raise ValueError("setting 'bridge_batch_size' must be between 1 and 100 (records per ingestion)")
     if settings.metrics_token is not None and not settings.metrics_token.strip():
         raise ValueError("setting 'metrics_token' must not be empty; leave it unset to disable metrics")
     unknown = [name for name in settings.regions if name not in REGIONS]

@@ -1,41 +1,254 @@
-"""The bridge: interactions written through the memory API become searchable records."""
+"""The bridge: interactions written through the memory API become searchable records.
+
+A memory write never waits for an embedding.  The memory store writes an
+outbox entry with each change the history index must mirror (an interaction
+added or updated: "index"; a conversation deleted: "delete"), durably and in
+the same transaction where it has transactions.  The indexer here drains the
+outbox in the background, in micro-batches through the shared embedder (the
+organisation is the fairness key, so a backlog never starves anyone's own
+writes), and drops an entry only once the record write or deletion is durable.
+
+It drains whatever a previous run left at start (a SIGKILL loses nothing),
+retries failures with exponential backoff (a failing embedder or region: the
+records land once it is back, without anyone retrying), and reads each
+interaction as it is when it takes the entry, so a deleted conversation's
+interactions are never indexed.  Under overload the backlog grows and is
+reported (``lag``); memory writes are never slowed or refused by it.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat
-from memory_plugin.histories.service import HistoryService
+from memory_plugin.errors import InvalidArgument
+from memory_plugin.histories.service import MAX_TEXT_BYTES, HistoryService
 from memory_plugin.memory.models import Interaction
+from memory_plugin.memory.stores.base import MemoryStore, OutboxEntry, OutboxLag
 from memory_plugin.stores.filters import Condition, Filter
+
+log = logging.getLogger(__name__)
+
+#: A "delete" entry whose conversation still exists after this many tries is dropped: that delete never happened.
+MAX_DELETE_WAITS = 8
 
 
 def interaction_text(interaction: Interaction) -> str:
     return "\n".join(part for part in (interaction.input, interaction.response) if part)
 
 
+def interaction_record(interaction: Interaction) -> dict[str, Any]:
+    """The ``ai_pipeline_storage`` record an interaction becomes."""
+    metadata: dict[str, str] = {"conversation_id": interaction.conversation_id}
+    if interaction.origin is not None:
+        metadata["origin"] = interaction.origin
+    return {
+        "record_id": interaction.interaction_id,
+        "record_type": "ai_pipeline_storage",
+        "text": interaction_text(interaction),
+        "user_id": interaction.owner.user_id,
+        "record_created_at": isoformat(interaction.create_time),
+        "metadata": metadata,
+    }
+
+
+class BridgeMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        registry = registry or CollectorRegistry()
+        self.backlog = Gauge(
+            "memory_plugin_bridge_backlog", "Outbox entries not yet indexed (or deleted)", registry=registry
+        )
+        self.oldest_seconds = Gauge(
+            "memory_plugin_bridge_oldest_pending_seconds",
+            "Age of the oldest outbox entry: how far search lags behind memory writes",
+            registry=registry,
+        )
+        self.done = Counter(
+            "memory_plugin_bridge_entries", "Outbox entries applied, by kind and outcome", ["kind", "outcome"],
+            registry=registry,
+        )  # fmt: skip
+        self.retries = Counter(
+            "memory_plugin_bridge_retries", "Outbox batches that failed and will be retried", registry=registry
+        )
+
+
 class HistoryBridge:
-    """Ingests each interaction as an ``ai_pipeline_storage`` record in the home region."""
+    """Keeps the history index in step with the memory store's outbox, in the background."""
 
-    def __init__(self, histories: HistoryService) -> None:
+    def __init__(
+        self,
+        histories: HistoryService,
+        store: MemoryStore,
+        *,
+        batch_size: int = 64,
+        retry_max_seconds: float = 60.0,
+        poll_seconds: float = 1.0,
+        metrics: BridgeMetrics | None = None,
+    ) -> None:
         self.histories = histories
+        self.store = store
+        self.batch_size = batch_size
+        self.retry_max_seconds = retry_max_seconds
+        self.poll_seconds = poll_seconds
+        self.metrics = metrics or BridgeMetrics()
+        self.metrics.backlog.set_function(lambda: self._lag.backlog)
+        self.metrics.oldest_seconds.set_function(self.oldest_pending_seconds)
+        self._lag = OutboxLag(0, None)
+        self._wakeup = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        #: Drains in progress: the outbox can look empty while a drain's record write is in flight.
+        self._draining = 0
 
-    async def interaction_written(self, interaction: Interaction) -> None:
-        text = interaction_text(interaction)
-        if not text.strip():
-            return
-        metadata: dict[str, str] = {"conversation_id": interaction.conversation_id}
-        if interaction.origin is not None:
-            metadata["origin"] = interaction.origin
-        record = {
-            "record_id": interaction.interaction_id,
-            "record_type": "ai_pipeline_storage",
-            "text": text,
-            "user_id": interaction.owner.user_id,
-            "record_created_at": isoformat(interaction.create_time),
-            "metadata": metadata,
+    # -- what the memory service calls ------------------------------------------------
+
+    def check(self, interaction: Interaction, field: str) -> None:
+        """Refuse, before anything is written, an interaction no record could hold, naming ``field``."""
+        size = len(interaction_text(interaction).encode("utf-8", "surrogatepass"))
+        if size > MAX_TEXT_BYTES:
+            raise InvalidArgument(
+                f"[{field}] is too large: the interaction's input and response together hold {size} bytes, and at "
+                f"most {MAX_TEXT_BYTES} can be made searchable",
+                parameter=field,
+            )
+
+    def notify(self) -> None:
+        """The store has new outbox entries: drain soon."""
+        self._wakeup.set()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the indexer; it first drains whatever a previous run left in the outbox."""
+        self._wakeup.set()
+        self._task = asyncio.create_task(self._loop(), name="history-bridge")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            # The poll also retries entries whose backoff has run out and keeps the lag fresh.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self.poll_seconds)
+            self._wakeup.clear()
+            self._draining += 1
+            try:
+                await self.drain()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the memory store failed (a full disk): the entries stay, try again
+                log.exception("history bridge: reading the outbox failed; retrying")
+            finally:
+                self._draining -= 1
+
+    # -- lag ---------------------------------------------------------------------------
+
+    @property
+    def lag(self) -> dict[str, Any]:
+        """Backlog and oldest entry's age, as of the last look at the outbox (for health and metrics)."""
+        return {"backlog": self._lag.backlog, "oldest_pending_seconds": round(self.oldest_pending_seconds(), 3)}
+
+    def oldest_pending_seconds(self) -> float:
+        oldest = self._lag.oldest_enqueued_at
+        return 0.0 if oldest is None else max(0.0, time.time() - oldest)
+
+    async def settled(self, timeout: float = 60.0) -> None:
+        """Wait until every entry written so far is applied (tests and benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            busy = self._draining or self._wakeup.is_set()
+            if not busy and (await self.store.outbox_lag()).backlog == 0:
+                return
+            await asyncio.sleep(0.02)
+        raise TimeoutError(f"the history bridge did not settle: {self.lag}")
+
+    # -- draining ------------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        async with self._lock:
+            while True:
+                entries = await self.store.outbox_pending(self.batch_size, time.time())
+                if entries:
+                    await self._apply(entries)
+                self._lag = await self.store.outbox_lag()
+                if len(entries) < self.batch_size:
+                    return
+
+    async def _apply(self, entries: Sequence[OutboxEntry]) -> None:
+        """Index, then delete (a delete is newer than any interaction of its conversation still readable)."""
+        latest: dict[str, Interaction] = {}
+        for entry in entries:
+            if entry.kind == "index" and entry.interaction is not None and interaction_text(entry.interaction).strip():
+                latest[entry.interaction.interaction_id] = entry.interaction
+        by_owner: dict[Principal, list[Interaction]] = {}
+        for interaction in latest.values():
+            by_owner.setdefault(interaction.owner, []).append(interaction)
+        owners = list(by_owner)
+        indexed = await asyncio.gather(
+            *(self._index(owner, by_owner[owner]) for owner in owners), return_exceptions=True
+        )
+        failed = {
+            interaction.interaction_id
+            for owner, outcome in zip(owners, indexed)
+            if isinstance(outcome, BaseException)
+            for interaction in by_owner[owner]
         }
-        await self.histories.ingest(interaction.owner, [record])
+        done: list[OutboxEntry] = []
+        retry: list[OutboxEntry] = []
+        for entry in entries:
+            if entry.kind == "index":
+                interaction_id = entry.interaction.interaction_id if entry.interaction else None
+                (retry if interaction_id in failed else done).append(entry)
+        for entry in (e for e in entries if e.kind == "delete"):
+            if entry.conversation_exists:  # its delete has not happened yet (or never will)
+                if entry.attempts + 1 < MAX_DELETE_WAITS:
+                    retry.append(entry)
+                else:
+                    log.warning("history bridge: conversation %s was never deleted; dropping", entry.conversation_id)
+                    done.append(entry)
+                continue
+            where = Filter((Condition("metadata.conversation_id", "eq", (entry.conversation_id,)),))
+            try:
+                await self.histories.delete_matching(entry.owner, where)
+            except Exception as error:
+                log.warning("history bridge: deleting conversation %s failed: %s", entry.conversation_id, error)
+                retry.append(entry)
+            else:
+                done.append(entry)
+        if done:
+            await self.store.outbox_done(done)
+            for entry in done:
+                self.metrics.done.labels(entry.kind, "applied").inc()
+        if retry:
+            self.metrics.retries.inc()
+            attempts = min(entry.attempts for entry in retry)
+            delay = min(self.retry_max_seconds, 0.5 * 2**attempts)
+            await self.store.outbox_retry(retry, time.time() + delay)
 
-    async def conversation_deleted(self, owner: Principal, conversation_id: str) -> None:
-        where = Filter((Condition("metadata.conversation_id", "eq", (conversation_id,)),))
-        await self.histories.delete_matching(owner, where)
+    async def _index(self, owner: Principal, interactions: list[Interaction]) -> None:
+        records = [interaction_record(interaction) for interaction in interactions]
+        try:
+            await self.histories.ingest(owner, records)
+        except InvalidArgument:
+            if len(records) == 1:  # written before today's limits: it can never be indexed
+                log.warning("history bridge: interaction %s cannot be indexed; dropped", records[0]["record_id"])
+                self.metrics.done.labels("index", "dropped").inc()
+                return
+            for interaction in interactions:  # find the one at fault; index the others
+                await self._index(owner, [interaction])
+        except Exception as error:
+            log.warning("history bridge: indexing %d interactions failed, will retry: %s", len(records), error)
+            raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from memory_plugin.auth import Principal
@@ -29,11 +30,13 @@ INTERACTION_UPDATABLE = ("response", "additional_info")
 
 
 class InteractionBridge(Protocol):
-    """Hears of interactions so that they become searchable history records."""
+    """Makes interactions searchable history records, from the outbox entries the store writes with them."""
 
-    async def interaction_written(self, interaction: Interaction) -> None: ...
+    def check(self, interaction: Interaction, field: str) -> None:
+        """Raise ``InvalidArgument`` naming ``field`` if no record could hold the interaction."""
 
-    async def conversation_deleted(self, owner: Principal, conversation_id: str) -> None: ...
+    def notify(self) -> None:
+        """New outbox entries are committed."""
 
 
 #: ml-commons' own validation messages, by what is being listed.
@@ -188,8 +191,8 @@ class MemoryService:
         deleted = await self.store.delete_conversation(owner, conversation_id)
         if deleted is None:
             raise conversation_not_found(conversation_id)
-        if self.bridge is not None and deleted:
-            await self.bridge.conversation_deleted(owner, conversation_id)
+        if self.bridge is not None:
+            self.bridge.notify()
 
     async def erase_user(self, organization_id: str, user_id: str) -> tuple[int, int]:
         """Erase a user's whole conversational memory in one organisation: ``(memories, messages)`` removed.
@@ -227,10 +230,13 @@ class MemoryService:
             parent_interaction_id=parent_interaction_id,
             trace_number=trace_number,
         )
+        if self.bridge is not None:
+            larger = "input" if len(input or "") > len(response or "") else "response"
+            self.bridge.check(interaction, larger)
         if not await self.store.add_interaction(interaction):
             raise conversation_not_found(conversation_id)
         if self.bridge is not None:
-            await self.bridge.interaction_written(interaction)
+            self.bridge.notify()
         return interaction
 
     # -- search ---------------------------------------------------------------------
@@ -285,12 +291,15 @@ class MemoryService:
         refuse_nulls(
             changes, INTERACTION_UPDATABLE
         )  # ml-commons fails on these (a NullPointerException) before anything else
-        if not await self.store.get_interaction(owner, interaction_id):
+        current = await self.store.get_interaction(owner, interaction_id)
+        if current is None:
             raise interaction_not_found(interaction_id)  # then it reads the document, then the index checks the values
         values = checked_updates(changes, INTERACTION_UPDATABLE, interaction_id)
+        if self.bridge is not None and "response" in values:
+            self.bridge.check(replace(current, response=values["response"]), "response")
         updated = await self.store.update_interaction(owner, interaction_id, values)
         if updated is None:
             raise interaction_not_found(interaction_id)
         if self.bridge is not None and updated.result == "updated":
-            await self.bridge.interaction_written(updated.document)
+            self.bridge.notify()
         return updated

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory_plugin.app import create_app
+from tests.support.bridge import indexed
 
 # About search quality: the real model (tests/http/conftest.py).
 pytestmark = pytest.mark.model
@@ -48,6 +49,7 @@ async def test_interactions_become_records_and_leave_with_the_conversation(bridg
         headers=alice.headers,
     )
 
+    await indexed(bridged)
     (hit, *rest) = await hits(bridged, alice, "router reset button")
     assert hit["record_id"] == interaction_id
     assert hit["text"] == "How do I reset my router?\nHold the reset button for ten seconds."
@@ -56,6 +58,7 @@ async def test_interactions_become_records_and_leave_with_the_conversation(bridg
     assert await hits(bridged, bob, "router reset button") == [], "another user of the organisation sees nothing"
 
     await bridged.delete(f"/_plugins/_ml/memory/conversation/{conversation_id}", headers=alice.headers)
+    await indexed(bridged)
     remaining = await hits(bridged, alice, "router reset button")
     assert interaction_id not in [h["record_id"] for h in remaining]
     assert [h["metadata"]["conversation_id"] for h in remaining] == [memory_id]

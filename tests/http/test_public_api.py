@@ -50,6 +50,7 @@ async def test_every_operation_in_process(mp):
     listing = await mp.list_conversations(ALICE, max_results=1)
     assert [c.conversation_id for c in listing.items] == [conversation.conversation_id] and listing.next_token == 1
 
+    await mp.indexed()  # the bridge indexes interactions in the background
     found = await mp.search(ALICE, "charged twice", "ai_pipeline_storage")
     assert found.hits[0].record.record_id == first.interaction_id
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from memory_plugin.auth import Principal
 from memory_plugin.memory.dsl import DocumentResults, SearchBody, execute
@@ -19,7 +20,38 @@ from memory_plugin.memory.models import Conversation, Interaction, Updated
 from memory_plugin.memory.views import memory_source, message_source
 
 
+@dataclass(frozen=True)
+class OutboxEntry:
+    """A note for the history bridge, written durably with the memory change that caused it.
+
+    ``index``: make the interaction searchable as it is now (``interaction``, read when the
+    entry is taken; None once it or its conversation is gone: nothing to index).
+    ``delete``: remove the conversation's records (``conversation_exists``: the delete
+    itself has not happened, or not yet, so the entry must wait).
+    """
+
+    entry_id: str
+    kind: Literal["index", "delete"]
+    owner: Principal
+    conversation_id: str
+    #: Unix seconds when the memory change committed.
+    enqueued_at: float
+    attempts: int
+    interaction: Interaction | None = None
+    conversation_exists: bool = False
+
+
+@dataclass(frozen=True)
+class OutboxLag:
+    backlog: int
+    #: Unix seconds of the oldest pending entry, None when the outbox is empty.
+    oldest_enqueued_at: float | None
+
+
 class MemoryStore(abc.ABC):
+    #: Write an outbox entry with every change the history bridge must mirror (the bridge is on).
+    outbox: bool = False
+
     @abc.abstractmethod
     async def open(self) -> None: ...
 
@@ -84,6 +116,23 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
         """Run a 2.12+ ``_search`` over the owner's messages of one memory, traces included."""
+
+    # -- the history bridge's outbox ------------------------------------------------------
+
+    @abc.abstractmethod
+    async def outbox_pending(self, limit: int, now: float) -> list[OutboxEntry]:
+        """Up to ``limit`` entries due at ``now`` (not backing off), oldest first."""
+
+    @abc.abstractmethod
+    async def outbox_done(self, entries: Sequence[OutboxEntry]) -> None:
+        """Drop entries whose work is durable elsewhere; entries written since stay."""
+
+    @abc.abstractmethod
+    async def outbox_retry(self, entries: Sequence[OutboxEntry], not_before: float) -> None:
+        """Count a failed attempt on each entry and hold it back until ``not_before``."""
+
+    @abc.abstractmethod
+    async def outbox_lag(self) -> OutboxLag: ...
 
     async def health(self) -> dict[str, Any]:
         return {"status": "green"}

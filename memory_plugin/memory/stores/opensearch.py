@@ -61,24 +61,41 @@ can still be read by id, but never listed.
 
 Paging beyond ``index.max_result_window`` (10000) uses ``search_after`` over
 the same sort, so every offset gives the same answer as SQLite.
+
+The history bridge's outbox
+---------------------------
+With the bridge on, ``{index_prefix}-memory-outbox`` holds its entries.  An
+added message and its "index" entry go in one bulk request with
+``refresh=true``; an update or a conversation delete writes its entry first,
+so that a crash can leave an entry without its change (harmless: the bridge
+reads the memory as it is when it takes the entry, and a "delete" entry waits
+while its conversation still exists), never a change without its entry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError
 
 from memory_plugin.auth import Principal
+from memory_plugin.clock import new_id
 from memory_plugin.dates import isoformat, parse_instant
 from memory_plugin.memory.dsl import DocumentResults, SearchBody
 from memory_plugin.memory.models import Conversation, Interaction, Updated, merged
-from memory_plugin.memory.stores.base import MemoryStore, evaluate_conversations, evaluate_interactions
-from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, create_index, delete_by_query, make_client
+from memory_plugin.memory.stores.base import (
+    MemoryStore,
+    OutboxEntry,
+    OutboxLag,
+    evaluate_conversations,
+    evaluate_interactions,
+)
+from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, bulk, create_index, delete_by_query, make_client
 from memory_plugin.settings import OpenSearchRegion
 
 #: Largest UTF-8 size of one ``additional_info`` key + value that is indexed in the flat_object
@@ -126,6 +143,23 @@ MESSAGE_MAPPINGS: dict[str, Any] = {
         "organization_id": _KEYWORD,
     },
 }
+
+
+OUTBOX_MAPPINGS: dict[str, Any] = {
+    "dynamic": "strict",
+    "properties": {
+        "entry_id": _KEYWORD,
+        "kind": _KEYWORD,
+        "organization_id": _KEYWORD,
+        "user": _KEYWORD,
+        "memory_id": _KEYWORD,
+        "message_id": _KEYWORD,
+        "enqueued_at": {"type": "double"},
+        "attempts": {"type": "integer"},
+        "not_before": {"type": "double"},
+    },
+}
+_OUTBOX_ORDER = [{"enqueued_at": {"order": "asc"}}, {"entry_id": {"order": "asc"}}]
 
 
 def _owner_fields(owner: Principal) -> dict[str, str]:
@@ -241,11 +275,13 @@ def _interaction(interaction_id: str, source: Mapping[str, Any], version: int = 
 
 
 class OpenSearchMemoryStore(MemoryStore):
-    def __init__(self, settings: OpenSearchRegion) -> None:
+    def __init__(self, settings: OpenSearchRegion, *, outbox: bool = False) -> None:
         self.settings = settings
+        self.outbox = outbox
         prefix = settings.index_prefix.lower()  # index names are lowercase, as in the region store
         self.meta_index = f"{prefix}-memory-meta"
         self.message_index = f"{prefix}-memory-message"
+        self.outbox_index = f"{prefix}-memory-outbox"
         #: ``index.max_result_window``; deeper pages go through ``search_after``.
         self.max_result_window = MAX_RESULT_WINDOW
         self._client: AsyncOpenSearch | None = None
@@ -261,7 +297,11 @@ class OpenSearchMemoryStore(MemoryStore):
     async def open(self) -> None:
         self._client = make_client(self.settings)
         try:
-            for index, mappings in ((self.meta_index, META_MAPPINGS), (self.message_index, MESSAGE_MAPPINGS)):
+            for index, mappings in (
+                (self.meta_index, META_MAPPINGS),
+                (self.message_index, MESSAGE_MAPPINGS),
+                (self.outbox_index, OUTBOX_MAPPINGS),
+            ):
                 await create_index(self.client, index, {"settings": INDEX_SETTINGS, "mappings": mappings})
         except BaseException:
             await self.close()
@@ -278,6 +318,29 @@ class OpenSearchMemoryStore(MemoryStore):
         return {"status": health["status"], "conversations": count["count"]}
 
     # -- low-level helpers -------------------------------------------------------------
+
+    def _entry_action(
+        self, kind: Literal["index", "delete"], owner: Principal, conversation_id: str, interaction_id: str | None
+    ) -> list[dict[str, Any]]:
+        """The bulk lines that create one outbox entry."""
+        entry_id = new_id()
+        source = {
+            "entry_id": entry_id,
+            "kind": kind,
+            **_owner_fields(owner),
+            "memory_id": conversation_id,
+            "message_id": interaction_id,
+            "enqueued_at": time.time(),
+            "attempts": 0,
+            "not_before": 0.0,
+        }
+        return [{"create": {"_index": self.outbox_index, "_id": entry_id}}, source]
+
+    async def _enqueue(
+        self, kind: Literal["index", "delete"], owner: Principal, conversation_id: str, interaction_id: str | None = None
+    ) -> None:
+        if self.outbox:
+            await bulk(self.client, self._entry_action(kind, owner, conversation_id, interaction_id), refresh=True)
 
     async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         """The document (with ``_seq_no``/``_primary_term``), real-time; None if absent."""
@@ -426,6 +489,7 @@ class OpenSearchMemoryStore(MemoryStore):
         document = await self._get_owned(self.meta_index, conversation_id, owner)
         if document is None:
             return None
+        await self._enqueue("delete", owner, conversation_id)  # first: a crash may not leave records behind
         try:
             await self.client.delete(
                 index=self.meta_index,
@@ -459,13 +523,18 @@ class OpenSearchMemoryStore(MemoryStore):
         owner = interaction.owner
         if await self._get_owned(self.meta_index, interaction.conversation_id, owner) is None:
             return False
-        await self.client.index(
-            index=self.message_index,
-            id=interaction.interaction_id,
-            body=_interaction_source(interaction),
-            op_type="create",
-            refresh="true",
-        )
+        actions: list[dict[str, Any]] = [
+            {"create": {"_index": self.message_index, "_id": interaction.interaction_id}},
+            _interaction_source(interaction),
+        ]
+        if self.outbox:
+            actions += self._entry_action("index", owner, interaction.conversation_id, interaction.interaction_id)
+        try:
+            await bulk(self.client, actions, refresh=True)
+        except Exception:
+            if self.outbox:  # the message without its entry would never be indexed: take it back
+                await self._delete_quietly(self.message_index, interaction.interaction_id)
+            raise
         created = isoformat(interaction.create_time)
 
         def bump(source: dict[str, Any]) -> bool:
@@ -476,12 +545,15 @@ class OpenSearchMemoryStore(MemoryStore):
 
         if await self._rewrite(self.meta_index, interaction.conversation_id, owner, bump) is None:
             # The conversation was deleted while we wrote: take the message back.
-            try:
-                await self.client.delete(index=self.message_index, id=interaction.interaction_id, refresh="true")
-            except NotFoundError:
-                pass
+            await self._delete_quietly(self.message_index, interaction.interaction_id)
             return False
         return True
+
+    async def _delete_quietly(self, index: str, doc_id: str) -> None:
+        try:
+            await self.client.delete(index=index, id=doc_id, refresh="true")
+        except NotFoundError:
+            pass
 
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None:
         document = await self._get_owned(self.message_index, interaction_id, owner)
@@ -522,6 +594,11 @@ class OpenSearchMemoryStore(MemoryStore):
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
     ) -> Updated[Interaction] | None:
+        if self.outbox:  # first, so that a crash cannot leave the new text unindexed
+            current = await self._get_owned(self.message_index, interaction_id, owner)
+            if current is None:
+                return None
+            await self._enqueue("index", owner, current["_source"]["memory_id"], interaction_id)
         rewritten = await self._rewrite(
             self.message_index, interaction_id, owner, lambda source: _merge_into(source, changes)
         )
@@ -529,6 +606,61 @@ class OpenSearchMemoryStore(MemoryStore):
             return None
         source, version, written = rewritten
         return Updated(_interaction(interaction_id, source, version), "updated" if written else "noop")
+
+    # -- the history bridge's outbox ----------------------------------------------------------------
+
+    async def outbox_pending(self, limit: int, now: float) -> list[OutboxEntry]:
+        body = {"query": {"range": {"not_before": {"lte": now}}}, "sort": _OUTBOX_ORDER, "size": limit}
+        hits = (await self.client.search(index=self.outbox_index, body=body))["hits"]["hits"]
+        sources = [hit["_source"] for hit in hits]
+        message_ids = sorted({s["message_id"] for s in sources if s["kind"] == "index" and s.get("message_id")})
+        memory_ids = sorted({s["memory_id"] for s in sources})
+        messages = await self._mget(self.message_index, message_ids)
+        memories = await self._mget(self.meta_index, memory_ids)
+        entries = []
+        for hit, source in zip(hits, sources):
+            owner = _principal(source)
+            alive = source["memory_id"] in memories and _owned(memories[source["memory_id"]], owner)
+            message = messages.get(source.get("message_id") or "")
+            entries.append(
+                OutboxEntry(
+                    entry_id=hit["_id"],
+                    kind=source["kind"],
+                    owner=owner,
+                    conversation_id=source["memory_id"],
+                    enqueued_at=source["enqueued_at"],
+                    attempts=source["attempts"],
+                    # Without transactions, a message may outlive its conversation for a moment: not indexed then.
+                    interaction=_interaction(source["message_id"], message) if message and alive else None,
+                    conversation_exists=alive,
+                )
+            )
+        return entries
+
+    async def _mget(self, index: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        documents = (await self.client.mget(index=index, body={"ids": list(ids)}))["docs"]
+        return {doc["_id"]: doc["_source"] for doc in documents if doc.get("found")}
+
+    async def outbox_done(self, entries: Sequence[OutboxEntry]) -> None:
+        actions = [{"delete": {"_index": self.outbox_index, "_id": entry.entry_id}} for entry in entries]
+        if actions:
+            await bulk(self.client, actions, refresh=True)
+
+    async def outbox_retry(self, entries: Sequence[OutboxEntry], not_before: float) -> None:
+        actions: list[dict[str, Any]] = []
+        for entry in entries:
+            actions.append({"update": {"_index": self.outbox_index, "_id": entry.entry_id}})
+            actions.append({"doc": {"attempts": entry.attempts + 1, "not_before": not_before}})
+        if actions:
+            await bulk(self.client, actions, refresh=True)
+
+    async def outbox_lag(self) -> OutboxLag:
+        body = {"query": {"match_all": {}}, "sort": _OUTBOX_ORDER, "size": 1, "track_total_hits": True}
+        hits = (await self.client.search(index=self.outbox_index, body=body))["hits"]
+        oldest = hits["hits"][0]["_source"]["enqueued_at"] if hits["hits"] else None
+        return OutboxLag(hits["total"]["value"], oldest)
 
     # -- whole sets, for _search ------------------------------------------------------------------
 

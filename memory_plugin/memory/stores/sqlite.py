@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,13 @@ from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat, parse_instant
 from memory_plugin.memory.dsl import DocumentResults, SearchBody
 from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
-from memory_plugin.memory.stores.base import MemoryStore, evaluate_conversations, evaluate_interactions
+from memory_plugin.memory.stores.base import (
+    MemoryStore,
+    OutboxEntry,
+    OutboxLag,
+    evaluate_conversations,
+    evaluate_interactions,
+)
 from memory_plugin.sqlite import Database, run_script
 
 
@@ -88,7 +95,27 @@ def _schema_v2(connection: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS = [_schema_v1, _schema_v2]
+def _schema_v3(connection: sqlite3.Connection) -> None:
+    """The history bridge's outbox: written in the transaction of the memory change it mirrors."""
+    run_script(
+        connection,
+        """
+        CREATE TABLE bridge_outbox (
+            seq INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,
+            organization_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            interaction_id TEXT,
+            enqueued_at REAL NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            not_before REAL NOT NULL DEFAULT 0
+        );
+        """,
+    )
+
+
+MIGRATIONS = [_schema_v1, _schema_v2, _schema_v3]
 
 _OWNER = "organization_id = ? AND user_id = ?"
 
@@ -131,9 +158,43 @@ def _json_or_none(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
+def _enqueue(
+    c: sqlite3.Connection, kind: str, owner: Principal, conversation_id: str, interaction_id: str | None = None
+) -> None:
+    """An outbox entry, in the caller's transaction: it commits with the change, or neither does."""
+    c.execute(
+        "INSERT INTO bridge_outbox (kind, organization_id, user_id, conversation_id, interaction_id, enqueued_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (kind, *_owner_params(owner), conversation_id, interaction_id, time.time()),
+    )
+
+
+#: Due entries, oldest first, each with its interaction as it is now (NULLs once it is gone).
+_PENDING = (
+    "SELECT o.seq, o.kind, o.organization_id AS entry_organization_id, o.user_id AS entry_user_id, "
+    "o.conversation_id AS entry_conversation_id, o.enqueued_at, o.attempts, i.* "
+    "FROM bridge_outbox o LEFT JOIN interactions i ON i.interaction_id = o.interaction_id "
+    "WHERE o.not_before <= ? ORDER BY o.seq LIMIT ?"
+)
+
+
+def _entry(row: sqlite3.Row) -> OutboxEntry:
+    return OutboxEntry(
+        entry_id=str(row["seq"]),
+        kind=row["kind"],
+        owner=Principal(row["entry_organization_id"], row["entry_user_id"] or None),
+        conversation_id=row["entry_conversation_id"],
+        enqueued_at=row["enqueued_at"],
+        attempts=row["attempts"],
+        # Deleting a conversation deletes its interactions in the transaction that writes its delete entry.
+        interaction=_interaction(row) if row["interaction_id"] is not None else None,
+    )
+
+
 class SqliteMemoryStore(MemoryStore):
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, outbox: bool = False) -> None:
         self.db = Database(path, MIGRATIONS)
+        self.outbox = outbox
 
     async def open(self) -> None:
         await self.db.open()
@@ -226,6 +287,8 @@ class SqliteMemoryStore(MemoryStore):
             ]
             c.execute("DELETE FROM interactions WHERE conversation_id = ?", (conversation_id,))
             c.execute("DELETE FROM conversations WHERE conversation_id = ?", (conversation_id,))
+            if self.outbox and ids:
+                _enqueue(c, "delete", owner, conversation_id)
             return ids
 
         return await self.db.write(delete)
@@ -266,6 +329,8 @@ class SqliteMemoryStore(MemoryStore):
             if not touched:
                 return False
             c.execute("INSERT INTO interactions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            if self.outbox:
+                _enqueue(c, "index", interaction.owner, interaction.conversation_id, interaction.interaction_id)
             return True
 
         return await self.db.write(add)
@@ -337,9 +402,33 @@ class SqliteMemoryStore(MemoryStore):
                 "UPDATE interactions SET response = ?, additional_info = ?, version = ? WHERE interaction_id = ?",
                 (changed.response, _json_or_none(changed.additional_info), changed.version, interaction_id),
             )
+            if self.outbox:
+                _enqueue(c, "index", owner, changed.conversation_id, interaction_id)
             return Updated(changed, "updated")
 
         return await self.db.write(update)
+
+    async def outbox_pending(self, limit: int, now: float) -> list[OutboxEntry]:
+        return await self.db.run(lambda c: [_entry(row) for row in c.execute(_PENDING, (now, limit))])
+
+    async def outbox_done(self, entries: Sequence[OutboxEntry]) -> None:
+        seqs = [(int(entry.entry_id),) for entry in entries]
+        await self.db.write(lambda c: c.executemany("DELETE FROM bridge_outbox WHERE seq = ?", seqs))
+
+    async def outbox_retry(self, entries: Sequence[OutboxEntry], not_before: float) -> None:
+        rows = [(entry.attempts + 1, not_before, int(entry.entry_id)) for entry in entries]
+        await self.db.write(
+            lambda c: c.executemany("UPDATE bridge_outbox SET attempts = ?, not_before = ? WHERE seq = ?", rows)
+        )
+
+    async def outbox_lag(self) -> OutboxLag:
+        def read(c: sqlite3.Connection) -> OutboxLag:
+            count, oldest = c.execute(
+                "SELECT count(*), (SELECT enqueued_at FROM bridge_outbox ORDER BY seq LIMIT 1) FROM bridge_outbox"
+            ).fetchone()
+            return OutboxLag(count, oldest)
+
+        return await self.db.run(read)
 
     async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
         return await evaluate_conversations(query, await self.all_conversations(owner))

@@ -128,6 +128,7 @@ class HistoryBridge:
 
     async def start(self) -> None:
         """Start the indexer; it first drains whatever a previous run left in the outbox."""
+        self._lag = await self.store.outbox_lag()
         self._wakeup.set()
         self._task = asyncio.create_task(self._loop(), name="history-bridge")
 

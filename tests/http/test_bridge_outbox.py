@@ -37,8 +37,8 @@ class FlakyEmbedder(FakeEmbedder):
 
 
 @pytest.fixture
-def flaky(fake_embedder):
-    return FlakyEmbedder(fake_embedder.tokenizer, fake_embedder.dimension)
+def flaky():
+    return FlakyEmbedder.with_default_tokenizer()
 
 
 @pytest.fixture
@@ -184,9 +184,9 @@ async def test_an_interaction_too_large_to_index_is_refused_in_memory_terms_befo
 
 
 async def test_without_the_bridge_health_has_no_lag_and_large_interactions_are_stored(
-    aiohttp_client, settings, fake_embedder, alice
+    aiohttp_client, settings, flaky, alice
 ):
-    client = await aiohttp_client(create_app(settings, embedder=fake_embedder))
+    client = await aiohttp_client(create_app(settings, embedder=flaky))
     assert await (await client.get("/_health")).json() == {"status": "green"}
     conversation_id = await conversation(client, alice)
     response = await client.post(

@@ -156,9 +156,7 @@ async def test_an_updated_response_is_reindexed(client, alice):
 TOO_LARGE = "x" * (1024 * 1024)
 
 
-async def test_an_interaction_too_large_to_index_is_refused_in_memory_terms_before_anything_is_written(
-    client, alice
-):
+async def test_an_interaction_too_large_to_index_is_refused_in_memory_terms_before_anything_is_written(client, alice):
     conversation_id = await conversation(client, alice)
     response = await client.post(
         f"{CONVERSATIONS}/{conversation_id}", json={"input": "q", "response": TOO_LARGE}, headers=alice.headers

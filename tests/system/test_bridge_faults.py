@@ -48,6 +48,17 @@ async def add(http: aiohttp.ClientSession, conversation_id: str, text: str) -> s
         return str((await response.json())["interaction_id"])
 
 
+async def add_all(http: aiohttp.ClientSession, conversation_id: str, texts: list[str]) -> list[str]:
+    """Sixteen at a time: the ids, every one acknowledged."""
+    semaphore = asyncio.Semaphore(16)
+
+    async def one(text: str) -> str:
+        async with semaphore:
+            return await add(http, conversation_id, text)
+
+    return list(await asyncio.gather(*(one(text) for text in texts)))
+
+
 async def listed(http: aiohttp.ClientSession, conversation_id: str) -> list[str]:
     async with http.get(f"{MEMORY}/{conversation_id}", params={"max_results": "10000"}) as response:
         assert response.status == 200, await response.text()
@@ -112,13 +123,8 @@ async def test_sigkill_with_a_non_empty_outbox_loses_no_acknowledged_interaction
         for round_ in range(2):
             async with aiohttp.ClientSession(server.url, headers=headers) as http:
                 conversation_id = await new_conversation(http, f"kill-{round_}")
-                semaphore = asyncio.Semaphore(16)
-
-                async def write(n: int) -> str:
-                    async with semaphore:
-                        return await add(http, conversation_id, f"customer {round_}-{n} {words(rng, 30)}")
-
-                acknowledged += await asyncio.gather(*(write(n) for n in range(150)))
+                texts = [f"customer {round_}-{n} {words(rng, 30)}" for n in range(150)]
+                acknowledged += await add_all(http, conversation_id, texts)
             server.kill()  # SIGKILL right after the last acknowledgement: the indexer is mid-way
             pending = outbox_size(data_dir)
             assert pending > 0, "the outbox was already empty at the kill: nothing was tested"

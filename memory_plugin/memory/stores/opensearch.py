@@ -337,7 +337,11 @@ class OpenSearchMemoryStore(MemoryStore):
         return [{"create": {"_index": self.outbox_index, "_id": entry_id}}, source]
 
     async def _enqueue(
-        self, kind: Literal["index", "delete"], owner: Principal, conversation_id: str, interaction_id: str | None = None
+        self,
+        kind: Literal["index", "delete"],
+        owner: Principal,
+        conversation_id: str,
+        interaction_id: str | None = None,
     ) -> None:
         if self.outbox:
             await bulk(self.client, self._entry_action(kind, owner, conversation_id, interaction_id), refresh=True)

@@ -34,6 +34,7 @@ async def main(data_dir: str) -> None:
         history = await mp.list_interactions(caller, conversation.conversation_id)
         print(f"conversation {conversation.conversation_id} has {len(history.items)} interactions")
 
+        await mp.indexed()  # interactions become searchable records in the background
         result = await mp.search(caller, "wifi keeps disconnecting at night", "ai_pipeline_storage", top_k=3)
         for hit in result.hits:
             print(f"found {hit.score:.3f} {hit.record.metadata['conversation_id']}: {hit.text!r}")

@@ -49,13 +49,17 @@ async def check(data_dir: str) -> None:
                 await http.get(f"/memory/_plugins/_ml/memory/{memory_id}/messages", headers=headers)
             ).json()
             print("plugin route: memory", memory_id, "has", len(messages["messages"]), "message(s)")
-            found = await (
-                await http.get(
-                    "/memory/v2/ai/conversation_histories",
-                    params={"q": "paying with an invoice", "record_type": "ai_pipeline_storage"},
-                    headers=headers,
-                )
-            ).json()
+            for _ in range(300):  # the message becomes a searchable record in the background
+                found = await (
+                    await http.get(
+                        "/memory/v2/ai/conversation_histories",
+                        params={"q": "paying with an invoice", "record_type": "ai_pipeline_storage"},
+                        headers=headers,
+                    )
+                ).json()
+                if found["data"]:
+                    break
+                await asyncio.sleep(0.1)
             print("search found:", [item["text"] for item in found["data"]])
     finally:
         await runner.cleanup()

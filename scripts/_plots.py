@@ -203,7 +203,27 @@ def plot_fairness(result: dict[str, Any], path: Path) -> Path:
     return _save(figure, path)
 
 
+def plot_bridge(result: dict[str, Any], path: Path) -> Path:
+    """Create-message throughput side by side, and how long after the load the last interaction is searchable."""
+    rows = result["results"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
+    names = [row["system"] for row in rows]
+    left.bar(names, [row["req_per_s"] for row in rows], color=[f"C{n}" for n in range(len(rows))])
+    left.set(ylabel="requests/s", title=f"Create message, {result['concurrency']} clients")
+    left.grid(True, axis="y", alpha=0.3)
+    lagging = [row for row in rows if row.get("last_searchable_after_s") is not None]
+    right.bar(
+        [row["system"] for row in lagging], [row["last_searchable_after_s"] for row in lagging], color="C2", width=0.5
+    )
+    right.set(ylabel="seconds after the load ends", title="Last acknowledged interaction searchable")
+    right.grid(True, axis="y", alpha=0.3)
+    for axes in (left, right):
+        axes.tick_params(axis="x", labelsize=8)
+    return _save(figure, path)
+
+
 PLOTTERS = {
+    "bridge": plot_bridge,
     "fairness": plot_fairness,
     "search": plot_search,
     "memory": plot_memory,

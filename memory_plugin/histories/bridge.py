@@ -121,7 +121,8 @@ class HistoryBridge:
             )
 
     def notify(self) -> None:
-        """The store has new outbox entries: drain soon."""
+        """The store has a new outbox entry: count it in the lag until the next look, and drain soon."""
+        self._lag = OutboxLag(self._lag.backlog + 1, self._lag.oldest_enqueued_at or time.time())
         self._wakeup.set()
 
     # -- lifecycle --------------------------------------------------------------------

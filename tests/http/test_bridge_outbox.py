@@ -7,6 +7,7 @@ ordering logic, not about search quality.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,12 +25,20 @@ METRICS_TOKEN = "operator-token"
 
 
 class FlakyEmbedder(FakeEmbedder):
-    """The deterministic double, whose passage embeddings fail while ``failing`` is set (queries always work)."""
+    """The deterministic double, whose passage embeddings fail while ``failing`` is set (queries always work).
+
+    With ``gate`` set, a passage batch waits (on the embedder's thread) until the gate opens.
+    """
 
     failing = False
     failures = 0
+    gate: threading.Event | None = None
+    entered = False
 
     def passage(self, texts: Sequence[str]) -> np.ndarray:
+        if self.gate is not None:
+            self.entered = True
+            self.gate.wait(30)
         if self.failing:
             self.failures += 1
             raise RuntimeError("embedder down")
@@ -125,6 +134,23 @@ async def test_deleting_a_conversation_with_pending_entries_leaves_no_record(cli
     flaky.failing = False
     await indexed(client)
     assert await record_ids(client, alice, "parcel delivery") == [kept_id]
+
+
+async def test_a_conversation_deleted_while_its_interaction_is_being_embedded_leaves_no_record(client, flaky, alice):
+    conversation_id = await conversation(client, alice)
+    flaky.gate = threading.Event()
+    try:
+        await interaction(client, alice, conversation_id, "invoice statement balance")
+        for _ in range(500):  # the indexer has read the interaction and is embedding it
+            if flaky.entered:
+                break
+            await asyncio.sleep(0.02)
+        assert flaky.entered
+        assert (await client.delete(f"{CONVERSATIONS}/{conversation_id}", headers=alice.headers)).status == 200
+    finally:
+        flaky.gate.set()
+    await indexed(client)
+    assert await record_ids(client, alice, "invoice statement balance") == []
 
 
 async def test_a_deleted_conversations_records_go_through_the_outbox_too(client, alice):

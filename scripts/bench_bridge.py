@@ -97,7 +97,8 @@ async def backlog(http: aiohttp.ClientSession) -> int:
 async def catch_up(url: str, headers: dict[str, str], acknowledged: list[str], timeout: float) -> dict[str, Any]:
     """Seconds from now until the last acknowledged interaction is searchable, and until the backlog is 0."""
     ended = time.perf_counter()
-    async with aiohttp.ClientSession(url, headers=headers) as http:
+    # A poll that takes long (a saturated machine) is a "not yet", never the end of the measurement.
+    async with aiohttp.ClientSession(url, headers=headers, timeout=aiohttp.ClientTimeout(total=600)) as http:
         backlog_at_end = await backlog(http)
         last_searchable = drained = None
         while time.perf_counter() - ended < timeout and (last_searchable is None or drained is None):

@@ -300,6 +300,6 @@ class MemoryService:
         updated = await self.store.update_interaction(owner, interaction_id, values)
         if updated is None:
             raise interaction_not_found(interaction_id)
-        if self.bridge is not None and updated.result == "updated":
+        if self.bridge is not None and updated.result == "updated" and "response" in values:
             self.bridge.notify()
         return updated

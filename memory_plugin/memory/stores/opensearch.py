@@ -598,7 +598,7 @@ class OpenSearchMemoryStore(MemoryStore):
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
     ) -> Updated[Interaction] | None:
-        if self.outbox:  # first, so that a crash cannot leave the new text unindexed
+        if self.outbox and "response" in changes:  # first, so that a crash cannot leave the new text unindexed
             current = await self._get_owned(self.message_index, interaction_id, owner)
             if current is None:
                 return None

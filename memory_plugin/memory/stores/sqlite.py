@@ -402,7 +402,7 @@ class SqliteMemoryStore(MemoryStore):
                 "UPDATE interactions SET response = ?, additional_info = ?, version = ? WHERE interaction_id = ?",
                 (changed.response, _json_or_none(changed.additional_info), changed.version, interaction_id),
             )
-            if self.outbox:
+            if self.outbox and changed.response != current.response:  # the record holds input and response
                 _enqueue(c, "index", owner, changed.conversation_id, interaction_id)
             return Updated(changed, "updated")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_plugin.auth import Principal
-from memory_plugin.dates import isoformat, parse_instant
+from memory_plugin.dates import isoformat, parse_stored
 from memory_plugin.memory.dsl import DocumentResults, SearchBody
 from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import MemoryStore, evaluate_conversations, evaluate_interactions
@@ -102,8 +102,8 @@ def _conversation(row: sqlite3.Row) -> Conversation:
         conversation_id=row["conversation_id"],
         owner=Principal(row["organization_id"], row["user_id"] or None),
         name=row["name"],
-        create_time=parse_instant(row["create_time"]),
-        updated_time=parse_instant(row["updated_time"]),
+        create_time=parse_stored(row["create_time"]),
+        updated_time=parse_stored(row["updated_time"]),
         additional_info=json.loads(row["additional_info"]) if row["additional_info"] else None,
         application_type=row["application_type"],
         version=row["version"],
@@ -115,7 +115,7 @@ def _interaction(row: sqlite3.Row) -> Interaction:
         interaction_id=row["interaction_id"],
         conversation_id=row["conversation_id"],
         owner=Principal(row["organization_id"], row["user_id"] or None),
-        create_time=parse_instant(row["create_time"]),
+        create_time=parse_stored(row["create_time"]),
         input=row["input"],
         response=row["response"],
         prompt_template=row["prompt_template"],

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from memory_plugin.auth import Principal
+from memory_plugin.clock import now
+from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 from memory_plugin.sqlite import Database, run_script
 
 
@@ -103,3 +107,41 @@ async def test_work_queued_after_close_is_refused(tmp_path: Path) -> None:
     await db.close()
     with pytest.raises(RuntimeError, match="not open"):
         await db.write(_insert(1))
+
+
+async def test_memory_writes_in_one_group_fail_alone(tmp_path: Path) -> None:
+    """The SQLite memory store through group commit: a duplicate id and a missing conversation fail
+    only their own write; the rest of the group is stored."""
+    store = SqliteMemoryStore(tmp_path / "memory.sqlite3")
+    await store.open()
+    try:
+        alice = Principal("org-1", "alice")
+        conversation = Conversation("c1", alice, "billing", now(), now())
+        await store.add_conversation(conversation)
+
+        def interaction(interaction_id: str, conversation_id: str = "c1") -> Interaction:
+            return Interaction(interaction_id, conversation_id, alice, now(), input="q", response="a")
+
+        await store.add_interaction(interaction("taken"))
+        release, hold = await _held(store.db)
+        ids = ["i1", "taken", "i2", "i3"]
+        tasks = [asyncio.ensure_future(store.add_interaction(interaction(i))) for i in ids]
+        tasks.insert(3, asyncio.ensure_future(store.add_interaction(interaction("i4", "missing"))))
+        await asyncio.sleep(0.05)
+        release.set()
+        await hold
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert [r if isinstance(r, bool) else type(r).__name__ for r in results] == [
+            True,
+            "IntegrityError",
+            True,
+            False,
+            True,
+        ]
+        listed = await store.list_interactions(alice, "c1", 0, 100, newest_first=False)
+        assert listed is not None
+        assert [i.interaction_id for i in listed] == ["taken", "i1", "i2", "i3"]
+        stored = await store.get_conversation(alice, "c1")
+        assert stored is not None and stored.version == 1 + 4  # one bump per stored interaction, none for the failed
+    finally:
+        await store.close()

@@ -98,9 +98,8 @@ async def test_a_full_disk_at_commit_fails_the_whole_group_with_507_and_loses_no
             connector = aiohttp.TCPConnector(limit=WRITERS)
             async with aiohttp.ClientSession(server.url, headers=headers, connector=connector) as http:
                 conversation = await create_conversation(http, "disk")
-                n = 0
 
-                async def burst() -> list[int]:
+                async def burst(n: int) -> list[int]:
                     """``WRITERS`` writes at once: they reach the database thread together."""
 
                     async def write(i: int) -> int:
@@ -116,10 +115,10 @@ async def test_a_full_disk_at_commit_fails_the_whole_group_with_507_and_loses_no
 
                     return list(await asyncio.gather(*(write(i) for i in range(WRITERS))))
 
-                assert set(await burst()) == {200}
+                assert set(await burst(0)) == {200}
                 filler = fill(data_dir)
                 for n in range(1, 41):  # SQLite may still place a burst or two in space it holds
-                    statuses = await burst()
+                    statuses = await burst(n)
                     assert set(statuses) <= {200, 507}, statuses
                     if 507 in statuses:
                         break
@@ -127,8 +126,7 @@ async def test_a_full_disk_at_commit_fails_the_whole_group_with_507_and_loses_no
                     raise AssertionError("40 bursts of writes accepted on a full disk")
                 assert await stored_interactions(http, conversation) == acknowledged  # the refused are not stored
                 filler.unlink()
-                n += 1
-                assert set(await burst()) == {200}
+                assert set(await burst(41)) == {200}
         finally:
             server.kill()
         with LiveServer(data_dir) as restarted:

@@ -1,10 +1,12 @@
 """Memory API throughput by concurrency, beside an aiohttp hello-world in the same run.
 
-    python scripts/bench_memory.py [--requests 3000] [--concurrency 1,8,32] [--out bench-results/memory.json]
+    python scripts/bench_memory.py [--requests 3000] [--concurrency 1,8,32] [--repeat 1] [--out bench-results/memory.json]
 
 Starts both servers as subprocesses on loopback, drives each with the same
 aiohttp client, and prints req/s and latency percentiles side by side: the
-ratio to hello-world is our overhead.  The chart (``memory.png`` beside the
+ratio to hello-world is our overhead.  ``--repeat N`` runs every case N times,
+interleaved, and keeps each case's best run: on a shared machine, the run the
+other work disturbed least.  The chart (``memory.png`` beside the
 JSON) shows requests/s by concurrency.
 """
 
@@ -77,6 +79,7 @@ async def main() -> None:
         type=lambda s: [int(x) for x in s.split(",")],
         help="comma-separated client counts",
     )
+    parser.add_argument("--repeat", type=int, default=1, help="runs per case, interleaved; the best is kept")
     parser.add_argument("--bridge", action="store_true", help="also index interactions for search")
     parser.add_argument("--log-level", default="info", help="the server's log level (info logs every request)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "memory.json")
@@ -102,10 +105,16 @@ async def main() -> None:
             ("create interaction", f"{server.url}{BASE}/{conversation_id}", "POST", interaction, headers),
             ("list interactions", f"{server.url}{BASE}/{conversation_id}?max_results=10", "GET", None, headers),
         ]
-        with tqdm(total=args.requests * len(cases) * len(args.concurrency), unit="req", desc="bench_memory") as bar:
+        total = args.requests * len(cases) * len(args.concurrency) * args.repeat
+        with tqdm(total=total, unit="req", desc="bench_memory") as bar:
             for concurrency in args.concurrency:
-                for name, url, method, body, case_headers in cases:
-                    results.append(await drive(name, url, method, body, case_headers, args.requests, concurrency, bar))
+                best: dict[str, dict] = {}
+                for _ in range(args.repeat):
+                    for name, url, method, body, case_headers in cases:
+                        row = await drive(name, url, method, body, case_headers, args.requests, concurrency, bar)
+                        if name not in best or row["req_per_s"] > best[name]["req_per_s"]:
+                            best[name] = row
+                results.extend(best.values())
     hello.terminate()
     hello.wait()
 
@@ -121,7 +130,7 @@ async def main() -> None:
             f"{row['ratio_to_hello_world']:>10}  {row['statuses']}"
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    report = {"bridge": args.bridge, "results": results}
+    report = {"bridge": args.bridge, "repeat": args.repeat, "results": results}
     args.out.write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.out} and {plot_memory(report, png_beside(args.out))}")
 

@@ -126,7 +126,7 @@ async def test_memory_search_combines_bool_terms_range_sort_and_paging(ml):
         "query": {
             "bool": {
                 "must": [{"match": {"name": "topic"}}],
-                "must_not": [{"term": {"name": "topic 0"}}],
+                "must_not": [{"match_phrase": {"name": "topic 0"}}],  # name is text: a term would be one token
                 "filter": [{"range": {"create_time": {"gte": "2000-01-01T00:00:00Z"}}}],
             }
         },

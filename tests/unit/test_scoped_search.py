@@ -23,9 +23,12 @@ def test_the_query_is_wrapped_in_the_owner_filter_and_the_source_is_ours_to_filt
         "query": {"bool": {"must": [{"match": {"name": "x"}}, {"term": {"memory_id": "m"}}], "filter": OWNER}},
         "post_filter": {"term": {"user": "bob"}},
         "_source": True,
+        "version": True,
+        "seq_no_primary_term": True,
     }
     assert search.source.includes == ("name",)
     assert scoped_search(None, scope=OWNER).body["query"]["bool"]["must"] == [{"match_all": {}}]
+    assert scoped_search({"_source": False}, scope=OWNER).source.enabled, "ml-commons always fetches the source"
 
 
 @pytest.mark.parametrize(

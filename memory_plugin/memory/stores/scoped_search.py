@@ -33,7 +33,7 @@ on a real cluster where ml-commons keeps every user's memories in one index.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memory_plugin.errors import OpenSearchBadRequest
@@ -196,13 +196,15 @@ def scoped_search(
             )
     check_body(body)
     try:
-        source = parse_source(body.get("_source", True))
+        # ml-commons fetches the source even for ``"_source": false``, keeping includes and excludes
+        # (``RestActionUtils.getSourceContext``), and asks for versions and sequence numbers.
+        source = replace(parse_source(body.get("_source", True)), enabled=True)
     except QueryParsingError as error:
         raise _parsing_error(error) from None
     sent = {key: value for key, value in body.items() if key != "_source"}
     query = body.get("query", {"match_all": {}})
     sent["query"] = {"bool": {"must": [query, *must], "filter": list(scope)}}
-    sent["_source"] = True
+    sent.update(_source=True, version=True, seq_no_primary_term=True)
     return ScopedSearch(sent, source)
 
 
@@ -243,11 +245,8 @@ def public_response(
     """OpenSearch's answer as ml-commons gives it: ``document(id, stored source)`` is the ml-commons document."""
     answer: dict[str, Any] = _public_names(response, names)
     for hit in answer.get("hits", {}).get("hits", []):
-        stored = hit.pop("_source", None)
-        if stored is not None:
-            shown = search.source.apply(document(hit["_id"], stored))
-            if shown is not None:
-                hit["_source"] = shown
+        if isinstance(hit.get("_source"), Mapping):
+            hit["_source"] = search.source.apply(document(hit["_id"], hit["_source"]))
     stack: list[Any] = [answer]
     while stack:  # every other hit: inner hits, top hits
         node = stack.pop()

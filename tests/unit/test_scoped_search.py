@@ -42,6 +42,7 @@ def test_the_query_is_wrapped_in_the_owner_filter_and_the_source_is_ours_to_filt
         {"aggs": {"a": {"terms": {"field": "user", "min_doc_count": "0"}}}},
         {"sort": [{"memory_plugin.id": "asc"}]},
         {"query": {"term": {"memory_plugin": "x"}}},
+        {"query": {"query_string": {"query": "x", "fields": ["memory_plugin*"]}}},
         {"docvalue_fields": [{"field": "memory_plugin.user"}]},
         {"suggest": {}},
         {"indices_boost": []},

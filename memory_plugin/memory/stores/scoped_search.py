@@ -125,7 +125,7 @@ def _parsing_error(error: QueryParsingError) -> OpenSearchBadRequest:
 
 
 def _internal(name: Any) -> bool:
-    return isinstance(name, str) and (name == INTERNAL_FIELD or name.startswith(INTERNAL_FIELD + "."))
+    return isinstance(name, str) and name.startswith(INTERNAL_FIELD)  # the object, its fields, patterns of them
 
 
 def _no_internal_field(name: Any) -> None:

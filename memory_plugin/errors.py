@@ -81,6 +81,19 @@ class OpenSearchBadRequest(InvalidArgument):
         return {"error": error, "status": self.status}
 
 
+class RelayedBadRequest(InvalidArgument):
+    """A 400 OpenSearch itself answered to a search we passed on: its own error body, relayed."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        error = body.get("error")
+        reason = error.get("reason") if isinstance(error, dict) else error
+        super().__init__(str(reason))
+        self.body = body
+
+    def opensearch_body(self) -> dict[str, Any]:
+        return self.body
+
+
 def java_string(value: Any) -> str:
     """``String.valueOf`` of a parsed JSON value, as OpenSearch previews it in mapping errors."""
     if isinstance(value, bool):

@@ -198,6 +198,47 @@ async def filter_path(d: Differ) -> None:
     await d.send("PUT", f"{M}/<id:0>?filter_path=result", {"name": "y"})
 
 
+async def searches(d: Differ) -> None:
+    """2.12+ ``_search`` bodies whose answers do not depend on what else the index holds.
+
+    Scores here are constant (filters, ``constant_score``, field sorts): BM25 scores
+    depend on every document of the index, and ours holds other callers' memories.
+    """
+    for n, (name, app) in enumerate((("alpha router", "a"), ("beta router", "b"), ("gamma switch", "c"))):
+        await d.send("POST", M, {"name": name, "application_type": app, "additional_info": {"n": str(n)}})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "why blink", "response": "reset it", "origin": "x"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "t", "parent_message_id": "<id:3>", "trace_number": 1})
+    by_app = [{"application_type": "asc"}]
+    for body in (
+        {"query": {"term": {"name": "router"}}, "sort": by_app},
+        {"query": {"constant_score": {"filter": {"match": {"name": "router"}}}}, "sort": by_app},
+        {"query": {"bool": {"filter": [{"term": {"application_type": "b"}}]}}},
+        {"query": {"constant_score": {"filter": {"prefix": {"name": "gam"}}, "boost": 2}}},
+        {"query": {"match_all": {}}, "sort": [{"application_type": "desc"}], "from": 1, "size": 1},
+        {"query": {"match_all": {}}, "sort": by_app, "_source": ["name", "additional_info.*"]},
+        {"query": {"match_all": {}}, "sort": by_app, "_source": {"excludes": ["*_time"]}},
+        {"query": {"match_all": {}}, "sort": by_app, "_source": False},
+        {"query": {"match_all": {}}, "sort": by_app, "search_after": ["a"]},
+        {"query": {"match_all": {}}, "sort": by_app, "post_filter": {"term": {"application_type": "c"}}},
+        {"query": {"match_all": {}}, "size": 0, "aggs": {"apps": {"terms": {"field": "application_type"}}}},
+        {"query": {"match_all": {}}, "size": 0, "track_total_hits": False},
+        {"query": {"range": {"create_time": {"gte": "now-1h", "lte": "now+1h"}}}, "sort": by_app, "size": 2},
+        {"query": {"term": {"name.keyword": "alpha router"}}},
+        {"query": {"match_all": {}}, "size": 10001},
+    ):
+        await d.send("POST", f"{M}/_search", body)
+    for body in (
+        {"query": {"bool": {"filter": [{"term": {"input": "blink"}}]}}, "sort": [{"trace_number": "asc"}]},
+        {"query": {"exists": {"field": "trace_number"}}, "sort": [{"trace_number": "asc"}]},
+        {"query": {"match_all": {}}, "sort": [{"trace_number": {"order": "desc", "missing": "_last"}}]},
+        {"query": {"match_all": {}}, "size": 0, "aggs": {"origins": {"terms": {"field": "origin"}}}},
+    ):
+        await d.send("POST", f"{M}/<id:0>/_search", body)
+        await d.send("POST", f"{M}/<id:1>/_search", body)
+    await d.send("POST", f"{M}/doesnotexist/_search", {"query": {"match_all": {}}})
+
+
+#: Scenarios for every store.
 SCENARIOS: dict[str, Scenario] = {
     "create_get_list": create_get_list,
     "messages_and_traces": messages_and_traces,
@@ -209,3 +250,7 @@ SCENARIOS: dict[str, Scenario] = {
     "content_types": content_types,
     "filter_path": filter_path,
 }
+
+#: Scenarios whose answers come from the search engine itself: only a store that runs
+#: the query DSL in OpenSearch answers them as the real node does.
+OPENSEARCH_SCENARIOS: dict[str, Scenario] = {"searches": searches}

@@ -20,7 +20,7 @@ import pytest
 from memory_plugin.auth import KeyStore
 from tests.conformance.deviations import unexplained
 from tests.conformance.differ import Differ, Side
-from tests.conformance.scenarios import SCENARIOS
+from tests.conformance.scenarios import OPENSEARCH_SCENARIOS, SCENARIOS
 from tests.support.live import LiveServer, unavailable
 from tests.support.opensearch.ml import MEMORY_INDICES, ml_node
 
@@ -75,5 +75,13 @@ async def differ(judge: str, ours: LiveServer) -> AsyncIterator[Differ]:
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 async def test_scenario_matches_the_real_node(differ: Differ, scenario: str) -> None:
     await SCENARIOS[scenario](differ)
+    left = unexplained(differ.differences)
+    assert not left, f"{len(left)} differences from the real ml-commons node:\n" + "\n".join(map(str, left))
+
+
+@pytest.mark.parametrize("ours", ["opensearch"], indirect=True)
+@pytest.mark.parametrize("scenario", list(OPENSEARCH_SCENARIOS))
+async def test_search_scenario_matches_the_real_node(differ: Differ, scenario: str) -> None:
+    await OPENSEARCH_SCENARIOS[scenario](differ)
     left = unexplained(differ.differences)
     assert not left, f"{len(left)} differences from the real ml-commons node:\n" + "\n".join(map(str, left))

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memory_plugin.auth import Principal
-from memory_plugin.memory.dsl import DocumentResults, SearchBody, execute
+from memory_plugin.memory.dsl import execute, parse_search, search_response
 from memory_plugin.memory.models import Conversation, Interaction, Updated
 from memory_plugin.memory.views import memory_source, message_source
 
@@ -78,12 +79,20 @@ class MemoryStore(abc.ABC):
         """Delete every memory and message (traces included) ``owner`` has; ``(memories, messages)`` removed."""
 
     @abc.abstractmethod
-    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
-        """Run a 2.12+ ``_search`` over the owner's memories; nothing beyond the owner can match."""
+    async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A 2.12+ ``_search`` body run over the owner's memories: OpenSearch's search response.
+
+        Nothing beyond the owner can match; a bad body raises the typed 400 OpenSearch would answer.
+        """
 
     @abc.abstractmethod
-    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
-        """Run a 2.12+ ``_search`` over the owner's messages of one memory, traces included."""
+    async def search_interactions(
+        self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """A 2.12+ ``_search`` body run over the owner's messages of one memory, traces included.
+
+        An unknown (or another owner's) memory has no messages; saying 404 is the caller's business.
+        """
 
     async def health(self) -> dict[str, Any]:
         return {"status": "green"}
@@ -96,22 +105,29 @@ EVALUATION_BUDGET_SECONDS = 2.0
 _EVALUATION = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsl")
 
 
-async def _evaluate(query: SearchBody, documents: Callable[[], list[tuple[str, dict[str, Any]]]]) -> DocumentResults:
-    budget = EVALUATION_BUDGET_SECONDS
-    return await asyncio.get_running_loop().run_in_executor(
-        _EVALUATION, lambda: execute(query, documents(), budget=budget)
-    )
+async def evaluate_search(
+    body: Mapping[str, Any] | None, index: str, documents: Callable[[], Awaitable[list[tuple[str, dict[str, Any]]]]]
+) -> dict[str, Any]:
+    """``body`` parsed, then evaluated in Python over ``documents`` (the owner's, as ml-commons stores them).
 
-
-async def evaluate_conversations(query: SearchBody, conversations: Iterable[Conversation]) -> DocumentResults:
-    """``query`` evaluated over ``conversations``, as ml-commons' stored documents, off the loop and within budget.
-
-    Ties keep the given order, so pass them oldest first (insertion order).
+    For stores that cannot run the query DSL themselves.  Evaluation runs off the loop and
+    within budget; ties keep the given order, so pass the documents oldest first.
     """
-    return await _evaluate(query, lambda: [(c.conversation_id, memory_source(c)) for c in conversations])
+    query = parse_search(body)
+    started = time.perf_counter()
+    loaded = await documents()
+    budget = EVALUATION_BUDGET_SECONDS
+    results = await asyncio.get_running_loop().run_in_executor(
+        _EVALUATION, lambda: execute(query, loaded, budget=budget)
+    )
+    return search_response(results, int((time.perf_counter() - started) * 1000), index=index)
 
 
-async def evaluate_interactions(query: SearchBody, interactions: Iterable[Interaction]) -> DocumentResults:
-    """``query`` evaluated over ``interactions`` (oldest first), as ml-commons' stored documents."""
-    ordered = sorted(interactions, key=lambda i: i.create_time)
-    return await _evaluate(query, lambda: [(i.interaction_id, message_source(i)) for i in ordered])
+def conversation_documents(conversations: Iterable[Conversation]) -> list[tuple[str, dict[str, Any]]]:
+    """Memories as ``(id, ml-commons document)``, in the given order."""
+    return [(c.conversation_id, memory_source(c)) for c in conversations]
+
+
+def interaction_documents(interactions: Iterable[Interaction]) -> list[tuple[str, dict[str, Any]]]:
+    """Messages as ``(id, ml-commons document)``, oldest first."""
+    return [(i.interaction_id, message_source(i)) for i in sorted(interactions, key=lambda i: i.create_time)]

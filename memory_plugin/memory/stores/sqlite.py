@@ -11,9 +11,14 @@ from typing import Any
 
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat, parse_stored
-from memory_plugin.memory.dsl import DocumentResults, SearchBody
+from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
-from memory_plugin.memory.stores.base import MemoryStore, evaluate_conversations, evaluate_interactions
+from memory_plugin.memory.stores.base import (
+    MemoryStore,
+    conversation_documents,
+    evaluate_search,
+    interaction_documents,
+)
 from memory_plugin.sqlite import Database, run_script
 
 
@@ -341,23 +346,25 @@ class SqliteMemoryStore(MemoryStore):
 
         return await self.db.write(update)
 
-    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
-        return await evaluate_conversations(query, await self.all_conversations(owner))
+    async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+        async def documents() -> list[tuple[str, dict[str, Any]]]:
+            sql = f"SELECT * FROM conversations WHERE {_OWNER}"
+            rows = await self.db.run(lambda c: [_conversation(row) for row in c.execute(sql, _owner_params(owner))])
+            return conversation_documents(rows)  # rowid (insertion) order: ties keep it
 
-    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
-        return await evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
+        return await evaluate_search(body, META_INDEX, documents)
 
-    async def all_conversations(self, owner: Principal) -> list[Conversation]:
-        sql = f"SELECT * FROM conversations WHERE {_OWNER}"
-        return await self.db.run(lambda c: [_conversation(row) for row in c.execute(sql, _owner_params(owner))])
+    async def search_interactions(
+        self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        async def documents() -> list[tuple[str, dict[str, Any]]]:
+            sql = f"SELECT * FROM interactions WHERE {_OWNER} AND conversation_id = ?"
+            params = (*_owner_params(owner), conversation_id)
+            return interaction_documents(
+                await self.db.run(lambda c: [_interaction(row) for row in c.execute(sql, params)])
+            )
 
-    async def all_interactions(self, owner: Principal, conversation_id: str | None = None) -> list[Interaction]:
-        sql = f"SELECT * FROM interactions WHERE {_OWNER}"
-        params: tuple[Any, ...] = _owner_params(owner)
-        if conversation_id is not None:
-            sql += " AND conversation_id = ?"
-            params = (*params, conversation_id)
-        return await self.db.run(lambda c: [_interaction(row) for row in c.execute(sql, params)])
+        return await evaluate_search(body, MESSAGE_INDEX, documents)
 
 
 def _apply(document: Document, changes: Mapping[str, Any]) -> Document:

@@ -8,13 +8,27 @@ updated, ownership, and what the history bridge hears.  It knows no HTTP.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.errors import InvalidArgument, MapperParsingError, NotFound, ResultWindowTooLarge, ValidationFailed
-from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX, parse_search, search_response
+from memory_plugin.memory.dsl import (
+    KEYWORD,
+    MESSAGE_FIELDS,
+    MESSAGE_INDEX,
+    META_FIELDS,
+    META_INDEX,
+    Bool,
+    Fields,
+    SearchBody,
+    SourceFilter,
+    TermScore,
+    parse_search,
+    search_response,
+)
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page, Updated
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
@@ -55,6 +69,20 @@ def check_page(next_token: int, max_results: int, noun: str) -> None:
         raise _validation(f"max_results must be at most {MAX_RESULTS_LIMIT}", "max_results")
     if next_token < 0:
         raise _validation("The starting position must be nonnegative (next_token)", "next_token")
+
+
+def memory_search(body: Mapping[str, Any] | None, fields: Fields) -> SearchBody:
+    """A search body as ml-commons runs it on its own index.
+
+    It puts the caller's query inside its own ``bool`` (a body without one is
+    its 400), and always fetches the whole ``_source`` unless fields are named.
+    """
+    query = parse_search(body, fields=fields)
+    if isinstance(body, Mapping) and body.get("query") is None:
+        raise InvalidArgument("inner bool query clause cannot be null")
+    if not query.source.enabled:
+        query = replace(query, source=SourceFilter())
+    return query
 
 
 def check_search_window(next_token: int, max_results: int, noun: str, index: str) -> None:
@@ -237,14 +265,16 @@ class MemoryService:
 
     async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
         """An OpenSearch query over the owner's memories; no body can reach past the owner."""
-        query = parse_search(body)
+        query = memory_search(body, META_FIELDS)
         started = time.perf_counter()
         return search_response(await self.store.search_conversations(owner, query), _took(started), index=META_INDEX)
 
     async def search_interactions(
         self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        query = parse_search(body)
+        query = memory_search(body, MESSAGE_FIELDS)
+        # ml-commons requires the memory's id beside the caller's query, as a scored clause
+        query = replace(query, query=Bool(must=[query.query, TermScore("memory_id", KEYWORD, conversation_id)]))
         await self.get_conversation(owner, conversation_id)
         started = time.perf_counter()
         results = await self.store.search_interactions(owner, conversation_id, query)

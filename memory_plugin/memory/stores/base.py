@@ -96,7 +96,7 @@ EVALUATION_BUDGET_SECONDS = 2.0
 _EVALUATION = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsl")
 
 
-async def _evaluate(query: SearchBody, documents: Callable[[], list[tuple[str, dict[str, Any]]]]) -> DocumentResults:
+async def _evaluate(query: SearchBody, documents: Callable[[], list[tuple[str, dict[str, Any], int]]]) -> DocumentResults:
     budget = EVALUATION_BUDGET_SECONDS
     return await asyncio.get_running_loop().run_in_executor(
         _EVALUATION, lambda: execute(query, documents(), budget=budget)
@@ -108,10 +108,11 @@ async def evaluate_conversations(query: SearchBody, conversations: Iterable[Conv
 
     Ties keep the given order, so pass them oldest first (insertion order).
     """
-    return await _evaluate(query, lambda: [(c.conversation_id, memory_source(c)) for c in conversations])
+    ordered = sorted(conversations, key=lambda c: c.create_time)
+    return await _evaluate(query, lambda: [(c.conversation_id, memory_source(c), c.version) for c in ordered])
 
 
 async def evaluate_interactions(query: SearchBody, interactions: Iterable[Interaction]) -> DocumentResults:
     """``query`` evaluated over ``interactions`` (oldest first), as ml-commons' stored documents."""
     ordered = sorted(interactions, key=lambda i: i.create_time)
-    return await _evaluate(query, lambda: [(i.interaction_id, message_source(i)) for i in ordered])
+    return await _evaluate(query, lambda: [(i.interaction_id, message_source(i), i.version) for i in ordered])

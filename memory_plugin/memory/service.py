@@ -8,8 +8,8 @@ updated, ownership, and what the history bridge hears.  It knows no HTTP.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from memory_plugin.auth import Principal

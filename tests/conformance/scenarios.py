@@ -198,8 +198,6 @@ async def filter_path(d: Differ) -> None:
     await d.send("PUT", f"{M}/<id:0>?filter_path=result", {"name": "y"})
 
 
-
-
 #: Memory names chosen for the analyzer and BM25: repeated terms, apostrophes, numbers, accents, CJK, emoji.
 SEARCH_NAMES = (
     ("Weather chat about the weather", "chatbot"),
@@ -242,10 +240,21 @@ MEMORY_QUERIES: tuple[dict[str, object], ...] = (
     {"query": {"prefix": {"name": "wea"}}},
     {"query": {"wildcard": {"name": "p*s"}}},
     {"query": {"exists": {"field": "application_type"}}},
-    {"query": {"bool": {"must": [{"match": {"name": "weather"}}], "filter": [{"term": {"application_type": "chatbot"}}]}}},
+    {
+        "query": {
+            "bool": {"must": [{"match": {"name": "weather"}}], "filter": [{"term": {"application_type": "chatbot"}}]}
+        }
+    },
     {"query": {"bool": {"should": [{"match": {"name": "paris"}}, {"match": {"name": "weather"}}]}}},
     {"query": {"bool": {"must_not": [{"match": {"name": "weather"}}]}}},
-    {"query": {"bool": {"should": [{"term": {"application_type": "agent"}}, {"match": {"name": "report"}}], "minimum_should_match": 1}}},
+    {
+        "query": {
+            "bool": {
+                "should": [{"term": {"application_type": "agent"}}, {"match": {"name": "report"}}],
+                "minimum_should_match": 1,
+            }
+        }
+    },
     {"query": {"constant_score": {"filter": {"match": {"name": "weather"}}, "boost": 3}}},
     {"query": {"match": {"name": "weather"}}, "size": 0},
     {"query": {"match": {"name": "weather"}}, "from": 1, "size": 1},
@@ -258,14 +267,18 @@ MEMORY_QUERIES: tuple[dict[str, object], ...] = (
     {"query": {"multi_match": {"query": "weather paris", "fields": ["name^2"], "type": "most_fields"}}},
     {"query": {"multi_match": {"query": "the weather", "fields": ["name"], "type": "phrase"}}},
     {"query": {"simple_query_string": {"query": "weather +paris", "fields": ["name"]}}},
-    {"query": {"simple_query_string": {"query": "\"weather report\" | hello"}}},
+    {"query": {"simple_query_string": {"query": '"weather report" | hello'}}},
     {"query": {"query_string": {"query": "name:weather AND application_type:chatbot"}}},
     {"query": {"query_string": {"query": "weath* OR paris", "default_field": "name"}}},
     {"query": {"fuzzy": {"name": "wether"}}},
     {"query": {"fuzzy": {"name": {"value": "pariss", "fuzziness": 1}}}},
     {"query": {"match": {"name": {"query": "wether repot", "fuzziness": "AUTO"}}}},
     {"query": {"match_all": {}}, "sort": [{"application_type": "asc"}], "search_after": ["agent"], "size": 2},
-    {"query": {"match": {"name": "weather"}}, "sort": ["_score", {"application_type": "asc"}], "search_after": [1.3, "a"]},
+    {
+        "query": {"match": {"name": "weather"}},
+        "sort": ["_score", {"application_type": "asc"}],
+        "search_after": [1.3, "a"],
+    },
     {"query": {"match": {"name": "weather"}}, "highlight": {"fields": {"name": {}}}},
     {"query": {"match_all": {}}, "size": 0, "aggs": {"types": {"terms": {"field": "application_type"}}}},
     {"query": {"match_all": {}}, "size": 0, "aggs": {"n": {"value_count": {"field": "application_type"}}}},
@@ -303,7 +316,10 @@ MESSAGE_QUERIES: tuple[dict[str, object], ...] = (
     {"query": {"match": {"response": "tokyo"}}, "sort": [{"origin": "desc"}], "search_after": ["web"]},
     {"query": {"match": {"input": "weather"}}, "version": True, "seq_no_primary_term": True},
     {"query": {"match": {"input": "weather"}}, "timeout": "soon"},
-    {"query": {"match": {"input": "weather"}}, "highlight": {"fields": {"input": {}}, "pre_tags": ["<b>"], "post_tags": ["</b>"]}},
+    {
+        "query": {"match": {"input": "weather"}},
+        "highlight": {"fields": {"input": {}}, "pre_tags": ["<b>"], "post_tags": ["</b>"]},
+    },
     {"query": {"fuzzy": {"input": {"value": "wheather", "fuzziness": "AUTO", "prefix_length": 1}}}},
     {"query": {"match": {"input": {"query": "weathre", "fuzziness": 1, "fuzzy_transpositions": False}}}},
 )
@@ -321,7 +337,11 @@ async def searches(d: Differ) -> None:
     chat = f"<id:{len(SEARCH_NAMES)}>"
     for message in SEARCH_MESSAGES:
         await d.send("POST", f"{M}/{chat}/messages", message)
-    await d.send("POST", f"{M}/{chat}/messages", {"input": "trace of weather", "parent_message_id": f"<id:{len(SEARCH_NAMES) + 1}>", "trace_number": 1})
+    await d.send(
+        "POST",
+        f"{M}/{chat}/messages",
+        {"input": "trace of weather", "parent_message_id": f"<id:{len(SEARCH_NAMES) + 1}>", "trace_number": 1},
+    )
     for query in MESSAGE_QUERIES:
         await d.send("POST", f"{M}/{chat}/_search", query)
 

@@ -73,7 +73,9 @@ def test_term_on_a_text_field_matches_an_analysed_token_only() -> None:
 
 def test_hostile_fuzziness_and_query_strings_stay_bounded() -> None:
     docs = [(str(i), {"input": f"word{i} " * 50}) for i in range(200)]
-    body = parse_search({"query": {"match": {"input": {"query": "x" * 5000, "fuzziness": 10**9}}}}, fields=MESSAGE_FIELDS)
+    body = parse_search(
+        {"query": {"match": {"input": {"query": "x" * 5000, "fuzziness": 10**9}}}}, fields=MESSAGE_FIELDS
+    )
     assert execute(body, docs, budget=2.0).total == 0
     body = parse_search({"query": {"query_string": {"query": " OR ".join(["a*"] * 1000)}}}, fields=MESSAGE_FIELDS)
     assert execute(body, docs, budget=2.0).total == 0

@@ -279,7 +279,9 @@ def test_field_sort_nulls_scores_and_reports_sort_values() -> None:
 
 def test_default_sort_is_score_desc_then_input_order() -> None:
     docs = [("a", {"t": "x"}), ("b", {"t": "x y"}), ("c", {"t": "x"})]
-    result = execute(parse_search({"query": {"bool": {"should": [{"match": {"t": "x"}}, {"match": {"t": "y"}}]}}}), docs)
+    result = execute(
+        parse_search({"query": {"bool": {"should": [{"match": {"t": "x"}}, {"match": {"t": "y"}}]}}}), docs
+    )
     assert [h.id for h in result.hits][0] == "b"
     assert [h.id for h in result.hits][1:] == ["a", "c"]
 

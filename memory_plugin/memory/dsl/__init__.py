@@ -24,6 +24,7 @@ Error wording follows OpenSearch where it has one (``unknown query [x]``,
 negative, found [-1]``, ``Result window is too large, ...``).
 """
 
+from memory_plugin.memory.dsl.clauses import Bool, TermScore
 from memory_plugin.memory.dsl.execute import (
     MESSAGE_INDEX,
     META_INDEX,
@@ -34,7 +35,6 @@ from memory_plugin.memory.dsl.execute import (
     search,
     search_response,
 )
-from memory_plugin.memory.dsl.clauses import Bool, TermScore
 from memory_plugin.memory.dsl.mapping import KEYWORD, MESSAGE_FIELDS, META_FIELDS, Fields
 from memory_plugin.memory.dsl.parse import SearchBody, parse_search
 from memory_plugin.memory.dsl.sort import SortSpec

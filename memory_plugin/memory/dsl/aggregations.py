@@ -17,7 +17,14 @@ from typing import Any
 
 from memory_plugin.memory.dsl.mapping import DATE, KEYWORD, LONG, TEXT, Fields, field_kind
 from memory_plugin.memory.dsl.scoring import as_keyword
-from memory_plugin.memory.dsl.values import QueryParsingError, as_float, epoch_millis, field_values, parse_date, token_name
+from memory_plugin.memory.dsl.values import (
+    QueryParsingError,
+    as_float,
+    epoch_millis,
+    field_values,
+    parse_date,
+    token_name,
+)
 
 METRICS = ("value_count", "min", "max", "avg", "sum")
 AGGREGATION_NAME = re.compile(r"[^\[\]>]+")
@@ -80,21 +87,35 @@ def parse_aggregations(body: Any, fields: Fields | None) -> tuple[Aggregation, .
     out: list[Aggregation] = []
     for name, spec in body.items():
         if not AGGREGATION_NAME.fullmatch(name):
-            raise QueryParsingError(f"Invalid aggregation name [{name}]. Aggregation names can contain any character except '[', ']', and '>'")
+            raise QueryParsingError(
+                f"Invalid aggregation name [{name}]. Aggregation names can contain any character except '[', ']', and '>'"
+            )
         if not isinstance(spec, Mapping) or not spec:
             raise QueryParsingError(f"Missing definition for aggregation [{name}]")
         kinds = [k for k in spec if k not in ("meta",)]
         if any(k in ("aggs", "aggregations") for k in kinds):
             raise QueryParsingError(f"[{name}] sub-aggregations are not supported here")
         if len(kinds) != 1:
-            raise QueryParsingError(f"Found two aggregation type definitions in [{name}]: [{kinds[0]}] and [{kinds[1]}]")
+            raise QueryParsingError(
+                f"Found two aggregation type definitions in [{name}]: [{kinds[0]}] and [{kinds[1]}]"
+            )
         kind = kinds[0]
         options = spec[kind]
         if kind != "terms" and kind not in METRICS:
-            raise QueryParsingError(f"Unknown aggregation type [{kind}] did you mean [terms]?" if kind not in KNOWN else f"aggregation [{kind}] is not supported here")
+            raise QueryParsingError(
+                f"Unknown aggregation type [{kind}] did you mean [terms]?"
+                if kind not in KNOWN
+                else f"aggregation [{kind}] is not supported here"
+            )
         if not isinstance(options, Mapping):
-            raise QueryParsingError(f"Expected [START_OBJECT] under [{kind}], but got a [{token_name(options)}] in [{name}]")
-        allowed = {"field", "size", "missing", "format", "order", "min_doc_count", "shard_size"} if kind == "terms" else {"field", "missing", "format"}
+            raise QueryParsingError(
+                f"Expected [START_OBJECT] under [{kind}], but got a [{token_name(options)}] in [{name}]"
+            )
+        allowed = (
+            {"field", "size", "missing", "format", "order", "min_doc_count", "shard_size"}
+            if kind == "terms"
+            else {"field", "missing", "format"}
+        )
         for k in options:
             if k not in allowed:
                 raise QueryParsingError(f"[{kind}] unknown field [{k}]")
@@ -112,11 +133,32 @@ def parse_aggregations(body: Any, fields: Fields | None) -> tuple[Aggregation, .
         size = options.get("size", 10)
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise QueryParsingError(f"[size] must be greater than 0. Found [{size}] in [{name}]")
-        out.append(Aggregation(name, kind, field, field_type if field_type in (DATE, LONG, KEYWORD) else field_type, min(size, 10000)))
+        out.append(
+            Aggregation(
+                name, kind, field, field_type if field_type in (DATE, LONG, KEYWORD) else field_type, min(size, 10000)
+            )
+        )
     return tuple(out)
 
 
 KNOWN = frozenset(
-    {"cardinality", "date_histogram", "histogram", "range", "date_range", "filter", "filters", "stats", "extended_stats",
-     "percentiles", "top_hits", "composite", "significant_terms", "missing", "nested", "global", "multi_terms"}
+    {
+        "cardinality",
+        "date_histogram",
+        "histogram",
+        "range",
+        "date_range",
+        "filter",
+        "filters",
+        "stats",
+        "extended_stats",
+        "percentiles",
+        "top_hits",
+        "composite",
+        "significant_terms",
+        "missing",
+        "nested",
+        "global",
+        "multi_terms",
+    }
 )

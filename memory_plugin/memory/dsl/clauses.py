@@ -92,7 +92,7 @@ class Fuzzy(Clause):
                 found.append((edits, candidate, 1.0 - edits / shortest if shortest else 0.0))
             found.sort(key=lambda e: (e[0], e[1]))
             cached = corpus.memo[id(self)] = [(term, boost) for _, term, boost in found[: self.max_expansions]]
-        return cached  # type: ignore[no-any-return]
+        return cached  # type: ignore[return-value]
 
     def score(self, doc: Doc, corpus: Corpus) -> float | None:
         expansions = self.expansions(corpus)

@@ -61,7 +61,7 @@ def as_docs(docs: Iterable[Source]) -> list[Doc]:
     """``(id, _source)`` or ``(id, _source, version)`` rows as documents, in their given (index) order."""
     out: list[Doc] = []
     for pos, row in enumerate(docs):
-        out.append(Doc(row[0], row[1], pos, row[2] if len(row) > 2 else None))  # type: ignore[misc]
+        out.append(Doc(row[0], row[1], pos, row[2] if len(row) > 2 else None))
     return out
 
 
@@ -213,7 +213,12 @@ def kind_of_hit(clause: Clause, path: str) -> bool:
         kind = getattr(c, "kind", None)
         if getattr(c, "field", None) == path and kind is not None:
             found.append(kind not in (TEXT, DYNAMIC))
-        for sub in (*getattr(c, "must", ()), *getattr(c, "filter", ()), *getattr(c, "should", ()), *getattr(c, "clauses", ())):
+        for sub in (
+            *getattr(c, "must", ()),
+            *getattr(c, "filter", ()),
+            *getattr(c, "should", ()),
+            *getattr(c, "clauses", ()),
+        ):
             if isinstance(sub, Clause):
                 visit(sub)
 

@@ -79,7 +79,7 @@ def _positive(options: Mapping[str, Any], name: str, default: int) -> int:
 def parse_highlight(value: Any) -> Highlight:
     if not isinstance(value, Mapping):
         raise QueryParsingError(f"Unknown key for a {token_name(value)} in [highlight].")
-    for k, v in value.items():
+    for k in value:
         if k != "fields" and k not in HIGHLIGHT_OPTIONS:
             raise QueryParsingError(f"[highlight] unknown field [{k}]")
     kind = value.get("type", "unified")

@@ -12,6 +12,7 @@ import re2
 
 from memory_plugin.dates import OUT_OF_RANGE, DateError
 from memory_plugin.errors import InvalidArgument, ParseFailure
+from memory_plugin.memory.dsl.aggregations import Aggregation, parse_aggregations
 from memory_plugin.memory.dsl.analysis import analyze
 from memory_plugin.memory.dsl.clauses import (
     BlendedTerm,
@@ -32,9 +33,18 @@ from memory_plugin.memory.dsl.clauses import (
     check_minimum_should_match,
     minimum_should_match_count,
 )
-from memory_plugin.memory.dsl.mapping import DATE, DYNAMIC, FLAT_OBJECT, KEYWORD, LONG, TEXT, UNMAPPED, Fields, field_kind
-from memory_plugin.memory.dsl.aggregations import Aggregation, parse_aggregations
 from memory_plugin.memory.dsl.highlight import Highlight, parse_highlight
+from memory_plugin.memory.dsl.mapping import (
+    DATE,
+    DYNAMIC,
+    FLAT_OBJECT,
+    KEYWORD,
+    LONG,
+    TEXT,
+    UNMAPPED,
+    Fields,
+    field_kind,
+)
 from memory_plugin.memory.dsl.query_strings import Builders, parse_query_string
 from memory_plugin.memory.dsl.sort import SortSpec, parse_sort
 from memory_plugin.memory.dsl.source import SourceFilter, parse_source
@@ -394,9 +404,7 @@ def cross_fields(fields: list[tuple[str, float]], text: Any, options: FullText, 
     text_fields = [(f, b) for f, b in fields if kind_of(f) == TEXT]
     others = [match_clause(f, text, b, options) for f, b in fields if kind_of(f) not in (TEXT, UNMAPPED)]
     terms = analyze(str(text))
-    per_term: list[Clause] = [
-        BlendedTerm(fields=text_fields, term=t, tie_breaker=tie) for t in terms if text_fields
-    ]
+    per_term: list[Clause] = [BlendedTerm(fields=text_fields, term=t, tie_breaker=tie) for t in terms if text_fields]
     groups: list[Clause] = []
     if per_term:
         if options.operator == "and":
@@ -414,7 +422,16 @@ def parse_fuzzy(body: Any) -> Clause:
     fname, value, extra = single_field("fuzzy", body)
     opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"value": value}
     for k in opts:
-        if k not in {"value", "fuzziness", "prefix_length", "max_expansions", "transpositions", "rewrite", "boost", "_name"}:
+        if k not in {
+            "value",
+            "fuzziness",
+            "prefix_length",
+            "max_expansions",
+            "transpositions",
+            "rewrite",
+            "boost",
+            "_name",
+        }:
             raise QueryParsingError(f"[fuzzy] query does not support [{k}]")
     if opts.get("value") is None:
         raise QueryParsingError("[fuzzy] query malformed, no [value] specified")
@@ -509,7 +526,9 @@ def parse_terms(body: Any) -> Clause:
         if v is None:
             raise QueryParsingError("No value specified for terms query")
         check_scalar("terms", v)
-    return Term(field=fname, values=list(values), kind=kind_of(fname), boost=parse_boost("terms", body.get("boost", 1.0)))
+    return Term(
+        field=fname, values=list(values), kind=kind_of(fname), boost=parse_boost("terms", body.get("boost", 1.0))
+    )
 
 
 def parse_range(body: Any) -> Clause:
@@ -731,10 +750,7 @@ def parse_search_after(value: Any, sort: tuple[SortSpec, ...]) -> tuple[Any, ...
     if not sort:
         raise InvalidArgument("Sort must contain at least one field.")
     if len(items) != len(sort):
-        raise InvalidArgument(
-            "search_after has "
-            f"{len(items)} value(s) but sort has {len(sort)}."
-        )
+        raise InvalidArgument(f"search_after has {len(items)} value(s) but sort has {len(sort)}.")
     for item in items:
         if isinstance(item, Mapping | list | tuple):
             raise QueryParsingError(f"Unknown key for a {token_name(item)} in [search_after].")

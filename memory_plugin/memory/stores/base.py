@@ -96,7 +96,9 @@ EVALUATION_BUDGET_SECONDS = 2.0
 _EVALUATION = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsl")
 
 
-async def _evaluate(query: SearchBody, documents: Callable[[], list[tuple[str, dict[str, Any], int]]]) -> DocumentResults:
+async def _evaluate(
+    query: SearchBody, documents: Callable[[], list[tuple[str, dict[str, Any], int]]]
+) -> DocumentResults:
     budget = EVALUATION_BUDGET_SECONDS
     return await asyncio.get_running_loop().run_in_executor(
         _EVALUATION, lambda: execute(query, documents(), budget=budget)

@@ -14,7 +14,14 @@ from typing import Any, Protocol
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
-from memory_plugin.errors import InvalidArgument, MapperParsingError, NotFound, ResultWindowTooLarge, ValidationFailed
+from memory_plugin.errors import (
+    InvalidArgument,
+    MapperParsingError,
+    NotFound,
+    ResultWindowTooLarge,
+    ShardFailure,
+    ValidationFailed,
+)
 from memory_plugin.memory.dsl import (
     KEYWORD,
     MESSAGE_FIELDS,
@@ -71,13 +78,17 @@ def check_page(next_token: int, max_results: int, noun: str) -> None:
         raise _validation("The starting position must be nonnegative (next_token)", "next_token")
 
 
-def memory_search(body: Mapping[str, Any] | None, fields: Fields) -> SearchBody:
+def memory_search(body: Mapping[str, Any] | None, fields: Fields, index: str) -> SearchBody:
     """A search body as ml-commons runs it on its own index.
 
     It puts the caller's query inside its own ``bool`` (a body without one is
     its 400), and always fetches the whole ``_source`` unless fields are named.
     """
-    query = parse_search(body, fields=fields)
+    try:
+        query = parse_search(body, fields=fields)
+    except ShardFailure as failure:
+        failure.index = index
+        raise
     if isinstance(body, Mapping) and body.get("query") is None:
         raise InvalidArgument("inner bool query clause cannot be null")
     if not query.source.enabled:
@@ -265,14 +276,14 @@ class MemoryService:
 
     async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
         """An OpenSearch query over the owner's memories; no body can reach past the owner."""
-        query = memory_search(body, META_FIELDS)
+        query = memory_search(body, META_FIELDS, META_INDEX)
         started = time.perf_counter()
         return search_response(await self.store.search_conversations(owner, query), _took(started), index=META_INDEX)
 
     async def search_interactions(
         self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        query = memory_search(body, MESSAGE_FIELDS)
+        query = memory_search(body, MESSAGE_FIELDS, MESSAGE_INDEX)
         # ml-commons requires the memory's id beside the caller's query, as a scored clause
         query = replace(query, query=Bool(must=[query.query, TermScore("memory_id", KEYWORD, conversation_id)]))
         await self.get_conversation(owner, conversation_id)

@@ -284,6 +284,14 @@ MEMORY_QUERIES: tuple[dict[str, object], ...] = (
     {"query": {"match_all": {}}, "size": 0, "aggs": {"n": {"value_count": {"field": "application_type"}}}},
     {"query": {"match": {"name": "weather"}}, "version": True, "seq_no_primary_term": True, "timeout": "1s"},
     {"query": {"match": {"name": {"query": "x", "fuzziness": "AUTO:2"}}}},
+    {"query": {"match_all": {}}, "sort": ["_score"], "search_after": [0.5]},
+    {"query": {"match_all": {}}, "sort": ["name"]},
+    {"query": {"match_all": {}}, "aggs": {"names": {"terms": {"field": "name"}}}},
+    {"query": {"match": {"name.keyword": "Hello World"}}},
+    {"query": {"term": {"name": {"value": "HELLO", "case_insensitive": True}}}},
+    {"query": {"dis_max": {"queries": [{"match": {"name": "paris"}}, {"match": {"name": "travel"}}], "tie_breaker": 0.5}}},
+    {"query": {"match_phrase": {"name": "東京 travel"}}},
+    {"query": {"match": {"name": {"query": "the weather", "zero_terms_query": "all", "operator": "and"}}}},
     {"query": {"regexp": {"name": "wea.*"}}},
 )
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_plugin.memory.dsl.mapping import DATE, KEYWORD, LONG, TEXT, Fields, field_kind
+from memory_plugin.errors import ShardFailure
+from memory_plugin.memory.dsl.mapping import DATE, KEYWORD, LONG, TEXT, Fields, field_kind, text_field_data
 from memory_plugin.memory.dsl.scoring import as_keyword
 from memory_plugin.memory.dsl.values import (
     QueryParsingError,
@@ -124,12 +125,7 @@ def parse_aggregations(body: Any, fields: Fields | None) -> tuple[Aggregation, .
             raise QueryParsingError(f"Required one of fields [field, script], but none were specified. in [{name}]")
         field_type = field_kind(fields, field)
         if field_type == TEXT:
-            raise QueryParsingError(
-                f"Text fields are not optimised for operations that require per-document field data like "
-                f"aggregations and sorting, so these operations are disabled by default. Please use a keyword field "
-                f"instead. Alternatively, set fielddata=true on [{field}] in order to load field data by uninverting "
-                f"the inverted index. Note that this can use significant memory."
-            )
+            raise ShardFailure(text_field_data(field))
         size = options.get("size", 10)
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise QueryParsingError(f"[size] must be greater than 0. Found [{size}] in [{name}]")

@@ -55,3 +55,13 @@ def field_kind(fields: Fields | None, path: str) -> str:
     if fields.get(head) == FLAT_OBJECT:
         return FLAT_OBJECT
     return UNMAPPED
+
+
+def text_field_data(path: str) -> str:
+    """OpenSearch's refusal to sort or aggregate on an analysed text field."""
+    return (
+        "Text fields are not optimised for operations that require per-document field data like aggregations "
+        "and sorting, so these operations are disabled by default. Please use a keyword field instead. "
+        f"Alternatively, set fielddata=true on [{path}] in order to load field data by uninverting the inverted "
+        "index. Note that this can use significant memory."
+    )

@@ -11,7 +11,7 @@ from typing import Any
 import re2
 
 from memory_plugin.dates import OUT_OF_RANGE, DateError
-from memory_plugin.errors import InvalidArgument, ParseFailure
+from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure
 from memory_plugin.memory.dsl.aggregations import Aggregation, parse_aggregations
 from memory_plugin.memory.dsl.analysis import analyze
 from memory_plugin.memory.dsl.clauses import (
@@ -44,6 +44,7 @@ from memory_plugin.memory.dsl.mapping import (
     UNMAPPED,
     Fields,
     field_kind,
+    text_field_data,
 )
 from memory_plugin.memory.dsl.query_strings import Builders, parse_query_string
 from memory_plugin.memory.dsl.sort import SortSpec, parse_sort
@@ -747,8 +748,8 @@ TIME_VALUE = re2.compile(r"-1|0|\d{1,18}(?:nanos|micros|ms|s|m|h|d)")
 
 def parse_search_after(value: Any, sort: tuple[SortSpec, ...]) -> tuple[Any, ...]:
     items = value if isinstance(value, list | tuple) else [value]
-    if not sort:
-        raise InvalidArgument("Sort must contain at least one field.")
+    if not any(spec.field != "_score" for spec in sort):
+        raise ShardFailure("Sort must contain at least one field.")
     if len(items) != len(sort):
         raise InvalidArgument(f"search_after has {len(items)} value(s) but sort has {len(sort)}.")
     for item in items:
@@ -795,6 +796,9 @@ def parse_search(
         if body.get("query") is not None:
             query = parse_query(body["query"])
     sort = parse_sort(body["sort"]) if body.get("sort") is not None else ()
+    for spec in sort:
+        if field_kind(fields, spec.field) == TEXT:
+            raise ShardFailure(text_field_data(spec.field))
     search_after = parse_search_after(body["search_after"], sort) if body.get("search_after") is not None else None
     if body.get("timeout") is not None:
         parse_timeout(body["timeout"])

@@ -104,6 +104,12 @@ class ShardFailure(InvalidArgument):
         return {"error": error, "status": self.status}
 
 
+class TooManyClauses(ShardFailure):
+    """More clauses than Lucene's ``maxClauseCount`` (1024) allows in one query."""
+
+    type = "query_shard_exception"
+
+
 def java_string(value: Any) -> str:
     """``String.valueOf`` of a parsed JSON value, as OpenSearch previews it in mapping errors."""
     if isinstance(value, bool):

@@ -289,7 +289,11 @@ MEMORY_QUERIES: tuple[dict[str, object], ...] = (
     {"query": {"match_all": {}}, "aggs": {"names": {"terms": {"field": "name"}}}},
     {"query": {"match": {"name.keyword": "Hello World"}}},
     {"query": {"term": {"name": {"value": "HELLO", "case_insensitive": True}}}},
-    {"query": {"dis_max": {"queries": [{"match": {"name": "paris"}}, {"match": {"name": "travel"}}], "tie_breaker": 0.5}}},
+    {
+        "query": {
+            "dis_max": {"queries": [{"match": {"name": "paris"}}, {"match": {"name": "travel"}}], "tie_breaker": 0.5}
+        }
+    },
     {"query": {"match_phrase": {"name": "東京 travel"}}},
     {"query": {"match": {"name": {"query": "the weather", "zero_terms_query": "all", "operator": "and"}}}},
     {"query": {"regexp": {"name": "wea.*"}}},

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_plugin.errors import ShardFailure
 from memory_plugin.memory.dsl import MESSAGE_FIELDS, META_FIELDS, execute, parse_search
 from memory_plugin.memory.dsl.analysis import analyze
 from memory_plugin.memory.dsl.scoring import norm_length
@@ -79,3 +80,11 @@ def test_hostile_fuzziness_and_query_strings_stay_bounded() -> None:
     assert execute(body, docs, budget=2.0).total == 0
     body = parse_search({"query": {"query_string": {"query": " OR ".join(["a*"] * 1000)}}}, fields=MESSAGE_FIELDS)
     assert execute(body, docs, budget=2.0).total == 0
+
+
+def test_more_clauses_than_lucene_allows_is_a_400_naming_the_limit() -> None:
+    words = " ".join(f"w{i}" for i in range(1100))
+    with pytest.raises(ShardFailure, match=r"maxClauseCount is set to 1024"):
+        parse_search({"query": {"match": {"name": words}}}, fields=META_FIELDS)
+    with pytest.raises(ShardFailure, match=r"maxClauseCount is set to 1024"):
+        parse_search({"query": {"bool": {"should": [{"match_all": {}}] * 1100}}})

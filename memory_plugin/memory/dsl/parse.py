@@ -11,7 +11,7 @@ from typing import Any
 import re2
 
 from memory_plugin.dates import OUT_OF_RANGE, DateError
-from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure
+from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure, TooManyClauses
 from memory_plugin.memory.dsl.aggregations import Aggregation, parse_aggregations
 from memory_plugin.memory.dsl.analysis import analyze
 from memory_plugin.memory.dsl.clauses import (
@@ -274,6 +274,7 @@ def match_clause(path: str, value: Any, boost: float, options: FullText) -> Clau
     if kind in (DATE, LONG):
         return Term(field=path, values=[value], kind=kind, boost=boost)
     terms = analyze(raw) if kind in (TEXT, DYNAMIC) else [raw]
+    check_clause_count(len(terms))
     if not terms:
         return MatchAll(boost=boost) if options.zero_terms_all else MatchNone()
     clauses = [term_clause(path, kind, t, 1.0, options) for t in terms]
@@ -284,6 +285,15 @@ def match_clause(path: str, value: Any, boost: float, options: FullText) -> Clau
         return Bool(must=clauses, boost=boost)
     needed = minimum_should_match_count(options.minimum_should_match, len(clauses), default=1)
     return Bool(should=clauses, minimum_should_match=max(needed, 1), boost=boost)
+
+
+#: Lucene's ``IndexSearcher.maxClauseCount`` (``indices.query.bool.max_clause_count``).
+MAX_CLAUSE_COUNT = 1024
+
+
+def check_clause_count(count: int) -> None:
+    if count > MAX_CLAUSE_COUNT:
+        raise TooManyClauses(f"failed to create query: maxClauseCount is set to {MAX_CLAUSE_COUNT}")
 
 
 def phrase_clause(path: str, value: Any, boost: float, options: FullText) -> Clause:
@@ -661,6 +671,7 @@ def parse_bool(body: Any) -> Clause:
     for k, v in body.items():
         if k in parts:
             items = v if isinstance(v, list | tuple) else [v]
+            check_clause_count(sum(len(p) for p in parts.values()) + len(items))
             parts[k] = [parse_query(item) for item in items]
         elif k not in ("minimum_should_match", "boost", "_name", "adjust_pure_negative"):
             raise QueryParsingError(f"[bool] query does not support [{k}]")

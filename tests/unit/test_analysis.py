@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,14 @@ def test_more_clauses_than_lucene_allows_is_a_400_naming_the_limit() -> None:
         parse_search({"query": {"match": {"name": words}}}, fields=META_FIELDS)
     with pytest.raises(ShardFailure, match=r"maxClauseCount is set to 1024"):
         parse_search({"query": {"bool": {"should": [{"match_all": {}}] * 1100}}})
+
+
+def test_the_ascii_path_follows_the_general_word_break_rules() -> None:
+    """ASCII text skips the general segmenter; the two must agree on every mix of letters, digits and marks."""
+    from memory_plugin.memory.dsl.analysis import _ascii_tokens, _tokens
+
+    rng = random.Random(7)
+    alphabet = "ab Z09_'.,;:-/@#*?!\"()\t\n$%&+=<>[]{}|~^`\\"
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+        assert _ascii_tokens(text) == _tokens(text), text

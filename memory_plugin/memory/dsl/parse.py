@@ -330,26 +330,24 @@ def full_text_options(qname: str, opts: Mapping[str, Any]) -> FullText:
     )
 
 
-def parse_match(body: Any) -> Clause:
-    fname, value, extra = single_field("match", body)
-    opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"query": value}
-    check_options("match", opts)
-    if "query" not in opts:
-        raise QueryParsingError("[match] query malformed, no [query] specified")
-    text = check_scalar("match", opts["query"])
-    boost = parse_boost("match", opts.get("boost", extra.get("boost", 1.0)))
-    return match_clause(fname, text, boost, full_text_options("match", opts))
+def full_text_query(qname: str, build: Callable[[str, Any, float, FullText], Clause]) -> Callable[[Any], Clause]:
+    """``match`` and ``match_phrase``: ``{field: text}`` or ``{field: {"query": text, options...}}``."""
+
+    def parse(body: Any) -> Clause:
+        fname, value, extra = single_field(qname, body)
+        opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"query": value}
+        check_options(qname, opts)
+        if "query" not in opts:
+            raise QueryParsingError(f"[{qname}] query malformed, no [query] specified")
+        text = check_scalar(qname, opts["query"])
+        boost = parse_boost(qname, opts.get("boost", extra.get("boost", 1.0)))
+        return build(fname, text, boost, full_text_options(qname, opts))
+
+    return parse
 
 
-def parse_match_phrase(body: Any) -> Clause:
-    fname, value, extra = single_field("match_phrase", body)
-    opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"query": value}
-    check_options("match_phrase", opts)
-    if "query" not in opts:
-        raise QueryParsingError("[match_phrase] query malformed, no [query] specified")
-    text = check_scalar("match_phrase", opts["query"])
-    boost = parse_boost("match_phrase", opts.get("boost", extra.get("boost", 1.0)))
-    return phrase_clause(fname, text, boost, full_text_options("match_phrase", opts))
+parse_match = full_text_query("match", match_clause)
+parse_match_phrase = full_text_query("match_phrase", phrase_clause)
 
 
 MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "phrase_prefix", "bool_prefix")

@@ -100,3 +100,12 @@ def test_the_ascii_path_follows_the_general_word_break_rules() -> None:
     for _ in range(20000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
         assert _ascii_tokens(text) == _tokens(text), text
+
+
+def test_a_spent_budget_answers_timed_out_even_with_highlights() -> None:
+    docs = [(str(i), {"input": f"word{i} weather"}) for i in range(5000)]
+    body = parse_search(
+        {"query": {"match": {"input": "weather"}}, "highlight": {"fields": {"input": {}}}}, fields=MESSAGE_FIELDS
+    )
+    result = execute(body, docs, budget=0.0)
+    assert result.timed_out and result.total == 0

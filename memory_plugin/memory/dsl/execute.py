@@ -22,7 +22,7 @@ from memory_plugin.memory.dsl.clauses import (
 from memory_plugin.memory.dsl.highlight import highlight_hit
 from memory_plugin.memory.dsl.mapping import DYNAMIC, TEXT
 from memory_plugin.memory.dsl.parse import SearchBody, parse_search
-from memory_plugin.memory.dsl.scoring import Corpus, Doc
+from memory_plugin.memory.dsl.scoring import Corpus, Doc, OutOfTime
 from memory_plugin.memory.dsl.sort import Descending, SortSpec, reported_sort_value, sort_value
 from memory_plugin.memory.dsl.sort import sort_key as value_key
 from memory_plugin.memory.dsl.values import MISSING
@@ -87,15 +87,18 @@ def execute(query: SearchBody, docs: Iterable[Source], *, budget: float | None =
     deadline = None if budget is None else time.monotonic() + budget
     timed_out = False
     every = as_docs(docs)
-    corpus = Corpus(every)
+    corpus = Corpus(every, deadline)
     matched: list[tuple[Doc, float]] = []
-    for doc in every:
-        if deadline is not None and time.monotonic() >= deadline:
-            timed_out = True
-            break
-        score = query.query.score(doc, corpus)
-        if score is not None:
-            matched.append((doc, float(score)))
+    try:
+        for doc in every:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise OutOfTime
+            score = query.query.score(doc, corpus)
+            if score is not None:
+                matched.append((doc, float(score)))
+    except OutOfTime:
+        timed_out = True
+    corpus.deadline = None  # what follows (highlighting) works on the page only
 
     specs = query.sort or (SortSpec("_score", "desc"),)
 

@@ -16,6 +16,7 @@ scores agree exactly only where those are the same.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -116,11 +117,20 @@ class FieldStats:
     total_length: int = 0
 
 
-class Corpus:
-    """The documents of one search, with per-field statistics computed on first use."""
+class OutOfTime(Exception):
+    """The search's budget ran out while statistics were being gathered."""
 
-    def __init__(self, docs: Sequence[Doc]) -> None:
+
+class Corpus:
+    """The documents of one search, with per-field statistics computed on first use.
+
+    Gathering statistics reads every document, so it checks the search's
+    ``deadline`` (a ``time.monotonic`` instant) as it goes.
+    """
+
+    def __init__(self, docs: Sequence[Doc], deadline: float | None = None) -> None:
         self.docs = docs
+        self.deadline = deadline
         self._stats: dict[tuple[str, str], FieldStats] = {}
         #: What a clause works out once per search (a fuzzy query's expansions), by the clause's id.
         self.memo: dict[int, object] = {}
@@ -132,7 +142,9 @@ class Corpus:
             n = 0
             total = 0
             df: Counter[str] = Counter()
-            for doc in self.docs:
+            for i, doc in enumerate(self.docs):
+                if self.deadline is not None and i % 256 == 255 and time.monotonic() >= self.deadline:
+                    raise OutOfTime
                 terms = doc.terms(path, kind)
                 if terms.tokens:
                     n += 1

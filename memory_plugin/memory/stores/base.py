@@ -12,10 +12,25 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from memory_plugin.auth import Principal
-from memory_plugin.memory.dsl import execute, parse_search, search_response
+from memory_plugin.errors import InvalidArgument, ShardFailure
+from memory_plugin.memory.dsl import (
+    KEYWORD,
+    MESSAGE_FIELDS,
+    MESSAGE_INDEX,
+    META_FIELDS,
+    Bool,
+    Fields,
+    SearchBody,
+    SourceFilter,
+    TermScore,
+    execute,
+    parse_search,
+    search_response,
+)
 from memory_plugin.memory.models import Conversation, Interaction, Updated
 from memory_plugin.memory.views import memory_source, message_source
 
@@ -105,15 +120,43 @@ EVALUATION_BUDGET_SECONDS = 2.0
 _EVALUATION = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsl")
 
 
+SearchDocument = tuple[str, dict[str, Any], int]
+"""``(id, ml-commons document, version)``."""
+
+
+def memory_search(body: Mapping[str, Any] | None, fields: Fields, index: str) -> SearchBody:
+    """A search body as ml-commons runs it on its own index.
+
+    It puts the caller's query inside its own ``bool`` (a body without one is
+    its 400), and always fetches the whole ``_source`` unless fields are named.
+    """
+    try:
+        query = parse_search(body, fields=fields)
+    except ShardFailure as failure:
+        failure.index = index
+        raise
+    if isinstance(body, Mapping) and body.get("query") is None:
+        raise InvalidArgument("inner bool query clause cannot be null")
+    if not query.source.enabled:
+        query = replace(query, source=SourceFilter())
+    return query
+
+
 async def evaluate_search(
-    body: Mapping[str, Any] | None, index: str, documents: Callable[[], Awaitable[list[tuple[str, dict[str, Any]]]]]
+    body: Mapping[str, Any] | None,
+    index: str,
+    documents: Callable[[], Awaitable[list[SearchDocument]]],
+    memory_id: str | None = None,
 ) -> dict[str, Any]:
     """``body`` parsed, then evaluated in Python over ``documents`` (the owner's, as ml-commons stores them).
 
     For stores that cannot run the query DSL themselves.  Evaluation runs off the loop and
-    within budget; ties keep the given order, so pass the documents oldest first.
+    within budget; ties keep the given order, so pass the documents oldest first.  A message
+    search names its ``memory_id``: ml-commons adds it beside the caller's query as a scored clause.
     """
-    query = parse_search(body)
+    query = memory_search(body, MESSAGE_FIELDS if index == MESSAGE_INDEX else META_FIELDS, index)
+    if memory_id is not None:
+        query = replace(query, query=Bool(must=[query.query, TermScore("memory_id", KEYWORD, memory_id)]))
     started = time.perf_counter()
     loaded = await documents()
     budget = EVALUATION_BUDGET_SECONDS
@@ -123,11 +166,13 @@ async def evaluate_search(
     return search_response(results, int((time.perf_counter() - started) * 1000), index=index)
 
 
-def conversation_documents(conversations: Iterable[Conversation]) -> list[tuple[str, dict[str, Any]]]:
-    """Memories as ``(id, ml-commons document)``, in the given order."""
-    return [(c.conversation_id, memory_source(c)) for c in conversations]
+def conversation_documents(conversations: Iterable[Conversation]) -> list[SearchDocument]:
+    """Memories as documents, oldest first (ties keep the given order)."""
+    ordered = sorted(conversations, key=lambda c: c.create_time)
+    return [(c.conversation_id, memory_source(c), c.version) for c in ordered]
 
 
-def interaction_documents(interactions: Iterable[Interaction]) -> list[tuple[str, dict[str, Any]]]:
-    """Messages as ``(id, ml-commons document)``, oldest first."""
-    return [(i.interaction_id, message_source(i)) for i in sorted(interactions, key=lambda i: i.create_time)]
+def interaction_documents(interactions: Iterable[Interaction]) -> list[SearchDocument]:
+    """Messages as documents, oldest first."""
+    ordered = sorted(interactions, key=lambda i: i.create_time)
+    return [(i.interaction_id, message_source(i), i.version) for i in ordered]

@@ -15,6 +15,7 @@ from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import (
     MemoryStore,
+    SearchDocument,
     conversation_documents,
     evaluate_search,
     interaction_documents,
@@ -347,7 +348,7 @@ class SqliteMemoryStore(MemoryStore):
         return await self.db.write(update)
 
     async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
-        async def documents() -> list[tuple[str, dict[str, Any]]]:
+        async def documents() -> list[SearchDocument]:
             sql = f"SELECT * FROM conversations WHERE {_OWNER}"
             rows = await self.db.run(lambda c: [_conversation(row) for row in c.execute(sql, _owner_params(owner))])
             return conversation_documents(rows)  # rowid (insertion) order: ties keep it
@@ -357,14 +358,14 @@ class SqliteMemoryStore(MemoryStore):
     async def search_interactions(
         self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        async def documents() -> list[tuple[str, dict[str, Any]]]:
+        async def documents() -> list[SearchDocument]:
             sql = f"SELECT * FROM interactions WHERE {_OWNER} AND conversation_id = ?"
             params = (*_owner_params(owner), conversation_id)
             return interaction_documents(
                 await self.db.run(lambda c: [_interaction(row) for row in c.execute(sql, params)])
             )
 
-        return await evaluate_search(body, MESSAGE_INDEX, documents)
+        return await evaluate_search(body, MESSAGE_INDEX, documents, memory_id=conversation_id)
 
 
 def _apply(document: Document, changes: Mapping[str, Any]) -> Document:

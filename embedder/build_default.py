@@ -478,7 +478,7 @@ def build(
             "normalize": True,
             "inputs": ["input_ids", "attention_mask"],
             "output": "last_hidden_state",
-            # int8 is within cosine 0.995 of fp32 but about 1.5x as fast, not 1.8x (see _quantize_int8).
+            # int8 is within cosine 0.995 of fp32 but only 1.25-1.5x as fast, not 1.8x (see _quantize_int8).
             "precision": "fp32",
             "models": models,
             "source": SOURCE,

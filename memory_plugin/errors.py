@@ -81,6 +81,48 @@ class OpenSearchBadRequest(InvalidArgument):
         return {"error": error, "status": self.status}
 
 
+class RelayedBadRequest(InvalidArgument):
+    """A 400 OpenSearch itself answered to a search we passed on: its own error body, relayed."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        error = body.get("error")
+        reason = error.get("reason") if isinstance(error, dict) else error
+        super().__init__(str(reason))
+        self.body = body
+
+    def opensearch_body(self) -> dict[str, Any]:
+        return self.body
+
+
+class ShardFailure(InvalidArgument):
+    """A request that fails on the shard, not while parsing: OpenSearch wraps it in ``search_phase_execution_exception``.
+
+    ``index`` is the index the failing shard belongs to; the single shard here is
+    shard 0 of a node named after this server.
+    """
+
+    index = ""
+
+    def opensearch_body(self) -> dict[str, Any]:
+        cause = {"type": self.type, "reason": self.reason}
+        error: dict[str, Any] = {
+            "root_cause": [cause],
+            "type": "search_phase_execution_exception",
+            "reason": "all shards failed",
+            "phase": "query",
+            "grouped": True,
+            "failed_shards": [{"shard": 0, "index": self.index, "node": "memory-plugin", "reason": cause}],
+            "caused_by": {**cause, "caused_by": cause},
+        }
+        return {"error": error, "status": self.status}
+
+
+class TooManyClauses(ShardFailure):
+    """More clauses than Lucene's ``maxClauseCount`` (1024) allows in one query."""
+
+    type = "query_shard_exception"
+
+
 def java_string(value: Any) -> str:
     """``String.valueOf`` of a parsed JSON value, as OpenSearch previews it in mapping errors."""
     if isinstance(value, bool):

@@ -79,6 +79,9 @@ class Metrics:
             self.region_failures.labels(region).inc()
 
     def middleware(self) -> Middleware:
+        # A route's counter and histogram, found once: ``labels()`` takes a lock and hashes the labels.
+        series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
         @web.middleware
         async def measure(request: web.Request, handler: Handler) -> web.StreamResponse:
             started = time.perf_counter()
@@ -93,8 +96,15 @@ class Metrics:
             finally:
                 resource = request.match_info.route.resource
                 route = resource.canonical if resource is not None else "unmatched"
-                self.requests.labels(request.method, route, str(status)).inc()
-                self.request_seconds.labels(request.method, route).observe(time.perf_counter() - started)
+                key = (request.method, route, status)
+                found = series.get(key)
+                if found is None:
+                    found = series[key] = (
+                        self.requests.labels(request.method, route, str(status)),
+                        self.request_seconds.labels(request.method, route),
+                    )
+                found[0].inc()
+                found[1].observe(time.perf_counter() - started)
 
         return measure
 

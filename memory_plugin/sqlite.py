@@ -1,19 +1,23 @@
 """One SQLite connection per database, driven from a dedicated thread.
 
 SQLite connections are not safe to share between threads, and every call
-blocks.  Giving each database a single-thread executor keeps the event loop
-free and serialises writers without any locking of our own.
+blocks.  Each database has one thread that owns its connection: the event loop
+queues work for it and is woken once per batch of finished work, not once per
+call.  Queued writes share one transaction and one fsync (group commit): each
+runs inside its own savepoint, so a write that fails is undone alone, and none
+is acknowledged before the COMMIT that makes it durable has returned.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from memory_plugin.errors import storage_error
 from memory_plugin.files import create_private_file, make_private_dir
@@ -24,6 +28,36 @@ log = logging.getLogger(__name__)
 #: A migration takes the connection and brings the schema up one version.
 Migration = Callable[[sqlite3.Connection], None]
 
+#: The most jobs one wake-up of the database thread takes on, and so the largest
+#: group commit: enough for any concurrency a server sees, few enough that a group
+#: never holds its first writer for long.
+MAX_BATCH = 128
+
+
+class _Job(Generic[T]):
+    """Work for the database thread, and what became of it."""
+
+    __slots__ = ("work", "future", "write", "result", "error")
+
+    def __init__(self, work: Callable[[sqlite3.Connection], T], future: asyncio.Future[T], write: bool) -> None:
+        self.work = work
+        self.future = future
+        self.write = write
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+
+class _Stop:
+    """Queued by ``close``: the thread closes the connection and ends."""
+
+
+class _GroupLost(Exception):
+    """SQLite rolled the whole group's transaction back (a full disk, an I/O error) inside a write."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
 
 class Database:
     """A WAL-mode SQLite file with versioned migrations, used from asyncio."""
@@ -31,13 +65,22 @@ class Database:
     def __init__(self, path: Path, migrations: Sequence[Migration]) -> None:
         self.path = Path(path)
         self._migrations = list(migrations)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sqlite-{self.path.stem}")
+        self._queue: queue.SimpleQueue[_Job[Any] | _Stop] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._connection: sqlite3.Connection | None = None
 
     async def open(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._serve, name=f"sqlite-{self.path.stem}", daemon=True)
+        self._thread.start()
+        try:
+            await self._submit(self._open, write=False)  # type: ignore[arg-type]  # it makes the connection
+        except BaseException:
+            await self.close()
+            raise
 
-    def _open(self) -> None:
+    def _open(self, _: None) -> None:
         make_private_dir(self.path.parent)
         create_private_file(self.path)
         connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -62,17 +105,36 @@ class Database:
                 connection.execute(f"PRAGMA user_version={number}")
 
     async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work(connection)`` on the database thread.
+        """Run ``work(connection)`` on the database thread, outside any transaction of ours.
 
         A full disk or an unwritable data folder raises the typed service error
         (``InsufficientStorage``, ``Unavailable``) here, where it arises, so that
         every caller (HTTP or in-process) sees the same error.
         """
-        connection = self._connection
-        if connection is None:
+        self._require_open()
+        return await self._submit(work, write=False)
+
+    async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` inside a transaction: all of it is committed, or none.
+
+        Writes queued together share one transaction and one fsync.  ``work`` runs
+        in its own savepoint: if it raises, only its own changes are undone and
+        its neighbours commit.  Nothing returns before the COMMIT is durable; a
+        COMMIT that fails (a full disk) fails every write of the group with it.
+        """
+        self._require_open()
+        return await self._submit(work, write=True)
+
+    def _require_open(self) -> None:
+        if self._connection is None or self._thread is None:
             raise RuntimeError(f"database {self.path} is not open")
+
+    async def _submit(self, work: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        assert self._loop is not None
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._queue.put(_Job(work, future, write))
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, work, connection)
+            return await future
         except (sqlite3.Error, OSError) as error:
             typed = storage_error(error)
             if typed is None:
@@ -80,20 +142,100 @@ class Database:
             log.error("storage error on %s: %s", self.path, error)
             raise typed from error
 
-    async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` inside one transaction: all of it is committed, or none."""
-
-        def in_transaction(connection: sqlite3.Connection) -> T:
-            with transaction(connection):
-                return work(connection)
-
-        return await self.run(in_transaction)
-
     async def close(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._queue.put(_Stop())
+        await asyncio.to_thread(thread.join)
+        self._connection = None
+
+    # -- the database thread ------------------------------------------------------------
+
+    def _serve(self) -> None:
+        """Take whatever is queued, run it (reads first, then the writes as one group), report it."""
+        stopping = False
+        while not stopping:
+            batch = [self._queue.get()]
+            while len(batch) < MAX_BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            jobs = [job for job in batch if isinstance(job, _Job)]
+            stopping = len(jobs) < len(batch)
+            for job in jobs:
+                if not job.write:
+                    self._run(job)
+            writes = [job for job in jobs if job.write]
+            if writes:
+                self._commit_group(writes)
+            if jobs:
+                self._report(jobs)
+        leftovers: list[_Job[Any]] = []
+        while True:  # work queued after close: refuse it, never leave it waiting
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Job):
+                item.error = RuntimeError(f"database {self.path} is closed")
+                leftovers.append(item)
         if self._connection is not None:
-            connection, self._connection = self._connection, None
-            await asyncio.get_running_loop().run_in_executor(self._executor, connection.close)
-        self._executor.shutdown(wait=True)
+            self._connection.close()
+        if leftovers:
+            self._report(leftovers)
+
+    def _run(self, job: _Job[Any]) -> None:
+        try:
+            job.result = job.work(self._connection)  # type: ignore[arg-type]  # None only for _open
+        except BaseException as error:
+            job.error = error
+
+    def _commit_group(self, writes: list[_Job[Any]]) -> None:
+        connection = self._connection
+        if connection is None:
+            for job in writes:
+                job.error = RuntimeError(f"database {self.path} is not open")
+            return
+        try:
+            with transaction(connection):
+                for job in writes:
+                    connection.execute("SAVEPOINT write")
+                    try:
+                        job.result = job.work(connection)
+                    except BaseException as error:
+                        job.error = error
+                        if not connection.in_transaction:
+                            raise _GroupLost(error) from error
+                        connection.execute("ROLLBACK TO write")
+                    connection.execute("RELEASE write")
+        except BaseException as error:
+            # The group is not stored: every write that had not failed on its own
+            # fails with what undid it (the statement's or the COMMIT's error).
+            cause = error.error if isinstance(error, _GroupLost) else error
+            for job in writes:
+                if job.error is None:
+                    job.error = cause
+                    job.result = None
+
+    def _report(self, jobs: list[_Job[Any]]) -> None:
+        """Wake the event loop once for the whole batch."""
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(_settle, jobs)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+
+def _settle(jobs: list[_Job[Any]]) -> None:
+    for job in jobs:
+        if job.future.done():  # the caller was cancelled
+            continue
+        if job.error is not None:
+            job.future.set_exception(job.error)
+        else:
+            job.future.set_result(job.result)
 
 
 def run_script(connection: sqlite3.Connection, script: str) -> None:

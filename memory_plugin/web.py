@@ -12,11 +12,11 @@ import asyncio
 import json
 import logging
 import math
+import random
 import re
 import sys
 import time
 import urllib.parse
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -73,6 +73,9 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=encode_json(body), status=status, content_type="application/json")
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 def encode_json(body: Any) -> bytes:
     """Strict JSON as UTF-8, whatever the body holds.
 
@@ -83,9 +86,9 @@ def encode_json(body: Any) -> bytes:
     its JSON escape (``\\ud800``), so that the record can still be read and deleted.
     """
     try:
-        text = json.dumps(body, ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(body)
     except ValueError:
-        text = json.dumps(_finite(body), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(_finite(body))
     try:
         return text.encode()
     except UnicodeEncodeError:
@@ -116,7 +119,7 @@ def error_response(request: web.Request, error: ServiceError) -> web.Response:
 async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = request.headers.get("X-Request-Id", "")
     if not REQUEST_ID_PATTERN.fullmatch(request_id):
-        request_id = uuid.uuid4().hex
+        request_id = f"{random.getrandbits(128):032x}"  # a label for logs, not a secret: no system call for it
     request[REQUEST_ID] = request_id
     started = time.perf_counter()
     try:
@@ -460,8 +463,11 @@ def json_path(path: Iterable[str | int], root: str = "") -> str:
 async def read_body(request: web.Request) -> bytes:
     """The raw body, within the size limit and the read timeout; under ``/_plugins``, JSON only."""
     try:
-        async with asyncio.timeout(request.app[BODY_READ_TIMEOUT]):
+        if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
             raw = await request.read()
+        else:
+            async with asyncio.timeout(request.app[BODY_READ_TIMEOUT]):
+                raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes") from None
     except TimeoutError as timeout:

@@ -222,8 +222,28 @@ def plot_bridge(result: dict[str, Any], path: Path) -> Path:
     return _save(figure, path)
 
 
+def plot_opensearch_memory_search(result: dict[str, Any], path: Path) -> Path:
+    """Median ``_search`` latency per body: paging everything into Python (before) against OpenSearch (after)."""
+    rows = result["results"]
+    labels = [f"{row['index']}\n{row['body']}" for row in rows]
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.6 * len(rows)), 4.2))
+    xs = range(len(rows))
+    axes.bar([x - 0.2 for x in xs], [row["before_p50_ms"] for row in rows], 0.4, label="before: page all + Python")
+    axes.bar([x + 0.2 for x in xs], [row["after_p50_ms"] for row in rows], 0.4, label="after: run in OpenSearch")
+    axes.set_xticks(list(xs), labels, fontsize=8)
+    axes.set(
+        ylabel="p50 ms (log)",
+        yscale="log",
+        title=f"Memory _search, one user with {result['conversations']} memories / {result['messages']} messages",
+    )
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
 PLOTTERS = {
     "bridge": plot_bridge,
+    "opensearch_memory_search": plot_opensearch_memory_search,
     "fairness": plot_fairness,
     "search": plot_search,
     "memory": plot_memory,

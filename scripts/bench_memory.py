@@ -1,10 +1,12 @@
 """Memory API throughput by concurrency, beside an aiohttp hello-world in the same run.
 
-    python scripts/bench_memory.py [--requests 3000] [--concurrency 1,8,32] [--out bench-results/memory.json]
+    python scripts/bench_memory.py [--requests 3000] [--concurrency 1,8,32] [--repeat 1] [--out bench-results/memory.json]
 
 Starts both servers as subprocesses on loopback, drives each with the same
 aiohttp client, and prints req/s and latency percentiles side by side: the
-ratio to hello-world is our overhead.  The chart (``memory.png`` beside the
+ratio to hello-world is our overhead.  ``--repeat N`` runs every case N times,
+interleaved, and keeps each case's best run: on a shared machine, the run the
+other work disturbed least.  The chart (``memory.png`` beside the
 JSON) shows requests/s by concurrency.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -35,8 +38,14 @@ from tests.support.live import LiveServer, free_port  # noqa: E402
 BASE = "/_plugins/_ml/memory/conversation"
 
 
-async def drive(name, url, method, body, headers, requests, concurrency, bar, url_suffix="") -> dict:
-    """``requests`` calls at ``concurrency``; ``url_suffix`` is rendered with str() per call."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``): its cost, whatever else the machine runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def drive(name, url, method, body, headers, requests, concurrency, bar, pid, url_suffix="") -> dict:
+    """``requests`` calls at ``concurrency`` against the server process ``pid``; ``url_suffix`` is rendered with str() per call."""
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     queue = iter(range(requests))
@@ -53,9 +62,9 @@ async def drive(name, url, method, body, headers, requests, concurrency, bar, ur
                 latencies.append(time.perf_counter() - started)
                 bar.update()
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds(pid)
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, cpu_seconds(pid) - cpu
     ms = np.array(latencies) * 1000
     return {
         "case": name,
@@ -64,6 +73,7 @@ async def drive(name, url, method, body, headers, requests, concurrency, bar, ur
         "req_per_s": round(requests / elapsed, 1),
         "p50_ms": round(float(np.percentile(ms, 50)), 2),
         "p99_ms": round(float(np.percentile(ms, 99)), 2),
+        "server_cpu_ms_per_request": round(cpu * 1000 / requests, 3),
         "statuses": statuses,
     }
 
@@ -77,6 +87,7 @@ async def main() -> None:
         type=lambda s: [int(x) for x in s.split(",")],
         help="comma-separated client counts",
     )
+    parser.add_argument("--repeat", type=int, default=1, help="runs per case, interleaved; the best is kept")
     parser.add_argument("--bridge", action="store_true", help="also index interactions for search")
     parser.add_argument("--log-level", default="info", help="the server's log level (info logs every request)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "memory.json")
@@ -90,6 +101,7 @@ async def main() -> None:
     hello = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "hello_world.py"), str(hello_port)])
     results = []
     with LiveServer(workdir / "data", env=env) as server:
+        assert server.process is not None
         await asyncio.sleep(1.0)  # let hello-world bind too
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
             async with http.post(BASE, json={"name": "bench"}) as response:
@@ -97,31 +109,56 @@ async def main() -> None:
         hello_url = f"http://127.0.0.1:{hello_port}/"
         interaction = lambda n: {"input": f"question {n} about billing", "response": f"answer {n}"}  # noqa: E731
         cases = [
-            ("hello-world GET", hello_url, "GET", None, {}),
-            ("hello-world POST", hello_url, "POST", interaction, {}),
-            ("create interaction", f"{server.url}{BASE}/{conversation_id}", "POST", interaction, headers),
-            ("list interactions", f"{server.url}{BASE}/{conversation_id}?max_results=10", "GET", None, headers),
+            ("hello-world GET", hello_url, "GET", None, {}, hello.pid),
+            ("hello-world POST", hello_url, "POST", interaction, {}, hello.pid),
+            (
+                "create interaction",
+                f"{server.url}{BASE}/{conversation_id}",
+                "POST",
+                interaction,
+                headers,
+                server.process.pid,
+            ),
+            (
+                "list interactions",
+                f"{server.url}{BASE}/{conversation_id}?max_results=10",
+                "GET",
+                None,
+                headers,
+                server.process.pid,
+            ),
         ]
-        with tqdm(total=args.requests * len(cases) * len(args.concurrency), unit="req", desc="bench_memory") as bar:
+        total = args.requests * len(cases) * len(args.concurrency) * args.repeat
+        with tqdm(total=total, unit="req", desc="bench_memory") as bar:
             for concurrency in args.concurrency:
-                for name, url, method, body, case_headers in cases:
-                    results.append(await drive(name, url, method, body, case_headers, args.requests, concurrency, bar))
+                best: dict[str, dict] = {}
+                for _ in range(args.repeat):
+                    for name, url, method, body, case_headers, pid in cases:
+                        row = await drive(name, url, method, body, case_headers, args.requests, concurrency, bar, pid)
+                        if name not in best or row["req_per_s"] > best[name]["req_per_s"]:
+                            best[name] = row
+                results.extend(best.values())
     hello.terminate()
     hello.wait()
 
-    baseline = {
-        (row["case"].split()[-1], row["concurrency"]): row["req_per_s"] for row in results if "hello" in row["case"]
-    }
-    print(f"\n{'case':<22}{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs hello':>10}  statuses")
+    baseline = {(row["case"].split()[-1], row["concurrency"]): row for row in results if "hello" in row["case"]}
+    print(
+        f"\n{'case':<22}{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs hello':>10}"
+        f"{'cpu ms/req':>12}{'cpu vs hello':>14}  statuses"
+    )
     for row in results:
         method = "POST" if "create" in row["case"] or "POST" in row["case"] else "GET"
-        row["ratio_to_hello_world"] = round(row["req_per_s"] / baseline[method, row["concurrency"]], 3)
+        hello_row = baseline[method, row["concurrency"]]
+        row["ratio_to_hello_world"] = round(row["req_per_s"] / hello_row["req_per_s"], 3)
+        # Throughput as the server's own CPU allows it: hello-world's CPU per request over ours.
+        cpu = row["server_cpu_ms_per_request"]
+        row["cpu_ratio_to_hello_world"] = round(hello_row["server_cpu_ms_per_request"] / cpu, 3) if cpu else None
         print(
             f"{row['case']:<22}{row['concurrency']:>8}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}"
-            f"{row['ratio_to_hello_world']:>10}  {row['statuses']}"
+            f"{row['ratio_to_hello_world']:>10}{cpu:>12}{row['cpu_ratio_to_hello_world']!s:>14}  {row['statuses']}"
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    report = {"bridge": args.bridge, "results": results}
+    report = {"bridge": args.bridge, "repeat": args.repeat, "results": results}
     args.out.write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.out} and {plot_memory(report, png_beside(args.out))}")
 

@@ -69,7 +69,15 @@ from memory_plugin.agentic.store import AgenticStore, InferJob, LongTermChange, 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.memory.dsl import DocumentHit, DocumentResults, SearchBody, execute, parse_search, search_response
+from memory_plugin.memory.dsl import (
+    DocumentHit,
+    DocumentResults,
+    SearchBody,
+    execute,
+    matching,
+    parse_search,
+    search_response,
+)
 
 log = logging.getLogger("memory_plugin.agentic")
 
@@ -110,7 +118,7 @@ def _without_nested(query: Any) -> Any:
 
 def _matching(query: SearchBody, docs: list[StoredDoc]) -> list[str]:
     """Ids of the docs the query matches (run in a worker thread for big containers)."""
-    return [doc.id for doc in docs if query.query.score(doc.id, doc.source) is not None]
+    return matching(query, [(doc.id, doc.source) for doc in docs])
 
 
 def _write_response(container_index: str, stored: StoredDoc, result: str) -> dict[str, Any]:

@@ -7,7 +7,6 @@ updated, ownership, and what the history bridge hears.  It knows no HTTP.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
@@ -15,7 +14,6 @@ from typing import Any, Protocol
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.errors import InvalidArgument, MapperParsingError, NotFound, ResultWindowTooLarge, ValidationFailed
-from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX, parse_search, search_response
 from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page, Updated
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
@@ -119,10 +117,6 @@ def checked_updates(changes: Mapping[str, Any], allowed: tuple[str, ...], docume
         elif not isinstance(value, str):
             raise InvalidArgument(f"[{name}] must be a string", parameter=name)
     return values
-
-
-def _took(started: float) -> int:
-    return int((time.perf_counter() - started) * 1000)
 
 
 class MemoryService:
@@ -243,18 +237,15 @@ class MemoryService:
 
     async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
         """An OpenSearch query over the owner's memories; no body can reach past the owner."""
-        query = parse_search(body)
-        started = time.perf_counter()
-        return search_response(await self.store.search_conversations(owner, query), _took(started), index=META_INDEX)
+        return await self.store.search_conversations(owner, body)
 
     async def search_interactions(
         self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        query = parse_search(body)
+        """An OpenSearch query over one memory's messages: a bad body is a 400 before an unknown memory's 404."""
+        result = await self.store.search_interactions(owner, conversation_id, body)
         await self.get_conversation(owner, conversation_id)
-        started = time.perf_counter()
-        results = await self.store.search_interactions(owner, conversation_id, query)
-        return search_response(results, _took(started), index=MESSAGE_INDEX)
+        return result
 
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction:
         interaction = await self.store.get_interaction(owner, interaction_id)

@@ -29,6 +29,8 @@ TYPE_ONLY_KEYS = frozenset({"took", "_seq_no", "_primary_term", "node"})
 ALLOWED_METHODS = re.compile(r"allowed: \[([A-Z, ]*)\]")
 SCORE_KEYS = frozenset({"_score", "max_score"})
 SCORE_TOLERANCE = 1e-3
+#: A sort value that is a timestamp in epoch milliseconds (2001 to 2100): each side's own clock, like ``<time>``.
+EPOCH_MILLIS = range(978_307_200_000, 4_102_444_800_000)
 
 
 ABSENT = "<absent>"
@@ -130,6 +132,8 @@ def normalise(side: Side, value: Any, key: str | None = None) -> Any:
     if isinstance(value, dict):
         return {k: normalise(side, v, k) for k, v in value.items()}
     if isinstance(value, list):
+        if key == "sort":
+            return ["<time>" if type(v) is int and v in EPOCH_MILLIS else normalise(side, v) for v in value]
         return [normalise(side, v, key) for v in value]
     if isinstance(value, str):
         if key in ID_KEYS:
@@ -156,7 +160,7 @@ def _compare_values(path: str, a: Any, b: Any, key: str | None = None) -> Iterat
         if type(a) is not type(b):
             yield path + " (type)", type(a).__name__, type(b).__name__
         return
-    if key in SCORE_KEYS and isinstance(a, (int, float)) and isinstance(b, (int, float)):
+    if (key in SCORE_KEYS or isinstance(a, float)) and isinstance(a, (int, float)) and isinstance(b, (int, float)):
         if not math.isclose(a, b, abs_tol=SCORE_TOLERANCE):
             yield path, a, b
         return

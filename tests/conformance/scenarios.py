@@ -198,6 +198,206 @@ async def filter_path(d: Differ) -> None:
     await d.send("PUT", f"{M}/<id:0>?filter_path=result", {"name": "y"})
 
 
+async def filtered_searches(d: Differ) -> None:
+    """2.12+ ``_search`` bodies whose answers do not depend on what else the index holds.
+
+    Scores here are constant (filters, ``constant_score``, field sorts): BM25 scores
+    depend on every document of the index, and ours holds other callers' memories.
+    """
+    for n, (name, app) in enumerate((("alpha router", "a"), ("beta router", "b"), ("gamma switch", "c"))):
+        await d.send("POST", M, {"name": name, "application_type": app, "additional_info": {"n": str(n)}})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "why blink", "response": "reset it", "origin": "x"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "t", "parent_message_id": "<id:3>", "trace_number": 1})
+    by_app = [{"application_type": "asc"}]
+    for body in (
+        {"query": {"term": {"name": "router"}}, "sort": by_app},
+        {"query": {"constant_score": {"filter": {"match": {"name": "router"}}}}, "sort": by_app},
+        {"query": {"bool": {"filter": [{"term": {"application_type": "b"}}]}}},
+        {"query": {"constant_score": {"filter": {"prefix": {"name": "gam"}}, "boost": 2}}},
+        {"query": {"match_all": {}}, "sort": [{"application_type": "desc"}], "from": 1, "size": 1},
+        {"query": {"match_all": {}}, "sort": by_app, "_source": ["name", "additional_info.*"]},
+        {"query": {"match_all": {}}, "sort": by_app, "_source": {"excludes": ["*_time"]}},
+        {"query": {"match_all": {}}, "sort": by_app, "_source": False},
+        {"query": {"match_all": {}}, "sort": by_app, "search_after": ["a"]},
+        {"query": {"match_all": {}}, "sort": by_app, "post_filter": {"term": {"application_type": "c"}}},
+        {"query": {"match_all": {}}, "size": 0, "aggs": {"apps": {"terms": {"field": "application_type"}}}},
+        {"query": {"match_all": {}}, "size": 0, "track_total_hits": False},
+        {"query": {"range": {"create_time": {"gte": "now-1h", "lte": "now+1h"}}}, "sort": by_app, "size": 2},
+        {"query": {"term": {"name.keyword": "alpha router"}}},
+        {"query": {"match_all": {}}, "size": 10001},
+    ):
+        await d.send("POST", f"{M}/_search", body)
+    for body in (
+        {"query": {"bool": {"filter": [{"term": {"input": "blink"}}]}}, "sort": [{"trace_number": "asc"}]},
+        {"query": {"exists": {"field": "trace_number"}}, "sort": [{"trace_number": "asc"}]},
+        {"query": {"match_all": {}}, "sort": [{"trace_number": {"order": "desc", "missing": "_last"}}]},
+        {"query": {"match_all": {}}, "size": 0, "aggs": {"origins": {"terms": {"field": "origin"}}}},
+    ):
+        await d.send("POST", f"{M}/<id:0>/_search", body)
+        await d.send("POST", f"{M}/<id:1>/_search", body)
+    await d.send("POST", f"{M}/doesnotexist/_search", {"query": {"match_all": {}}})
+
+
+#: Memory names chosen for the analyzer and BM25: repeated terms, apostrophes, numbers, accents, CJK, emoji.
+SEARCH_NAMES = (
+    ("Weather chat about the weather", "chatbot"),
+    ("Travel plans for Paris", "agent"),
+    ("weather report", "chatbot"),
+    ("Hello World", None),
+    ("Café résumé naïve CAFÉ", None),
+    ("東京 travel 日本 😀", "agent"),
+    ("Don't panic: it's 3.14 o'clock at example.com", "chatbot"),
+    ("The quick brown fox jumps over the lazy dog near Paris weather station", None),
+)
+
+SEARCH_MESSAGES = (
+    {"input": "What is the weather in Paris?", "response": "Sunny and warm in Paris today", "origin": "web"},
+    {"input": "Book a flight to Tokyo", "response": "Flights to Tokyo are booked", "origin": "app"},
+    {"input": "weather weather weather", "response": "Please ask one question", "origin": "web"},
+    {"input": "Tell me a joke", "response": "Why did the chicken cross the road?", "prompt_template": "joke {x}"},
+    {"input": "Translate 東京", "response": "Tokyo", "origin": "app", "additional_info": {"lang": "ja"}},
+)
+
+MEMORY_QUERIES: tuple[dict[str, object], ...] = (
+    {"query": {"match": {"name": "weather"}}},
+    {"query": {"match": {"name": "weather paris"}}},
+    {"query": {"match": {"name": {"query": "weather paris", "operator": "and"}}}},
+    {"query": {"match": {"name": {"query": "weather paris travel", "minimum_should_match": 2}}}},
+    {"query": {"match": {"name": "CAFÉ"}}},
+    {"query": {"match": {"name": "don't 3.14"}}},
+    {"query": {"match": {"name": "東京"}}},
+    {"query": {"match": {"name": "😀"}}},
+    {"query": {"match": {"name": {"query": "the", "boost": 2.5}}}},
+    {"query": {"term": {"name": "weather"}}},
+    {"query": {"term": {"name": "Weather"}}},
+    {"query": {"term": {"name": "weather report"}}},
+    {"query": {"term": {"application_type": "chatbot"}}},
+    {"query": {"terms": {"application_type": ["chatbot", "agent"]}}},
+    {"query": {"match": {"application_type": "chatbot"}}},
+    {"query": {"match_phrase": {"name": "the weather"}}},
+    {"query": {"match_phrase": {"name": "weather chat"}}},
+    {"query": {"match_phrase": {"name": {"query": "chat weather", "slop": 2}}}},
+    {"query": {"prefix": {"name": "wea"}}},
+    {"query": {"wildcard": {"name": "p*s"}}},
+    {"query": {"exists": {"field": "application_type"}}},
+    {
+        "query": {
+            "bool": {"must": [{"match": {"name": "weather"}}], "filter": [{"term": {"application_type": "chatbot"}}]}
+        }
+    },
+    {"query": {"bool": {"should": [{"match": {"name": "paris"}}, {"match": {"name": "weather"}}]}}},
+    {"query": {"bool": {"must_not": [{"match": {"name": "weather"}}]}}},
+    {
+        "query": {
+            "bool": {
+                "should": [{"term": {"application_type": "agent"}}, {"match": {"name": "report"}}],
+                "minimum_should_match": 1,
+            }
+        }
+    },
+    {"query": {"constant_score": {"filter": {"match": {"name": "weather"}}, "boost": 3}}},
+    {"query": {"match": {"name": "weather"}}, "size": 0},
+    {"query": {"match": {"name": "weather"}}, "from": 1, "size": 1},
+    {"query": {"match": {"name": "weather"}}, "_source": ["name"]},
+    {"query": {"match": {"name": "weather"}}, "_source": False},
+    {"query": {"match": {"name": "weather"}}, "track_total_hits": True},
+    {"query": {"match_all": {}}, "sort": [{"create_time": "asc"}]},
+    {"query": {"match": {"name": "weather"}}, "sort": ["_score", {"create_time": "desc"}]},
+    {"query": {"multi_match": {"query": "weather chatbot", "fields": ["name", "application_type"]}}},
+    {"query": {"multi_match": {"query": "weather paris", "fields": ["name^2"], "type": "most_fields"}}},
+    {"query": {"multi_match": {"query": "the weather", "fields": ["name"], "type": "phrase"}}},
+    {"query": {"simple_query_string": {"query": "weather +paris", "fields": ["name"]}}},
+    {"query": {"simple_query_string": {"query": '"weather report" | hello'}}},
+    {"query": {"query_string": {"query": "name:weather AND application_type:chatbot"}}},
+    {"query": {"query_string": {"query": "weath* OR paris", "default_field": "name"}}},
+    {"query": {"fuzzy": {"name": "wether"}}},
+    {"query": {"fuzzy": {"name": {"value": "pariss", "fuzziness": 1}}}},
+    {"query": {"match": {"name": {"query": "wether repot", "fuzziness": "AUTO"}}}},
+    {"query": {"match_all": {}}, "sort": [{"application_type": "asc"}], "search_after": ["agent"], "size": 2},
+    {
+        "query": {"match": {"name": "weather"}},
+        "sort": ["_score", {"application_type": "asc"}],
+        "search_after": [1.3, "a"],
+    },
+    {"query": {"match": {"name": "weather"}}, "highlight": {"fields": {"name": {}}}},
+    {"query": {"match_all": {}}, "size": 0, "aggs": {"types": {"terms": {"field": "application_type"}}}},
+    {"query": {"match_all": {}}, "size": 0, "aggs": {"n": {"value_count": {"field": "application_type"}}}},
+    {"query": {"match": {"name": "weather"}}, "version": True, "seq_no_primary_term": True, "timeout": "1s"},
+    {"query": {"match": {"name": {"query": "x", "fuzziness": "AUTO:2"}}}},
+    {"query": {"match_all": {}}, "sort": ["_score"], "search_after": [0.5]},
+    {"query": {"match_all": {}}, "sort": ["name"]},
+    {"query": {"match_all": {}}, "aggs": {"names": {"terms": {"field": "name"}}}},
+    {"query": {"match": {"name.keyword": "Hello World"}}},
+    {"query": {"term": {"name": {"value": "HELLO", "case_insensitive": True}}}},
+    {
+        "query": {
+            "dis_max": {"queries": [{"match": {"name": "paris"}}, {"match": {"name": "travel"}}], "tie_breaker": 0.5}
+        }
+    },
+    {"query": {"match_phrase": {"name": "東京 travel"}}},
+    {"query": {"match": {"name": {"query": "the weather", "zero_terms_query": "all", "operator": "and"}}}},
+    {"query": {"regexp": {"name": "wea.*"}}},
+)
+
+MESSAGE_QUERIES: tuple[dict[str, object], ...] = (
+    {"query": {"match": {"input": "weather"}}},
+    {"query": {"match": {"response": "paris tokyo"}}},
+    {"query": {"term": {"origin": "web"}}},
+    {"query": {"term": {"input": "weather"}}},
+    {"query": {"match_phrase": {"response": "in paris"}}},
+    {"query": {"multi_match": {"query": "tokyo paris", "fields": ["input", "response"]}}},
+    {"query": {"multi_match": {"query": "tokyo weather", "fields": ["input", "response"], "type": "most_fields"}}},
+    {"query": {"multi_match": {"query": "tokyo weather", "fields": ["input", "response"], "type": "cross_fields"}}},
+    {"query": {"multi_match": {"query": "weather", "fields": ["input", "response"], "tie_breaker": 0.3}}},
+    {"query": {"simple_query_string": {"query": "tokyo -flight*"}}},
+    {"query": {"query_string": {"query": "input:(weather OR joke) AND NOT origin:app"}}},
+    {"query": {"match": {"additional_info.lang": "ja"}}},
+    {"query": {"match_all": {}}, "sort": [{"create_time": "asc"}]},
+    {"query": {"match": {"input": "weather"}}, "highlight": {"fields": {"input": {}, "response": {}}}},
+    {"query": {"match_all": {}}, "size": 0, "aggs": {"origins": {"terms": {"field": "origin"}}}},
+    {
+        "query": {"exists": {"field": "input"}},
+        "size": 0,
+        "aggs": {
+            "low": {"min": {"field": "trace_number"}},
+            "high": {"max": {"field": "trace_number"}},
+            "mean": {"avg": {"field": "trace_number"}},
+            "total": {"sum": {"field": "trace_number"}},
+        },
+    },
+    {"query": {"match": {"response": "tokyo"}}, "sort": [{"origin": "desc"}], "search_after": ["web"]},
+    {"query": {"match": {"input": "weather"}}, "version": True, "seq_no_primary_term": True},
+    {"query": {"match": {"input": "weather"}}, "timeout": "soon"},
+    {
+        "query": {"match": {"input": "weather"}},
+        "highlight": {"fields": {"input": {}}, "pre_tags": ["<b>"], "post_tags": ["</b>"]},
+    },
+    {"query": {"fuzzy": {"input": {"value": "wheather", "fuzziness": "AUTO", "prefix_length": 1}}}},
+    {"query": {"match": {"input": {"query": "weathre", "fuzziness": 1, "fuzzy_transpositions": False}}}},
+)
+
+
+async def searches(d: Differ) -> None:
+    for name, application_type in SEARCH_NAMES:
+        body: dict[str, object] = {"name": name}
+        if application_type is not None:
+            body["application_type"] = application_type
+        await d.send("POST", M, body)
+    for query in MEMORY_QUERIES:
+        await d.send("POST", f"{M}/_search", query)
+    await d.send("POST", M, {})  # no name: its messages' updates add nothing to the name statistics
+    chat = f"<id:{len(SEARCH_NAMES)}>"
+    for message in SEARCH_MESSAGES:
+        await d.send("POST", f"{M}/{chat}/messages", message)
+    await d.send(
+        "POST",
+        f"{M}/{chat}/messages",
+        {"input": "trace of weather", "parent_message_id": f"<id:{len(SEARCH_NAMES) + 1}>", "trace_number": 1},
+    )
+    for query in MESSAGE_QUERIES:
+        await d.send("POST", f"{M}/{chat}/_search", query)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "create_get_list": create_get_list,
     "messages_and_traces": messages_and_traces,
@@ -208,4 +408,9 @@ SCENARIOS: dict[str, Scenario] = {
     "parameters": parameters,
     "content_types": content_types,
     "filter_path": filter_path,
+    "searches": searches,
 }
+
+#: Scenarios whose answers come from the search engine itself: only a store that runs
+#: the query DSL in OpenSearch answers them as the real node does.
+OPENSEARCH_SCENARIOS: dict[str, Scenario] = {"filtered_searches": filtered_searches}

@@ -19,8 +19,11 @@ are deleted afterwards.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -74,11 +77,11 @@ async def test_in_process_suite_really_runs_on_opensearch(client, alice, opensea
     status, meta = opensearch_nodes[0].request("GET", f"/{index_prefix}-memory-meta/_doc/{conversation_id}")
     assert status == 200, meta
     assert meta["_source"]["name"] == "on the cluster"
-    assert meta["_source"]["organization_id"] == "org-1" and meta["_source"]["user"] == "alice"
+    assert meta["_source"]["memory_plugin"]["organization_id"] == "org-1" and meta["_source"]["user"] == "alice"
     status, message = opensearch_nodes[0].request("GET", f"/{index_prefix}-memory-message/_doc/{interaction_id}")
     assert status == 200, message
     assert message["_source"]["memory_id"] == conversation_id
-    assert message["_source"]["additional_info_json"] == '"[Document1, Document2]"'
+    assert message["_source"]["memory_plugin"]["additional_info_json"] == '"[Document1, Document2]"'
 
 
 # -- the 2.12+ suite, against a live server configured by TOML -----------------------------
@@ -145,6 +148,20 @@ def interaction(
     return Interaction(iid, cid, owner, created, f"in {iid}", f"out {iid}", "tmpl", "origin", info, parent, trace)
 
 
+#: A ``_search`` body for everything a principal may see.
+EVERYTHING = {"query": {"match_all": {}}, "size": 1000}
+
+
+async def searched(search: Awaitable[dict[str, Any]]) -> list[str]:
+    """The hit ids of a ``_search``, by id."""
+    return sorted(hit["_id"] for hit in (await search)["hits"]["hits"])
+
+
+async def documents(search: Awaitable[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """The hits of a ``_search`` as ``(id, _source)``, by id: what either store must answer alike."""
+    return sorted((hit["_id"], hit["_source"]) for hit in (await search)["hits"]["hits"])
+
+
 @pytest.fixture
 async def store(opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
     opened = OpenSearchMemoryStore(OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix))
@@ -167,14 +184,30 @@ async def test_open_is_idempotent_and_creates_ml_commons_like_indices(store, ope
     await again.close()
     status, mappings = opensearch_nodes[0].request("GET", f"/{index_prefix}-memory-*/_mapping")
     assert status == 200
-    meta = mappings[f"{index_prefix}-memory-meta"]["mappings"]["properties"]
-    message = mappings[f"{index_prefix}-memory-message"]["mappings"]["properties"]
-    assert meta["name"]["type"] == "text" and meta["create_time"]["type"] == "date_nanos"
-    assert meta["user"]["type"] == "keyword" and meta["organization_id"]["type"] == "keyword"
+    assert sorted(mappings) == [f"{index_prefix}-memory-message-v2", f"{index_prefix}-memory-meta-v2"]
+    meta = mappings[f"{index_prefix}-memory-meta-v2"]["mappings"]["properties"]
+    message = mappings[f"{index_prefix}-memory-message-v2"]["mappings"]["properties"]
+    # ml-commons' own fields exactly as ml-commons 2.19.1 maps them ...
+    assert meta["name"] == {"type": "text"}
+    assert meta["create_time"] == {"type": "date", "format": "strict_date_time||epoch_millis"}
+    assert meta["user"]["type"] == "keyword" and meta["additional_info"]["type"] == "flat_object"
     assert message["memory_id"]["type"] == "keyword" and message["trace_number"]["type"] == "long"
-    assert message["additional_info"]["type"] == "flat_object"
+    assert message["additional_info"]["type"] == "flat_object" and message["input"] == {"type": "text"}
+    # ... and ours under one object, which searches may not name.
+    assert set(meta) - {"memory_plugin"} == {
+        "name",
+        "create_time",
+        "updated_time",
+        "user",
+        "application_type",
+        "additional_info",
+    }
+    assert meta["memory_plugin"]["properties"]["organization_id"]["type"] == "keyword"
+    assert message["memory_plugin"]["properties"]["create_time"]["type"] == "date_nanos"
     status, settings = opensearch_nodes[0].request("GET", f"/{index_prefix}-memory-meta/_settings")
-    assert settings[f"{index_prefix}-memory-meta"]["settings"]["index"]["number_of_replicas"] == "0"
+    index_settings = settings[f"{index_prefix}-memory-meta-v2"]["settings"]["index"]
+    assert index_settings["number_of_replicas"] == "0"
+    assert "memory_plugin" not in str(index_settings["query"]["default_field"])
     assert await store.health() == {"status": "green", "conversations": 0}
 
 
@@ -194,14 +227,14 @@ async def test_another_owner_sees_nothing(store):  # type: ignore[no-untyped-def
         assert await store.list_interactions(other, "c-alice", 0, 10, True) is None
         assert await store.list_traces(other, "i-1", 0, 10) is None
         assert await store.update_interaction(other, "i-1", {"response": "pwned"}) is None
-        assert await store.all_conversations(other) == []
-        assert await store.all_interactions(other) == []
-        assert await store.all_interactions(other, "c-alice") == []
+        assert await searched(store.search_conversations(other, EVERYTHING)) == []
+        assert await searched(store.search_interactions(other, "c-alice", EVERYTHING)) == []
         assert await store.delete_conversation(other, "c-alice") is None
     # Nothing changed for the owner, and the refused interactions were never written.
     mine = await store.get_conversation(ALICE, "c-alice")
     assert mine is not None and mine.name == "mine" and mine.updated_time == at(3)
-    assert [i.interaction_id for i in await store.all_interactions(ALICE)] == ["i-1", "t-1"]
+    assert await searched(store.search_interactions(ALICE, "c-alice", EVERYTHING)) == ["i-1", "t-1"]
+    assert await searched(store.search_interactions(ALICE, "x-org-1-bob", EVERYTHING)) == []
     assert (await store.get_interaction(ALICE, "i-1")).response == "out i-1"  # type: ignore[union-attr]
     # An organisation-wide principal (no user) has its own, separate memory.
     await store.add_conversation(conversation("c-admin", ADMIN, at(5)))
@@ -321,7 +354,8 @@ async def test_delete_returns_interaction_ids_and_removes_everything(store):  # 
     assert await store.get_conversation(ALICE, "c") is None
     assert await store.get_interaction(ALICE, "i0") is None
     assert await store.list_interactions(ALICE, "c", 0, 10, True) is None
-    assert [i.interaction_id for i in await store.all_interactions(ALICE)] == ["other"]
+    assert await searched(store.search_interactions(ALICE, "c", EVERYTHING)) == []
+    assert await searched(store.search_interactions(ALICE, "keep", EVERYTHING)) == ["other"]
     assert await store.delete_conversation(ALICE, "c") is None
     assert await store.delete_conversation(ALICE, "keep") == ["other"]
     await store.add_conversation(conversation("empty", ALICE, at(0)))
@@ -342,8 +376,8 @@ async def test_pages_beyond_the_result_window_use_search_after(store):  # type: 
     oldest = [f"i{n}" for n in range(8)]
     assert [i.interaction_id for i in await store.list_interactions(ALICE, "c", 2, 5, False)] == oldest[2:7]  # type: ignore[union-attr]
     assert [i.interaction_id for i in await store.list_interactions(ALICE, "c", 4, 4, True)] == oldest[::-1][4:8]  # type: ignore[union-attr]
-    assert len(await store.all_conversations(ALICE)) == 9
-    assert len(await store.all_interactions(ALICE, "c")) == 8
+    assert len(await searched(store.search_conversations(ALICE, EVERYTHING))) == 9
+    assert len(await searched(store.search_interactions(ALICE, "c", EVERYTHING))) == 8
     assert sorted(await store.delete_conversation(ALICE, "c")) == oldest  # type: ignore[arg-type]
 
 
@@ -378,15 +412,14 @@ async def _scenario(store) -> list[object]:  # type: ignore[no-untyped-def]
         for by in ("create_time", "updated_time"):
             for offset, limit in ((0, 1), (0, 3), (1, 2), (2, 10), (4, 1)):
                 record(await store.list_conversations(owner, offset, limit, by))
-        record(sorted(await store.all_conversations(owner), key=lambda c: c.conversation_id))
-        record(sorted(await store.all_interactions(owner), key=lambda i: i.interaction_id))
+        record(await documents(store.search_conversations(owner, EVERYTHING)))
         for n in range(7):
             cid = f"c{n:02d}"
             record(await store.get_conversation(owner, cid))
             for newest_first in (True, False):
                 for offset, limit in ((0, 2), (1, 3), (0, 10)):
                     record(await store.list_interactions(owner, cid, offset, limit, newest_first))
-            record(sorted(await store.all_interactions(owner, cid), key=lambda i: i.interaction_id))
+            record(await documents(store.search_interactions(owner, cid, EVERYTHING)))
         for n in range(31):
             iid = f"i{n:02d}"
             record(await store.get_interaction(owner, iid))
@@ -401,3 +434,118 @@ async def test_same_answers_as_the_sqlite_reference(store, sqlite_store):  # typ
     assert len(got) == len(expected)
     for index, (mine, reference) in enumerate(zip(got, expected, strict=True)):
         assert mine == reference, f"answer {index} differs"
+
+
+# -- schema 1 indices are migrated ------------------------------------------------------------
+
+_V1_KEYWORD = {"type": "keyword"}
+_V1_DATE = {"type": "date_nanos"}
+_V1_UNINDEXED = {"type": "keyword", "index": False, "doc_values": False}
+#: The mappings before the ml-commons ones (schema 1), as the store created them.
+V1_META = {
+    "dynamic": "strict",
+    "properties": {
+        "memory_id": _V1_KEYWORD,
+        "name": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}},
+        "create_time": _V1_DATE,
+        "updated_time": _V1_DATE,
+        "user": _V1_KEYWORD,
+        "organization_id": _V1_KEYWORD,
+        "application_type": _V1_KEYWORD,
+        "additional_info": {"type": "flat_object"},
+        "additional_info_json": _V1_UNINDEXED,
+    },
+}
+V1_MESSAGE = {
+    "dynamic": "strict",
+    "properties": {
+        "message_id": _V1_KEYWORD,
+        "memory_id": _V1_KEYWORD,
+        "create_time": _V1_DATE,
+        "input": {"type": "text"},
+        "prompt_template": {"type": "text"},
+        "response": {"type": "text"},
+        "origin": {"type": "keyword", "ignore_above": 8191},
+        "additional_info": {"type": "flat_object"},
+        "additional_info_json": _V1_UNINDEXED,
+        "parent_message_id": _V1_KEYWORD,
+        "trace_number": {"type": "long"},
+        "user": _V1_KEYWORD,
+        "organization_id": _V1_KEYWORD,
+    },
+}
+
+
+def _v1_meta(cid: str, owner: Principal, micros: int, name: str, info: object) -> dict[str, object]:
+    time = (T0 + timedelta(microseconds=micros)).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return {
+        "memory_id": cid,
+        "name": name,
+        "create_time": time,
+        "updated_time": time,
+        "user": owner.user_id or "",
+        "organization_id": owner.organization_id,
+        "additional_info": info if isinstance(info, dict) else None,
+        "additional_info_json": None if info is None else json.dumps(info),
+    }
+
+
+async def test_schema_1_indices_are_migrated_behind_an_alias(opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    node = opensearch_nodes[0]
+    for suffix, mappings in (("meta", V1_META), ("message", V1_MESSAGE)):
+        body = {"settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0}}, "mappings": mappings}
+        status, created = node.request("PUT", f"/{index_prefix}-memory-{suffix}", body)
+        assert status == 200, created
+    old = {
+        "c1": _v1_meta("c1", ALICE, 1, "router plans", {"k": "v"}),
+        "c2": _v1_meta("c2", ALICE, 2, "second", "a 2.11 string"),
+        "c3": _v1_meta("c3", ADMIN, 3, "router admin", None),
+    }
+    for cid, source in old.items():
+        status, written = node.request("PUT", f"/{index_prefix}-memory-meta/_doc/{cid}?refresh=true", source)
+        assert status == 201, written
+    message = {
+        "message_id": "m1",
+        "memory_id": "c1",
+        "create_time": old["c1"]["create_time"],
+        "input": "why blink",
+        "prompt_template": None,
+        "response": "the router",
+        "origin": "o",
+        "additional_info": None,
+        "additional_info_json": '"raw"',
+        "parent_message_id": None,
+        "trace_number": None,
+        "user": "alice",
+        "organization_id": "org-1",
+    }
+    status, written = node.request("PUT", f"/{index_prefix}-memory-message/_doc/m1?refresh=true", message)
+    assert status == 201, written
+
+    store = OpenSearchMemoryStore(OpenSearchRegion(hosts=(node.url,), index_prefix=index_prefix))
+    await store.open()
+    try:
+        again = OpenSearchMemoryStore(store.settings)
+        await again.open()  # already migrated: nothing to do
+        await again.close()
+        status, aliases = node.request("GET", f"/{index_prefix}-memory-*/_alias")
+        assert aliases == {
+            f"{index_prefix}-memory-meta-v2": {"aliases": {f"{index_prefix}-memory-meta": {}}},
+            f"{index_prefix}-memory-message-v2": {"aliases": {f"{index_prefix}-memory-message": {}}},
+        }
+        assert [c.conversation_id for c in await store.list_conversations(ALICE, 0, 10)] == ["c2", "c1"]
+        first = await store.get_conversation(ALICE, "c1")
+        assert first is not None and first.name == "router plans" and first.additional_info == {"k": "v"}
+        assert first.create_time == T0 + timedelta(microseconds=1)
+        assert (await store.get_conversation(ALICE, "c2")).additional_info == "a 2.11 string"  # type: ignore[union-attr]
+        assert await store.get_conversation(ALICE, "c3") is None
+        assert (await store.get_conversation(ADMIN, "c3")).owner == ADMIN  # type: ignore[union-attr]
+        got = await store.get_interaction(ALICE, "m1")
+        assert got is not None and got.input == "why blink" and got.additional_info == "raw"
+        found = await store.search_conversations(ALICE, {"query": {"term": {"name": "router"}}})
+        assert [hit["_id"] for hit in found["hits"]["hits"]] == ["c1"]
+        messages = await store.search_interactions(ALICE, "c1", {"query": {"match": {"response": "router"}}})
+        assert [hit["_id"] for hit in messages["hits"]["hits"]] == ["m1"]
+        assert messages["hits"]["hits"][0]["_source"]["additional_info"] == {"additional_info": "raw"}  # as on SQLite
+    finally:
+        await store.close()

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_plugin.memory.dsl.analysis import analyze
+from memory_plugin.memory.dsl.mapping import DYNAMIC, FLAT_OBJECT, KEYWORD, TEXT, UNMAPPED
+from memory_plugin.memory.dsl.scoring import Corpus, Doc, as_keyword, bm25, idf, term_score
 from memory_plugin.memory.dsl.values import (
     QueryParsingError,
-    analyze,
     as_float,
     epoch_millis,
     field_values,
@@ -21,15 +21,13 @@ from memory_plugin.memory.dsl.values import (
 
 # --------------------------------------------------------------------------- clauses
 
-Doc = tuple[str, Mapping[str, Any]]
-
 
 class Clause:
-    """A parsed query clause.  ``score`` is ``None`` for a non-matching doc."""
+    """A parsed query clause.  ``score`` is ``None`` for a document it does not match."""
 
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:  # pragma: no cover
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -37,90 +35,238 @@ class Clause:
 class MatchAll(Clause):
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
         return self.boost
 
 
 @dataclass
 class MatchNone(Clause):
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
         return None
 
 
 @dataclass
-class Match(Clause):
+class TermScore(Clause):
+    """One term of one field, scored by BM25 (Lucene's ``TermQuery``)."""
+
     field: str
-    tokens: list[str]
-    operator: str = "or"
-    minimum_should_match: Any = None
-    zero_terms_all: bool = False
-    raw: Any = None
+    kind: str
+    term: str
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
-        values = field_values(src, self.field)
-        if not self.tokens:
-            return self.boost if self.zero_terms_all and values else None
-        if not values:
-            return None
-        doc_tokens: list[str] = []
-        for v in values:
-            if isinstance(v, str):
-                doc_tokens.extend(analyze(v))
-            elif is_number(v) or isinstance(v, bool):
-                if self.raw is not None and values_equal(v, self.raw):
-                    return self.boost
-                doc_tokens.extend(analyze(str(v).lower() if isinstance(v, bool) else str(v)))
-        counts = Counter(doc_tokens)
-        wanted = list(dict.fromkeys(self.tokens))
-        matched = [t for t in wanted if counts[t]]
-        if self.operator == "and":
-            needed = len(wanted)
-        else:
-            needed = minimum_should_match_count(self.minimum_should_match, len(wanted), default=1)
-        if len(matched) < max(needed, 1):
-            return None
-        # A simple tf-style score: fraction of query terms present, plus a
-        # small term-frequency bonus damped by document length.
-        tf = sum(counts[t] for t in matched)
-        return self.boost * (len(matched) / len(wanted) + tf / (tf + len(doc_tokens) + 1))
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        return term_score(doc, corpus, self.field, self.kind, self.term, self.boost)
 
 
 @dataclass
-class MatchPhrase(Clause):
+class Fuzzy(Clause):
+    """Terms within an edit distance (Lucene's ``FuzzyQuery``): each scored with the top document frequency.
+
+    Expansions come from the field's terms in the searched documents, at most
+    ``max_expansions`` of them, best (fewest edits) first; each is boosted by
+    ``1 - edits / min(len)``, as ``FuzzyTermsEnum`` boosts them.
+    """
+
     field: str
-    tokens: list[str]
+    kind: str
+    term: str
+    max_edits: int
+    prefix_length: int = 0
+    transpositions: bool = True
+    max_expansions: int = 50
+    boost: float = 1.0
+
+    def expansions(self, corpus: Corpus) -> list[tuple[str, float]]:
+        cached = corpus.memo.get(id(self))
+        if cached is None:
+            found: list[tuple[int, str, float]] = []
+            prefix = self.term[: self.prefix_length]
+            wanted = list(self.term)
+            for candidate in corpus.vocabulary(self.field, self.kind):
+                if not candidate.startswith(prefix):
+                    continue
+                edits = edit_distance(wanted, list(candidate), self.max_edits, self.transpositions)
+                if edits is None:
+                    continue
+                shortest = min(len(wanted), len(candidate))
+                found.append((edits, candidate, 1.0 - edits / shortest if shortest else 0.0))
+            found.sort(key=lambda e: (e[0], e[1]))
+            cached = corpus.memo[id(self)] = [(term, boost) for _, term, boost in found[: self.max_expansions]]
+        return cached  # type: ignore[return-value]
+
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        expansions = self.expansions(corpus)
+        if not expansions:
+            return None
+        terms = doc.terms(self.field, self.kind)
+        present = [(t, b) for t, b in expansions if t in terms.counts]
+        if not present:
+            return None
+        stats = corpus.stats(self.field, self.kind)
+        blended = idf(stats, max(stats.doc_freq[t] for t, _ in expansions))
+        total = 0.0
+        for term, boost in present:
+            freq = terms.counts[term] if self.kind == TEXT else 1
+            total += bm25(freq, len(terms.tokens), self.kind, stats, blended, self.boost * boost)
+        return total
+
+
+def edit_distance(a: list[str], b: list[str], limit: int, transpositions: bool) -> int | None:
+    """Levenshtein (or optimal-string-alignment) distance of ``a`` and ``b`` when at most ``limit``, else None."""
+    if abs(len(a) - len(b)) > limit:
+        return None
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if transpositions and i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        if min(current) > limit:
+            return None
+        previous2, previous = previous, current
+    return previous[-1] if previous[-1] <= limit else None
+
+
+@dataclass
+class Phrase(Clause):
+    """Terms at consecutive positions, or within ``slop`` moves (Lucene's ``PhraseQuery``)."""
+
+    field: str
+    kind: str
+    terms: list[str]
     slop: int = 0
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
-        values = field_values(src, self.field)
-        if not self.tokens:
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        terms = doc.terms(self.field, self.kind)
+        if any(t not in terms.counts for t in self.terms):
             return None
-        n = len(self.tokens)
-        for v in values:
-            toks = analyze(str(v))
-            first = self.tokens[0]
-            for i in range(len(toks) - n + 1):
-                if toks[i] == first and toks[i : i + n] == self.tokens:
-                    return self.boost
-        return None
+        freq = phrase_frequency(terms.tokens, terms.positions, self.terms, self.slop)
+        if freq <= 0:
+            return None
+        stats = corpus.stats(self.field, self.kind)
+        weight = sum(idf(stats, stats.doc_freq[t]) for t in self.terms)
+        return bm25(freq, len(terms.tokens), self.kind, stats, weight, self.boost)
+
+
+def phrase_frequency(tokens: list[str], positions: list[int], phrase: list[str], slop: int) -> float:
+    """How often the phrase occurs: a count when exact, a sum of ``1 / (1 + distance)`` when sloppy."""
+    at: dict[str, list[int]] = {}
+    for token, position in zip(tokens, positions):
+        at.setdefault(token, []).append(position)
+    if slop == 0:
+        first = phrase[0]
+        present = [set(at[t]) for t in phrase]
+        return float(sum(1 for p in at[first] if all(p + k in present[k] for k in range(1, len(phrase)))))
+    # Lucene's SloppyPhraseMatcher without repeated terms: advance the term that lags most.
+    lists = [[p - offset for p in at[t]] for offset, t in enumerate(phrase)]
+    pointers = [0] * len(lists)
+    freq = 0.0
+    while True:
+        current = [lst[i] for lst, i in zip(lists, pointers)]
+        length = max(current) - min(current)
+        if length <= slop:
+            freq += 1.0 / (1.0 + length)
+        lag = current.index(min(current))
+        pointers[lag] += 1
+        if pointers[lag] >= len(lists[lag]):
+            return freq
+
+
+@dataclass
+class Disjunction(Clause):
+    """The best of its clauses, plus ``tie_breaker`` times the others (``dis_max``; ``multi_match``)."""
+
+    clauses: list[Clause]
+    tie_breaker: float = 0.0
+    boost: float = 1.0
+
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        scores = [s for s in (c.score(doc, corpus) for c in self.clauses) if s is not None]
+        if not scores:
+            return None
+        best = max(scores)
+        return self.boost * (best + self.tie_breaker * (sum(scores) - best))
+
+
+@dataclass
+class BlendedTerm(Clause):
+    """One term over several text fields as if they were one (``cross_fields``; Lucene's ``BlendedTermQuery``).
+
+    Each field scores the term with the largest document frequency among the
+    fields (capped by the field's own document count), and the best field wins,
+    plus ``tie_breaker`` times the others.
+    """
+
+    fields: list[tuple[str, float]]
+    term: str
+    tie_breaker: float = 0.0
+    boost: float = 1.0
+
+    def blended_doc_freqs(self, corpus: Corpus) -> list[int]:
+        """Each field's document frequency for the term, blended as Elasticsearch's ``BlendedTermQuery.blend``.
+
+        The most frequent field keeps the largest frequency; each rarer field gets
+        one more than the field before it, so it never outranks a more popular one.
+        """
+        cached = corpus.memo.get(id(self))
+        if cached is None:
+            every = [corpus.stats(f, TEXT) for f, _ in self.fields]
+            own = [stats.doc_freq[self.term] for stats in every]
+            max_doc = min([len(corpus.docs), *(stats.total_length for stats in every)])
+            blended = [0] * len(own)
+            actual = min(max_doc, max(own, default=0))
+            prev = max(own, default=0)
+            for i in sorted(range(len(own)), key=lambda i: -own[i]):
+                if own[i] == 0:
+                    break
+                if prev > own[i]:
+                    actual += 1
+                blended[i] = min(max_doc, actual)
+                prev = blended[i]
+            cached = corpus.memo[id(self)] = blended
+        return cached  # type: ignore[return-value]
+
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        blended = self.blended_doc_freqs(corpus)
+        scores: list[float] = []
+        for (path, weight), df in zip(self.fields, blended):
+            terms = doc.terms(path, TEXT)
+            freq = terms.counts.get(self.term, 0)
+            if freq:
+                stats = corpus.stats(path, TEXT)
+                scores.append(bm25(freq, len(terms.tokens), TEXT, stats, idf(stats, df), weight))
+        if not scores:
+            return None
+        best = max(scores)
+        return self.boost * (best + self.tie_breaker * (sum(scores) - best))
 
 
 @dataclass
 class Term(Clause):
+    """``term`` and ``terms`` on a field with no analysis (keywords, dates, numbers): whole values."""
+
     field: str
     values: list[Any]
+    kind: str = DYNAMIC
     case_insensitive: bool = False
+    constant: bool = True
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
         if self.field == "_id":
-            return self.boost if any(str(w) == doc_id for w in self.values) else None
-        for v in field_values(src, self.field):
+            return self.boost if any(str(w) == doc.id for w in self.values) else None
+        if self.kind == UNMAPPED:
+            return None
+        for v in field_values(doc.source, self.field):
             for w in self.values:
                 if values_equal(v, w, self.case_insensitive):
-                    return self.boost
+                    if self.constant or self.kind not in (KEYWORD, FLAT_OBJECT):
+                        return self.boost
+                    return term_score(doc, corpus, self.field, self.kind, as_keyword(v), self.boost)
         return None
 
 
@@ -130,8 +276,8 @@ class Range(Clause):
     bounds: list[tuple[str, Any]]
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
-        for v in field_values(src, self.field):
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        for v in field_values(doc.source, self.field):
             if all(compare(v, op, bound) for op, bound in self.bounds):
                 return self.boost
         return None
@@ -181,27 +327,38 @@ def comparable_pair(value: Any, bound: Any) -> tuple[Any, Any] | None:
 @dataclass
 class Exists(Clause):
     field: str
+    kind: str = DYNAMIC
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
-        return self.boost if field_values(src, self.field) else None
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        if self.kind == UNMAPPED:
+            return None
+        if self.kind == TEXT:
+            return self.boost if doc.terms(self.field, TEXT).tokens else None
+        return self.boost if field_values(doc.source, self.field) else None
 
 
 @dataclass
 class Pattern(Clause):
-    """``prefix`` and ``wildcard``: matched against the raw value and its tokens."""
+    """``prefix``, ``wildcard`` and ``regexp``: against a text field's tokens, or a keyword's whole value."""
 
     field: str
     #: A compiled RE2 pattern (``re2`` ships no type information).
     regex: Any
+    kind: str = DYNAMIC
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
-        for v in field_values(src, self.field):
-            if isinstance(v, bool):
-                v = "true" if v else "false"
-            text = str(v)
-            if self.regex.fullmatch(text) or any(self.regex.fullmatch(t) for t in analyze(text)):
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        if self.kind == UNMAPPED:
+            return None
+        if self.kind == TEXT:
+            found = any(self.regex.fullmatch(t) for t in doc.terms(self.field, TEXT).counts)
+            return self.boost if found else None
+        for v in field_values(doc.source, self.field):
+            text = as_keyword(v)
+            if self.regex.fullmatch(text) or (
+                self.kind == DYNAMIC and any(self.regex.fullmatch(t) for t in analyze(text))
+            ):
                 return self.boost
         return None
 
@@ -211,8 +368,8 @@ class Ids(Clause):
     values: frozenset[str]
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
-        return self.boost if doc_id in self.values else None
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        return self.boost if doc.id in self.values else None
 
 
 @dataclass
@@ -220,8 +377,8 @@ class ConstantScore(Clause):
     filter: Clause
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
-        return self.boost if self.filter.score(doc_id, src) is not None else None
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
+        return self.boost if self.filter.score(doc, corpus) is not None else None
 
 
 @dataclass
@@ -233,20 +390,20 @@ class Bool(Clause):
     minimum_should_match: Any = None
     boost: float = 1.0
 
-    def score(self, doc_id: str, src: Mapping[str, Any]) -> float | None:
+    def score(self, doc: Doc, corpus: Corpus) -> float | None:
         if not (self.must or self.filter or self.should or self.must_not):
             return self.boost  # an empty bool is match_all
         total = 0.0
         for c in self.must:
-            s = c.score(doc_id, src)
+            s = c.score(doc, corpus)
             if s is None:
                 return None
             total += s
         for c in self.filter:
-            if c.score(doc_id, src) is None:
+            if c.score(doc, corpus) is None:
                 return None
         for c in self.must_not:
-            if c.score(doc_id, src) is not None:
+            if c.score(doc, corpus) is not None:
                 return None
         default = 0 if (self.must or self.filter) else 1
         needed = (
@@ -256,7 +413,7 @@ class Bool(Clause):
         )
         matched = 0
         for c in self.should:
-            s = c.score(doc_id, src)
+            s = c.score(doc, corpus)
             if s is not None:
                 matched += 1
                 total += s

@@ -2,35 +2,56 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import re2
 
 from memory_plugin.dates import OUT_OF_RANGE, DateError
-from memory_plugin.errors import InvalidArgument, ParseFailure
+from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure, TooManyClauses
+from memory_plugin.memory.dsl.aggregations import Aggregation, parse_aggregations
+from memory_plugin.memory.dsl.analysis import analyze
 from memory_plugin.memory.dsl.clauses import (
+    BlendedTerm,
     Bool,
     Clause,
     ConstantScore,
+    Disjunction,
     Exists,
+    Fuzzy,
     Ids,
-    Match,
     MatchAll,
     MatchNone,
-    MatchPhrase,
     Pattern,
+    Phrase,
     Range,
     Term,
+    TermScore,
     check_minimum_should_match,
+    minimum_should_match_count,
 )
+from memory_plugin.memory.dsl.highlight import Highlight, parse_highlight
+from memory_plugin.memory.dsl.mapping import (
+    DATE,
+    DYNAMIC,
+    FLAT_OBJECT,
+    KEYWORD,
+    LONG,
+    TEXT,
+    UNMAPPED,
+    Fields,
+    field_kind,
+    text_field_data,
+)
+from memory_plugin.memory.dsl.query_strings import Builders, parse_query_string
 from memory_plugin.memory.dsl.sort import SortSpec, parse_sort
 from memory_plugin.memory.dsl.source import SourceFilter, parse_source
 from memory_plugin.memory.dsl.values import (
     DATE_SHAPED,
     QueryParsingError,
-    analyze,
     as_float,
     check_scalar,
     checked_date,
@@ -46,11 +67,6 @@ from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 #: Real OpenSearch query types this evaluator does not implement.
 UNSUPPORTED_QUERIES = frozenset(
     {
-        "fuzzy",
-        "regexp",
-        "query_string",
-        "simple_query_string",
-        "multi_match",
         "match_phrase_prefix",
         "match_bool_prefix",
         "combined_fields",
@@ -66,7 +82,6 @@ UNSUPPORTED_QUERIES = frozenset(
         "script_score",
         "function_score",
         "more_like_this",
-        "dis_max",
         "boosting",
         "span_term",
         "span_first",
@@ -108,12 +123,15 @@ FIELD_OPTIONS = {
         "prefix_length",
         "max_expansions",
         "auto_generate_synonyms_phrase_query",
+        "fuzzy_transpositions",
+        "fuzzy_rewrite",
         "_name",
     },
     "match_phrase": {"query", "slop", "boost", "analyzer", "zero_terms_query", "_name"},
     "term": {"value", "boost", "case_insensitive", "_name"},
     "prefix": {"value", "boost", "case_insensitive", "rewrite", "_name"},
     "wildcard": {"value", "wildcard", "boost", "case_insensitive", "rewrite", "_name"},
+    "regexp": {"value", "flags", "case_insensitive", "max_determinized_states", "rewrite", "boost", "_name"},
     "range": {
         "gt",
         "gte",
@@ -170,43 +188,306 @@ def parse_match_none(body: Any) -> Clause:
     return MatchNone()
 
 
-def parse_match(body: Any) -> Clause:
-    fname, value, extra = single_field("match", body)
-    opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"query": value}
-    check_options("match", opts)
-    if "query" not in opts:
-        raise QueryParsingError("[match] query malformed, no [query] specified")
-    text = check_scalar("match", opts["query"])
+#: The mapping of the index being searched, while a body is parsed (``None``: every field dynamic).
+_FIELDS: ContextVar[Fields | None] = ContextVar("dsl_fields", default=None)
+
+
+@contextmanager
+def mapped(fields: Fields | None) -> Iterator[None]:
+    token = _FIELDS.set(fields)
+    try:
+        yield
+    finally:
+        _FIELDS.reset(token)
+
+
+def kind_of(path: str) -> str:
+    return field_kind(_FIELDS.get(), path)
+
+
+def fuzziness(qname: str, value: Any, term: str) -> int:
+    """``fuzziness`` as a maximum number of edits for ``term``: 0-2, or ``AUTO[:low,high]`` by length."""
+    text = str(value).strip() if not isinstance(value, bool) else ""
+    if text.upper().startswith("AUTO"):
+        low, high = 3, 6
+        if text[4:]:
+            bounds = text[5:].split(",") if text[4] == ":" else []
+            if len(bounds) != 2 or not all(b.strip().isdigit() for b in bounds):
+                raise ParseFailure("failed to find low and high distance values")
+            low, high = int(bounds[0]), int(bounds[1])
+        length = len(term)
+        return 0 if length < low else 1 if length < high else 2
+    number = as_float(text)
+    if number is None or number < 0:
+        raise QueryParsingError(f"[{qname}] query: invalid [fuzziness] value [{value}]")
+    return min(2, int(number))
+
+
+def non_negative_int(qname: str, name: str, value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().lstrip("+").isdigit():
+        raise QueryParsingError(f"[{qname}] query: [{name}] must be a non-negative integer, found [{value}]")
+    return min(int(str(value).strip()), 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class FullText:
+    """The options a ``match``-like query gives every field it runs on."""
+
+    operator: str = "or"
+    minimum_should_match: Any = None
+    zero_terms_all: bool = False
+    fuzziness: Any = None
+    prefix_length: int = 0
+    max_expansions: int = 50
+    transpositions: bool = True
+    slop: int = 0
+
+
+def term_clause(path: str, kind: str, term: str, boost: float, options: FullText) -> Clause:
+    if options.fuzziness is not None and kind in (TEXT, KEYWORD, FLAT_OBJECT, DYNAMIC):
+        edits = fuzziness("match", options.fuzziness, term)
+        return Fuzzy(
+            field=path,
+            kind=TEXT if kind == DYNAMIC else kind,
+            term=term,
+            max_edits=edits,
+            prefix_length=options.prefix_length,
+            transpositions=options.transpositions,
+            max_expansions=options.max_expansions,
+            boost=boost,
+        )
+    if kind in (TEXT, KEYWORD, FLAT_OBJECT):
+        return TermScore(field=path, kind=kind, term=term, boost=boost)
+    if kind == DYNAMIC:
+        return TermScore(field=path, kind=TEXT, term=term, boost=boost)
+    return Term(field=path, values=[term], kind=kind, boost=boost)
+
+
+def match_clause(path: str, value: Any, boost: float, options: FullText) -> Clause:
+    """A ``match`` on one field: analysed for text, one whole term otherwise."""
+    kind = kind_of(path)
+    if kind == UNMAPPED:
+        return MatchNone()
+    raw = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if kind in (DATE, LONG):
+        return Term(field=path, values=[value], kind=kind, boost=boost)
+    terms = analyze(raw) if kind in (TEXT, DYNAMIC) else [raw]
+    check_clause_count(len(terms))
+    if not terms:
+        return MatchAll(boost=boost) if options.zero_terms_all else MatchNone()
+    clauses = [term_clause(path, kind, t, 1.0, options) for t in terms]
+    if len(clauses) == 1:
+        clauses[0].boost *= boost
+        return clauses[0]
+    if options.operator == "and":
+        return Bool(must=clauses, boost=boost)
+    needed = minimum_should_match_count(options.minimum_should_match, len(clauses), default=1)
+    return Bool(should=clauses, minimum_should_match=max(needed, 1), boost=boost)
+
+
+#: Lucene's ``IndexSearcher.maxClauseCount`` (``indices.query.bool.max_clause_count``).
+MAX_CLAUSE_COUNT = 1024
+
+
+def check_clause_count(count: int) -> None:
+    if count > MAX_CLAUSE_COUNT:
+        raise TooManyClauses(f"failed to create query: maxClauseCount is set to {MAX_CLAUSE_COUNT}")
+
+
+def phrase_clause(path: str, value: Any, boost: float, options: FullText) -> Clause:
+    kind = kind_of(path)
+    if kind not in (TEXT, DYNAMIC):
+        return match_clause(path, value, boost, FullText())
+    terms = analyze(str(value))
+    if not terms:
+        return MatchAll(boost=boost) if options.zero_terms_all else MatchNone()
+    if len(terms) == 1:
+        return TermScore(field=path, kind=TEXT, term=terms[0], boost=boost)
+    return Phrase(field=path, kind=TEXT, terms=terms, slop=options.slop, boost=boost)
+
+
+def full_text_options(qname: str, opts: Mapping[str, Any]) -> FullText:
     operator = str(opts.get("operator", "or")).lower()
     if operator not in ("or", "and"):
-        raise QueryParsingError(f"[match] query: unknown operator [{opts.get('operator')}]")
+        raise QueryParsingError(f"[{qname}] query: unknown operator [{opts.get('operator')}]")
     zero_terms_query = str(opts.get("zero_terms_query", "none")).lower()
     if zero_terms_query not in ("none", "all"):
-        raise QueryParsingError(f"[match] query: unsupported zero_terms_query value [{opts.get('zero_terms_query')}]")
-    raw_text = ("true" if text else "false") if isinstance(text, bool) else str(text)
-    return Match(
-        field=fname,
-        tokens=analyze(raw_text),
+        raise QueryParsingError(f"[{qname}] query: unsupported zero_terms_query value [{opts.get('zero_terms_query')}]")
+    fuzzy = opts.get("fuzziness")
+    if fuzzy is not None:
+        fuzziness(qname, fuzzy, "")  # refused now, whatever the terms
+    return FullText(
         operator=operator,
-        minimum_should_match=check_minimum_should_match("match", opts.get("minimum_should_match")),
+        minimum_should_match=check_minimum_should_match(qname, opts.get("minimum_should_match")),
         zero_terms_all=zero_terms_query == "all",
-        raw=text,
-        boost=parse_boost("match", opts.get("boost", extra.get("boost", 1.0))),
+        fuzziness=fuzzy,
+        prefix_length=non_negative_int(qname, "prefix_length", opts.get("prefix_length"), 0),
+        max_expansions=max(1, min(non_negative_int(qname, "max_expansions", opts.get("max_expansions"), 50), 1024)),
+        transpositions=bool(opts.get("fuzzy_transpositions", True)),
+        slop=non_negative_int(qname, "slop", opts.get("slop"), 0),
     )
 
 
-def parse_match_phrase(body: Any) -> Clause:
-    fname, value, extra = single_field("match_phrase", body)
-    opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"query": value}
-    check_options("match_phrase", opts)
-    if "query" not in opts:
-        raise QueryParsingError("[match_phrase] query malformed, no [query] specified")
-    text = check_scalar("match_phrase", opts["query"])
-    return MatchPhrase(
+def full_text_query(qname: str, build: Callable[[str, Any, float, FullText], Clause]) -> Callable[[Any], Clause]:
+    """``match`` and ``match_phrase``: ``{field: text}`` or ``{field: {"query": text, options...}}``."""
+
+    def parse(body: Any) -> Clause:
+        fname, value, extra = single_field(qname, body)
+        opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"query": value}
+        check_options(qname, opts)
+        if "query" not in opts:
+            raise QueryParsingError(f"[{qname}] query malformed, no [query] specified")
+        text = check_scalar(qname, opts["query"])
+        boost = parse_boost(qname, opts.get("boost", extra.get("boost", 1.0)))
+        return build(fname, text, boost, full_text_options(qname, opts))
+
+    return parse
+
+
+parse_match = full_text_query("match", match_clause)
+parse_match_phrase = full_text_query("match_phrase", phrase_clause)
+
+
+MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "phrase_prefix", "bool_prefix")
+
+
+def weighted_fields(qname: str, spec: Any) -> list[tuple[str, float]]:
+    """``["name^2", "input"]`` as (field, boost) pairs; wildcards expand over the mapping."""
+    items = [spec] if isinstance(spec, str) else spec
+    if not isinstance(items, list | tuple) or not all(isinstance(f, str) for f in items):
+        raise QueryParsingError(f"[{qname}] query: [fields] must be a string or an array of strings")
+    fields = _FIELDS.get()
+    out: list[tuple[str, float]] = []
+    for item in items:
+        name, _, weight = item.partition("^")
+        boost = 1.0
+        if weight:
+            parsed = as_float(weight)
+            if parsed is None:
+                raise QueryParsingError(f"[{qname}] query: invalid field boost [{item}]")
+            boost = parsed
+        if "*" in name and fields is not None:
+            pattern = re2.compile(wildcard_regex(name))
+            out.extend((f, boost) for f, kind in fields.items() if pattern.fullmatch(f) and kind in (TEXT, KEYWORD))
+        else:
+            out.append((name, boost))
+    return out
+
+
+def parse_multi_match(body: Any) -> Clause:
+    if not isinstance(body, Mapping):
+        raise QueryParsingError("[multi_match] query malformed, no start_object after query name")
+    allowed = FIELD_OPTIONS["match"] | {"fields", "type", "tie_breaker", "slop", "fuzzy_transpositions"}
+    for k in body:
+        if k not in allowed:
+            raise QueryParsingError(f"[multi_match] query does not support [{k}]")
+    if "query" not in body:
+        raise QueryParsingError("No text specified for multi_match query")
+    text = check_scalar("multi_match", body["query"])
+    kind = str(body.get("type", "best_fields")).lower()
+    if kind not in MULTI_MATCH_TYPES:
+        raise QueryParsingError(f"[multi_match] query does not support type {body.get('type')}")
+    if kind in ("phrase_prefix", "bool_prefix"):
+        raise QueryParsingError(f"[multi_match] query: type [{kind}] is not supported here")
+    fields = weighted_fields("multi_match", body.get("fields", "*"))
+    tie = as_float(body.get("tie_breaker", 0.0))
+    if tie is None or isinstance(body.get("tie_breaker"), bool):
+        raise QueryParsingError("[multi_match] query: [tie_breaker] must be a number")
+    options = full_text_options("multi_match", body)
+    boost = parse_boost("multi_match", body.get("boost", 1.0))
+    if kind == "cross_fields":
+        return cross_fields(fields, text, options, tie, boost)
+    make = phrase_clause if kind == "phrase" else match_clause
+    per_field = [c for c in (make(f, text, b, options) for f, b in fields) if not isinstance(c, MatchNone)]
+    if not per_field:
+        return MatchNone()
+    if kind == "most_fields":
+        return Bool(should=per_field, boost=boost)
+    return Disjunction(clauses=per_field, tie_breaker=tie, boost=boost)
+
+
+def cross_fields(fields: list[tuple[str, float]], text: Any, options: FullText, tie: float, boost: float) -> Clause:
+    """Text fields as one big field: each term is the best of its fields, with one blended document frequency."""
+    text_fields = [(f, b) for f, b in fields if kind_of(f) == TEXT]
+    others = [match_clause(f, text, b, options) for f, b in fields if kind_of(f) not in (TEXT, UNMAPPED)]
+    terms = analyze(str(text))
+    per_term: list[Clause] = [BlendedTerm(fields=text_fields, term=t, tie_breaker=tie) for t in terms if text_fields]
+    groups: list[Clause] = []
+    if per_term:
+        if options.operator == "and":
+            groups.append(Bool(must=per_term))
+        else:
+            needed = minimum_should_match_count(options.minimum_should_match, len(per_term), default=1)
+            groups.append(Bool(should=per_term, minimum_should_match=max(needed, 1)))
+    groups.extend(others)
+    if not groups:
+        return MatchNone()
+    return groups[0] if len(groups) == 1 and boost == 1.0 else Disjunction(clauses=groups, tie_breaker=tie, boost=boost)
+
+
+def parse_fuzzy(body: Any) -> Clause:
+    fname, value, extra = single_field("fuzzy", body)
+    opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"value": value}
+    for k in opts:
+        if k not in {
+            "value",
+            "fuzziness",
+            "prefix_length",
+            "max_expansions",
+            "transpositions",
+            "rewrite",
+            "boost",
+            "_name",
+        }:
+            raise QueryParsingError(f"[fuzzy] query does not support [{k}]")
+    if opts.get("value") is None:
+        raise QueryParsingError("[fuzzy] query malformed, no [value] specified")
+    term = str(check_scalar("fuzzy", opts["value"]))
+    kind = kind_of(fname)
+    if kind == UNMAPPED:
+        return MatchNone()
+    return Fuzzy(
         field=fname,
-        tokens=analyze(str(text)),
-        boost=parse_boost("match_phrase", opts.get("boost", extra.get("boost", 1.0))),
+        kind=TEXT if kind == DYNAMIC else kind,
+        term=term,
+        max_edits=fuzziness("fuzzy", opts.get("fuzziness", "AUTO"), term),
+        prefix_length=non_negative_int("fuzzy", "prefix_length", opts.get("prefix_length"), 0),
+        max_expansions=max(1, min(non_negative_int("fuzzy", "max_expansions", opts.get("max_expansions"), 50), 1024)),
+        transpositions=bool(opts.get("transpositions", True)),
+        boost=parse_boost("fuzzy", opts.get("boost", extra.get("boost", 1.0))),
     )
+
+
+def parse_dis_max(body: Any) -> Clause:
+    if not isinstance(body, Mapping):
+        raise QueryParsingError("[dis_max] query malformed, no start_object after query name")
+    for k in body:
+        if k not in ("queries", "tie_breaker", "boost", "_name"):
+            raise QueryParsingError(f"[dis_max] query does not support [{k}]")
+    queries = body.get("queries")
+    if not isinstance(queries, list | tuple) or not queries:
+        raise QueryParsingError("[dis_max] requires 'queries' field with at least one clause")
+    tie = as_float(body.get("tie_breaker", 0.0))
+    if tie is None:
+        raise QueryParsingError("[dis_max] query: [tie_breaker] must be a number")
+    return Disjunction(
+        clauses=[parse_query(q) for q in queries], tie_breaker=tie, boost=parse_boost("dis_max", body.get("boost", 1.0))
+    )
+
+
+def parse_lucene_syntax(qname: str) -> Callable[[Any], Clause]:
+    def parse(body: Any) -> Clause:
+        build = Builders(
+            fields=[],
+            kind_of=kind_of,
+            term=lambda f, text, boost: match_clause(f, text, boost, FullText()),
+            phrase=lambda f, text, boost, slop: phrase_clause(f, text, boost, FullText(slop=slop)),
+        )
+        return parse_query_string(qname, body, weighted_fields, build)
+
+    return parse
 
 
 def parse_term(body: Any) -> Clause:
@@ -218,11 +499,21 @@ def parse_term(body: Any) -> Clause:
     if opts["value"] is None:
         raise QueryParsingError("value cannot be null")
     wanted = check_scalar("term", opts["value"])
+    boost = parse_boost("term", opts.get("boost", extra.get("boost", 1.0)))
+    case_insensitive = bool(opts.get("case_insensitive", False))
+    kind = kind_of(fname)
+    if kind == TEXT and not case_insensitive:
+        return TermScore(field=fname, kind=TEXT, term=str(wanted), boost=boost)
+    if kind == TEXT:
+        regex = re2.compile("(?is)" + re2.escape(str(wanted)))
+        return Pattern(field=fname, regex=regex, kind=TEXT, boost=boost)
     return Term(
         field=fname,
         values=[wanted],
-        case_insensitive=bool(opts.get("case_insensitive", False)),
-        boost=parse_boost("term", opts.get("boost", extra.get("boost", 1.0))),
+        kind=kind,
+        case_insensitive=case_insensitive,
+        constant=case_insensitive or kind == DYNAMIC,
+        boost=boost,
     )
 
 
@@ -244,7 +535,9 @@ def parse_terms(body: Any) -> Clause:
         if v is None:
             raise QueryParsingError("No value specified for terms query")
         check_scalar("terms", v)
-    return Term(field=fname, values=list(values), boost=parse_boost("terms", body.get("boost", 1.0)))
+    return Term(
+        field=fname, values=list(values), kind=kind_of(fname), boost=parse_boost("terms", body.get("boost", 1.0))
+    )
 
 
 def parse_range(body: Any) -> Clause:
@@ -288,7 +581,7 @@ def parse_exists(body: Any) -> Clause:
     fname = body.get("field")
     if not isinstance(fname, str) or not fname:
         raise QueryParsingError("[exists] must be provided with a [field]")
-    return Exists(field=fname, boost=parse_boost("exists", body.get("boost", 1.0)))
+    return Exists(field=fname, kind=kind_of(fname), boost=parse_boost("exists", body.get("boost", 1.0)))
 
 
 def pattern_clause(qname: str, body: Any, translate: Callable[[str], str]) -> Clause:
@@ -305,7 +598,8 @@ def pattern_clause(qname: str, body: Any, translate: Callable[[str], str]) -> Cl
         regex = re2.compile(flags + translate(raw))
     except re2.error:
         raise QueryParsingError(f"[{qname}] query: the pattern is too large to evaluate") from None
-    return Pattern(field=fname, regex=regex, boost=parse_boost(qname, opts.get("boost", extra.get("boost", 1.0))))
+    boost = parse_boost(qname, opts.get("boost", extra.get("boost", 1.0)))
+    return Pattern(field=fname, regex=regex, kind=kind_of(fname), boost=boost)
 
 
 def wildcard_regex(pattern: str) -> str:
@@ -333,6 +627,11 @@ def parse_prefix(body: Any) -> Clause:
 
 def parse_wildcard(body: Any) -> Clause:
     return pattern_clause("wildcard", body, wildcard_regex)
+
+
+def parse_regexp(body: Any) -> Clause:
+    """Lucene's regular expressions share RE2's core syntax; RE2 keeps matching linear in the text."""
+    return pattern_clause("regexp", body, lambda p: p)
 
 
 def parse_ids(body: Any) -> Clause:
@@ -370,6 +669,7 @@ def parse_bool(body: Any) -> Clause:
     for k, v in body.items():
         if k in parts:
             items = v if isinstance(v, list | tuple) else [v]
+            check_clause_count(sum(len(p) for p in parts.values()) + len(items))
             parts[k] = [parse_query(item) for item in items]
         elif k not in ("minimum_should_match", "boost", "_name", "adjust_pure_negative"):
             raise QueryParsingError(f"[bool] query does not support [{k}]")
@@ -395,6 +695,12 @@ QUERY_PARSERS: dict[str, Callable[[Any], Clause]] = {
     "prefix": parse_prefix,
     "wildcard": parse_wildcard,
     "ids": parse_ids,
+    "multi_match": parse_multi_match,
+    "fuzzy": parse_fuzzy,
+    "dis_max": parse_dis_max,
+    "regexp": parse_regexp,
+    "query_string": parse_lucene_syntax("query_string"),
+    "simple_query_string": parse_lucene_syntax("simple_query_string"),
     "bool": parse_bool,
     "constant_score": parse_constant_score,
 }
@@ -410,6 +716,10 @@ class SearchBody:
     from_: int = 0
     size: int = 10
     source: SourceFilter = SourceFilter()
+    #: Sort values the hits must come after (``search_after``), one per sort key.
+    search_after: tuple[Any, ...] | None = None
+    highlight: Highlight | None = None
+    aggregations: tuple[Aggregation, ...] = ()
 
     @property
     def scores_tracked(self) -> bool:
@@ -417,7 +727,44 @@ class SearchBody:
         return not self.sort or any(s.field == "_score" for s in self.sort)
 
 
-TOP_LEVEL_KEYS = ("query", "sort", "from", "size", "_source", "track_total_hits")
+TOP_LEVEL_KEYS = (
+    "query",
+    "sort",
+    "from",
+    "size",
+    "_source",
+    "track_total_hits",
+    "search_after",
+    "highlight",
+    "aggs",
+    "aggregations",
+    "version",
+    "seq_no_primary_term",
+    "timeout",
+)
+
+
+def parse_timeout(value: Any) -> None:
+    """``timeout`` is accepted; evaluation here always runs under its own budget (and says ``timed_out``)."""
+    if not isinstance(value, str | int) or isinstance(value, bool) or not TIME_VALUE.fullmatch(str(value).strip()):
+        raise InvalidArgument(
+            f"failed to parse setting [timeout] with value [{value}] as a time value: unit is missing or unrecognized"
+        )
+
+
+TIME_VALUE = re2.compile(r"-1|0|\d{1,18}(?:nanos|micros|ms|s|m|h|d)")
+
+
+def parse_search_after(value: Any, sort: tuple[SortSpec, ...]) -> tuple[Any, ...]:
+    items = value if isinstance(value, list | tuple) else [value]
+    if not any(spec.field != "_score" for spec in sort):
+        raise ShardFailure("Sort must contain at least one field.")
+    if len(items) != len(sort):
+        raise InvalidArgument(f"search_after has {len(items)} value(s) but sort has {len(sort)}.")
+    for item in items:
+        if isinstance(item, Mapping | list | tuple):
+            raise QueryParsingError(f"Unknown key for a {token_name(item)} in [search_after].")
+    return tuple(items)
 
 
 def int_parameter(name: str, value: Any) -> int:
@@ -435,7 +782,9 @@ def int_parameter(name: str, value: Any) -> int:
     raise QueryParsingError(f"[{name}] must be an integer, found [{value}]")
 
 
-def parse_search(body: Mapping[str, Any] | None, *, max_size: int = MAX_RESULT_WINDOW) -> SearchBody:
+def parse_search(
+    body: Mapping[str, Any] | None, *, max_size: int = MAX_RESULT_WINDOW, fields: Fields | None = None
+) -> SearchBody:
     """Validate a whole search body and compile it.
 
     Raises :class:`QueryParsingError` (``parsing_exception``) for malformed or
@@ -452,9 +801,22 @@ def parse_search(body: Mapping[str, Any] | None, *, max_size: int = MAX_RESULT_W
             raise QueryParsingError(f"Unknown key for a {token_name(value)} in [{key}].", parameter=key)
 
     query: Clause = MatchAll()
-    if body.get("query") is not None:
-        query = parse_query(body["query"])
+    with mapped(fields):
+        if body.get("query") is not None:
+            query = parse_query(body["query"])
     sort = parse_sort(body["sort"]) if body.get("sort") is not None else ()
+    for spec in sort:
+        if field_kind(fields, spec.field) == TEXT:
+            raise ShardFailure(text_field_data(spec.field))
+    search_after = parse_search_after(body["search_after"], sort) if body.get("search_after") is not None else None
+    if body.get("timeout") is not None:
+        parse_timeout(body["timeout"])
+    for flag in ("version", "seq_no_primary_term"):
+        if body.get(flag) is not None and not isinstance(body[flag], bool):
+            raise QueryParsingError(f"[{flag}] must be a boolean, found [{body[flag]}]")
+    highlight = parse_highlight(body["highlight"]) if body.get("highlight") is not None else None
+    aggs_body = body.get("aggs", body.get("aggregations"))
+    aggregations = parse_aggregations(aggs_body, fields) if aggs_body is not None else ()
 
     from_ = int_parameter("from", body["from"]) if body.get("from") is not None else 0
     size = int_parameter("size", body["size"]) if body.get("size") is not None else 10
@@ -481,4 +843,13 @@ def parse_search(body: Mapping[str, Any] | None, *, max_size: int = MAX_RESULT_W
         raise QueryParsingError(f"[track_total_hits] must be a boolean or an integer, found [{track_total_hits}]")
 
     source = parse_source(body["_source"]) if body.get("_source") is not None else SourceFilter()
-    return SearchBody(query=query, sort=sort, from_=from_, size=size, source=source)
+    return SearchBody(
+        query=query,
+        sort=sort,
+        from_=from_,
+        size=size,
+        source=source,
+        search_after=search_after,
+        highlight=highlight,
+        aggregations=aggregations,
+    )

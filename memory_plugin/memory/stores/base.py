@@ -9,13 +9,28 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from memory_plugin.auth import Principal
-from memory_plugin.memory.dsl import DocumentResults, SearchBody, execute
+from memory_plugin.errors import InvalidArgument, ShardFailure
+from memory_plugin.memory.dsl import (
+    KEYWORD,
+    MESSAGE_FIELDS,
+    MESSAGE_INDEX,
+    META_FIELDS,
+    Bool,
+    Fields,
+    SearchBody,
+    SourceFilter,
+    TermScore,
+    execute,
+    parse_search,
+    search_response,
+)
 from memory_plugin.memory.models import Conversation, Interaction, Updated
 from memory_plugin.memory.views import memory_source, message_source
 
@@ -110,12 +125,20 @@ class MemoryStore(abc.ABC):
         """Delete every memory and message (traces included) ``owner`` has; ``(memories, messages)`` removed."""
 
     @abc.abstractmethod
-    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
-        """Run a 2.12+ ``_search`` over the owner's memories; nothing beyond the owner can match."""
+    async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A 2.12+ ``_search`` body run over the owner's memories: OpenSearch's search response.
+
+        Nothing beyond the owner can match; a bad body raises the typed 400 OpenSearch would answer.
+        """
 
     @abc.abstractmethod
-    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
-        """Run a 2.12+ ``_search`` over the owner's messages of one memory, traces included."""
+    async def search_interactions(
+        self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """A 2.12+ ``_search`` body run over the owner's messages of one memory, traces included.
+
+        An unknown (or another owner's) memory has no messages; saying 404 is the caller's business.
+        """
 
     # -- the history bridge's outbox ------------------------------------------------------
 
@@ -145,22 +168,59 @@ EVALUATION_BUDGET_SECONDS = 2.0
 _EVALUATION = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsl")
 
 
-async def _evaluate(query: SearchBody, documents: Callable[[], list[tuple[str, dict[str, Any]]]]) -> DocumentResults:
-    budget = EVALUATION_BUDGET_SECONDS
-    return await asyncio.get_running_loop().run_in_executor(
-        _EVALUATION, lambda: execute(query, documents(), budget=budget)
-    )
+SearchDocument = tuple[str, dict[str, Any], int]
+"""``(id, ml-commons document, version)``."""
 
 
-async def evaluate_conversations(query: SearchBody, conversations: Iterable[Conversation]) -> DocumentResults:
-    """``query`` evaluated over ``conversations``, as ml-commons' stored documents, off the loop and within budget.
+def memory_search(body: Mapping[str, Any] | None, fields: Fields, index: str) -> SearchBody:
+    """A search body as ml-commons runs it on its own index.
 
-    Ties keep the given order, so pass them oldest first (insertion order).
+    It puts the caller's query inside its own ``bool`` (a body without one is
+    its 400), and always fetches the whole ``_source`` unless fields are named.
     """
-    return await _evaluate(query, lambda: [(c.conversation_id, memory_source(c)) for c in conversations])
+    try:
+        query = parse_search(body, fields=fields)
+    except ShardFailure as failure:
+        failure.index = index
+        raise
+    if isinstance(body, Mapping) and body.get("query") is None:
+        raise InvalidArgument("inner bool query clause cannot be null")
+    if not query.source.enabled:
+        query = replace(query, source=SourceFilter())
+    return query
 
 
-async def evaluate_interactions(query: SearchBody, interactions: Iterable[Interaction]) -> DocumentResults:
-    """``query`` evaluated over ``interactions`` (oldest first), as ml-commons' stored documents."""
+async def evaluate_search(
+    body: Mapping[str, Any] | None,
+    index: str,
+    documents: Callable[[], Awaitable[list[SearchDocument]]],
+    memory_id: str | None = None,
+) -> dict[str, Any]:
+    """``body`` parsed, then evaluated in Python over ``documents`` (the owner's, as ml-commons stores them).
+
+    For stores that cannot run the query DSL themselves.  Evaluation runs off the loop and
+    within budget; ties keep the given order, so pass the documents oldest first.  A message
+    search names its ``memory_id``: ml-commons adds it beside the caller's query as a scored clause.
+    """
+    query = memory_search(body, MESSAGE_FIELDS if index == MESSAGE_INDEX else META_FIELDS, index)
+    if memory_id is not None:
+        query = replace(query, query=Bool(must=[query.query, TermScore("memory_id", KEYWORD, memory_id)]))
+    started = time.perf_counter()
+    loaded = await documents()
+    budget = EVALUATION_BUDGET_SECONDS
+    results = await asyncio.get_running_loop().run_in_executor(
+        _EVALUATION, lambda: execute(query, loaded, budget=budget)
+    )
+    return search_response(results, int((time.perf_counter() - started) * 1000), index=index)
+
+
+def conversation_documents(conversations: Iterable[Conversation]) -> list[SearchDocument]:
+    """Memories as documents, oldest first (ties keep the given order)."""
+    ordered = sorted(conversations, key=lambda c: c.create_time)
+    return [(c.conversation_id, memory_source(c), c.version) for c in ordered]
+
+
+def interaction_documents(interactions: Iterable[Interaction]) -> list[SearchDocument]:
+    """Messages as documents, oldest first."""
     ordered = sorted(interactions, key=lambda i: i.create_time)
-    return await _evaluate(query, lambda: [(i.interaction_id, message_source(i)) for i in ordered])
+    return [(i.interaction_id, message_source(i), i.version) for i in ordered]

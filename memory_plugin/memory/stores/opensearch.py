@@ -9,32 +9,48 @@ Two indices per deployment, named from the region's ``index_prefix`` so that
 several deployments (and tests) can share one cluster:
 
 ========================================  ===================================
-this store                                ML Commons
+this store (an alias of ``…-v2``)         ML Commons
 ========================================  ===================================
 ``{index_prefix}-memory-meta``            ``.plugins-ml-memory-meta``
 ``{index_prefix}-memory-message``         ``.plugins-ml-memory-message``
 ========================================  ===================================
 
-The fields are ML Commons' (``name``, ``create_time``, ``updated_time``,
-``user``, ``additional_info``; ``memory_id``, ``input``, ``prompt_template``,
-``response``, ``origin``, ``parent_message_id``, ``trace_number``), plus:
+ML Commons' fields are mapped exactly as ml-commons 2.19.1 maps them
+(``common/src/main/resources/index-mappings/ml_memory_{meta,message}.json``:
+``name`` is ``text`` with no keyword subfield, times are ``date`` in
+``strict_date_time||epoch_millis``, ``additional_info`` a ``flat_object``), so
+a ``_search`` behaves as on the real node.  One difference: ``origin`` ignores
+values over 8191 characters, which ml-commons would fail to index at all.
 
-- ``organization_id`` (keyword): ML Commons has no tenants; every read here
-  is scoped by ``organization_id`` and ``user``.  A principal without a user
-  is stored as ``user: ""``, as ``SqliteMemoryStore`` does.
-- ``memory_id`` on meta documents and ``message_id`` on message documents:
-  a keyword copy of the document's own ``_id``, the sort tie-breaker
+The store's own data lives under one object, ``memory_plugin``, which no
+``_search`` may name (``scoped_search.py``):
+
+- ``organization_id`` and ``user``: ML Commons has no tenants; every read here
+  is scoped by both.  A principal without a user is ``user: ""`` there (and
+  has no top-level ``user``, like a memory on a cluster without security).
+- ``id``: a keyword copy of the document's own ``_id``, the sort tie-breaker
   (sorting on ``_id`` needs field data, which OpenSearch discourages).
+- ``create_time`` (and ``updated_time`` on memories) as ``date_nanos``: the
+  ISO strings with microseconds sort at full precision there, so "newest
+  first" agrees with SQLite's text ordering even for writes in the same
+  millisecond, where ml-commons' ``date`` fields tie.
 - ``additional_info_json``: the JSON encoding of ``additional_info``, neither
   indexed nor in doc values, read back as the truth.  2.11 clients send
   ``additional_info`` as a string and 2.12+ clients as a string map; both
-  round-trip exactly through it.  ``additional_info`` itself is a
-  ``flat_object`` (as in ML Commons 2.12+) and is written only for a map
-  whose entries are small enough to index.
+  round-trip exactly through it.  The top-level ``additional_info`` is written
+  only for a map whose entries are small enough to index.
 
-Times are ``date_nanos``: the ISO strings with microseconds (``isoformat``)
-are kept exactly in ``_source`` and sort at full precision, so "newest first"
-agrees with SQLite's text ordering even for writes in the same millisecond.
+Schema versions and migration
+-----------------------------
+The mappings carry ``_meta.schema_version`` (:data:`SCHEMA_VERSION`).  The
+names above are aliases of ``{name}-v2``.  Schema 1 (before the ml-commons
+mappings: ``name.keyword``, ``date_nanos`` times, our fields at the top level)
+used concrete indices under the names themselves; ``open`` finds such an index,
+copies its documents converted into ``-v2``, and swaps the old index for the
+alias in one atomic ``_aliases`` request.  The copy is idempotent, so two
+servers starting at once both finish; a server of the old version still
+writing meanwhile could lose those writes, so stop old servers before
+starting an upgraded one.  A later schema adds ``-v3`` and one more converter.
 
 Consistency
 -----------
@@ -62,6 +78,10 @@ can still be read by id, but never listed.
 Paging beyond ``index.max_result_window`` (10000) uses ``search_after`` over
 the same sort, so every offset gives the same answer as SQLite.
 
+``_search`` runs inside OpenSearch: the caller's body is checked and wrapped in
+the owner's filter by ``scoped_search.py``, and only the hits of one page come
+back, however long the owner's history.
+
 The history bridge's outbox
 ---------------------------
 With the bridge on, ``{index_prefix}-memory-outbox`` holds its entries.  An
@@ -77,25 +97,37 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from opensearchpy import AsyncOpenSearch
-from opensearchpy.exceptions import ConflictError, NotFoundError
+from opensearchpy.exceptions import ConflictError, NotFoundError, TransportError
+from tqdm import tqdm
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.dates import isoformat, parse_instant
-from memory_plugin.memory.dsl import DocumentResults, SearchBody
+from memory_plugin.errors import RelayedBadRequest, Unavailable
+from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.models import Conversation, Interaction, Updated, merged
-from memory_plugin.memory.stores.base import (
-    MemoryStore,
-    OutboxEntry,
-    OutboxLag,
-    evaluate_conversations,
-    evaluate_interactions,
+from memory_plugin.memory.stores.base import MemoryStore, OutboxEntry, OutboxLag
+from memory_plugin.memory.stores.scoped_search import (
+    INTERNAL_FIELD,
+    ScopedSearch,
+    public_error,
+    public_response,
+    scoped_search,
 )
-from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, bulk, create_index, delete_by_query, make_client
+from memory_plugin.memory.views import memory_source, message_source
+from memory_plugin.opensearch_client import (
+    BULK_DOCS,
+    MAX_RESULT_WINDOW,
+    bulk,
+    create_index,
+    delete_by_query,
+    make_client,
+    scan,
+)
 from memory_plugin.settings import OpenSearchRegion
 
 #: Largest UTF-8 size of one ``additional_info`` key + value that is indexed in the flat_object
@@ -105,42 +137,60 @@ _FLAT_ENTRY_LIMIT = 8191
 _RETRIES = 50
 
 _KEYWORD = {"type": "keyword"}
-_DATE = {"type": "date_nanos"}
+#: ml-commons' date fields (millisecond precision), as ``ConversationalIndexConstants`` maps them.
+_DATE = {"type": "date", "format": "strict_date_time||epoch_millis"}
+_NANOS = {"type": "date_nanos"}
 _UNINDEXED = {"type": "keyword", "index": False, "doc_values": False}
 
 INDEX_SETTINGS = {"index": {"number_of_shards": 1, "number_of_replicas": 0}}
 
+#: Bumped whenever the mappings change; ``open`` migrates older indices (see the module docstring).
+SCHEMA_VERSION = 2
+
+
+def _internal(**properties: Any) -> dict[str, Any]:
+    """The ``memory_plugin`` object: owner, own id, exact times and the exact ``additional_info``."""
+    return {
+        "properties": {
+            "organization_id": _KEYWORD,
+            "user": _KEYWORD,
+            "id": _KEYWORD,
+            "create_time": _NANOS,
+            "additional_info_json": _UNINDEXED,
+            **properties,
+        }
+    }
+
+
 META_MAPPINGS: dict[str, Any] = {
     "dynamic": "strict",
+    "_meta": {"schema_version": SCHEMA_VERSION},
     "properties": {
-        "memory_id": _KEYWORD,
-        "name": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}},
+        "name": {"type": "text"},
         "create_time": _DATE,
         "updated_time": _DATE,
         "user": _KEYWORD,
-        "organization_id": _KEYWORD,
         "application_type": _KEYWORD,
         "additional_info": {"type": "flat_object"},
-        "additional_info_json": _UNINDEXED,
+        INTERNAL_FIELD: _internal(updated_time=_NANOS),
     },
 }
 
 MESSAGE_MAPPINGS: dict[str, Any] = {
     "dynamic": "strict",
+    "_meta": {"schema_version": SCHEMA_VERSION},
     "properties": {
-        "message_id": _KEYWORD,
         "memory_id": _KEYWORD,
         "create_time": _DATE,
         "input": {"type": "text"},
         "prompt_template": {"type": "text"},
         "response": {"type": "text"},
+        # ml-commons has no ignore_above: a longer origin would make its write fail on Lucene's term limit.
         "origin": {"type": "keyword", "ignore_above": 8191},
         "additional_info": {"type": "flat_object"},
-        "additional_info_json": _UNINDEXED,
         "parent_message_id": _KEYWORD,
         "trace_number": {"type": "long"},
-        "user": _KEYWORD,
-        "organization_id": _KEYWORD,
+        INTERNAL_FIELD: _internal(),
     },
 }
 
@@ -162,20 +212,37 @@ OUTBOX_MAPPINGS: dict[str, Any] = {
 _OUTBOX_ORDER = [{"enqueued_at": {"order": "asc"}}, {"entry_id": {"order": "asc"}}]
 
 
+def _index_settings(mappings: Mapping[str, Any]) -> dict[str, Any]:
+    """One shard, and ``query_string`` without fields searching ml-commons' own fields only, as on the real node."""
+    searchable = [
+        name
+        for name, mapping in mappings["properties"].items()
+        if mapping.get("type") in ("text", "keyword", "flat_object")
+    ]
+    return {"index": {**INDEX_SETTINGS["index"], "query": {"default_field": searchable}}}
+
+
+_EXACT_CREATED = f"{INTERNAL_FIELD}.create_time"
+#: The sort tie-breaker: a keyword copy of ``_id`` (sorting on ``_id`` needs field data).
+_OWN_ID = f"{INTERNAL_FIELD}.id"
+
+
 def _owner_fields(owner: Principal) -> dict[str, str]:
     return {"organization_id": owner.organization_id, "user": owner.user_id or ""}
 
 
 def _owner_filter(owner: Principal) -> list[dict[str, Any]]:
-    return [{"term": {name: value}} for name, value in _owner_fields(owner).items()]
+    return [{"term": {f"{INTERNAL_FIELD}.{name}": value}} for name, value in _owner_fields(owner).items()]
 
 
 def _owned(source: Mapping[str, Any], owner: Principal) -> bool:
-    return source.get("organization_id") == owner.organization_id and source.get("user") == (owner.user_id or "")
+    internal = source.get(INTERNAL_FIELD) or {}
+    return internal.get("organization_id") == owner.organization_id and internal.get("user") == (owner.user_id or "")
 
 
 def _principal(source: Mapping[str, Any]) -> Principal:
-    return Principal(source["organization_id"], source.get("user") or None)
+    internal = source[INTERNAL_FIELD]
+    return Principal(internal["organization_id"], internal.get("user") or None)
 
 
 def _flat(value: Any) -> dict[str, str] | None:
@@ -191,38 +258,54 @@ def _flat(value: Any) -> dict[str, str] | None:
 
 
 def _set_additional_info(source: dict[str, Any], value: Any) -> None:
-    source["additional_info"] = _flat(value)
-    source["additional_info_json"] = None if value is None else json.dumps(value)
+    flat = _flat(value)
+    if flat is None:
+        source.pop("additional_info", None)
+    else:
+        source["additional_info"] = flat
+    source[INTERNAL_FIELD]["additional_info_json"] = None if value is None else json.dumps(value)
 
 
 def _additional_info(source: Mapping[str, Any]) -> Any:
-    encoded = source.get("additional_info_json")
+    encoded = source[INTERNAL_FIELD].get("additional_info_json")
     return None if encoded is None else json.loads(encoded)
+
+
+def _set_time(source: dict[str, Any], name: str, value: str) -> None:
+    """A time in ml-commons' field and, for exact ordering, in its nanosecond copy."""
+    source[name] = value
+    source[INTERNAL_FIELD][name] = value
 
 
 def _merge_into(source: dict[str, Any], changes: Mapping[str, Any]) -> bool:
     """Apply a partial update to ``source`` as OpenSearch would; False when nothing changes."""
-    before = dict(source)
+    before = json.dumps(source, sort_keys=True)
     for name, value in changes.items():
         if name == "additional_info":
             _set_additional_info(source, merged(_additional_info(source), value))
         elif name == "updated_time":
-            source[name] = isoformat(value)
+            _set_time(source, name, isoformat(value))
         else:
             source[name] = merged(source.get(name), value)
-    return source != before
+    return json.dumps(source, sort_keys=True) != before
 
 
 def _conversation_source(conversation: Conversation) -> dict[str, Any]:
-    source: dict[str, Any] = {
-        "memory_id": conversation.conversation_id,
+    """ml-commons' meta document (``user`` only for a principal with one), plus ``memory_plugin``."""
+    created, updated = isoformat(conversation.create_time), isoformat(conversation.updated_time)
+    source: dict[str, Any] = {"create_time": created, "updated_time": updated}
+    optional = {
         "name": conversation.name,
-        "create_time": isoformat(conversation.create_time),
-        "updated_time": isoformat(conversation.updated_time),
-        **_owner_fields(conversation.owner),
+        "user": conversation.owner.user_id,
+        "application_type": conversation.application_type,
     }
-    if conversation.application_type is not None:
-        source["application_type"] = conversation.application_type
+    source.update((name, value) for name, value in optional.items() if value is not None)
+    source[INTERNAL_FIELD] = {
+        **_owner_fields(conversation.owner),
+        "id": conversation.conversation_id,
+        "create_time": created,
+        "updated_time": updated,
+    }
     _set_additional_info(source, conversation.additional_info)
     return source
 
@@ -241,17 +324,18 @@ def _conversation(conversation_id: str, source: Mapping[str, Any], version: int 
 
 
 def _interaction_source(interaction: Interaction) -> dict[str, Any]:
+    """ml-commons' message document, plus ``memory_plugin``."""
+    created = isoformat(interaction.create_time)
     source: dict[str, Any] = {
-        "message_id": interaction.interaction_id,
         "memory_id": interaction.conversation_id,
-        "create_time": isoformat(interaction.create_time),
+        "create_time": created,
         "input": interaction.input,
         "prompt_template": interaction.prompt_template,
         "response": interaction.response,
         "origin": interaction.origin,
         "parent_message_id": interaction.parent_interaction_id,
         "trace_number": interaction.trace_number,
-        **_owner_fields(interaction.owner),
+        INTERNAL_FIELD: {**_owner_fields(interaction.owner), "id": interaction.interaction_id, "create_time": created},
     }
     _set_additional_info(source, interaction.additional_info)
     return source
@@ -274,11 +358,24 @@ def _interaction(interaction_id: str, source: Mapping[str, Any], version: int = 
     )
 
 
+def _upgrade_v1(source: Mapping[str, Any], doc_id: str, build: Any, read: Any) -> dict[str, Any]:
+    """A schema 1 document (owner, id copy and JSON at the top level) as schema 2."""
+    internal = {
+        "organization_id": source["organization_id"],
+        "user": source.get("user") or "",
+        "additional_info_json": source.get("additional_info_json"),
+    }
+    public = {k: v for k, v in source.items() if k not in ("organization_id", "additional_info_json")}
+    result: dict[str, Any] = build(read(doc_id, {**public, INTERNAL_FIELD: internal}))
+    return result
+
+
 class OpenSearchMemoryStore(MemoryStore):
     def __init__(self, settings: OpenSearchRegion, *, outbox: bool = False) -> None:
         self.settings = settings
         self.outbox = outbox
         prefix = settings.index_prefix.lower()  # index names are lowercase, as in the region store
+        #: The names every read and write uses: aliases of the current schema's versioned indices.
         self.meta_index = f"{prefix}-memory-meta"
         self.message_index = f"{prefix}-memory-message"
         self.outbox_index = f"{prefix}-memory-outbox"
@@ -297,15 +394,42 @@ class OpenSearchMemoryStore(MemoryStore):
     async def open(self) -> None:
         self._client = make_client(self.settings)
         try:
-            for index, mappings in (
-                (self.meta_index, META_MAPPINGS),
-                (self.message_index, MESSAGE_MAPPINGS),
-                (self.outbox_index, OUTBOX_MAPPINGS),
-            ):
-                await create_index(self.client, index, {"settings": INDEX_SETTINGS, "mappings": mappings})
+            await self._ensure_index(self.meta_index, META_MAPPINGS, _conversation_source, _conversation)
+            await self._ensure_index(self.message_index, MESSAGE_MAPPINGS, _interaction_source, _interaction)
+            await create_index(
+                self.client, self.outbox_index, {"settings": INDEX_SETTINGS, "mappings": OUTBOX_MAPPINGS}
+            )
         except BaseException:
             await self.close()
             raise
+
+    async def _ensure_index(self, alias: str, mappings: Mapping[str, Any], build: Any, read: Any) -> None:
+        """``alias`` names the current schema's index, created or migrated from a schema 1 index of that name."""
+        current = f"{alias}-v{SCHEMA_VERSION}"
+        body = {"settings": _index_settings(mappings), "mappings": mappings}
+        if await self.client.indices.exists_alias(name=alias):
+            return  # the alias moves only with a migration, which points it at the current index
+        if not await self.client.indices.exists(index=alias):
+            await create_index(self.client, current, {**body, "aliases": {alias: {}}})
+            return
+        # Schema 1: a concrete index under the name itself.  Copy every document, converted, then
+        # swap the old index for the alias in one atomic step.  Idempotent, so two processes starting
+        # at once both copy and the second swap finds the old index gone.
+        await create_index(self.client, current, body)
+        documents = [hit async for hit in scan(self.client, alias, {"match_all": {}}, True)]
+        for start in tqdm(range(0, len(documents), BULK_DOCS), desc=f"migrating {alias}", disable=not documents):
+            actions: list[dict[str, Any]] = []
+            for hit in documents[start : start + BULK_DOCS]:
+                actions.append({"index": {"_index": current, "_id": hit["_id"]}})
+                actions.append(_upgrade_v1(hit["_source"], hit["_id"], build, read))
+            await bulk(self.client, actions, refresh=True)
+        try:
+            await self.client.indices.update_aliases(
+                body={"actions": [{"add": {"index": current, "alias": alias}}, {"remove_index": {"index": alias}}]}
+            )
+        except NotFoundError:
+            if not await self.client.indices.exists_alias(name=alias):
+                raise
 
     async def close(self) -> None:
         if self._client is not None:
@@ -468,11 +592,11 @@ class OpenSearchMemoryStore(MemoryStore):
     async def list_conversations(
         self, owner: Principal, offset: int, limit: int, by: str = "create_time"
     ) -> list[Conversation]:
-        field = {"create_time": "create_time", "updated_time": "updated_time"}[by]
+        field = {"create_time": _EXACT_CREATED, "updated_time": f"{INTERNAL_FIELD}.updated_time"}[by]
         hits = await self._search(
             self.meta_index,
             {"bool": {"filter": _owner_filter(owner)}},
-            [{field: {"order": "desc"}}, {"memory_id": {"order": "desc"}}],
+            [{field: {"order": "desc"}}, {_OWN_ID: {"order": "desc"}}],
             offset,
             limit,
         )
@@ -544,7 +668,7 @@ class OpenSearchMemoryStore(MemoryStore):
         def bump(source: dict[str, Any]) -> bool:
             # Same-format ISO strings order as the instants do (SQLite's max() on text).  The write
             # happens even when the time stays, as ml-commons' own update does (its _version counts it).
-            source["updated_time"] = max(source["updated_time"], created)
+            _set_time(source, "updated_time", max(source[INTERNAL_FIELD]["updated_time"], created))
             return True
 
         if await self._rewrite(self.meta_index, interaction.conversation_id, owner, bump) is None:
@@ -575,7 +699,7 @@ class OpenSearchMemoryStore(MemoryStore):
                 "must_not": [{"exists": {"field": "trace_number"}}],
             }
         }
-        sort = [{"create_time": {"order": direction}}, {"message_id": {"order": direction}}]
+        sort = [{_EXACT_CREATED: {"order": direction}}, {_OWN_ID: {"order": direction}}]
         hits = await self._search(self.message_index, query, sort, offset, limit)
         return [_interaction(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]
 
@@ -589,8 +713,8 @@ class OpenSearchMemoryStore(MemoryStore):
         # SQLite sorts NULL first in ascending order.
         sort = [
             {"trace_number": {"order": "asc", "missing": "_first"}},
-            {"create_time": {"order": "asc"}},
-            {"message_id": {"order": "asc"}},
+            {_EXACT_CREATED: {"order": "asc"}},
+            {_OWN_ID: {"order": "asc"}},
         ]
         hits = await self._search(self.message_index, query, sort, offset, limit)
         return [_interaction(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]
@@ -623,7 +747,7 @@ class OpenSearchMemoryStore(MemoryStore):
         memories = await self._mget(self.meta_index, memory_ids)
         entries = []
         for hit, source in zip(hits, sources):
-            owner = _principal(source)
+            owner = Principal(source["organization_id"], source["user"] or None)  # an entry's owner is top level
             alive = source["memory_id"] in memories and _owned(memories[source["memory_id"]], owner)
             message = messages.get(source.get("message_id") or "")
             entries.append(
@@ -666,26 +790,40 @@ class OpenSearchMemoryStore(MemoryStore):
         oldest = hits["hits"][0]["_source"]["enqueued_at"] if hits["hits"] else None
         return OutboxLag(hits["total"]["value"], oldest)
 
-    # -- whole sets, for _search ------------------------------------------------------------------
+    # -- _search, run by OpenSearch itself ----------------------------------------------------------
 
-    # Oldest first, ties by id: close to SQLite's rowid (insertion) order, which the
-    # Python query evaluation keeps for hits that score alike.
+    async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+        search = scoped_search(body, scope=_owner_filter(owner))
+        return await self._run_scoped(
+            self.meta_index, META_INDEX, search, lambda doc_id, source: memory_source(_conversation(doc_id, source))
+        )
 
-    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
-        return await evaluate_conversations(query, await self.all_conversations(owner))
+    async def search_interactions(
+        self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        # ml-commons adds the memory as a scoring ``must`` clause; the owner is a filter.
+        memory = {"term": {"memory_id": conversation_id}}
+        search = scoped_search(body, must=[memory], scope=_owner_filter(owner))
+        return await self._run_scoped(
+            self.message_index,
+            MESSAGE_INDEX,
+            search,
+            lambda doc_id, source: message_source(_interaction(doc_id, source)),
+        )
 
-    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
-        return await evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
-
-    async def all_conversations(self, owner: Principal) -> list[Conversation]:
-        sort = [{"create_time": {"order": "asc"}}, {"memory_id": {"order": "asc"}}]
-        hits = await self._search(self.meta_index, {"bool": {"filter": _owner_filter(owner)}}, sort)
-        return [_conversation(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]
-
-    async def all_interactions(self, owner: Principal, conversation_id: str | None = None) -> list[Interaction]:
-        filters = _owner_filter(owner)
-        if conversation_id is not None:
-            filters.append({"term": {"memory_id": conversation_id}})
-        sort = [{"create_time": {"order": "asc"}}, {"message_id": {"order": "asc"}}]
-        hits = await self._search(self.message_index, {"bool": {"filter": filters}}, sort)
-        return [_interaction(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]
+    async def _run_scoped(
+        self,
+        alias: str,
+        public_index: str,
+        search: ScopedSearch,
+        document: Callable[[str, Mapping[str, Any]], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Run a checked, scoped search; OpenSearch's 400s are relayed, its other failures are a 503."""
+        names = {f"{alias}-v{SCHEMA_VERSION}": public_index, alias: public_index}
+        try:
+            response = await self.client.search(index=alias, body=search.body)
+        except TransportError as error:
+            if error.status_code == 400:
+                raise RelayedBadRequest(public_error(error.info, names)) from None
+            raise Unavailable(f"the memory store did not answer the search: {error.error}") from None
+        return public_response(response, search, document=document, names=names)

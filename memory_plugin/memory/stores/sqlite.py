@@ -11,15 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from memory_plugin.auth import Principal
-from memory_plugin.dates import isoformat, parse_instant
-from memory_plugin.memory.dsl import DocumentResults, SearchBody
+from memory_plugin.dates import isoformat, parse_stored
+from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import (
     MemoryStore,
     OutboxEntry,
     OutboxLag,
-    evaluate_conversations,
-    evaluate_interactions,
+    SearchDocument,
+    conversation_documents,
+    evaluate_search,
+    interaction_documents,
 )
 from memory_plugin.sqlite import Database, run_script
 
@@ -129,8 +131,8 @@ def _conversation(row: sqlite3.Row) -> Conversation:
         conversation_id=row["conversation_id"],
         owner=Principal(row["organization_id"], row["user_id"] or None),
         name=row["name"],
-        create_time=parse_instant(row["create_time"]),
-        updated_time=parse_instant(row["updated_time"]),
+        create_time=parse_stored(row["create_time"]),
+        updated_time=parse_stored(row["updated_time"]),
         additional_info=json.loads(row["additional_info"]) if row["additional_info"] else None,
         application_type=row["application_type"],
         version=row["version"],
@@ -142,7 +144,7 @@ def _interaction(row: sqlite3.Row) -> Interaction:
         interaction_id=row["interaction_id"],
         conversation_id=row["conversation_id"],
         owner=Principal(row["organization_id"], row["user_id"] or None),
-        create_time=parse_instant(row["create_time"]),
+        create_time=parse_stored(row["create_time"]),
         input=row["input"],
         response=row["response"],
         prompt_template=row["prompt_template"],
@@ -430,23 +432,25 @@ class SqliteMemoryStore(MemoryStore):
 
         return await self.db.run(read)
 
-    async def search_conversations(self, owner: Principal, query: SearchBody) -> DocumentResults:
-        return await evaluate_conversations(query, await self.all_conversations(owner))
+    async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+        async def documents() -> list[SearchDocument]:
+            sql = f"SELECT * FROM conversations WHERE {_OWNER}"
+            rows = await self.db.run(lambda c: [_conversation(row) for row in c.execute(sql, _owner_params(owner))])
+            return conversation_documents(rows)  # rowid (insertion) order: ties keep it
 
-    async def search_interactions(self, owner: Principal, conversation_id: str, query: SearchBody) -> DocumentResults:
-        return await evaluate_interactions(query, await self.all_interactions(owner, conversation_id))
+        return await evaluate_search(body, META_INDEX, documents)
 
-    async def all_conversations(self, owner: Principal) -> list[Conversation]:
-        sql = f"SELECT * FROM conversations WHERE {_OWNER}"
-        return await self.db.run(lambda c: [_conversation(row) for row in c.execute(sql, _owner_params(owner))])
+    async def search_interactions(
+        self, owner: Principal, conversation_id: str, body: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        async def documents() -> list[SearchDocument]:
+            sql = f"SELECT * FROM interactions WHERE {_OWNER} AND conversation_id = ?"
+            params = (*_owner_params(owner), conversation_id)
+            return interaction_documents(
+                await self.db.run(lambda c: [_interaction(row) for row in c.execute(sql, params)])
+            )
 
-    async def all_interactions(self, owner: Principal, conversation_id: str | None = None) -> list[Interaction]:
-        sql = f"SELECT * FROM interactions WHERE {_OWNER}"
-        params: tuple[Any, ...] = _owner_params(owner)
-        if conversation_id is not None:
-            sql += " AND conversation_id = ?"
-            params = (*params, conversation_id)
-        return await self.db.run(lambda c: [_interaction(row) for row in c.execute(sql, params)])
+        return await evaluate_search(body, MESSAGE_INDEX, documents, memory_id=conversation_id)
 
 
 def _apply(document: Document, changes: Mapping[str, Any]) -> Document:

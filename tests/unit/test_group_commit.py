@@ -1,0 +1,147 @@
+"""Group commit in the SQLite driver: queued writes share one transaction, and each fails alone."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from memory_plugin.auth import Principal
+from memory_plugin.clock import now
+from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
+from memory_plugin.sqlite import Database, run_script
+
+
+def _schema(connection: sqlite3.Connection) -> None:
+    run_script(
+        connection,
+        """
+        CREATE TABLE parents (id INTEGER PRIMARY KEY);
+        CREATE TABLE items (
+            id INTEGER PRIMARY KEY,
+            parent INTEGER REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED
+        );
+        """,
+    )
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = Database(tmp_path / "group.sqlite3", [_schema])
+    await database.open()
+    yield database
+    await database.close()
+
+
+async def _held(db: Database) -> tuple[threading.Event, asyncio.Task[None]]:
+    """Occupy the database thread until the event is set, so that what is queued meanwhile forms one group."""
+    release, started = threading.Event(), threading.Event()
+
+    def hold(_: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(30)
+
+    task = asyncio.create_task(db.run(hold))
+    await asyncio.to_thread(started.wait, 30)
+    return release, task
+
+
+def _insert(item: int, parent: int | None = None) -> Callable[[sqlite3.Connection], int]:
+    return lambda c: c.execute("INSERT INTO items VALUES (?, ?)", (item, parent)).rowcount
+
+
+def _stored(db: Database) -> asyncio.Future[list[int]]:
+    return asyncio.ensure_future(db.run(lambda c: [row[0] for row in c.execute("SELECT id FROM items ORDER BY id")]))
+
+
+async def test_queued_writes_share_one_commit_and_a_failing_one_fails_alone(db: Database) -> None:
+    await db.write(_insert(7))  # so that a later insert of 7 breaks the primary key
+    statements: list[str] = []
+    await db.run(lambda c: c.set_trace_callback(statements.append))
+    release, hold = await _held(db)
+
+    def invalid(connection: sqlite3.Connection) -> int:
+        connection.execute("INSERT INTO items VALUES (100, NULL)")  # undone with its savepoint
+        raise ValueError("refused after writing")
+
+    writes = [db.write(_insert(n)) for n in range(1, 6)]
+    writes.insert(2, db.write(_insert(7)))
+    writes.insert(4, db.write(invalid))
+    tasks = [asyncio.ensure_future(write) for write in writes]
+    await asyncio.sleep(0.05)  # let every write reach the queue
+    release.set()
+    await hold
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+
+    assert [type(r).__name__ for r in results] == ["int", "int", "IntegrityError", "int", "ValueError", "int", "int"]
+    assert await _stored(db) == [1, 2, 3, 4, 5, 7]
+    assert sum(s.startswith("BEGIN") for s in statements) == 1
+    assert sum(s == "COMMIT" for s in statements) == 1
+    await db.run(lambda c: c.set_trace_callback(None))
+
+
+async def test_a_failing_commit_fails_every_write_of_its_group(db: Database) -> None:
+    """A deferred foreign key is checked at COMMIT: the group is refused whole, and nothing of it is stored."""
+    await db.write(_insert(1))
+    release, hold = await _held(db)
+    tasks = [asyncio.ensure_future(db.write(_insert(n))) for n in (2, 3)]
+    tasks.append(asyncio.ensure_future(db.write(_insert(4, parent=999))))
+    await asyncio.sleep(0.05)
+    release.set()
+    await hold
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, sqlite3.IntegrityError) for r in results), results
+    assert await _stored(db) == [1]
+    assert await db.write(_insert(5)) == 1  # the next group commits as usual
+    assert await _stored(db) == [1, 5]
+
+
+async def test_work_queued_after_close_is_refused(tmp_path: Path) -> None:
+    db = Database(tmp_path / "closed.sqlite3", [_schema])
+    await db.open()
+    await db.close()
+    with pytest.raises(RuntimeError, match="not open"):
+        await db.write(_insert(1))
+
+
+async def test_memory_writes_in_one_group_fail_alone(tmp_path: Path) -> None:
+    """The SQLite memory store through group commit: a duplicate id and a missing conversation fail
+    only their own write; the rest of the group is stored."""
+    store = SqliteMemoryStore(tmp_path / "memory.sqlite3")
+    await store.open()
+    try:
+        alice = Principal("org-1", "alice")
+        conversation = Conversation("c1", alice, "billing", now(), now())
+        await store.add_conversation(conversation)
+
+        def interaction(interaction_id: str, conversation_id: str = "c1") -> Interaction:
+            return Interaction(interaction_id, conversation_id, alice, now(), input="q", response="a")
+
+        await store.add_interaction(interaction("taken"))
+        release, hold = await _held(store.db)
+        ids = ["i1", "taken", "i2", "i3"]
+        tasks = [asyncio.ensure_future(store.add_interaction(interaction(i))) for i in ids]
+        tasks.insert(3, asyncio.ensure_future(store.add_interaction(interaction("i4", "missing"))))
+        await asyncio.sleep(0.05)
+        release.set()
+        await hold
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert [r if isinstance(r, bool) else type(r).__name__ for r in results] == [
+            True,
+            "IntegrityError",
+            True,
+            False,
+            True,
+        ]
+        listed = await store.list_interactions(alice, "c1", 0, 100, newest_first=False)
+        assert listed is not None
+        assert [i.interaction_id for i in listed] == ["taken", "i1", "i2", "i3"]
+        stored = await store.get_conversation(alice, "c1")
+        assert stored is not None and stored.version == 1 + 4  # one bump per stored interaction, none for the failed
+    finally:
+        await store.close()

@@ -396,9 +396,9 @@ class OpenSearchMemoryStore(MemoryStore):
         try:
             await self._ensure_index(self.meta_index, META_MAPPINGS, _conversation_source, _conversation)
             await self._ensure_index(self.message_index, MESSAGE_MAPPINGS, _interaction_source, _interaction)
-            await create_index(
-                self.client, self.outbox_index, {"settings": INDEX_SETTINGS, "mappings": OUTBOX_MAPPINGS}
-            )
+            if self.outbox:  # only the bridge reads it
+                outbox = {"settings": INDEX_SETTINGS, "mappings": OUTBOX_MAPPINGS}
+                await create_index(self.client, self.outbox_index, outbox)
         except BaseException:
             await self.close()
             raise

@@ -74,7 +74,9 @@ async def differ(judge: str, ours: LiveServer) -> AsyncIterator[Differ]:
     async with aiohttp.ClientSession() as session:
         async with session.delete(f"{judge}/{MEMORY_INDICES}?ignore_unavailable=true") as response:
             assert response.status == 200, await response.text()
-        yield Differ(session, Side(judge, {}), Side(ours.url, await fresh_principal(session, ours)))
+        differ = Differ(session, Side(judge, {}), Side(ours.url, await fresh_principal(session, ours)))
+        yield differ
+        await differ.close()
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))

@@ -43,7 +43,9 @@ def judge() -> Iterator[str]:
         yield node.url
 
 
-@pytest.fixture(scope="module", params=["sqlite", "opensearch"])
+# A server per scenario: on the OpenSearch store BM25 statistics are index-wide, so a scenario's
+# scores must not count the documents earlier scenarios left, as the judge's reset ensures there.
+@pytest.fixture(params=["sqlite", "opensearch"])
 def ours(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp(f"conformance-{request.param}")
     config = None

@@ -204,18 +204,25 @@ def plot_fairness(result: dict[str, Any], path: Path) -> Path:
 
 
 def plot_bridge(result: dict[str, Any], path: Path) -> Path:
-    """Create-message throughput side by side, and how long after the load the last interaction is searchable."""
+    """Create and list message throughput per system, and how long after the load the last interaction is searchable."""
     rows = result["results"]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
-    names = [row["system"] for row in rows]
-    left.bar(names, [row["req_per_s"] for row in rows], color=[f"C{n}" for n in range(len(rows))])
-    left.set(ylabel="requests/s", title=f"Create message, {result['concurrency']} clients")
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [2, 1]})
+    systems = list(dict.fromkeys(row["system"] for row in rows))
+    operations = list(dict.fromkeys(row.get("operation", "create message") for row in rows))
+    width = 0.8 / len(operations)
+    for n, operation in enumerate(operations):
+        rate = {row["system"]: row["req_per_s"] for row in rows if row.get("operation", "create message") == operation}
+        xs = [x + (n - (len(operations) - 1) / 2) * width for x in range(len(systems))]
+        left.bar(xs, [rate.get(system, 0) for system in systems], width, label=operation, color=f"C{n}")
+    left.set_xticks(range(len(systems)), systems)
+    left.set(ylabel="requests/s", title=f"Messages, {result['concurrency']} clients")
     left.grid(True, axis="y", alpha=0.3)
+    left.legend(fontsize=8)
     lagging = [row for row in rows if row.get("last_searchable_after_s") is not None]
     right.bar(
         [row["system"] for row in lagging], [row["last_searchable_after_s"] for row in lagging], color="C2", width=0.5
     )
-    right.set(ylabel="seconds after the load ends", title="Last acknowledged interaction searchable")
+    right.set(ylabel="seconds after the create load ends", title="Last acknowledged interaction searchable")
     right.grid(True, axis="y", alpha=0.3)
     for axes in (left, right):
         axes.tick_params(axis="x", labelsize=8)

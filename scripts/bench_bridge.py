@@ -1,15 +1,18 @@
-"""Create message at concurrency 32 with the bridge on, and how long search lags behind; optionally beside ml-commons.
+"""Create and list messages at concurrency 32: a real ml-commons node, ours with the bridge off, ours with it on.
 
-    python scripts/bench_bridge.py [--requests 3000] [--concurrency 32] [--ml] [--out bench-results/bridge.json]
+    python scripts/bench_bridge.py [--requests 2000] [--concurrency 32] [--no-ml] [--out bench-results/bridge.json]
 
-Starts our server (bridge on: every interaction becomes a searchable record
-through the outbox) and drives ``POST /_plugins/_ml/memory/{id}/messages``
-with one aiohttp client.  When the load ends, it polls search for the last
-acknowledged interaction (the outbox drains oldest first) and ``/_health``
-for the backlog, and reports the seconds until each is done, then checks
-that a sample of the acknowledged interactions is searchable.  ``--ml``
-runs the same load against a real OpenSearch 2.19.1 node with ml-commons
-(it has no search over interactions, so it has no lag to report).
+Drives ``POST /_plugins/_ml/memory/{id}/messages`` and then ``GET
+/_plugins/_ml/memory/{id}/messages`` (the first page, 10 messages, of a memory
+holding every message just created) with one aiohttp client, against each
+system in turn, in one run: a real OpenSearch 2.19.1 node with ml-commons,
+our server with the memory bridge off, and with it on (every interaction
+becomes a searchable record through the outbox).  With the bridge on, when the
+create load ends it polls search for the last acknowledged interaction (the
+outbox drains oldest first) and ``/_health`` for the backlog, reports the
+seconds until each is done, and checks that a sample of the acknowledged
+interactions is searchable, before the list load starts.  ml-commons has no
+search over interactions, so it has no lag to report.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,37 +45,30 @@ MEMORY = "/_plugins/_ml/memory"
 HISTORIES = "/v2/ai/conversation_histories"
 
 
-async def load(url: str, headers: dict[str, str], requests: int, concurrency: int, desc: str) -> dict[str, Any]:
-    """``requests`` creates at ``concurrency`` into one memory; the last acknowledged id and the latencies."""
-    connector = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(url, headers=headers, connector=connector) as http:
-        async with http.post(MEMORY, json={"name": "bench"}) as response:
-            assert response.status == 200, await response.text()
-            memory_id = (await response.json())["memory_id"]
-        latencies: list[float] = []
-        statuses: dict[int, int] = {}
-        acknowledged: list[str] = []
-        queue = iter(range(requests))
-        with tqdm(total=requests, unit="req", desc=desc) as bar:
+Call = Callable[[aiohttp.ClientSession, int], Awaitable[tuple[int, Any]]]
 
-            async def worker() -> None:
-                for n in queue:
-                    body = {
-                        "input": f"question {n} about the invoice",
-                        "response": f"answer {n}: a refund is on its way",
-                    }
-                    started = time.perf_counter()
-                    async with http.post(f"{MEMORY}/{memory_id}/messages", json=body) as response:
-                        payload = await response.json()
-                        statuses[response.status] = statuses.get(response.status, 0) + 1
-                    latencies.append(time.perf_counter() - started)
-                    if response.status == 200:
-                        acknowledged.append(payload["message_id"])
-                    bar.update()
 
-            started = time.perf_counter()
-            await asyncio.gather(*(worker() for _ in range(concurrency)))
-            elapsed = time.perf_counter() - started
+async def drive(http: aiohttp.ClientSession, requests: int, concurrency: int, desc: str, call: Call) -> dict[str, Any]:
+    """``requests`` calls at ``concurrency``: req/s, p50, p99, statuses, and the bodies of the 200s in order."""
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    returned: list[Any] = []
+    queue = iter(range(requests))
+    with tqdm(total=requests, unit="req", desc=desc) as bar:
+
+        async def worker() -> None:
+            for n in queue:
+                started = time.perf_counter()
+                status, payload = await call(http, n)
+                latencies.append(time.perf_counter() - started)
+                statuses[status] = statuses.get(status, 0) + 1
+                if status == 200:
+                    returned.append(payload)
+                bar.update()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
     ms = np.array(latencies) * 1000
     return {
         "requests": requests,
@@ -79,8 +76,54 @@ async def load(url: str, headers: dict[str, str], requests: int, concurrency: in
         "p50_ms": round(float(np.percentile(ms, 50)), 2),
         "p99_ms": round(float(np.percentile(ms, 99)), 2),
         "statuses": statuses,
-        "acknowledged": acknowledged,
+        "returned": returned,
     }
+
+
+async def new_memory(http: aiohttp.ClientSession) -> str:
+    async with http.post(MEMORY, json={"name": "bench"}) as response:
+        assert response.status == 200, await response.text()
+        return str((await response.json())["memory_id"])
+
+
+def creator(memory_id: str) -> Call:
+    async def create(http: aiohttp.ClientSession, n: int) -> tuple[int, Any]:
+        body = {"input": f"question {n} about the invoice", "response": f"answer {n}: a refund is on its way"}
+        async with http.post(f"{MEMORY}/{memory_id}/messages", json=body) as response:
+            return response.status, (await response.json()).get("message_id")
+
+    return create
+
+
+def lister(memory_id: str) -> Call:
+    async def list_messages(http: aiohttp.ClientSession, n: int) -> tuple[int, Any]:
+        async with http.get(f"{MEMORY}/{memory_id}/messages") as response:
+            return response.status, len((await response.json()).get("messages", []))
+
+    return list_messages
+
+
+async def measure(
+    system: str, url: str, headers: dict[str, str], args: argparse.Namespace, bridge: bool
+) -> list[dict[str, Any]]:
+    """One system's two rows: create messages into one memory, then list that memory's messages."""
+    connector = aiohttp.TCPConnector(limit=args.concurrency)
+    async with aiohttp.ClientSession(url, headers=headers, connector=connector) as http:
+        warm_memory = await new_memory(http)
+        warm = await drive(http, 50, 4, f"{system}: warm-up", creator(warm_memory))
+        await drive(http, 50, 4, f"{system}: warm-up", lister(warm_memory))
+        if bridge:  # the model's first batches are loaded before the measurement
+            await catch_up(url, headers, warm["returned"], args.timeout)
+        memory_id = await new_memory(http)
+        created = await drive(http, args.requests, args.concurrency, f"{system}: create", creator(memory_id))
+        if bridge:
+            created.update(await catch_up(url, headers, created["returned"], args.timeout))
+        listed = await drive(http, args.requests, args.concurrency, f"{system}: list", lister(memory_id))
+    assert all(n == 10 for n in listed["returned"]), "a list page did not hold 10 messages"
+    return [
+        {"system": system, "operation": "create message", **created},
+        {"system": system, "operation": "list messages", **listed},
+    ]
 
 
 async def searchable(http: aiohttp.ClientSession, message_id: str) -> bool:
@@ -118,60 +161,56 @@ async def catch_up(url: str, headers: dict[str, str], acknowledged: list[str], t
     }
 
 
-async def ours(args: argparse.Namespace) -> dict[str, Any]:
+async def ours(args: argparse.Namespace, bridge: bool) -> list[dict[str, Any]]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-bridge-"))
     _, token = KeyStore(workdir / "data" / "keys.json").create("bench-org", "bench-user")
-    headers = {"Authorization": f"Bearer {token}"}
     from embedder import ensure_default_model
 
     env = {
-        "MEMORY_PLUGIN_BRIDGE": "true",
+        "MEMORY_PLUGIN_BRIDGE": "true" if bridge else "false",
         "MEMORY_PLUGIN_LOG_LEVEL": args.log_level,
         "MEMORY_PLUGIN_MODEL_DIR": str(ensure_default_model()),  # named: no hashing of the model at start
     }
+    system = f"ours, bridge {'on' if bridge else 'off'}"
     with LiveServer(workdir / "data", env=env) as server:
-        warm = await load(server.url, headers, 1, 1, "warm-up")  # loads the model's first batch
-        await catch_up(server.url, headers, warm["acknowledged"], args.timeout)
-        result = await load(server.url, headers, args.requests, args.concurrency, "ours, bridge on")
-        result.update(await catch_up(server.url, headers, result["acknowledged"], args.timeout))
-    return {"system": "memory-plugin (bridge on)", **result}
+        return await measure(system, server.url, {"Authorization": f"Bearer {token}"}, args, bridge)
 
 
-async def ml_commons(args: argparse.Namespace) -> dict[str, Any]:
+async def ml_commons(args: argparse.Namespace) -> list[dict[str, Any]]:
     from tests.support.opensearch.ml import ml_node
 
     with ml_node() as node:
-        await load(node.url, {}, 50, 4, "ml-commons warm-up")
-        result = await load(node.url, {}, args.requests, args.concurrency, "ml-commons 2.19.1")
-    return {"system": "ml-commons 2.19.1 node", **result, "last_searchable_after_s": None}
+        return await measure("ml-commons 2.19.1 node", node.url, {}, args, bridge=False)
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--ml", action="store_true", help="also run the load against a real ml-commons node")
+    parser.add_argument("--no-ml", action="store_true", help="leave out the real ml-commons node")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for search to catch up")
     parser.add_argument("--log-level", default="info", help="our server's log level (info logs every request)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bridge.json")
     args = parser.parse_args()
 
-    results = [await ours(args)]
-    if args.ml:
-        results.append(await ml_commons(args))
+    results = [] if args.no_ml else await ml_commons(args)
+    results += await ours(args, bridge=False)
+    results += await ours(args, bridge=True)
+    print(f"\n{args.requests} requests per row at concurrency {args.concurrency}")
     print(
-        f"\n{'system':<28}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'backlog':>9}{'last searchable s':>19}{'drained s':>11}"
+        f"\n{'system':<24}{'operation':<16}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
+        f"{'backlog':>9}{'last searchable s':>19}{'drained s':>11}  statuses"
     )
     for row in results:
         print(
-            f"{row['system']:<28}{row['req_per_s']:>9}{row['p50_ms']:>9}{row['p99_ms']:>9}"
+            f"{row['system']:<24}{row['operation']:<16}{row['req_per_s']:>9}{row['p50_ms']:>9}{row['p99_ms']:>9}"
             f"{row.get('backlog_at_end', '-')!s:>9}{row.get('last_searchable_after_s') or '-'!s:>19}"
-            f"{row.get('backlog_drained_after_s') or '-'!s:>11}"
+            f"{row.get('backlog_drained_after_s') or '-'!s:>11}  {row['statuses']}"
         )
     for row in results:
         if "sample_checked" in row:
             print(f"{row['system']}: {row['sample_not_searchable']} of {row['sample_checked']} sampled not searchable")
-        del row["acknowledged"]
+        del row["returned"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {"requests": args.requests, "concurrency": args.concurrency, "results": results}
     args.out.write_text(json.dumps(report, indent=2))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from opensearchpy import AsyncOpenSearch, TransportError
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 ALIAS = re.compile(r"<id:(\d+)>")
@@ -50,6 +51,13 @@ class Side:
     base_url: str
     headers: Mapping[str, str]
     ids: list[str] = field(default_factory=list)
+    _client: AsyncOpenSearch | None = field(default=None, repr=False)
+
+    def client(self) -> AsyncOpenSearch:
+        """An opensearch-py client of this side, made on first use; no retries, so each call is one request."""
+        if self._client is None:
+            self._client = AsyncOpenSearch(hosts=[self.base_url], headers=dict(self.headers), max_retries=0)
+        return self._client
 
     def alias_of(self, value: str) -> str:
         if value not in self.ids:
@@ -105,6 +113,33 @@ class Differ:
         for where, a, b in compare(real, ours):
             self.differences.append(Difference(label, where, a, b, real, ours))
         return real, ours
+
+    async def call(self, method: str, /, *, step: str | None = None, **arguments: Any) -> tuple[Reply, Reply]:
+        """Call the same opensearch-py ``plugins.ml`` method on both sides, as a client program would.
+
+        A returned body is compared as a 200 of content type ``returned``; a raised
+        error by its class (as the content type), its status and its error body.
+        """
+        label = step or f"plugins.ml.{method}({json.dumps(arguments)[:120]})"
+        real = await self._call_client(self.real, method, arguments)
+        ours = await self._call_client(self.ours, method, arguments)
+        for where, a, b in compare(real, ours):
+            self.differences.append(Difference(label, where, a, b, real, ours))
+        return real, ours
+
+    async def close(self) -> None:
+        for side in (self.real, self.ours):
+            if side._client is not None:
+                await side._client.close()
+
+    async def _call_client(self, side: Side, method: str, arguments: dict[str, Any]) -> Reply:
+        resolved = json.loads(side.resolve(json.dumps(arguments)))
+        try:
+            returned = await getattr(side.client().plugins.ml, method)(**resolved)
+        except TransportError as error:
+            status = error.status_code if isinstance(error.status_code, int) else 0
+            return Reply(status, type(error).__name__, normalise(side, error.info))
+        return Reply(200, "returned", normalise(side, returned))
 
     async def _call(
         self, side: Side, method: str, path: str, body: Any, raw: bytes | str | None, content_type: str

@@ -398,6 +398,59 @@ async def searches(d: Differ) -> None:
         await d.send("POST", f"{M}/{chat}/_search", query)
 
 
+async def opensearch_py(d: Differ) -> None:
+    """What a program using opensearch-py's ``plugins.ml`` does: the returned bodies and the raised errors.
+
+    Searches come before any update of the documents they score: Lucene counts an
+    updated document's old version in its term statistics until a merge, so after
+    updates the real node's BM25 scores depend on its segment merges.
+    """
+    ml = d.call
+    await ml("create_memory", body={"name": "client", "application_type": "chatbot", "additional_info": {"k": "v"}})
+    await ml("create_memory", body={})
+    await ml("search_memory", body={"query": {"term": {"application_type": "chatbot"}}})
+    await ml("search_memory", body={"query": {"match_all": {}}, "sort": [{"create_time": "asc"}], "size": 1})
+    await ml("get_memory", memory_id="<id:0>")
+    await ml("get_all_memories")
+    await ml("get_all_memories", max_results=1)
+    await ml("get_all_memories", max_results=1, next_token=1)
+    await ml("create_message", memory_id="<id:0>", body={"input": "hello", "response": "hi", "origin": "o"})
+    await ml(
+        "create_message", memory_id="<id:0>", body={"input": 1, "response": True, "additional_info": EVERY_JSON_TYPE}
+    )
+    await ml("search_message", memory_id="<id:0>", body={"query": {"match": {"input": "hello"}}})
+    await ml(
+        "create_message", memory_id="<id:0>", body={"input": "t", "parent_message_id": "<id:2>", "trace_number": 1}
+    )
+    await ml("update_memory", memory_id="<id:0>", body={"name": "renamed", "additional_info": {"k": "w"}})
+    await ml("update_memory", memory_id="<id:1>", body={})
+    await ml("get_memory", memory_id="<id:0>")
+    await ml("get_message", message_id="<id:2>")
+    await ml("get_all_messages", memory_id="<id:0>")
+    await ml("get_all_messages", memory_id="<id:0>", max_results=1, next_token=1)
+    await ml("get_message_traces", message_id="<id:2>")
+    await ml("update_message", message_id="<id:2>", body={"additional_info": {"rated": "5"}})
+    await ml("get_message", message_id="<id:2>")
+    await ml("get_all_memories", filter_path="memories.name")
+    await ml("get_memory", memory_id="<id:0>", filter_path="name")
+    # What a client sees raised: class, status and error body.
+    await ml("get_memory", memory_id="never-existed")
+    await ml("get_message", message_id="never-existed")
+    await ml("get_all_messages", memory_id="never-existed")
+    await ml("create_message", memory_id="never-existed", body={"input": "x"})
+    await ml("create_message", memory_id="<id:0>", body={})
+    await ml("create_message", memory_id="<id:0>", body={"input": None})
+    await ml("get_all_memories", max_results=0)
+    await ml("get_all_messages", memory_id="<id:0>", next_token="abc")
+    await ml("update_memory", memory_id="<id:0>", body={"name": {"a": 1}})
+    await ml("search_message", memory_id="<id:0>", body={"size": -1})
+    await ml("delete_memory", memory_id="<id:0>")
+    await ml("get_memory", memory_id="<id:0>")
+    await ml("get_message", message_id="<id:2>")
+    await ml("delete_memory", memory_id="<id:0>")
+    await ml("get_all_memories")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "create_get_list": create_get_list,
     "messages_and_traces": messages_and_traces,
@@ -409,6 +462,7 @@ SCENARIOS: dict[str, Scenario] = {
     "content_types": content_types,
     "filter_path": filter_path,
     "searches": searches,
+    "opensearch_py": opensearch_py,
 }
 
 #: Scenarios whose answers come from the search engine itself: only a store that runs

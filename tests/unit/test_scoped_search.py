@@ -94,3 +94,19 @@ def test_answers_show_ml_commons_documents_and_index_names_only() -> None:
         "error": {"reason": "no such index [.plugins-ml-memory-meta]", "index": ".plugins-ml-memory-meta"},
         "status": 400,
     }
+
+
+def test_a_parse_error_inside_our_wrapper_is_relayed_as_the_callers_own() -> None:
+    cause = {"type": "parse_exception", "reason": "failed to find low and high distance values"}
+    wrapped = {
+        "error": {
+            "root_cause": [cause],
+            "type": "x_content_parse_exception",
+            "reason": "[1:69] [bool] failed to parse field [must]",
+            "caused_by": cause,
+        },
+        "status": 400,
+    }
+    assert public_error(wrapped, NAMES) == {"error": {"root_cause": [cause], **cause}, "status": 400}
+    own = {"error": {"type": "x_content_parse_exception", "reason": "[1:9] [match] unknown token"}, "status": 400}
+    assert public_error(own, NAMES) == own

@@ -32,6 +32,7 @@ on a real cluster where ml-commons keeps every user's memories in one index.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -259,8 +260,24 @@ def public_response(
     return answer
 
 
+#: The error OpenSearch wraps around any parse failure inside the ``bool`` we wrap the caller's query in.
+OUR_WRAPPER_FAILED = re.compile(r"^\[\d+:\d+\] \[bool\] failed to parse field \[must\]$")
+
+
 def public_error(body: Any, names: Mapping[str, str]) -> dict[str, Any]:
-    """OpenSearch's error body with our index names written as ml-commons'."""
+    """OpenSearch's error body with our index names written as ml-commons', and without our wrapper's own layer.
+
+    ml-commons parses the caller's query before it wraps it, so its parse errors
+    come unwrapped; ours is parsed inside our ``bool``, which adds one layer.
+    """
     relayed = _public_names(body, names) if isinstance(body, Mapping) else {"error": str(body)}
+    error = relayed.get("error")
+    if (
+        isinstance(error, dict)
+        and error.get("type") == "x_content_parse_exception"
+        and OUR_WRAPPER_FAILED.match(str(error.get("reason", "")))
+        and isinstance(error.get("caused_by"), dict)
+    ):
+        relayed["error"] = {"root_cause": error.get("root_cause", []), **error["caused_by"]}
     relayed.setdefault("status", 400)
     return relayed

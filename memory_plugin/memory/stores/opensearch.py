@@ -241,8 +241,12 @@ def _owned(source: Mapping[str, Any], owner: Principal) -> bool:
 
 
 def _principal(source: Mapping[str, Any]) -> Principal:
-    internal = source[INTERNAL_FIELD]
-    return Principal(internal["organization_id"], internal.get("user") or None)
+    return _principal_of(source[INTERNAL_FIELD])
+
+
+def _principal_of(fields: Mapping[str, Any]) -> Principal:
+    """The inverse of ``_owner_fields``."""
+    return Principal(fields["organization_id"], fields.get("user") or None)
 
 
 def _flat(value: Any) -> dict[str, str] | None:
@@ -747,7 +751,7 @@ class OpenSearchMemoryStore(MemoryStore):
         memories = await self._mget(self.meta_index, memory_ids)
         entries = []
         for hit, source in zip(hits, sources):
-            owner = Principal(source["organization_id"], source["user"] or None)  # an entry's owner is top level
+            owner = _principal_of(source)  # an entry's owner fields are top level
             alive = source["memory_id"] in memories and _owned(memories[source["memory_id"]], owner)
             message = messages.get(source.get("message_id") or "")
             entries.append(

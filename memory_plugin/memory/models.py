@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Required, TypedDict, TypeVar
 
 from memory_plugin.auth import Principal
 
@@ -46,6 +46,18 @@ class Interaction:
     parent_interaction_id: str | None = None
     trace_number: int | None = None
     version: int = 1
+
+
+class InteractionFields(TypedDict, total=False):
+    """What the caller says of a new interaction; its id, owner and time are the service's to give."""
+
+    input: Required[str | None]
+    response: Required[str | None]
+    prompt_template: str | None
+    origin: str | None
+    additional_info: AdditionalInfo
+    parent_interaction_id: str | None
+    trace_number: int | None
 
 
 Document = TypeVar("Document", Conversation, Interaction)

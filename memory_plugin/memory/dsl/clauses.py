@@ -176,6 +176,14 @@ def phrase_frequency(tokens: list[str], positions: list[int], phrase: list[str],
             return freq
 
 
+def tie_broken(scores: list[float], tie_breaker: float, boost: float) -> float | None:
+    """The best score plus ``tie_breaker`` times the others (None: nothing matched), boosted."""
+    if not scores:
+        return None
+    best = max(scores)
+    return boost * (best + tie_breaker * (sum(scores) - best))
+
+
 @dataclass
 class Disjunction(Clause):
     """The best of its clauses, plus ``tie_breaker`` times the others (``dis_max``; ``multi_match``)."""
@@ -186,10 +194,7 @@ class Disjunction(Clause):
 
     def score(self, doc: Doc, corpus: Corpus) -> float | None:
         scores = [s for s in (c.score(doc, corpus) for c in self.clauses) if s is not None]
-        if not scores:
-            return None
-        best = max(scores)
-        return self.boost * (best + self.tie_breaker * (sum(scores) - best))
+        return tie_broken(scores, self.tie_breaker, self.boost)
 
 
 @dataclass
@@ -239,10 +244,7 @@ class BlendedTerm(Clause):
             if freq:
                 stats = corpus.stats(path, TEXT)
                 scores.append(bm25(freq, len(terms.tokens), TEXT, stats, idf(stats, df), weight))
-        if not scores:
-            return None
-        best = max(scores)
-        return self.boost * (best + self.tie_breaker * (sum(scores) - best))
+        return tie_broken(scores, self.tie_breaker, self.boost)
 
 
 @dataclass

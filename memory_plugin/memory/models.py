@@ -18,6 +18,14 @@ AdditionalInfo = str | dict[str, Any] | None
 
 T = TypeVar("T")
 
+#: An interaction's texts: 2.12+ leaves blank ones out.
+MESSAGE_TEXT_FIELDS = ("input", "prompt_template", "response", "origin")
+
+
+def java_blank(text: str | None) -> bool:
+    """Java's ``s == null || s.trim().isEmpty()``: trim drops every character up to U+0020."""
+    return text is None or not text.strip("".join(map(chr, range(0x21))))
+
 
 @dataclass(frozen=True, slots=True)
 class Conversation:

@@ -19,8 +19,8 @@ from typing import Any
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
 from memory_plugin.jackson import MAX_NUMBER_LENGTH, JsonSyntaxError, Lexer, Token
+from memory_plugin.memory.models import MESSAGE_TEXT_FIELDS, java_blank
 
-MESSAGE_TEXT_FIELDS = ("input", "prompt_template", "response", "origin")
 AT_LEAST_ONE = (
     "At least one of the following parameters must be non-empty: "
     "input, prompt_template, response, origin, additional_info"
@@ -30,11 +30,6 @@ AT_LEAST_ONE = (
 def _syntax(error: JsonSyntaxError, *, wrapped: bool = False) -> OpenSearchBadRequest:
     """Jackson's error as OpenSearch reports it; ``wrapped`` where ml-commons rethrows it as a parse_exception."""
     return OpenSearchBadRequest(error.message, exception="parse_exception" if wrapped else error.kind)
-
-
-def java_blank(text: str | None) -> bool:
-    """Java's ``s == null || s.trim().isEmpty()``: trim drops every character up to U+0020."""
-    return text is None or not text.strip("".join(map(chr, range(0x21))))
 
 
 # -- parser.map(): a new memory, and updates -------------------------------------------

@@ -6,8 +6,7 @@ import json
 from typing import Any
 
 from memory_plugin.dates import isoformat
-from memory_plugin.memory.models import Conversation, Interaction, Page
-from memory_plugin.memory.requests_v212 import MESSAGE_TEXT_FIELDS, java_blank
+from memory_plugin.memory.models import MESSAGE_TEXT_FIELDS, Conversation, Interaction, Page, java_blank
 
 
 def _additional_info_string(value: Any) -> str | None:

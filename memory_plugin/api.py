@@ -82,8 +82,7 @@ class MemoryPlugin:
     async def add_interaction(
         self, principal: Principal, conversation_id: str, **fields: Unpack[InteractionFields]
     ) -> Interaction:
-        """Keywords: ``input`` and ``response`` (both required, either may be None), ``prompt_template``,
-        ``origin``, ``additional_info``, ``parent_interaction_id``, ``trace_number``."""
+        """The fields of ``InteractionFields`` as keywords: ``input`` and ``response`` always (either may be None)."""
         return await self._services.memory.create_interaction(principal, conversation_id, **fields)
 
     async def indexed(self, timeout: float = 60.0) -> None:

@@ -175,11 +175,12 @@ def _apply(document: Document, changes: Mapping[str, Any]) -> Document:
 
 @dataclass(frozen=True)
 class _Table(Generic[Document]):
-    """A table of documents: its name, its key column, and how a row reads as a document."""
+    """A table of documents: its name, its key column, how a row reads as a document, what an update writes."""
 
     name: str
     key: str
     read: Callable[[sqlite3.Row], Document]
+    updatable: tuple[str, ...]
 
     def owned_row(
         self, c: sqlite3.Connection, document_id: str, owner: Principal, columns: str = "*"
@@ -199,10 +200,9 @@ class _Table(Generic[Document]):
         document_id: str,
         owner: Principal,
         changes: Mapping[str, Any],
-        columns: tuple[str, ...],
         written: Callable[[Document, Document], None] | None = None,
     ) -> Updated[Document] | None:
-        """``changes`` merged into the owner's document and its ``columns`` written, with a new version.
+        """``changes`` merged into the owner's document and its updatable columns written, with a new version.
 
         Nothing is written when nothing changes (``noop``); ``written(before, after)`` runs in the
         transaction after a write.
@@ -214,16 +214,16 @@ class _Table(Generic[Document]):
         if changed == current:
             return Updated(current, "noop")
         changed = replace(changed, version=current.version + 1)
-        values: list[Any] = [_stored(column, getattr(changed, column)) for column in columns]
-        assignments = ", ".join(f"{column} = ?" for column in (*columns, "version"))
+        values: list[Any] = [_stored(column, getattr(changed, column)) for column in self.updatable]
+        assignments = ", ".join(f"{column} = ?" for column in (*self.updatable, "version"))
         c.execute(f"UPDATE {self.name} SET {assignments} WHERE {self.key} = ?", (*values, changed.version, document_id))
         if written is not None:
             written(current, changed)
         return Updated(changed, "updated")
 
 
-CONVERSATIONS = _Table("conversations", "conversation_id", _conversation)
-INTERACTIONS = _Table("interactions", "interaction_id", _interaction)
+CONVERSATIONS = _Table("conversations", "conversation_id", _conversation, ("name", "additional_info", "updated_time"))
+INTERACTIONS = _Table("interactions", "interaction_id", _interaction, ("response", "additional_info"))
 
 
 def _enqueue(
@@ -305,8 +305,7 @@ class SqliteMemoryStore(MemoryStore):
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Updated[Conversation] | None:
-        columns = ("name", "additional_info", "updated_time")
-        return await self.db.write(lambda c: CONVERSATIONS.update(c, conversation_id, owner, changes, columns))
+        return await self.db.write(lambda c: CONVERSATIONS.update(c, conversation_id, owner, changes))
 
     async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
         def delete(c: sqlite3.Connection) -> list[str] | None:
@@ -411,8 +410,7 @@ class SqliteMemoryStore(MemoryStore):
                 if self.outbox and after.response != before.response:  # the record holds input and response
                     _enqueue(c, "index", owner, after.conversation_id, interaction_id)
 
-            columns = ("response", "additional_info")
-            return INTERACTIONS.update(c, interaction_id, owner, changes, columns, reindex)
+            return INTERACTIONS.update(c, interaction_id, owner, changes, reindex)
 
         return await self.db.write(update)
 

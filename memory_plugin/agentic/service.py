@@ -28,6 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from embedder import AsyncEmbedder
@@ -52,6 +53,7 @@ from memory_plugin.agentic.models import (
     WORKING,
     boolean,
     enabled_types,
+    flat_object_terms,
     index_name,
     integer,
     new_container,
@@ -65,7 +67,16 @@ from memory_plugin.agentic.models import (
     updated_container,
     valid_unicode,
 )
-from memory_plugin.agentic.store import AgenticStore, InferJob, LongTermChange, SessionWrite, StoredDoc
+from memory_plugin.agentic.store import (
+    AgenticStore,
+    InferJob,
+    LongTermChange,
+    LongTermScope,
+    MemoryAdd,
+    SessionWrite,
+    StoredDoc,
+    owner_id,
+)
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.errors import InvalidArgument
@@ -96,9 +107,15 @@ INFER_BATCH = 8
 MAX_INFER_ATTEMPTS = 5
 
 
-def owner_id(owner: Principal) -> str:
-    """The ``owner_id`` of documents: the key's user (empty for an organisation-wide key)."""
-    return owner.user_id or ""
+def _required(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if body is None:
+        raise InvalidArgument("Request body is required")
+    return body
+
+
+def cosine_score(cosine: float) -> float:
+    """OpenSearch's score of a ``cosinesimil`` k-NN hit."""
+    return (1.0 + cosine) / 2.0
 
 
 def _took(started: float) -> int:
@@ -154,6 +171,17 @@ def hybrid_scores(
         key: (bm25_weight * lexical.get(key, 0.0) + neural_weight * semantic.get(key, 0.0)) / total
         for key in {**lexical, **semantic}
     }
+
+
+@dataclass(frozen=True)
+class LongTermSearch:
+    """A checked semantic or hybrid search: its container, the docs it ranks, its text, ``k`` and ``min_score``."""
+
+    container: StoredDoc
+    scope: LongTermScope
+    query: str
+    k: int
+    min_score: float | None
 
 
 class AgenticService:
@@ -265,9 +293,7 @@ class AgenticService:
 
     async def create_container(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
         self._check()
-        if body is None:
-            raise InvalidArgument("Request body is required")
-        doc = new_container(body, self.embedder.dimension, self.retention_enabled, owner_id(owner))
+        doc = new_container(_required(body), self.embedder.dimension, self.retention_enabled, owner_id(owner))
         while True:
             container_id = new_id()
             if await self.store.insert_container(owner, container_id, doc) is not None:
@@ -286,8 +312,7 @@ class AgenticService:
         self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
     ) -> dict[str, Any]:
         self._check()
-        if body is None:
-            raise InvalidArgument("Request body is required")
+        body = _required(body)
         current = await self._container(owner, container_id)
         doc = updated_container(current.source, body, self.embedder.dimension, self.retention_enabled)
         stored = await self.store.replace_container(owner, container_id, doc)
@@ -340,8 +365,7 @@ class AgenticService:
 
     async def add_memory(self, owner: Principal, container_id: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
         self._check()
-        if body is None:
-            raise InvalidArgument("Request body is required")
+        body = _required(body)
         container = await self._container(owner, container_id)
         config = container.source.get("configuration", {})
         payload_type = (text(body, "payload_type") or "conversational").lower()
@@ -400,7 +424,7 @@ class AgenticService:
                 "tags": tags or {},
                 "parameters": parameters,
             }
-        await self.store.add_memory(owner, container_id, working_id, working, session, infer_request)
+        await self.store.add_memory(owner, container_id, MemoryAdd(working_id, working, session, infer_request))
         if infer:
             self._infer_wakeup.set()
         response = {"working_memory_id": working_id}
@@ -468,8 +492,7 @@ class AgenticService:
         self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
     ) -> dict[str, Any]:
         self._check()
-        if body is None:
-            raise InvalidArgument("Request body is required")
+        body = _required(body)
         container = await self._container(owner, container_id)
         if container.source.get("configuration", {}).get("disable_session", False):
             raise StatusBadRequest("Session is disabled for this container")
@@ -643,12 +666,11 @@ class AgenticService:
             "failures": [],
         }
 
-    async def _search_scope(
+    async def _long_term_search(
         self, owner: Principal, container_id: str, body: Mapping[str, Any] | None, kind: str
-    ) -> tuple[StoredDoc, dict[str, Any]]:
+    ) -> LongTermSearch:
         """Validate a semantic or hybrid search body (AGENTIC.md 4.7, 4.8) against its container."""
-        if body is None:
-            raise InvalidArgument("Request body is required")
+        body = _required(body)
         query = text(body, "query")
         if query is None or not query.strip():
             raise InvalidArgument("query cannot be null or blank", parameter="query")
@@ -656,8 +678,7 @@ class AgenticService:
         k = 10 if k is None else k
         if not 1 <= k <= MAX_K:
             raise InvalidArgument("k must be between 1 and 10000", parameter="k")
-        terms = [(f"namespace.{key}", value) for key, value in (string_map(body, "namespace") or {}).items()]
-        terms += [(f"tags.{key}", value) for key, value in (string_map(body, "tags") or {}).items()]
+        terms = flat_object_terms({name: string_map(body, name) for name in ("namespace", "tags")})
         min_score = number(body, "min_score")
         dsl_filter = body.get("filter")
         if dsl_filter is not None and not isinstance(dsl_filter, dict):
@@ -678,31 +699,30 @@ class AgenticService:
         if parsed_filter is not None:
             docs = await self.store.docs(owner, container_id, LONG_TERM)
             only_ids = set(await asyncio.to_thread(_matching, parsed_filter, docs))
-        return container, {"query": query, "k": k, "terms": terms, "min_score": min_score, "only_ids": only_ids}
+        return LongTermSearch(container, LongTermScope(owner, container_id, terms, only_ids), query, k, min_score)
 
     def _search_response(
-        self, container: StoredDoc, scored: list[tuple[StoredDoc, float]], min_score: float | None, started: float
+        self, search: LongTermSearch, scored: list[tuple[StoredDoc, float]], started: float
     ) -> dict[str, Any]:
         hits = []
         for doc, score in scored:
-            if min_score is not None and score < min_score:
+            if search.min_score is not None and score < search.min_score:
                 continue
             source = {key: value for key, value in doc.source.items() if key != "memory_embedding"}
             hits.append(DocumentHit(doc.id, score, source))
         result = DocumentResults(len(hits), max((h.score or 0.0 for h in hits), default=None), tuple(hits))
-        return search_response(result, _took(started), index=index_name(container.source, LONG_TERM))
+        return search_response(result, _took(started), index=index_name(search.container.source, LONG_TERM))
 
     async def semantic_search(
         self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
     ) -> dict[str, Any]:
         self._check()
-        container, scope = await self._search_scope(owner, container_id, body, "Semantic")
+        search = await self._long_term_search(owner, container_id, body, "Semantic")
         started = time.perf_counter()
-        vector = await self.embedder.query(scope["query"])
-        found = await self.store.knn(owner, container_id, vector, scope["k"], scope["terms"], scope["only_ids"])
-        scored = [(doc, (1.0 + cosine) / 2.0) for doc, cosine in found]
+        vector = await self.embedder.query(search.query)
+        found = await self.store.knn(search.scope, vector, search.k)
         self.metrics.searches.labels("semantic").inc()
-        return self._search_response(container, scored, scope["min_score"], started)
+        return self._search_response(search, [(doc, cosine_score(cosine)) for doc, cosine in found], started)
 
     async def hybrid_search(
         self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
@@ -716,24 +736,21 @@ class AgenticService:
                 raise InvalidArgument(f"{name} must be between 0.0 and 1.0", parameter=name)
         if abs(weights["bm25_weight"] + weights["neural_weight"] - 1.0) > 0.001:
             raise InvalidArgument("bm25_weight and neural_weight must sum to 1.0", parameter="bm25_weight")
-        container, scope = await self._search_scope(owner, container_id, body, "Hybrid")
+        search = await self._long_term_search(owner, container_id, body, "Hybrid")
         started = time.perf_counter()
-        vector = await self.embedder.query(scope["query"])
-        args = (scope["k"], scope["terms"], scope["only_ids"])
-        lexical = await self.store.bm25(owner, container_id, scope["query"], *args)
-        semantic = await self.store.knn(owner, container_id, vector, *args)
+        vector = await self.embedder.query(search.query)
+        lexical = await self.store.bm25(search.scope, search.query, search.k)
+        semantic = await self.store.knn(search.scope, vector, search.k)
         docs = {doc.id: doc for doc, _ in lexical + semantic}
         combined = hybrid_scores(
             {doc.id: score for doc, score in lexical},
-            {doc.id: (1.0 + cosine) / 2.0 for doc, cosine in semantic},
+            {doc.id: cosine_score(cosine) for doc, cosine in semantic},
             weights["bm25_weight"],
             weights["neural_weight"],
         )
-        ranked = sorted(combined.items(), key=lambda item: (-item[1], docs[item[0]].seq))[: scope["k"]]
+        ranked = sorted(combined.items(), key=lambda item: (-item[1], docs[item[0]].seq))[: search.k]
         self.metrics.searches.labels("hybrid").inc()
-        return self._search_response(
-            container, [(docs[key], score) for key, score in ranked], scope["min_score"], started
-        )
+        return self._search_response(search, [(docs[key], score) for key, score in ranked], started)
 
     # -- infer ---------------------------------------------------------------------------------
 
@@ -808,14 +825,15 @@ class AgenticService:
         if not facts:
             return []
         max_infer = int(config.get("max_infer_size") or 5)
-        terms = [(f"namespace.{key}", value) for key, value in scope.items()]
+        terms = flat_object_terms({"namespace": scope})
         terms += [("namespace_size", str(len(scope))), ("strategy_id", strategy["id"])]
+        similar = LongTermScope(job.owner, job.container_id, terms)
         await self.drain_embeddings()  # earlier runs' memories must be findable
         old: dict[str, tuple[str, float]] = {}
         for fact in facts[:max_infer]:
             vector = await self.embedder.query(fact)
-            for doc, cosine in await self.store.knn(job.owner, job.container_id, vector, max_infer, terms):
-                score = (1.0 + cosine) / 2.0
+            for doc, cosine in await self.store.knn(similar, vector, max_infer):
+                score = cosine_score(cosine)
                 if doc.id not in old or old[doc.id][1] < score:
                     old[doc.id] = (str(doc.source.get("memory", "")), score)
         now = now_millis()

@@ -53,7 +53,3 @@ class ContentParseError(InvalidArgument):
 
 class IndexNameError(ParseFailure):
     """A bad index prefix or backend role (``parse_exception``)."""
-
-
-def container_not_found() -> StatusNotFound:
-    return StatusNotFound("Memory container not found")

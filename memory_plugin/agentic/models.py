@@ -48,7 +48,8 @@ _INDEX_NAME_FORBIDDEN = set('\\/*?"<>| ,#:')
 
 
 def valid_unicode(text: str) -> str:
-    """Text from elsewhere (an LLM's answer) with lone surrogates replaced, so it can be stored and served."""
+    """Text with lone surrogates (valid in JSON, not in UTF-8) replaced, so SQLite can bind it and an LLM's
+    answer can be stored and served."""
     return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 

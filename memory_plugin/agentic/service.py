@@ -39,7 +39,6 @@ from memory_plugin.agentic.errors import (
     StatusBadRequest,
     StatusNotFound,
     UpstreamFailed,
-    container_not_found,
 )
 from memory_plugin.agentic.llm import DEFAULT_RESULT_PATH, ChatModel, LLMError, first_json_object, read_path
 from memory_plugin.agentic.metrics import AgenticMetrics
@@ -107,10 +106,28 @@ INFER_BATCH = 8
 MAX_INFER_ATTEMPTS = 5
 
 
-def _required(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
+#: A request's JSON object body; None when the request had none.
+Body = Mapping[str, Any] | None
+
+
+def _required(body: Body) -> Mapping[str, Any]:
     if body is None:
         raise InvalidArgument("Request body is required")
     return body
+
+
+def _found_container(stored: StoredDoc | None) -> StoredDoc:
+    """The container a store call found; a 404 in ml-commons' words when it is absent or not the caller's."""
+    if stored is None:
+        raise StatusNotFound("Memory container not found")
+    return stored
+
+
+def _found_memory(stored: StoredDoc | None) -> StoredDoc:
+    """The memory a store call found, likewise."""
+    if stored is None:
+        raise StatusNotFound("Memory not found")
+    return stored
 
 
 def cosine_score(cosine: float) -> float:
@@ -286,12 +303,9 @@ class AgenticService:
     # -- containers ---------------------------------------------------------------------
 
     async def _container(self, owner: Principal, container_id: str) -> StoredDoc:
-        stored = await self.store.get_container(owner, container_id)
-        if stored is None:
-            raise container_not_found()
-        return stored
+        return _found_container(await self.store.get_container(owner, container_id))
 
-    async def create_container(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def create_container(self, owner: Principal, body: Body) -> dict[str, Any]:
         self._check()
         doc = new_container(_required(body), self.embedder.dimension, self.retention_enabled, owner_id(owner))
         while True:
@@ -308,16 +322,12 @@ class AgenticService:
             )
         return stored.source
 
-    async def update_container(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def update_container(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
         body = _required(body)
         current = await self._container(owner, container_id)
         doc = updated_container(current.source, body, self.embedder.dimension, self.retention_enabled)
-        stored = await self.store.replace_container(owner, container_id, doc)
-        if stored is None:
-            raise container_not_found()
+        stored = _found_container(await self.store.replace_container(owner, container_id, doc))
         response = _write_response(CONTAINER_INDEX, stored, "updated")
         del response["forced_refresh"]
         return response
@@ -347,12 +357,10 @@ class AgenticService:
                     "or delete the container without delete_all_memories or delete_memories."
                 )
         # The container's memories go with it: no path could reach them afterwards.
-        stored = await self.store.delete_container(owner, container_id)
-        if stored is None:
-            raise container_not_found()
+        stored = _found_container(await self.store.delete_container(owner, container_id))
         return _write_response(CONTAINER_INDEX, stored, "deleted")
 
-    async def search_containers(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def search_containers(self, owner: Principal, body: Body) -> dict[str, Any]:
         self._check()
         query = parse_search(_without_nested(body))
         started = time.perf_counter()
@@ -363,7 +371,7 @@ class AgenticService:
 
     # -- adding memory -------------------------------------------------------------------
 
-    async def add_memory(self, owner: Principal, container_id: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def add_memory(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
         body = _required(body)
         container = await self._container(owner, container_id)
@@ -488,9 +496,7 @@ class AgenticService:
             raise UpstreamFailed(f"Failed to summarise the session: {error}") from None
         return valid_unicode(summary.strip() if isinstance(summary, str) else json.dumps(summary, ensure_ascii=False))
 
-    async def create_session(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def create_session(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
         body = _required(body)
         container = await self._container(owner, container_id)
@@ -526,9 +532,7 @@ class AgenticService:
     async def get_memory(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
         self._check()
         _, memory_type = await self._typed(owner, container_id, raw_type)
-        stored = await self.store.get(owner, container_id, memory_type, memory_id)
-        if stored is None:
-            raise StatusNotFound("Memory not found")
+        stored = _found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
         doc = dict(stored.source)
         if memory_type == WORKING:
             for hidden in ("namespace_size", "parameters", "session_id", "tenant_id"):
@@ -550,9 +554,7 @@ class AgenticService:
         if memory_type == HISTORY:
             raise StatusNotFound("Can't update memory history")
         container, memory_type = await self._typed(owner, container_id, raw_type)
-        stored = await self.store.get(owner, container_id, memory_type, memory_id)
-        if stored is None:
-            raise StatusNotFound("Memory not found")
+        stored = _found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
         doc = dict(stored.source)
         changes = {key: body[key] for key in UPDATABLE[memory_type] if key in body}
         if "pinned" in changes:
@@ -581,9 +583,7 @@ class AgenticService:
         doc = {key: value for key, value in doc.items() if value is not None}
         if any(key in changes for key in BUMPS[memory_type]):
             doc["last_updated_time"] = now_millis()
-        replaced = await self.store.replace(owner, container_id, memory_type, memory_id, doc)
-        if replaced is None:
-            raise StatusNotFound("Memory not found")
+        replaced = _found_memory(await self.store.replace(owner, container_id, memory_type, memory_id, doc))
         if memory_type == LONG_TERM:
             self._embed_wakeup.set()
         return _write_response(index_name(container.source, memory_type), replaced, "updated")
@@ -591,16 +591,12 @@ class AgenticService:
     async def delete_memory(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
         self._check()
         container, memory_type = await self._typed(owner, container_id, raw_type)
-        stored = await self.store.delete(owner, container_id, memory_type, memory_id)
-        if stored is None:
-            raise StatusNotFound("Memory not found")
+        stored = _found_memory(await self.store.delete(owner, container_id, memory_type, memory_id))
         return _write_response(index_name(container.source, memory_type), stored, "deleted")
 
     # -- search and delete by query ------------------------------------------------------------
 
-    async def search_memories(
-        self, owner: Principal, container_id: str, raw_type: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def search_memories(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         self._check()
         if body is None:
             raise InvalidArgument("Search memories request has empty body")
@@ -631,9 +627,7 @@ class AgenticService:
             result, _took(started), index=index_name(container.source, memory_type), hit_extras=by_id.__getitem__
         )
 
-    async def delete_by_query(
-        self, owner: Principal, container_id: str, raw_type: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def delete_by_query(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         self._check()
         memory_type = parse_memory_type(raw_type)
         if body is None or body.get("query") is None:
@@ -666,9 +660,7 @@ class AgenticService:
             "failures": [],
         }
 
-    async def _long_term_search(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None, kind: str
-    ) -> LongTermSearch:
+    async def _long_term_search(self, owner: Principal, container_id: str, body: Body, kind: str) -> LongTermSearch:
         """Validate a semantic or hybrid search body (AGENTIC.md 4.7, 4.8) against its container."""
         body = _required(body)
         query = text(body, "query")
@@ -713,9 +705,7 @@ class AgenticService:
         result = DocumentResults(len(hits), max((h.score or 0.0 for h in hits), default=None), tuple(hits))
         return search_response(result, _took(started), index=index_name(search.container.source, LONG_TERM))
 
-    async def semantic_search(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def semantic_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
         search = await self._long_term_search(owner, container_id, body, "Semantic")
         started = time.perf_counter()
@@ -724,9 +714,7 @@ class AgenticService:
         self.metrics.searches.labels("semantic").inc()
         return self._search_response(search, [(doc, cosine_score(cosine)) for doc, cosine in found], started)
 
-    async def hybrid_search(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def hybrid_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
         weights = {}
         for name in ("bm25_weight", "neural_weight"):

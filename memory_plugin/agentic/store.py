@@ -1,8 +1,12 @@
-"""Where agentic memory lives: the store interface and the embedded SQLite + FTS5 store with in-memory vectors.
+"""Where agentic memory lives: the store interface, what both stores do alike, and the embedded SQLite + FTS5
+store with in-memory vectors.
 
 Every method names its owner (organisation and user) and, below containers,
 the container: a row of anyone else is treated as absent, so no query the
-service builds can reach another principal's data.
+service builds can reach another principal's data.  Both stores (this one and
+``opensearch_store``) keep the owner as ``owner_key``, and take from here how a
+session touch and an infer UPDATE change a doc, when a long-term doc is
+embedded again, its text, and the unit vector stored.
 
 Embedded layout (one SQLite file, WAL, ``synchronous=FULL``):
 
@@ -361,10 +365,10 @@ def _rewrite(c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: b
     return seq_no
 
 
-def _remove(c: sqlite3.Connection, seqs: Sequence[int], memory_type: str) -> None:
-    c.executemany("DELETE FROM memories WHERE seq = ?", [(seq,) for seq in seqs])
+def _remove(c: sqlite3.Connection, seq: int, memory_type: str) -> None:
+    c.execute("DELETE FROM memories WHERE seq = ?", (seq,))
     if memory_type == LONG_TERM:
-        c.executemany("DELETE FROM lt_fts WHERE rowid = ?", [(seq,) for seq in seqs])
+        c.execute("DELETE FROM lt_fts WHERE rowid = ?", (seq,))
 
 
 class _Matrix:
@@ -656,7 +660,7 @@ class SqliteAgenticStore(AgenticStore):
             row = self._select(c, owner, container_id, memory_type, memory_id)
             if row is None:
                 return None
-            _remove(c, [row["seq"]], memory_type)
+            _remove(c, row["seq"], memory_type)
             return StoredDoc(memory_id, json.loads(row["doc"]), row["version"] + 1, _next_seq_no(c), row["seq"])
 
         def unindex(result: StoredDoc | None) -> None:
@@ -675,11 +679,12 @@ class SqliteAgenticStore(AgenticStore):
             seqs: list[int] = []
             for part, marks in _batches(ids):
                 rows = c.execute(
-                    f"SELECT seq FROM memories WHERE {_MEMORY_OWNER} AND memory_id IN ({marks})",
+                    f"DELETE FROM memories WHERE {_MEMORY_OWNER} AND memory_id IN ({marks}) RETURNING seq",
                     (container_id, memory_type, *owner_key(owner), *part),
                 ).fetchall()
                 seqs.extend(row[0] for row in rows)
-            _remove(c, seqs, memory_type)
+            if memory_type == LONG_TERM:
+                c.executemany("DELETE FROM lt_fts WHERE rowid = ?", [(seq,) for seq in seqs])
             if seqs:
                 _next_seq_no(c)
             return seqs
@@ -778,7 +783,7 @@ class SqliteAgenticStore(AgenticStore):
                 if change.event == "UPDATE":
                     _rewrite(c, row["seq"], change.applied_to(json.loads(row["doc"])), reembed=True)
                 elif change.event == "DELETE":
-                    _remove(c, [row["seq"]], LONG_TERM)
+                    _remove(c, row["seq"], LONG_TERM)
                 unindex.append(row["seq"])
             for history_id, doc in history:
                 self._insert(c, owner, container_id, HISTORY, history_id, doc)

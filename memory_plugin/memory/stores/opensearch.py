@@ -109,7 +109,7 @@ from memory_plugin.clock import new_id
 from memory_plugin.dates import isoformat, parse_instant
 from memory_plugin.errors import RelayedBadRequest, Unavailable
 from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
-from memory_plugin.memory.models import Conversation, Interaction, Updated, merged
+from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import MemoryStore, OutboxEntry, OutboxLag
 from memory_plugin.memory.stores.scoped_search import (
     INTERNAL_FIELD,
@@ -125,6 +125,7 @@ from memory_plugin.opensearch_client import (
     bulk,
     create_index,
     delete_by_query,
+    get_document,
     make_client,
     scan,
 )
@@ -474,16 +475,8 @@ class OpenSearchMemoryStore(MemoryStore):
         if self.outbox:
             await bulk(self.client, self._entry_action(kind, owner, conversation_id, interaction_id), refresh=True)
 
-    async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
-        """The document (with ``_seq_no``/``_primary_term``), real-time; None if absent."""
-        try:
-            document = await self.client.get(index=index, id=doc_id)
-        except NotFoundError:
-            return None
-        return document if document.get("found") else None
-
     async def _get_owned(self, index: str, doc_id: str, owner: Principal) -> dict[str, Any] | None:
-        document = await self._get(index, doc_id)
+        document = await get_document(self.client, index, doc_id)
         if document is None or not _owned(document["_source"], owner):
             return None
         return document
@@ -578,6 +571,21 @@ class OpenSearchMemoryStore(MemoryStore):
             return source, written["_version"], True
         raise RuntimeError(f"gave up updating [{doc_id}] in [{index}] after {_RETRIES} conflicts")
 
+    async def _update(
+        self,
+        index: str,
+        doc_id: str,
+        owner: Principal,
+        changes: Mapping[str, Any],
+        read: Callable[[str, Mapping[str, Any], int], Document],
+    ) -> Updated[Document] | None:
+        """``changes`` merged in as a partial document update merges them; ``noop`` when nothing changed."""
+        rewritten = await self._rewrite(index, doc_id, owner, lambda source: _merge_into(source, changes))
+        if rewritten is None:
+            return None
+        source, version, written = rewritten
+        return Updated(read(doc_id, source, version), "updated" if written else "noop")
+
     # -- conversations ---------------------------------------------------------------------
 
     async def add_conversation(self, conversation: Conversation) -> None:
@@ -609,13 +617,7 @@ class OpenSearchMemoryStore(MemoryStore):
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Updated[Conversation] | None:
-        rewritten = await self._rewrite(
-            self.meta_index, conversation_id, owner, lambda source: _merge_into(source, changes)
-        )
-        if rewritten is None:
-            return None
-        source, version, written = rewritten
-        return Updated(_conversation(conversation_id, source, version), "updated" if written else "noop")
+        return await self._update(self.meta_index, conversation_id, owner, changes, _conversation)
 
     async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
         document = await self._get_owned(self.meta_index, conversation_id, owner)
@@ -731,13 +733,7 @@ class OpenSearchMemoryStore(MemoryStore):
             if current is None:
                 return None
             await self._enqueue("index", owner, current["_source"]["memory_id"], interaction_id)
-        rewritten = await self._rewrite(
-            self.message_index, interaction_id, owner, lambda source: _merge_into(source, changes)
-        )
-        if rewritten is None:
-            return None
-        source, version, written = rewritten
-        return Updated(_interaction(interaction_id, source, version), "updated" if written else "noop")
+        return await self._update(self.message_index, interaction_id, owner, changes, _interaction)
 
     # -- the history bridge's outbox ----------------------------------------------------------------
 

@@ -259,12 +259,13 @@ def onnx_graph(model: E5S1, *, fused: bool = False, act_max: dict[str, np.ndarra
         """x / s in-graph and W * s ([out, in] weight), for a MatMul that has calibration data."""
         if name not in act_max:
             return x, w
-        s = _smoothing(act_max[name], w, SMOOTHING_ALPHA[name.rsplit(".", 1)[1]])
+        s = _smoothing(act_max[name], w, SMOOTHING[name.rsplit(".", 1)[1]])
         return node("Mul", [x, init(name + "_smooth", 1.0 / s)], name + "_in"), w * s
 
-    def linear(x: str, name: str, w: np.ndarray, bias: np.ndarray) -> str:
+    def linear(x: str, name: str, w: np.ndarray, bias: np.ndarray, *, smooth: bool = True) -> str:
         """x @ W.T + bias, W given as [out, in]."""
-        x, w = smoothed(x, name, w)
+        if smooth:
+            x, w = smoothed(x, name, w)
         y = node("MatMul", [x, init(name + "_w", w.T)], name + "_mm")
         return node("Add", [y, init(name + "_b", bias)], name)
 
@@ -326,7 +327,7 @@ def onnx_graph(model: E5S1, *, fused: bool = False, act_max: dict[str, np.ndarra
         wao = model.q4(pre + "ao.w", H, H)
         if pre + "ao" in act_max:
             # the attention output is a mix of V rows, so its smoothing folds into V: no Mul needed
-            ao_scale = _smoothing(act_max[pre + "ao"], wao, SMOOTHING_ALPHA["ao"])
+            ao_scale = _smoothing(act_max[pre + "ao"], wao, SMOOTHING["ao"])
             wqkv[2 * H :] /= ao_scale[:, None]
             bqkv[2 * H :] /= ao_scale
             wao = wao * ao_scale
@@ -358,7 +359,7 @@ def onnx_graph(model: E5S1, *, fused: bool = False, act_max: dict[str, np.ndarra
             c = node("MatMul", [s, heads["v"]], pre + "ctx")
             c = node("Transpose", [c], pre + "ctx_t", perm=[0, 2, 1, 3])
             c = node("Reshape", [c, "shape_hidden"], pre + "ctx_r")
-        a = linear(c, pre + "ao", wao, model.f32(pre + "ao.b"))
+        a = linear(c, pre + "ao", wao, model.f32(pre + "ao.b"), smooth=False)  # folded into V above
         x = residual_norm(a, x, pre, "aln", "attn_res", pre + "attn_out")
         f = linear(x, pre + "fi", model.q4(pre + "fi.w", FF, H), model.f32(pre + "fi.b"))
         if fused:
@@ -389,12 +390,13 @@ def onnx_graph(model: E5S1, *, fused: bool = False, act_max: dict[str, np.ndarra
     return onnx_model
 
 
-#: SmoothQuant's migration strength per weight MatMul (measured, docs/int8-variants.md)
-SMOOTHING_ALPHA = {"qkv": 0.5, "ao": 0.5, "fi": 0.5, "fo": 0.7}
+#: Per weight MatMul, the exponents (a, b) of s_j = max|X_j|^a / max|W_j|^b (measured, docs/int8-variants.md):
+#: SmoothQuant's (alpha, 1 - alpha), except the attention output, which needs a stronger pull.
+SMOOTHING = {"qkv": (0.5, 0.5), "ao": (0.75, 0.75), "fi": (0.5, 0.5), "fo": (0.7, 0.3)}
 
 
-def _smoothing(act_max: np.ndarray, w: np.ndarray, alpha: float) -> np.ndarray:
-    """SmoothQuant's per input channel scale s_j = max|X_j|^a / max|W_j|^(1-a), on a grid of 2^(1/8).
+def _smoothing(act_max: np.ndarray, w: np.ndarray, exponents: tuple[float, float]) -> np.ndarray:
+    """SmoothQuant's per input channel scale s_j = max|X_j|^a / max|W_j|^b, on a grid of 2^(1/8).
 
     onnxruntime's dynamic int8 scales activations per tensor, so a channel with
     outliers (GELU outputs reach 70 where most stay under 2) crushes the others
@@ -404,13 +406,14 @@ def _smoothing(act_max: np.ndarray, w: np.ndarray, alpha: float) -> np.ndarray:
     of two, exact in fp32, cost cosine: 0.9950 against 0.9965 on "x" * 300).
     """
     wmax = np.abs(w).max(axis=0)  # w is [out, in]
-    s = np.maximum(act_max, 1e-5) ** alpha / np.maximum(wmax, 1e-5) ** (1 - alpha)
+    a, b = exponents
+    s = np.maximum(act_max, 1e-5) ** a / np.maximum(wmax, 1e-5) ** b
     grid: np.ndarray = np.exp2(np.round(np.log2(s) * 8) / 8).astype(np.float32)
     return grid
 
 
 def linear_inputs(layers: int) -> dict[str, str]:
-    """The input tensor of each weight MatMul of the fused graph, by the name SMOOTHING_ALPHA keys end with."""
+    """The input tensor of each weight MatMul of the fused graph, by the name SMOOTHING keys end with."""
     names: dict[str, str] = {}
     for i in range(layers):
         pre = f"l{i}."

@@ -156,7 +156,9 @@ def test_int8_source_graph_is_the_fp32_model_rearranged(model_dir: Path, embedde
     }
     graph = build_default.onnx_graph(model, fused=True, act_max=act_max)
     ops = {n.op_type for n in graph.graph.node}
-    assert {"Attention", "SkipLayerNormalization", "Gelu", "Mul"} <= ops and "Softmax" not in ops
+    assert {"Attention", "SkipLayerNormalization", "Gelu"} <= ops and "Softmax" not in ops
+    smoothing = [n.name for n in graph.graph.node if n.op_type == "Mul"]
+    assert len(smoothing) == 3 * model.layers, smoothing  # QKV, FFN in and out; attention output folds into V
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
     del graph
     config = json.loads((model_dir / "config.json").read_text())

@@ -589,7 +589,7 @@ def build(
             "normalize": True,
             "inputs": ["input_ids", "attention_mask"],
             "output": "last_hidden_state",
-            # int8: cosine >= 0.995 to fp32 at about 2x its speed (docs/int8-variants.md)
+            # int8: cosine >= 0.995 to fp32 at 1.75-2.2x its speed (docs/int8-variants.md)
             "precision": "int8" if int8 else "fp32",
             "models": models,
             "source": SOURCE,

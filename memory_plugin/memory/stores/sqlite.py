@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
@@ -126,33 +127,60 @@ def _owner_params(owner: Principal) -> tuple[str, str]:
     return owner.organization_id, owner.user_id or ""
 
 
+@functools.lru_cache(maxsize=1024)
+def _owner(organization_id: str, user_id: str) -> Principal:
+    """A row's owner: a page of rows has one, made once."""
+    return Principal(organization_id, user_id or None)
+
+
+# Rows are read by position, in the tables' column order (``SELECT *``; the INSERTs rely on it
+# too): several times faster than by name, which a page of rows pays for every field.
+
+
 def _conversation(row: sqlite3.Row) -> Conversation:
+    conversation_id, organization_id, user_id, name, created, updated, additional_info, application_type, version = row
     return Conversation(
-        conversation_id=row["conversation_id"],
-        owner=Principal(row["organization_id"], row["user_id"] or None),
-        name=row["name"],
-        create_time=parse_stored(row["create_time"]),
-        updated_time=parse_stored(row["updated_time"]),
-        additional_info=json.loads(row["additional_info"]) if row["additional_info"] else None,
-        application_type=row["application_type"],
-        version=row["version"],
+        conversation_id=conversation_id,
+        owner=_owner(organization_id, user_id),
+        name=name,
+        create_time=parse_stored(created),
+        updated_time=parse_stored(updated),
+        additional_info=json.loads(additional_info) if additional_info else None,
+        application_type=application_type,
+        version=version,
     )
 
 
 def _interaction(row: sqlite3.Row) -> Interaction:
+    """An interaction from a row whose first columns are the table's (``SELECT *``, or ``i.*`` first)."""
+    (
+        interaction_id,
+        conversation_id,
+        organization_id,
+        user_id,
+        created,
+        input,
+        response,
+        prompt_template,
+        origin,
+        additional_info,
+        parent_interaction_id,
+        trace_number,
+        version,
+    ) = row[:13]
     return Interaction(
-        interaction_id=row["interaction_id"],
-        conversation_id=row["conversation_id"],
-        owner=Principal(row["organization_id"], row["user_id"] or None),
-        create_time=parse_stored(row["create_time"]),
-        input=row["input"],
-        response=row["response"],
-        prompt_template=row["prompt_template"],
-        origin=row["origin"],
-        additional_info=json.loads(row["additional_info"]) if row["additional_info"] is not None else None,
-        parent_interaction_id=row["parent_interaction_id"],
-        trace_number=row["trace_number"],
-        version=row["version"],
+        interaction_id=interaction_id,
+        conversation_id=conversation_id,
+        owner=_owner(organization_id, user_id),
+        create_time=parse_stored(created),
+        input=input,
+        response=response,
+        prompt_template=prompt_template,
+        origin=origin,
+        additional_info=json.loads(additional_info) if additional_info is not None else None,
+        parent_interaction_id=parent_interaction_id,
+        trace_number=trace_number,
+        version=version,
     )
 
 
@@ -173,8 +201,8 @@ def _enqueue(
 
 #: Due entries, oldest first, each with its interaction as it is now (NULLs once it is gone).
 _PENDING = (
-    "SELECT o.seq, o.kind, o.organization_id AS entry_organization_id, o.user_id AS entry_user_id, "
-    "o.conversation_id AS entry_conversation_id, o.enqueued_at, o.attempts, i.* "
+    "SELECT i.*, o.seq, o.kind, o.organization_id AS entry_organization_id, o.user_id AS entry_user_id, "
+    "o.conversation_id AS entry_conversation_id, o.enqueued_at, o.attempts "
     "FROM bridge_outbox o LEFT JOIN interactions i ON i.interaction_id = o.interaction_id "
     "WHERE o.not_before <= ? ORDER BY o.seq LIMIT ?"
 )

@@ -74,7 +74,8 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=encode_json(body), status=status, content_type="application/json")
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+#: Built once; our bodies are trees of fresh dicts and lists, never circular, so nothing tracks visits.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
 
 
 def encode_json(body: Any) -> bytes:
@@ -350,6 +351,10 @@ def _reject_constant(name: str) -> Any:
     raise _Rejected(f"{name} is not a JSON number; numbers must be finite")
 
 
+#: Built once: ``json.loads`` with a hook builds a decoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse_json(text: str | bytes, *, what: str = "request body", parameter: str | None = None) -> Any:
     """Strict JSON for everything a caller sends: the body, and the ``source`` parameter.
 
@@ -364,7 +369,9 @@ def parse_json(text: str | bytes, *, what: str = "request body", parameter: str 
         except UnicodeDecodeError as exc:
             raise ParseFailure(f"{what} is not valid UTF-8 (byte {exc.start})", parameter=parameter) from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise ParseFailure(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", parameter=parameter) from None
     except json.JSONDecodeError as exc:

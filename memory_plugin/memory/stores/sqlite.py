@@ -233,7 +233,7 @@ class SqliteMemoryStore(MemoryStore):
         await self.db.close()
 
     async def health(self) -> dict[str, Any]:
-        count = await self.db.run(lambda c: c.execute("SELECT count(*) FROM conversations").fetchone()[0])
+        count = await self.db.read(lambda c: c.execute("SELECT count(*) FROM conversations").fetchone()[0])
         return {"status": "green", "conversations": count}
 
     async def add_conversation(self, conversation: Conversation) -> None:
@@ -259,7 +259,7 @@ class SqliteMemoryStore(MemoryStore):
             ).fetchone()
             return _conversation(row) if row else None
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def list_conversations(
         self, owner: Principal, offset: int, limit: int, by: str = "create_time"
@@ -269,7 +269,7 @@ class SqliteMemoryStore(MemoryStore):
             f"SELECT * FROM conversations WHERE {_OWNER} ORDER BY {column} DESC, conversation_id DESC LIMIT ? OFFSET ?"
         )
         params = (*_owner_params(owner), limit, offset)
-        return await self.db.run(lambda c: [_conversation(row) for row in c.execute(sql, params)])
+        return await self.db.read(lambda c: [_conversation(row) for row in c.execute(sql, params)])
 
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
@@ -373,7 +373,7 @@ class SqliteMemoryStore(MemoryStore):
             ).fetchone()
             return _interaction(row) if row else None
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def list_interactions(
         self, owner: Principal, conversation_id: str, offset: int, limit: int, newest_first: bool
@@ -393,7 +393,7 @@ class SqliteMemoryStore(MemoryStore):
             )
             return [_interaction(row) for row in rows]
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def list_traces(
         self, owner: Principal, interaction_id: str, offset: int, limit: int
@@ -411,7 +411,7 @@ class SqliteMemoryStore(MemoryStore):
             )
             return [_interaction(row) for row in rows]
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
@@ -439,7 +439,7 @@ class SqliteMemoryStore(MemoryStore):
         return await self.db.write(update)
 
     async def outbox_pending(self, limit: int, now: float) -> list[OutboxEntry]:
-        return await self.db.run(lambda c: [_entry(row) for row in c.execute(_PENDING, (now, limit))])
+        return await self.db.read(lambda c: [_entry(row) for row in c.execute(_PENDING, (now, limit))])
 
     async def outbox_done(self, entries: Sequence[OutboxEntry]) -> None:
         seqs = [(int(entry.entry_id),) for entry in entries]
@@ -458,12 +458,12 @@ class SqliteMemoryStore(MemoryStore):
             ).fetchone()
             return OutboxLag(count, oldest)
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def search_conversations(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
         async def documents() -> list[SearchDocument]:
             sql = f"SELECT * FROM conversations WHERE {_OWNER}"
-            rows = await self.db.run(lambda c: [_conversation(row) for row in c.execute(sql, _owner_params(owner))])
+            rows = await self.db.read(lambda c: [_conversation(row) for row in c.execute(sql, _owner_params(owner))])
             return conversation_documents(rows)  # rowid (insertion) order: ties keep it
 
         return await evaluate_search(body, META_INDEX, documents)
@@ -475,7 +475,7 @@ class SqliteMemoryStore(MemoryStore):
             sql = f"SELECT * FROM interactions WHERE {_OWNER} AND conversation_id = ?"
             params = (*_owner_params(owner), conversation_id)
             return interaction_documents(
-                await self.db.run(lambda c: [_interaction(row) for row in c.execute(sql, params)])
+                await self.db.read(lambda c: [_interaction(row) for row in c.execute(sql, params)])
             )
 
         return await evaluate_search(body, MESSAGE_INDEX, documents, memory_id=conversation_id)

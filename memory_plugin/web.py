@@ -279,6 +279,8 @@ def _printable(text: str) -> str:
 
 def check_params(request: web.Request, allowed: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
     """Reject query parameters the endpoint does not know, as OpenSearch does."""
+    if not request.query:
+        return
     prefixes = tuple(prefixes)
     if _is_v2(request):
         known = GLOBAL_PARAMS | set(allowed)

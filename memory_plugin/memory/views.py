@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from memory_plugin.dates import isoformat
-from memory_plugin.memory.models import Conversation, Interaction, Page
+from memory_plugin.memory.models import MESSAGE_TEXT_FIELDS, Conversation, Interaction, Page, java_blank
 
 
 def _additional_info_string(value: Any) -> str | None:
@@ -20,6 +20,10 @@ def _additional_info_map(value: Any) -> dict[str, str] | None:
     if value is None or isinstance(value, dict):
         return value
     return {"additional_info": value}
+
+
+def _texts(interaction: Interaction) -> dict[str, str | None]:
+    return {name: getattr(interaction, name) for name in MESSAGE_TEXT_FIELDS}
 
 
 # -- 2.11: conversations and interactions ----------------------------------------
@@ -38,10 +42,7 @@ def interaction_v211(interaction: Interaction) -> dict[str, Any]:
         "conversation_id": interaction.conversation_id,
         "interaction_id": interaction.interaction_id,
         "create_time": isoformat(interaction.create_time),
-        "input": interaction.input,
-        "prompt_template": interaction.prompt_template,
-        "response": interaction.response,
-        "origin": interaction.origin,
+        **_texts(interaction),
         "additional_info": _additional_info_string(interaction.additional_info),
     }
 
@@ -56,76 +57,57 @@ def page_v211(key: str, page: Page[Any], render: Any) -> dict[str, Any]:
 # -- 2.12+: memories and messages --------------------------------------------------
 
 
+def _present(**fields: Any) -> dict[str, Any]:
+    """The fields that have a value: ml-commons writes no null ones."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def memory_v212(conversation: Conversation) -> dict[str, Any]:
     """ml-commons' ``ConversationMeta.toXContent``: ``name`` always (null when unnamed)."""
-    body: dict[str, Any] = {
+    return {
         "memory_id": conversation.conversation_id,
         "create_time": isoformat(conversation.create_time),
         "updated_time": isoformat(conversation.updated_time),
         "name": conversation.name,
+        **_present(user=conversation.owner.user_id, additional_info=conversation.additional_info),
     }
-    if conversation.owner.user_id is not None:
-        body["user"] = conversation.owner.user_id
-    if conversation.additional_info is not None:
-        body["additional_info"] = conversation.additional_info
-    return body
 
 
 def message_v212(interaction: Interaction) -> dict[str, Any]:
     """ml-commons' ``Interaction.toXContent``: blank texts and absent fields are left out."""
-    body: dict[str, Any] = {
+    return {
         "memory_id": interaction.conversation_id,
         "message_id": interaction.interaction_id,
         "create_time": isoformat(interaction.create_time),
+        **{name: text for name, text in _texts(interaction).items() if not java_blank(text)},
+        **_present(
+            additional_info=_additional_info_map(interaction.additional_info),
+            parent_message_id=interaction.parent_interaction_id,
+            trace_number=interaction.trace_number,
+        ),
     }
-    for name in ("input", "prompt_template", "response", "origin"):
-        value = getattr(interaction, name)
-        if not _java_blank(value):
-            body[name] = value
-    if interaction.additional_info is not None:
-        body["additional_info"] = _additional_info_map(interaction.additional_info)
-    if interaction.parent_interaction_id is not None:
-        body["parent_message_id"] = interaction.parent_interaction_id
-    if interaction.trace_number is not None:
-        body["trace_number"] = interaction.trace_number
-    return body
 
 
 def memory_source(conversation: Conversation) -> dict[str, Any]:
     """A memory as ml-commons stores it: the ``_source`` of a ``_search`` hit."""
-    source: dict[str, Any] = {
+    return {
         "create_time": isoformat(conversation.create_time),
         "updated_time": isoformat(conversation.updated_time),
+        **_present(
+            name=conversation.name,
+            user=conversation.owner.user_id,
+            application_type=conversation.application_type,
+            additional_info=conversation.additional_info,
+        ),
     }
-    optional = {
-        "name": conversation.name,
-        "user": conversation.owner.user_id,
-        "application_type": conversation.application_type,
-        "additional_info": conversation.additional_info,
-    }
-    source.update((name, value) for name, value in optional.items() if value is not None)
-    return source
 
 
 def message_source(interaction: Interaction) -> dict[str, Any]:
     """A message as ml-commons stores it: parent and trace number always, the rest when given."""
-    source: dict[str, Any] = {
+    return {
         "memory_id": interaction.conversation_id,
         "create_time": isoformat(interaction.create_time),
         "parent_message_id": interaction.parent_interaction_id,
         "trace_number": interaction.trace_number,
+        **_present(**_texts(interaction), additional_info=_additional_info_map(interaction.additional_info)),
     }
-    optional = {
-        "input": interaction.input,
-        "prompt_template": interaction.prompt_template,
-        "response": interaction.response,
-        "origin": interaction.origin,
-        "additional_info": _additional_info_map(interaction.additional_info),
-    }
-    source.update((name, value) for name, value in optional.items() if value is not None)
-    return source
-
-
-def _java_blank(text: str | None) -> bool:
-    """Java's ``s == null || s.trim().isEmpty()``: trim drops every character up to U+0020."""
-    return text is None or not text.strip("".join(map(chr, range(0x21))))

@@ -11,9 +11,9 @@ from typing import Any
 
 from aiohttp import web
 
+from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.errors import NotFound
 from memory_plugin.memory import requests_v212
-from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.models import Updated
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
 from memory_plugin.memory.service import check_search_window

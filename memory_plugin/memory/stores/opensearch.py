@@ -107,8 +107,9 @@ from tqdm import tqdm
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.dates import isoformat, parse_instant
+from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.errors import RelayedBadRequest, Unavailable
-from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
+from memory_plugin.memory.documents import memory_source, message_source
 from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import MemoryStore, OutboxEntry, OutboxLag
 from memory_plugin.memory.stores.scoped_search import (
@@ -118,7 +119,6 @@ from memory_plugin.memory.stores.scoped_search import (
     public_response,
     scoped_search,
 )
-from memory_plugin.memory.views import memory_source, message_source
 from memory_plugin.opensearch_client import (
     BULK_DOCS,
     MAX_RESULT_WINDOW,

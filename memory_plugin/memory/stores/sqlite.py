@@ -14,7 +14,7 @@ from typing import Any, Generic
 
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat, parse_stored
-from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
+from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import (
     MemoryStore,

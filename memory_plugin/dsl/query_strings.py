@@ -20,9 +20,9 @@ from typing import Any
 
 import re2
 
-from memory_plugin.memory.dsl.clauses import Bool, Clause, Disjunction, Fuzzy, MatchAll, MatchNone, Pattern
-from memory_plugin.memory.dsl.mapping import DYNAMIC, TEXT, UNMAPPED
-from memory_plugin.memory.dsl.values import QueryParsingError, as_float, query_object
+from memory_plugin.dsl.clauses import Bool, Clause, Disjunction, Fuzzy, MatchAll, MatchNone, Pattern
+from memory_plugin.dsl.mapping import DYNAMIC, TEXT, UNMAPPED
+from memory_plugin.dsl.values import QueryParsingError, as_float, query_object
 
 TOKEN = re.compile(
     r'\s*(?:(?P<open>\()|(?P<close>\))|(?P<phrase>"(?:[^"\\]|\\.)*"?)|(?P<op>&&|\|\||AND\b|OR\b|NOT\b|[+\-!|])|'

@@ -6,10 +6,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_plugin.memory.dsl.analysis import analyze
-from memory_plugin.memory.dsl.mapping import DYNAMIC, FLAT_OBJECT, KEYWORD, TEXT, UNMAPPED
-from memory_plugin.memory.dsl.scoring import Corpus, Doc, Terms, as_keyword, bm25, idf, term_score
-from memory_plugin.memory.dsl.values import (
+from memory_plugin.dsl.analysis import analyze
+from memory_plugin.dsl.mapping import DYNAMIC, FLAT_OBJECT, KEYWORD, TEXT, UNMAPPED
+from memory_plugin.dsl.scoring import Corpus, Doc, Terms, as_keyword, bm25, idf, term_score
+from memory_plugin.dsl.values import (
     QueryParsingError,
     as_float,
     epoch_millis,

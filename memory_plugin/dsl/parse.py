@@ -11,10 +11,9 @@ from typing import Any
 import re2
 
 from memory_plugin.dates import OUT_OF_RANGE, DateError
-from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure, TooManyClauses
-from memory_plugin.memory.dsl.aggregations import Aggregation, parse_aggregations
-from memory_plugin.memory.dsl.analysis import analyze
-from memory_plugin.memory.dsl.clauses import (
+from memory_plugin.dsl.aggregations import Aggregation, parse_aggregations
+from memory_plugin.dsl.analysis import analyze
+from memory_plugin.dsl.clauses import (
     BlendedTerm,
     Bool,
     Clause,
@@ -33,8 +32,8 @@ from memory_plugin.memory.dsl.clauses import (
     check_minimum_should_match,
     minimum_should_match_count,
 )
-from memory_plugin.memory.dsl.highlight import Highlight, parse_highlight
-from memory_plugin.memory.dsl.mapping import (
+from memory_plugin.dsl.highlight import Highlight, parse_highlight
+from memory_plugin.dsl.mapping import (
     DATE,
     DYNAMIC,
     FLAT_OBJECT,
@@ -46,10 +45,10 @@ from memory_plugin.memory.dsl.mapping import (
     field_kind,
     text_field_data,
 )
-from memory_plugin.memory.dsl.query_strings import Builders, parse_query_string
-from memory_plugin.memory.dsl.sort import SortSpec, parse_sort
-from memory_plugin.memory.dsl.source import SourceFilter, parse_source
-from memory_plugin.memory.dsl.values import (
+from memory_plugin.dsl.query_strings import Builders, parse_query_string
+from memory_plugin.dsl.sort import SortSpec, parse_sort
+from memory_plugin.dsl.source import SourceFilter, parse_source
+from memory_plugin.dsl.values import (
     DATE_SHAPED,
     QueryParsingError,
     as_float,
@@ -61,6 +60,7 @@ from memory_plugin.memory.dsl.values import (
     single_field,
     token_name,
 )
+from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure, TooManyClauses
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
 # --------------------------------------------------------------------------- query parsing

@@ -39,13 +39,9 @@ from memory_plugin.settings import Settings
 from memory_plugin.web import (
     BODY_READ_TIMEOUT,
     MAX_BODY_BYTES,
-    auth_middleware,
     encode_json,
-    error_middleware,
-    filter_path_middleware,
+    front_door,
     json_response,
-    request_id_middleware,
-    strict_text_middleware,
 )
 
 log = logging.getLogger("memory_plugin")
@@ -135,14 +131,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     registry = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[
-            request_id_middleware,
-            registry.middleware(),
-            error_middleware,
-            auth_middleware(keys, public=[health, metrics, *console.PUBLIC]),
-            strict_text_middleware,
-            filter_path_middleware,
-        ],
+        middlewares=[front_door(keys, registry, public=[health, metrics, *console.PUBLIC])],
     )
     app[METRICS] = registry
     app[SETTINGS] = settings

@@ -63,14 +63,25 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+#: At most this many verified credentials are remembered; past it the memory starts afresh.
+MAX_VERIFIED = 4096
+
+
 class KeyStore:
-    """The keys file, re-read when it changes so that revocation takes effect."""
+    """The keys file, re-read when it changes so that revocation takes effect.
+
+    A credential that passed the check is remembered under the SHA-256 of the
+    whole ``Authorization`` value (never the value itself), so that the next
+    request with it skips parsing and checking; the memory is dropped whenever
+    the file changes, so a revoked key fails as soon as the file is re-read.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._entries: dict[str, KeyEntry] = {}
         self._stamp: tuple[int, int] | None = None
         self._checked_at = 0.0
+        self._verified: dict[bytes, Principal] = {}
 
     # -- the file -------------------------------------------------------------
 
@@ -78,7 +89,7 @@ class KeyStore:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            self._entries, self._stamp = {}, None
+            self._entries, self._stamp, self._verified = {}, None, {}
             return
         stamp = (stat.st_mtime_ns, stat.st_size)
         if stamp == self._stamp:
@@ -86,6 +97,7 @@ class KeyStore:
         document = json.loads(self.path.read_text())
         self._entries = {raw["key_id"]: KeyEntry(**raw) for raw in document.get("keys", [])}
         self._stamp = stamp
+        self._verified = {}
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -188,6 +200,17 @@ class KeyStore:
             raise Unauthorized("missing authentication credentials")
         if not authorization.isascii():  # keys are ASCII; other bytes arrive as surrogate escapes
             raise Unauthorized("malformed credentials")
+        self._refresh()
+        digest = hashlib.sha256(authorization.encode()).digest()
+        principal = self._verified.get(digest)
+        if principal is None:
+            principal = self._check(authorization)
+            if len(self._verified) >= MAX_VERIFIED:
+                self._verified = {}
+            self._verified[digest] = principal
+        return principal
+
+    def _check(self, authorization: str) -> Principal:
         scheme, _, credentials = authorization.strip().partition(" ")
         credentials = credentials.strip()
         if scheme.lower() == "bearer":

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.requests = Counter(
             "memory_plugin_requests",
             "HTTP requests by route and status",
@@ -78,35 +76,19 @@ class Metrics:
         if failed:
             self.region_failures.labels(region).inc()
 
-    def middleware(self) -> Middleware:
-        # A route's counter and histogram, found once: ``labels()`` takes a lock and hashes the labels.
-        series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
-
-        @web.middleware
-        async def measure(request: web.Request, handler: Handler) -> web.StreamResponse:
-            started = time.perf_counter()
-            status = 500
-            try:
-                response = await handler(request)
-                status = response.status
-                return response
-            except web.HTTPException as exc:
-                status = exc.status
-                raise
-            finally:
-                resource = request.match_info.route.resource
-                route = resource.canonical if resource is not None else "unmatched"
-                key = (request.method, route, status)
-                found = series.get(key)
-                if found is None:
-                    found = series[key] = (
-                        self.requests.labels(request.method, route, str(status)),
-                        self.request_seconds.labels(request.method, route),
-                    )
-                found[0].inc()
-                found[1].observe(time.perf_counter() - started)
-
-        return measure
+    def observe_request(self, request: web.Request, status: int, seconds: float) -> None:
+        """Count a request and its latency under its route (the pattern, not the path) and status."""
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        key = (request.method, route, status)
+        found = self._series.get(key)
+        if found is None:  # found once: ``labels()`` takes a lock and hashes the labels
+            found = self._series[key] = (
+                self.requests.labels(request.method, route, str(status)),
+                self.request_seconds.labels(request.method, route),
+            )
+        found[0].inc()
+        found[1].observe(seconds)
 
     async def handler(self, request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})

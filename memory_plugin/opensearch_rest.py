@@ -25,6 +25,8 @@ JSON_MEDIA_TYPES = re.compile(r"application/(json|x-ndjson|vnd\.(opensearch|elas
 
 def java_int(raw: str) -> int:
     """``Integer.parseInt(raw)``: a sign, then decimal digits of any script, within 32 bits."""
+    if raw.isascii() and raw.isdigit() and len(raw) < 10:  # what clients send: read at once
+        return int(raw)
     body = raw[1:] if raw[:1] in ("+", "-") else raw
     digits = [unicodedata.decimal(char, None) for char in body]
     if not body or None in digits:

@@ -1,11 +1,14 @@
-"""One SQLite connection per database, driven from a dedicated thread.
+"""Two SQLite connections per database, each driven from its own thread.
 
 SQLite connections are not safe to share between threads, and every call
-blocks.  Each database has one thread that owns its connection: the event loop
-queues work for it and is woken once per batch of finished work, not once per
-call.  Queued writes share one transaction and one fsync (group commit): each
-runs inside its own savepoint, so a write that fails is undone alone, and none
-is acknowledged before the COMMIT that makes it durable has returned.
+blocks.  Each database has a writer thread that owns the connection every
+change goes through, and a reader thread with a read-only connection: in WAL
+mode it reads while the writer commits, so reads never queue behind an fsync.
+The event loop queues work for a thread and is woken once per batch of
+finished work, not once per call.  Queued writes share one transaction and
+one fsync (group commit): each runs inside its own savepoint, so a write that
+fails is undone alone, and none is acknowledged before the COMMIT that makes
+it durable has returned; a read that starts after that sees it.
 """
 
 from __future__ import annotations
@@ -28,14 +31,14 @@ log = logging.getLogger(__name__)
 #: A migration takes the connection and brings the schema up one version.
 Migration = Callable[[sqlite3.Connection], None]
 
-#: The most jobs one wake-up of the database thread takes on, and so the largest
+#: The most jobs one wake-up of a database thread takes on, and so the largest
 #: group commit: enough for any concurrency a server sees, few enough that a group
 #: never holds its first writer for long.
 MAX_BATCH = 128
 
 
 class _Job(Generic[T]):
-    """Work for the database thread, and what became of it."""
+    """Work for a database thread, and what became of it."""
 
     __slots__ = ("work", "future", "write", "result", "error")
 
@@ -48,7 +51,18 @@ class _Job(Generic[T]):
 
 
 class _Stop:
-    """Queued by ``close``: the thread closes the connection and ends."""
+    """Queued by ``close``: the thread closes its connection and ends."""
+
+
+class _Lane:
+    """A database thread, the connection it owns, and the work queued for it."""
+
+    __slots__ = ("queue", "thread", "connection")
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[_Job[Any] | _Stop] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.connection: sqlite3.Connection | None = None
 
 
 class _GroupLost(Exception):
@@ -65,33 +79,51 @@ class Database:
     def __init__(self, path: Path, migrations: Sequence[Migration]) -> None:
         self.path = Path(path)
         self._migrations = list(migrations)
-        self._queue: queue.SimpleQueue[_Job[Any] | _Stop] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._connection: sqlite3.Connection | None = None
+        self._writer = _Lane()
+        self._reader = _Lane()
+
+    @property
+    def is_open(self) -> bool:
+        return self._writer.connection is not None
 
     async def open(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._serve, name=f"sqlite-{self.path.stem}", daemon=True)
-        self._thread.start()
         try:
-            await self._submit(self._open, write=False)  # type: ignore[arg-type]  # it makes the connection
+            self._start(self._writer, f"sqlite-{self.path.stem}")
+            await self._submit(self._writer, self._open_writer, write=False)
+            self._start(self._reader, f"sqlite-{self.path.stem}-read")
+            await self._submit(self._reader, self._open_reader, write=False)
         except BaseException:
             await self.close()
             raise
 
-    def _open(self, _: None) -> None:
-        make_private_dir(self.path.parent)
-        create_private_file(self.path)
+    def _start(self, lane: _Lane, name: str) -> None:
+        lane.thread = threading.Thread(target=self._serve, args=(lane,), name=name, daemon=True)
+        lane.thread.start()
+
+    def _connect(self) -> sqlite3.Connection:
         connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         connection.row_factory = sqlite3.Row
+        connection.execute("PRAGMA busy_timeout=5000")
+        return connection
+
+    def _open_writer(self, _: sqlite3.Connection | None) -> None:
+        make_private_dir(self.path.parent)
+        create_private_file(self.path)
+        connection = self._connect()
         connection.execute("PRAGMA journal_mode=WAL")
         # FULL: an acknowledged write survives a kill and a power cut alike.
         connection.execute("PRAGMA synchronous=FULL")
         connection.execute("PRAGMA foreign_keys=ON")
-        connection.execute("PRAGMA busy_timeout=5000")
-        self._connection = connection
+        self._writer.connection = connection
         self._migrate(connection)
+
+    def _open_reader(self, _: sqlite3.Connection | None) -> None:
+        """After the writer has made the file, set WAL mode and migrated it."""
+        connection = self._connect()
+        connection.execute("PRAGMA query_only=ON")
+        self._reader.connection = connection
 
     def _migrate(self, connection: sqlite3.Connection) -> None:
         version = connection.execute("PRAGMA user_version").fetchone()[0]
@@ -105,14 +137,24 @@ class Database:
                 connection.execute(f"PRAGMA user_version={number}")
 
     async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work(connection)`` on the database thread, outside any transaction of ours.
+        """Run ``work(connection)`` on the writer's thread, outside any transaction of ours.
 
         A full disk or an unwritable data folder raises the typed service error
         (``InsufficientStorage``, ``Unavailable``) here, where it arises, so that
         every caller (HTTP or in-process) sees the same error.
         """
         self._require_open()
-        return await self._submit(work, write=False)
+        return await self._submit(self._writer, work, write=False)
+
+    async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` on the read-only connection, beside the writer: it never waits for a commit.
+
+        Each statement reads the latest committed state, so every write
+        acknowledged before the call is seen.  ``work`` must only read (the
+        connection refuses changes) and needs no state of the writer's thread.
+        """
+        self._require_open()
+        return await self._submit(self._reader, work, write=False)
 
     async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` inside a transaction: all of it is committed, or none.
@@ -123,16 +165,16 @@ class Database:
         COMMIT that fails (a full disk) fails every write of the group with it.
         """
         self._require_open()
-        return await self._submit(work, write=True)
+        return await self._submit(self._writer, work, write=True)
 
     def _require_open(self) -> None:
-        if self._connection is None or self._thread is None:
+        if self._writer.connection is None or self._reader.connection is None:
             raise RuntimeError(f"database {self.path} is not open")
 
-    async def _submit(self, work: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+    async def _submit(self, lane: _Lane, work: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
         assert self._loop is not None
         future: asyncio.Future[T] = self._loop.create_future()
-        self._queue.put(_Job(work, future, write))
+        lane.queue.put(_Job(work, future, write))
         try:
             return await future
         except (sqlite3.Error, OSError) as error:
@@ -143,57 +185,56 @@ class Database:
             raise typed from error
 
     async def close(self) -> None:
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._queue.put(_Stop())
-        await asyncio.to_thread(thread.join)
-        self._connection = None
+        for lane in (self._reader, self._writer):
+            thread, lane.thread = lane.thread, None
+            if thread is not None:
+                lane.queue.put(_Stop())
+                await asyncio.to_thread(thread.join)
+            lane.connection = None
 
-    # -- the database thread ------------------------------------------------------------
+    # -- the database threads -----------------------------------------------------------
 
-    def _serve(self) -> None:
+    def _serve(self, lane: _Lane) -> None:
         """Take whatever is queued, run it (reads first, then the writes as one group), report it."""
         stopping = False
         while not stopping:
-            batch = [self._queue.get()]
+            batch = [lane.queue.get()]
             while len(batch) < MAX_BATCH:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    batch.append(lane.queue.get_nowait())
                 except queue.Empty:
                     break
             jobs = [job for job in batch if isinstance(job, _Job)]
             stopping = len(jobs) < len(batch)
             for job in jobs:
                 if not job.write:
-                    self._run(job)
+                    self._run(job, lane.connection)
             writes = [job for job in jobs if job.write]
             if writes:
-                self._commit_group(writes)
+                self._commit_group(writes, lane.connection)
             if jobs:
                 self._report(jobs)
         leftovers: list[_Job[Any]] = []
         while True:  # work queued after close: refuse it, never leave it waiting
             try:
-                item = self._queue.get_nowait()
+                item = lane.queue.get_nowait()
             except queue.Empty:
                 break
             if isinstance(item, _Job):
                 item.error = RuntimeError(f"database {self.path} is closed")
                 leftovers.append(item)
-        if self._connection is not None:
-            self._connection.close()
+        if lane.connection is not None:
+            lane.connection.close()
         if leftovers:
             self._report(leftovers)
 
-    def _run(self, job: _Job[Any]) -> None:
+    def _run(self, job: _Job[Any], connection: sqlite3.Connection | None) -> None:
         try:
-            job.result = job.work(self._connection)  # type: ignore[arg-type]  # None only for _open
+            job.result = job.work(connection)  # type: ignore[arg-type]  # None only while opening
         except BaseException as error:
             job.error = error
 
-    def _commit_group(self, writes: list[_Job[Any]]) -> None:
-        connection = self._connection
+    def _commit_group(self, writes: list[_Job[Any]], connection: sqlite3.Connection | None) -> None:
         if connection is None:
             for job in writes:
                 job.error = RuntimeError(f"database {self.path} is not open")

@@ -34,6 +34,7 @@ from memory_plugin.errors import (
     ServiceError,
     Unauthorized,
 )
+from memory_plugin.metrics import Metrics
 from memory_plugin.opensearch_rest import JSON_MEDIA_TYPES, RESPONSE_PARAMS, filter_path, java_int, unrecognized
 
 log = logging.getLogger("memory_plugin.http")
@@ -73,7 +74,8 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=encode_json(body), status=status, content_type="application/json")
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+#: Built once; our bodies are trees of fresh dicts and lists, never circular, so nothing tracks visits.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
 
 
 def encode_json(body: Any) -> bytes:
@@ -115,55 +117,59 @@ def error_response(request: web.Request, error: ServiceError) -> web.Response:
     return response
 
 
-@web.middleware
-async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    request_id = request.headers.get("X-Request-Id", "")
-    if not REQUEST_ID_PATTERN.fullmatch(request_id):
-        request_id = f"{random.getrandbits(128):032x}"  # a label for logs, not a secret: no system call for it
-    request[REQUEST_ID] = request_id
-    started = time.perf_counter()
-    try:
-        response = await handler(request)
-    except web.HTTPException as exc:
-        exc.headers["X-Request-Id"] = request_id
-        raise
-    response.headers["X-Request-Id"] = request_id
-    log.info(
-        "request",
-        extra={
-            "request_id": request_id,
-            "method": request.method,
-            "path": request.path,
-            "status": response.status,
-            "ms": round((time.perf_counter() - started) * 1000, 2),
-        },
-    )
-    return response
+def front_door(keys: KeyStore, metrics: Metrics, public: Iterable[Handler] = ()) -> Middleware:
+    """Everything every request needs around its handler, in one middleware: one frame per request, not six.
 
+    Outermost first: a request id (``X-Request-Id``, on errors too), the request's
+    metrics and log line, then errors in the API's own format around the key
+    check (every route but the ``public`` handlers needs one), strict text in the
+    URL, the handler, and ``filter_path``.
+    """
+    public = frozenset(public)
 
-@web.middleware
-async def filter_path_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """``filter_path`` trims successful JSON answers under ``/_plugins``, as OpenSearch does (errors stay whole)."""
-    response = await handler(request)
-    expression = request.query.get("filter_path")
-    if (
-        expression is None
-        or _is_v2(request)
-        or not isinstance(response, web.Response)
-        or response.status >= 300
-        or response.content_type != "application/json"
-        or response.body is None
-    ):
+    @web.middleware
+    async def serve(request: web.Request, handler: Handler) -> web.StreamResponse:
+        request_id = request.headers.get("X-Request-Id", "")
+        if not REQUEST_ID_PATTERN.fullmatch(request_id):
+            request_id = f"{random.getrandbits(128):032x}"  # a label for logs, not a secret: no system call for it
+        request[REQUEST_ID] = request_id
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await _answer(request, handler, keys, public)
+            status = response.status
+        except web.HTTPException as exc:
+            status = exc.status
+            exc.headers["X-Request-Id"] = request_id
+            raise
+        finally:
+            metrics.observe_request(request, status, time.perf_counter() - started)
+        response.headers["X-Request-Id"] = request_id
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "request",
+                extra={
+                    "request_id": request_id,
+                    "method": request.method,
+                    "path": request.path,
+                    "status": status,
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                },
+            )
         return response
-    assert isinstance(response.body, bytes)
-    trimmed = filter_path(json.loads(response.body), expression)
-    return web.Response(body=encode_json(trimmed), status=response.status, content_type="application/json")
+
+    return serve
 
 
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def _answer(
+    request: web.Request, handler: Handler, keys: KeyStore, public: frozenset[Handler]
+) -> web.StreamResponse:
+    """The handler's answer, or the error it raised as the API words it."""
     try:
-        return await handler(request)
+        if request.match_info.handler not in public:
+            request[PRINCIPAL] = keys.authenticate(request.headers.get("Authorization"))
+        check_text(request)
+        return _filter_path(request, await handler(request))
     except ServiceError as error:
         return error_response(request, error)
     except web.HTTPRequestEntityTooLarge:
@@ -197,40 +203,44 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _internal_error(request, exc)
 
 
+def _filter_path(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """``filter_path`` trims successful JSON answers under ``/_plugins``, as OpenSearch does (errors stay whole)."""
+    expression = request.query.get("filter_path")
+    if (
+        expression is None
+        or _is_v2(request)
+        or not isinstance(response, web.Response)
+        or response.status >= 300
+        or response.content_type != "application/json"
+        or response.body is None
+    ):
+        return response
+    assert isinstance(response.body, bytes)
+    trimmed = filter_path(json.loads(response.body), expression)
+    return web.Response(body=encode_json(trimmed), status=response.status, content_type="application/json")
+
+
 def _internal_error(request: web.Request, exc: BaseException) -> web.Response:
     log.error("unhandled error", exc_info=exc, extra={"request_id": request.get(REQUEST_ID)})
     return error_response(request, ServiceError("internal error; the request id is in the X-Request-Id header"))
 
 
-def auth_middleware(keys: KeyStore, public: Iterable[Handler] = ()) -> Middleware:
-    """Every route needs a key except the ``public`` handlers (the health check)."""
-    public = frozenset(public)
-
-    @web.middleware
-    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.match_info.handler not in public:
-            request[PRINCIPAL] = keys.authenticate(request.headers.get("Authorization"))
-        return await handler(request)
-
-    return authenticate
-
-
-@web.middleware
-async def strict_text_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def check_text(request: web.Request) -> None:
     """Query parameters and path parts must be valid Unicode text, like JSON bodies."""
-    if any("\ufffd" in name or "\ufffd" in value for name, value in request.query.items()):
-        _check_query_encoding(request)
-    for name, value in request.query.items():
-        if has_lone_surrogate(name):
-            raise InvalidArgument(
-                f"a query parameter name {_printable(name)} holds a lone surrogate", parameter=_printable(name)
-            )
-        if has_lone_surrogate(value):
-            raise InvalidArgument(f"[{name}] holds a lone surrogate; it must be valid Unicode text", parameter=name)
+    raw_query = request.rel_url.raw_query_string
+    if raw_query and not (raw_query.isascii() and "%" not in raw_query):  # else every name and value is ASCII
+        if any("\ufffd" in name or "\ufffd" in value for name, value in request.query.items()):
+            _check_query_encoding(request)
+        for name, value in request.query.items():
+            if has_lone_surrogate(name):
+                raise InvalidArgument(
+                    f"a query parameter name {_printable(name)} holds a lone surrogate", parameter=_printable(name)
+                )
+            if has_lone_surrogate(value):
+                raise InvalidArgument(f"[{name}] holds a lone surrogate; it must be valid Unicode text", parameter=name)
     for name, value in request.match_info.items():
         if has_lone_surrogate(value):
             raise InvalidArgument(f"[{name}] holds a lone surrogate; it must be valid Unicode text", parameter=name)
-    return await handler(request)
 
 
 def _check_query_encoding(request: web.Request) -> None:
@@ -269,6 +279,8 @@ def _printable(text: str) -> str:
 
 def check_params(request: web.Request, allowed: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
     """Reject query parameters the endpoint does not know, as OpenSearch does."""
+    if not request.query:
+        return
     prefixes = tuple(prefixes)
     if _is_v2(request):
         known = GLOBAL_PARAMS | set(allowed)
@@ -341,6 +353,10 @@ def _reject_constant(name: str) -> Any:
     raise _Rejected(f"{name} is not a JSON number; numbers must be finite")
 
 
+#: Built once: ``json.loads`` with a hook builds a decoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse_json(text: str | bytes, *, what: str = "request body", parameter: str | None = None) -> Any:
     """Strict JSON for everything a caller sends: the body, and the ``source`` parameter.
 
@@ -355,7 +371,9 @@ def parse_json(text: str | bytes, *, what: str = "request body", parameter: str 
         except UnicodeDecodeError as exc:
             raise ParseFailure(f"{what} is not valid UTF-8 (byte {exc.start})", parameter=parameter) from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise ParseFailure(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", parameter=parameter) from None
     except json.JSONDecodeError as exc:

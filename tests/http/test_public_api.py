@@ -167,5 +167,5 @@ async def test_mounted_under_a_prefix_beside_the_hosts_routes(aiohttp_client, se
         memory_store = plugin[MEMORY].store
         await client.close()
         gc.collect()
-    assert memory_store.db._connection is None, "the host's shutdown closed the plugin's stores"
+    assert not memory_store.db.is_open, "the host's shutdown closed the plugin's stores"
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]

@@ -12,6 +12,7 @@ import pytest
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import now
+from memory_plugin.errors import Unavailable
 from memory_plugin.memory.models import Conversation, Interaction
 from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 from memory_plugin.sqlite import Database, run_script
@@ -145,3 +146,41 @@ async def test_memory_writes_in_one_group_fail_alone(tmp_path: Path) -> None:
         assert stored is not None and stored.version == 1 + 4  # one bump per stored interaction, none for the failed
     finally:
         await store.close()
+
+
+async def test_reads_go_on_while_a_group_commits_and_see_only_what_is_committed(db: Database) -> None:
+    """The read connection sits beside the writer: a read never waits for a group, and never sees half of one."""
+    await db.write(_insert(1))
+    inside, release = threading.Event(), threading.Event()
+
+    def slow_write(connection: sqlite3.Connection) -> int:
+        connection.execute("INSERT INTO items VALUES (2, NULL)")
+        inside.set()
+        release.wait(30)
+        return 2
+
+    writing = asyncio.ensure_future(db.write(slow_write))
+    await asyncio.to_thread(inside.wait, 30)
+    ids = await asyncio.wait_for(db.read(lambda c: [row[0] for row in c.execute("SELECT id FROM items")]), 10)
+    assert ids == [1]  # the writer's thread is busy and its transaction open: the read went on beside it
+    release.set()
+    assert await writing == 2
+    assert await db.read(lambda c: [row[0] for row in c.execute("SELECT id FROM items ORDER BY id")]) == [1, 2]
+
+
+async def test_a_read_after_an_acknowledged_write_sees_it(db: Database) -> None:
+    """Under group commit, with many writers at once: whatever a write's caller reads next includes it."""
+
+    async def write_then_read(item: int) -> bool:
+        await db.write(_insert(item))
+        found = await db.read(lambda c: c.execute("SELECT count(*) FROM items WHERE id = ?", (item,)).fetchone()[0])
+        return bool(found == 1)
+
+    assert all(await asyncio.gather(*(write_then_read(item) for item in range(1, 401))))
+
+
+async def test_the_read_connection_changes_nothing(db: Database) -> None:
+    with pytest.raises(Unavailable) as refused:
+        await db.read(_insert(1))
+    assert "readonly" in str(refused.value.__cause__)
+    assert await _stored(db) == []

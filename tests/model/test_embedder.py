@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -223,17 +224,35 @@ async def test_concurrent_queries_match_serial_and_loop_stays_responsive(embedde
     texts = [f"question {i}: how do I reset my password on device {i % 17}?" for i in range(200)]
     serial = embedder.query(texts)
     sizes: list[int] = []
-    aemb = AsyncEmbedder(embedder, max_batch=32, max_wait_ms=5, on_batch=lambda k, n, q: sizes.append(n))
-    gaps: list[float] = []
+    loop_thread = threading.get_ident()
+    threads: set[int] = set()
+    in_batch = threading.Event()
+
+    class Watched:
+        """The real embedder, noting which thread runs each batch and when one is running."""
+
+        dimension = embedder.dimension
+
+        def query(self, batch: list[str]) -> np.ndarray:
+            threads.add(threading.get_ident())
+            in_batch.set()
+            try:
+                return embedder.query(batch)
+            finally:
+                in_batch.clear()
+
+        def passage(self, batch: list[str]) -> np.ndarray:
+            return embedder.passage(batch)
+
+    aemb = AsyncEmbedder(Watched(), max_batch=32, max_wait_ms=5, on_batch=lambda k, n, q: sizes.append(n))
+    ticks_during_batches = 0
     done = asyncio.Event()
 
     async def ticker() -> None:
-        last = time.perf_counter()
+        nonlocal ticks_during_batches
         while not done.is_set():
-            await asyncio.sleep(0.01)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+            await asyncio.sleep(0.005)
+            ticks_during_batches += in_batch.is_set()
 
     tick = asyncio.create_task(ticker())
     try:
@@ -246,7 +265,9 @@ async def test_concurrent_queries_match_serial_and_loop_stays_responsive(embedde
     assert max(sizes) > 1, "concurrent callers should share batches"
     assert all(n <= 32 for n in sizes) and sum(sizes) == 200
     assert aemb.stats.texts == 200 and aemb.stats.batches == len(sizes)
-    assert max(gaps) < 0.25, f"event loop blocked for {max(gaps):.3f}s"
+    # the model runs off the event loop, which keeps serving while a batch computes
+    assert threads and loop_thread not in threads
+    assert ticks_during_batches > 0, "the event loop never ran while a batch was being computed"
 
 
 async def test_query_cache_and_passages(embedder: Embedder) -> None:

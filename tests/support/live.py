@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
+
+from aiohttp import web
 
 
 def free_port() -> int:
@@ -89,6 +96,58 @@ class LiveServer:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+@contextmanager
+def served_in_thread(app: web.Application) -> Iterator[str]:
+    """``app`` on a loopback socket, served by an event loop of its own, for synchronous clients; yields its URL.
+
+    Cheaper than a :class:`LiveServer` (no interpreter, no model to load) where a
+    test needs a socket but not a process of its own, and the app may take the
+    embedder double.
+    """
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
+    host, port = runner.addresses[0][:2]
+    thread = threading.Thread(target=loop.run_forever, name="served-in-thread", daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+
+@dataclass
+class ServedApp:
+    """What a test needs of an app served in a thread: where it is and a key to it."""
+
+    url: str
+    data_dir: Path
+    token: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+@contextmanager
+def app_in_thread_with_key(
+    data_dir: Path, embedder: Any, organization_id: str = "org-1", user_id: str | None = "alice"
+) -> Iterator[ServedApp]:
+    """The whole app with ``embedder`` (the double, where vectors' meaning does not matter), one key, in a thread."""
+    from memory_plugin.app import create_app
+    from memory_plugin.auth import KeyStore
+    from memory_plugin.settings import load_settings
+
+    settings = load_settings(environ={}, data_dir=data_dir, port=0, bridge=False)
+    _, token = KeyStore(settings.resolved_keys_file).create(organization_id, user_id)
+    with served_in_thread(create_app(settings, embedder=embedder)) as url:
+        yield ServedApp(url, data_dir, token)
 
 
 def unavailable(reason: str) -> NoReturn:

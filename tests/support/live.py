@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,6 +25,21 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def key_headers(data_dir: Path, organization_id: str = "org-1", user_id: str | None = "alice") -> dict[str, str]:
+    """A new key in ``data_dir``'s keys file, as the headers that present it."""
+    from memory_plugin.auth import KeyStore
+
+    _, token = KeyStore(data_dir / "keys.json").create(organization_id, user_id)
+    return {"Authorization": f"Bearer {token}"}
+
+
+def fault_random() -> random.Random:
+    """Randomness for a fault test: seeded from ``FAULT_SEED`` to replay a failure, else from the clock (printed)."""
+    seed = int(os.environ.get("FAULT_SEED", str(time.time_ns())))
+    print(f"FAULT_SEED={seed}")
+    return random.Random(seed)
 
 
 def live_server_with_key(

@@ -375,6 +375,17 @@ class Writes:
         self.records: list[str] = []
         self.n = 0
 
+    @classmethod
+    async def acknowledged(cls, http: aiohttp.ClientSession, name: str, interactions: int) -> Writes:
+        """A conversation with ``interactions`` interactions and one ingest batch, each acknowledged."""
+        writes = cls(http)
+        async with http.post(MEMORY, json={"name": name}) as response:
+            writes.conversation = (await response.json())["conversation_id"]
+        for _ in range(interactions):
+            assert (await writes.interaction())[0] == 200
+        assert (await writes.ingest())[0] == 201
+        return writes
+
     async def interaction(self, size: int = 40) -> tuple[int, Any]:
         self.n += 1
         body = {"input": f"question {self.n}", "response": "x" * size}
@@ -447,12 +458,7 @@ async def test_full_data_folder_gives_507_keeps_serving_and_recovers(
         server = start(data_dir, server_env)
         try:
             async with aiohttp.ClientSession(server.url, headers=headers) as http:
-                writes = Writes(http)
-                async with http.post(MEMORY, json={"name": "disk"}) as response:
-                    writes.conversation = (await response.json())["conversation_id"]
-                for _ in range(5):
-                    assert (await writes.interaction())[0] == 200
-                assert (await writes.ingest())[0] == 201
+                writes = await Writes.acknowledged(http, "disk", 5)
 
                 filler = fill(data_dir)
                 status, body = await until_refused(writes.interaction)
@@ -525,12 +531,7 @@ async def test_read_only_data_folder_gives_a_clear_error_keeps_serving_and_recov
         frozen: list[Path] = []
         try:
             async with aiohttp.ClientSession(server.url, headers=headers) as http:
-                writes = Writes(http)
-                async with http.post(MEMORY, json={"name": "read-only"}) as response:
-                    writes.conversation = (await response.json())["conversation_id"]
-                for _ in range(3):
-                    assert (await writes.interaction())[0] == 200
-                assert (await writes.ingest())[0] == 201
+                writes = await Writes.acknowledged(http, "read-only", 3)
 
                 frozen = [p for p in data_dir.rglob("*") if p.suffix == ".sqlite3" or p.name.endswith("-wal")]
                 frozen += [p for p in data_dir.rglob("*") if p.is_dir() and p.name != "lost+found"] + [data_dir]

@@ -94,6 +94,7 @@ async def main() -> None:
     headers = {"Authorization": f"Bearer {token}"}
     results: dict = {"records": len(records), "chunks": len(chunks)}
     with LiveServer(workdir / "data") as server:
+        assert server.process is not None
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
             started = time.perf_counter()
             with tqdm(total=len(records), desc="ingest over HTTP", unit="rec") as bar:
@@ -134,6 +135,7 @@ async def main() -> None:
                     args.searches,
                     concurrency,
                     bar,
+                    server.process.pid,
                     url_suffix=Params(),
                 )
                 results["search"].append(row)

@@ -1,4 +1,4 @@
-"""A real server in a subprocess, for tests that need a socket or a SIGKILL."""
+"""Real servers for tests that need a socket (a process of its own where a SIGKILL matters), and the scripts."""
 
 from __future__ import annotations
 
@@ -19,6 +19,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``scripts/<name>`` run by this Python from the repository root, its output captured as text."""
+    command = [sys.executable, str(ROOT / "scripts" / name), *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def free_port() -> int:

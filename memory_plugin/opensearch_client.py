@@ -1,9 +1,10 @@
 """The one way every OpenSearch-backed store talks to a cluster.
 
-Client construction, race-safe index creation, checked bulk requests, and
-deletion by query.  The region store (``stores/opensearch.py``) and the
-memory store (``memory/stores/opensearch.py``) both use it, so they share
-one retry policy and one answer to the distribution's missing reindex module.
+Client construction, race-safe index creation, reads by id, checked bulk
+requests, and deletion by query.  The region store (``stores/opensearch.py``),
+the memory store (``memory/stores/opensearch.py``) and the agentic store
+(``agentic/opensearch_store.py``) all use it, so they share one retry policy
+and one answer to the distribution's missing reindex module.
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ async def create_index(client: AsyncOpenSearch, index: str, body: Mapping[str, A
             raise
         return False
     return True
+
+
+async def get_document(client: AsyncOpenSearch, index: str, doc_id: str) -> dict[str, Any] | None:
+    """The document (with ``_seq_no`` and ``_primary_term``), real-time; None if it or its index is absent."""
+    try:
+        document: dict[str, Any] = await client.get(index=index, id=doc_id)
+    except NotFoundError:
+        return None
+    return document if document.get("found") else None
 
 
 async def bulk(client: AsyncOpenSearch, actions: Sequence[Mapping[str, Any]], *, refresh: bool) -> None:

@@ -86,9 +86,12 @@ async def bench_adds(requests: int, concurrency: int, log_level: str) -> list[di
                 },
             ),
         ]
+        assert server.process is not None
         with tqdm(total=requests * len(cases), unit="req", desc="adds") as bar:
             for name, body in cases:
-                results.append(await drive(name, url, "POST", body, headers, requests, concurrency, bar))
+                results.append(
+                    await drive(name, url, "POST", body, headers, requests, concurrency, bar, server.process.pid)
+                )
     return results
 
 

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
+from typing import Any
+
 from memory_plugin.errors import InvalidArgument, ParseFailure, ServiceError
+
+
+class StatusException(ServiceError):
+    """ml-commons' ``OpenSearchStatusException``: a subclass names its status, whose words make its code and title."""
+
+    type = "status_exception"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        phrase = HTTPStatus(cls.status).phrase
+        cls.code, cls.title = phrase.lower().replace(" ", "_"), phrase.capitalize()
 
 
 class StatusBadRequest(InvalidArgument):
@@ -11,27 +25,24 @@ class StatusBadRequest(InvalidArgument):
     type = "status_exception"
 
 
-class StatusNotFound(ServiceError):
+class StatusNotFound(StatusException):
     """A 404 in ml-commons' own words (no ``kind [id] not found`` template)."""
 
     status = 404
-    type = "status_exception"
-    code = "not_found"
-    title = "Not found"
 
 
-class Forbidden(ServiceError):
+class Forbidden(StatusException):
     status = 403
-    type = "status_exception"
-    code = "forbidden"
-    title = "Forbidden"
 
 
-class Conflict(ServiceError):
+class Conflict(StatusException):
     status = 409
-    type = "status_exception"
-    code = "conflict"
-    title = "Conflict"
+
+
+class UpstreamFailed(StatusException):
+    """The configured LLM connector failed where the caller waits for it (a session summary)."""
+
+    status = 502
 
 
 class ContentParseError(InvalidArgument):
@@ -42,16 +53,3 @@ class ContentParseError(InvalidArgument):
 
 class IndexNameError(ParseFailure):
     """A bad index prefix or backend role (``parse_exception``)."""
-
-
-class UpstreamFailed(ServiceError):
-    """The configured LLM connector failed where the caller waits for it (a session summary)."""
-
-    status = 502
-    type = "status_exception"
-    code = "bad_gateway"
-    title = "Bad gateway"
-
-
-def container_not_found() -> StatusNotFound:
-    return StatusNotFound("Memory container not found")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from memory_plugin.metrics import LATENCY_BUCKETS
@@ -10,32 +12,17 @@ from memory_plugin.metrics import LATENCY_BUCKETS
 class AgenticMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         registry = registry or CollectorRegistry()
-        self.infer_runs = Counter(
-            "memory_plugin_agentic_infer_runs",
-            "Inferring adds processed, by outcome (applied or error)",
-            ["outcome"],
-            registry=registry,
-        )
-        self.infer_seconds = Histogram(
-            "memory_plugin_agentic_infer_seconds",
+        # Every name is memory_plugin_agentic_<name>.
+        counter = partial(Counter, namespace="memory_plugin", subsystem="agentic", registry=registry)
+        histogram = partial(Histogram, namespace="memory_plugin", subsystem="agentic", registry=registry)
+        self.infer_runs = counter("infer_runs", "Inferring adds processed, by outcome (applied or error)", ["outcome"])
+        self.infer_seconds = histogram(
+            "infer_seconds",
             "Time to process one inferring add (LLM calls included)",
             buckets=LATENCY_BUCKETS + (30.0, 60.0),
-            registry=registry,
         )
-        self.long_term_changes = Counter(
-            "memory_plugin_agentic_long_term_changes",
-            "Long-term memory changes applied by infer, by event",
-            ["event"],
-            registry=registry,
+        self.long_term_changes = counter(
+            "long_term_changes", "Long-term memory changes applied by infer, by event", ["event"]
         )
-        self.embedded = Counter(
-            "memory_plugin_agentic_embedded",
-            "Long-term memories embedded in the background",
-            registry=registry,
-        )
-        self.searches = Counter(
-            "memory_plugin_agentic_searches",
-            "Semantic and hybrid searches over long-term memory",
-            ["kind"],
-            registry=registry,
-        )
+        self.embedded = counter("embedded", "Long-term memories embedded in the background")
+        self.searches = counter("searches", "Semantic and hybrid searches over long-term memory", ["kind"])

@@ -12,7 +12,7 @@ import re
 import secrets
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from memory_plugin.agentic.errors import ContentParseError, Forbidden, IndexNameError
 from memory_plugin.errors import InvalidArgument
@@ -41,12 +41,15 @@ BUMPS = {
     LONG_TERM: ("memory",),
 }
 
+T = TypeVar("T")
+
 _BACKEND_ROLE = re.compile(r"[A-Za-z0-9:+=,.@\-_/]{1,128}")
 _INDEX_NAME_FORBIDDEN = set('\\/*?"<>| ,#:')
 
 
 def valid_unicode(text: str) -> str:
-    """Text from elsewhere (an LLM's answer) with lone surrogates replaced, so it can be stored and served."""
+    """Text with lone surrogates (valid in JSON, not in UTF-8) replaced, so SQLite can bind it and an LLM's
+    answer can be stored and served."""
     return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
@@ -98,13 +101,17 @@ def _kind(value: Any) -> str:
     }.get(type(value), "VALUE_NULL")
 
 
-def text(body: Mapping[str, Any], name: str) -> str | None:
+def _of_type(body: Mapping[str, Any], name: str, kind: type[T], expected: str) -> T | None:
     value = body.get(name)
     if value is None:
         return None
-    if not isinstance(value, str):
-        raise ContentParseError(f"[{name}] must be a string, found [{_kind(value)}]", parameter=name)
+    if not isinstance(value, kind):
+        raise ContentParseError(f"[{name}] must be {expected}, found [{_kind(value)}]", parameter=name)
     return value
+
+
+def text(body: Mapping[str, Any], name: str) -> str | None:
+    return _of_type(body, name, str, "a string")
 
 
 def boolean(body: Mapping[str, Any], name: str, default: bool | None = None) -> bool | None:
@@ -143,12 +150,7 @@ def number(body: Mapping[str, Any], name: str) -> float | None:
 
 
 def obj(body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ContentParseError(f"[{name}] must be an object, found [{_kind(value)}]", parameter=name)
-    return value
+    return _of_type(body, name, dict, "an object")
 
 
 def string_map(body: Mapping[str, Any], name: str) -> dict[str, str] | None:

@@ -50,9 +50,21 @@ from opensearchpy.exceptions import ConflictError, NotFoundError
 from opensearchpy.helpers import async_scan
 
 from memory_plugin.agentic.models import DEFAULT_PREFIX, HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING
-from memory_plugin.agentic.store import AgenticStore, InferJob, LongTermChange, SessionWrite, StoredDoc
+from memory_plugin.agentic.store import (
+    AgenticStore,
+    InferJob,
+    LongTermChange,
+    LongTermScope,
+    MemoryAdd,
+    StoredDoc,
+    memory_text,
+    normalised,
+    owner_key,
+    owner_of,
+    text_changed,
+)
 from memory_plugin.auth import Principal
-from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, make_client
+from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
 from memory_plugin.settings import OpenSearchRegion
 
 log = logging.getLogger("memory_plugin.agentic")
@@ -114,63 +126,63 @@ CONTAINER_MAPPINGS: dict[str, Any] = {
 }
 
 
+_HISTORY_SIDE = {
+    "type": "object",
+    "properties": {"memory": {"type": "text"}, "memory_type": _KEYWORD, "namespace": _FLAT, "tags": _FLAT},
+}
+#: Each memory type's own fields (``ml_memory_*.json``); long-term's vector is added with the model's dimension.
+_TYPE_PROPERTIES: dict[str, dict[str, Any]] = {
+    SESSIONS: {
+        "summary": {"type": "text"},
+        "metadata": _FLAT,
+        "agents": _FLAT,
+        "additional_info": _FLAT,
+        "pinned": {"type": "boolean"},
+    },
+    WORKING: {
+        "payload_type": _KEYWORD,
+        "session_id": _KEYWORD,
+        "checkpoint_id": _KEYWORD,
+        "messages": {"type": "nested", "properties": {"role": _KEYWORD, "content": _FLAT}},
+        "message_id": {"type": "integer"},
+        "binary_data": {"type": "keyword", "index": False, "doc_values": False},
+        "structured_data": _FLAT,
+        "structured_data_blob": _STORED_ONLY,
+        "metadata": _FLAT,
+        "parameters": _FLAT,
+        "infer": {"type": "boolean"},
+    },
+    LONG_TERM: {
+        "memory": {"type": "text"},
+        "strategy_type": _KEYWORD,
+        "strategy_id": _KEYWORD,
+        "pinned": {"type": "boolean"},
+        "embedding_pending": {"type": "boolean"},
+    },
+    HISTORY: {
+        "memory_id": _KEYWORD,
+        "action": _KEYWORD,
+        "before": _HISTORY_SIDE,
+        "after": _HISTORY_SIDE,
+        "error": {"type": "text"},
+    },
+}
+
+
 def memory_mappings(memory_type: str, dimension: int) -> dict[str, Any]:
     """ml-commons' mappings of one memory type (``ml_memory_*.json``), plus our hidden fields."""
-    properties: dict[str, Any] = dict(_COMMON)
-    if memory_type == SESSIONS:
-        properties.update(
-            {
-                "summary": {"type": "text"},
-                "metadata": _FLAT,
-                "agents": _FLAT,
-                "additional_info": _FLAT,
-                "pinned": {"type": "boolean"},
-            }
-        )
-    elif memory_type == WORKING:
-        properties.update(
-            {
-                "payload_type": _KEYWORD,
-                "session_id": _KEYWORD,
-                "checkpoint_id": _KEYWORD,
-                "messages": {"type": "nested", "properties": {"role": _KEYWORD, "content": _FLAT}},
-                "message_id": {"type": "integer"},
-                "binary_data": {"type": "keyword", "index": False, "doc_values": False},
-                "structured_data": _FLAT,
-                "structured_data_blob": _STORED_ONLY,
-                "metadata": _FLAT,
-                "parameters": _FLAT,
-                "infer": {"type": "boolean"},
-            }
-        )
-    elif memory_type == LONG_TERM:
-        properties.update(
-            {
-                "memory": {"type": "text"},
-                "strategy_type": _KEYWORD,
-                "strategy_id": _KEYWORD,
-                "pinned": {"type": "boolean"},
-                "embedding_pending": {"type": "boolean"},
-                "memory_embedding": {
-                    "type": "knn_vector",
-                    "dimension": dimension,
-                    "method": {
-                        "name": "hnsw",
-                        "engine": "lucene",
-                        "space_type": "cosinesimil",
-                        "parameters": {"m": 16, "ef_construction": 100},
-                    },
-                },
-            }
-        )
-    else:
-        side = {
-            "type": "object",
-            "properties": {"memory": {"type": "text"}, "memory_type": _KEYWORD, "namespace": _FLAT, "tags": _FLAT},
+    properties: dict[str, Any] = {**_COMMON, **_TYPE_PROPERTIES[memory_type]}
+    if memory_type == LONG_TERM:
+        properties["memory_embedding"] = {
+            "type": "knn_vector",
+            "dimension": dimension,
+            "method": {
+                "name": "hnsw",
+                "engine": "lucene",
+                "space_type": "cosinesimil",
+                "parameters": {"m": 16, "ef_construction": 100},
+            },
         }
-        properties.update(
-            {"memory_id": _KEYWORD, "action": _KEYWORD, "before": side, "after": side, "error": {"type": "text"}}
-        )
     return {"dynamic": False, "properties": properties}
 
 
@@ -187,16 +199,23 @@ JOB_MAPPINGS: dict[str, Any] = {
 }
 
 
-def _owner_value(owner: Principal) -> str:
-    return owner.user_id or ""
+#: Long-term memories whose embedding is still to be computed.
+_PENDING = {"term": {"embedding_pending": True}}
 
 
 def _owner_terms(owner: Principal) -> list[dict[str, Any]]:
-    return [{"term": {"tenant_id": owner.organization_id}}, {"term": {"owner_id": _owner_value(owner)}}]
+    organization_id, user = owner_key(owner)
+    return [{"term": {"tenant_id": organization_id}}, {"term": {"owner_id": user}}]
 
 
 def _owned(source: Mapping[str, Any], owner: Principal) -> bool:
-    return source.get("tenant_id") == owner.organization_id and source.get("owner_id") == _owner_value(owner)
+    return (source.get("tenant_id"), source.get("owner_id")) == owner_key(owner)
+
+
+def _with_owner(owner: Principal, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` as indexed: with the owner fields every read and query checks."""
+    organization_id, user = owner_key(owner)
+    return {**doc, "tenant_id": organization_id, "owner_id": user}
 
 
 def _visible(source: Mapping[str, Any], container: bool = False) -> dict[str, Any]:
@@ -208,12 +227,18 @@ def _stored(hit: Mapping[str, Any], container: bool = False) -> StoredDoc:
     return StoredDoc(hit["_id"], _visible(hit["_source"], container), hit.get("_version", 1), hit.get("_seq_no", 0))
 
 
+def _if_unchanged(found: Mapping[str, Any]) -> dict[str, Any]:
+    """The optimistic-concurrency condition of a write over the version ``found`` was read at."""
+    return {"if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]}
+
+
 class OpenSearchAgenticStore(AgenticStore):
     def __init__(self, settings: OpenSearchRegion) -> None:
         self.settings = settings
         self.root = f"{settings.index_prefix.lower()}-ml-am"
         self.container_index = f"{self.root}-memory-container"
         self.job_index = f"{self.root}-infer-jobs"
+        self.long_term_indices = f"{self.root}-*-memory-{LONG_TERM}"
         self.dimension = 0
         self._client: AsyncOpenSearch | None = None
         self._created: set[str] = set()
@@ -253,6 +278,9 @@ class OpenSearchAgenticStore(AgenticStore):
         prefix = str(config.get("index_prefix", DEFAULT_PREFIX))
         return prefix if config.get("use_system_index", True) else f"user-{prefix}"
 
+    def _memory_index(self, prefix: str, memory_type: str) -> str:
+        return f"{self.root}-{prefix}-memory-{memory_type}"
+
     async def _index(self, owner: Principal, container_id: str, memory_type: str) -> str | None:
         """The container's index of a type, created on first use; None if the owner has no such container."""
         prefix = self._prefixes.get(container_id)
@@ -261,7 +289,7 @@ class OpenSearchAgenticStore(AgenticStore):
             if container is None:
                 return None
             prefix = self._prefixes[container_id] = self._prefix_of(container.source)
-        index = f"{self.root}-{prefix}-memory-{memory_type}"
+        index = self._memory_index(prefix, memory_type)
         await self._ensure(index, memory_mappings(memory_type, self.dimension), knn=memory_type == LONG_TERM)
         return index
 
@@ -269,97 +297,96 @@ class OpenSearchAgenticStore(AgenticStore):
         """The filter wrapped around every memory query: the owner and the container."""
         return [*_owner_terms(owner), {"term": {"memory_container_id": container_id}}]
 
+    async def _get_owned(
+        self, index: str | None, owner: Principal, doc_id: str, container_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """The doc if it is the owner's (and, for a memory, the container's); None otherwise or without an index."""
+        found = await get_document(self.client, index, doc_id) if index else None
+        if found is None or not _owned(found["_source"], owner):
+            return None
+        if container_id is not None and found["_source"].get("memory_container_id") != container_id:
+            return None
+        return found
+
+    async def _scan(self, index: str, filters: list[dict[str, Any]], container: bool = False) -> list[StoredDoc]:
+        """Every doc matching ``filters``, oldest first."""
+        query = {"query": {"bool": {"filter": filters}}, "_source": {"excludes": ["memory_embedding"]}}
+        hits = async_scan(self.client, index=index, query=query, seq_no_primary_term=True, version=True)
+        docs = [_stored(hit, container) async for hit in hits]
+        return sorted(docs, key=lambda doc: (doc.source.get("created_time", 0), doc.id))
+
+    async def _bulk(self, actions: list[dict[str, Any]]) -> None:
+        if actions:
+            await bulk(self.client, actions, refresh=True)
+
+    async def _delete_matching(self, indices: list[str], filters: list[dict[str, Any]]) -> int:
+        """Delete every doc matching ``filters`` (which always hold the owner and container terms)."""
+        return len(await delete_by_query(self.client, ",".join(indices), {"bool": {"filter": filters}}))
+
     # -- containers -------------------------------------------------------------------
 
     async def insert_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
-        source = {**doc, "tenant_id": owner.organization_id, "owner_id": _owner_value(owner)}
         try:
             result = await self.client.index(
-                index=self.container_index, id=container_id, body=source, op_type="create", refresh="true"
+                index=self.container_index,
+                id=container_id,
+                body=_with_owner(owner, doc),
+                op_type="create",
+                refresh="true",
             )
         except ConflictError:
             return None
         self._prefixes[container_id] = self._prefix_of(doc)
         return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
 
-    async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
-        try:
-            found = await self.client.get(index=index, id=doc_id)
-        except NotFoundError:
-            return None
-        return found if found.get("found") else None
-
     async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
-        found = await self._get(self.container_index, container_id)
-        if found is None or not _owned(found["_source"], owner):
-            return None
-        return _stored(found, container=True)
+        found = await self._get_owned(self.container_index, owner, container_id)
+        return _stored(found, container=True) if found else None
 
     async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
-        found = await self._get(self.container_index, container_id)
-        if found is None or not _owned(found["_source"], owner):
+        found = await self._get_owned(self.container_index, owner, container_id)
+        if found is None:
             return None
-        source = {**doc, "tenant_id": owner.organization_id, "owner_id": _owner_value(owner)}
         result = await self.client.index(
             index=self.container_index,
             id=container_id,
-            body=source,
+            body=_with_owner(owner, doc),
             refresh="true",
-            if_seq_no=found["_seq_no"],
-            if_primary_term=found["_primary_term"],
+            **_if_unchanged(found),
         )
         return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
 
     async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
-        found = await self._get(self.container_index, container_id)
-        if found is None or not _owned(found["_source"], owner):
+        found = await self._get_owned(self.container_index, owner, container_id)
+        if found is None:
             return None
         prefix = self._prefix_of(found["_source"])
         result = await self.client.delete(index=self.container_index, id=container_id, refresh="true")
-        memory_indices = [f"{self.root}-{prefix}-memory-{memory_type}" for memory_type in MEMORY_TYPES]
+        memory_indices = [self._memory_index(prefix, memory_type) for memory_type in MEMORY_TYPES]
         await self._delete_matching([*memory_indices, self.job_index], self._scope(owner, container_id))
         self._prefixes.pop(container_id, None)
         return StoredDoc(container_id, _visible(found["_source"], True), result["_version"], result["_seq_no"])
 
-    async def _delete_matching(self, indices: list[str], filters: list[dict[str, Any]]) -> int:
-        """Delete every doc matching ``filters`` (which always hold the owner and container terms)."""
-        return len(await delete_by_query(self.client, ",".join(indices), {"bool": {"filter": filters}}))
-
     async def containers(self, owner: Principal) -> list[StoredDoc]:
-        query = {"query": {"bool": {"filter": _owner_terms(owner)}}}
-        hits = [
-            hit
-            async for hit in async_scan(
-                self.client, index=self.container_index, query=query, seq_no_primary_term=True, version=True
-            )
-        ]
-        docs = [_stored(hit, container=True) for hit in hits]
-        return sorted(docs, key=lambda doc: (doc.source.get("created_time", 0), doc.id))
+        return await self._scan(self.container_index, _owner_terms(owner), container=True)
 
     # -- memories -----------------------------------------------------------------------
 
     def _source(self, owner: Principal, doc: Mapping[str, Any], memory_type: str) -> dict[str, Any]:
-        source = {**doc, "tenant_id": owner.organization_id, "owner_id": _owner_value(owner)}
+        source = _with_owner(owner, doc)
         if memory_type == LONG_TERM:
             source["embedding_pending"] = True
         return source
 
-    async def add_memory(
-        self,
-        owner: Principal,
-        container_id: str,
-        working_id: str,
-        working: dict[str, Any],
-        session: SessionWrite | None,
-        infer_request: dict[str, Any] | None,
-    ) -> None:
+    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> None:
         index = await self._index(owner, container_id, WORKING)
         if index is None:
             return
         actions: list[dict[str, Any]] = []
+        session = add.session
         if session is not None:
             sessions = await self._index(owner, container_id, SESSIONS)
-            found = await self._get_owned(sessions or "", owner, container_id, session.session_id)
+            found = await self._get_owned(sessions, owner, session.session_id, container_id)
             if found is None and session.doc is not None:
                 actions += [
                     {"create": {"_index": sessions, "_id": session.session_id}},
@@ -367,48 +394,20 @@ class OpenSearchAgenticStore(AgenticStore):
                 ]
                 session.created = True
             elif found is not None:
-                touched = {**found["_source"], "last_updated_time": session.touched_time}
                 actions += [
-                    {
-                        "index": {
-                            "_index": sessions,
-                            "_id": session.session_id,
-                            "if_seq_no": found["_seq_no"],
-                            "if_primary_term": found["_primary_term"],
-                        }
-                    },
-                    touched,
+                    {"index": {"_index": sessions, "_id": session.session_id, **_if_unchanged(found)}},
+                    session.touched(found["_source"]),
                 ]
-        actions += [{"create": {"_index": index, "_id": working_id}}, self._source(owner, working, WORKING)]
-        if infer_request is not None:
-            actions += [
-                {"index": {"_index": self.job_index}},
-                {
-                    "memory_container_id": container_id,
-                    "tenant_id": owner.organization_id,
-                    "owner_id": _owner_value(owner),
-                    "created_time": working["created_time"],
-                    "attempts": 0,
-                    "request": infer_request,
-                },
-            ]
+        actions += [{"create": {"_index": index, "_id": add.working_id}}, self._source(owner, add.working, WORKING)]
+        if add.infer_request is not None:
+            job = {
+                "memory_container_id": container_id,
+                "created_time": add.working["created_time"],
+                "attempts": 0,
+                "request": add.infer_request,
+            }
+            actions += [{"index": {"_index": self.job_index}}, _with_owner(owner, job)]
         await self._bulk(actions)
-
-    async def _bulk(self, actions: list[dict[str, Any]]) -> None:
-        if actions:
-            await bulk(self.client, actions, refresh=True)
-
-    async def _get_owned(
-        self, index: str, owner: Principal, container_id: str, memory_id: str
-    ) -> dict[str, Any] | None:
-        found = await self._get(index, memory_id) if index else None
-        if (
-            found is None
-            or not _owned(found["_source"], owner)
-            or found["_source"].get("memory_container_id") != container_id
-        ):
-            return None
-        return found
 
     async def create_session(self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]) -> bool:
         index = await self._index(owner, container_id, SESSIONS)
@@ -424,62 +423,38 @@ class OpenSearchAgenticStore(AgenticStore):
 
     async def get(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
         index = await self._index(owner, container_id, memory_type)
-        found = await self._get_owned(index or "", owner, container_id, memory_id)
+        found = await self._get_owned(index, owner, memory_id, container_id)
         return _stored(found) if found else None
 
     async def replace(
         self, owner: Principal, container_id: str, memory_type: str, memory_id: str, doc: dict[str, Any]
     ) -> StoredDoc | None:
         index = await self._index(owner, container_id, memory_type)
-        found = await self._get_owned(index or "", owner, container_id, memory_id)
+        found = await self._get_owned(index, owner, memory_id, container_id)
         if found is None or index is None:
             return None
         source = self._source(owner, doc, memory_type)
-        if memory_type == LONG_TERM and found["_source"].get("memory") == doc.get("memory"):
+        if memory_type == LONG_TERM and not text_changed(memory_type, found["_source"], doc):
             source["embedding_pending"] = found["_source"].get("embedding_pending", False)
             if "memory_embedding" in found["_source"]:
                 source["memory_embedding"] = found["_source"]["memory_embedding"]
-        result = await self.client.index(
-            index=index,
-            id=memory_id,
-            body=source,
-            refresh="true",
-            if_seq_no=found["_seq_no"],
-            if_primary_term=found["_primary_term"],
-        )
+        result = await self.client.index(index=index, id=memory_id, body=source, refresh="true", **_if_unchanged(found))
         return StoredDoc(memory_id, doc, result["_version"], result["_seq_no"])
 
     async def delete(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
         index = await self._index(owner, container_id, memory_type)
-        found = await self._get_owned(index or "", owner, container_id, memory_id)
+        found = await self._get_owned(index, owner, memory_id, container_id)
         if found is None:
             return None
         try:
-            result = await self.client.delete(
-                index=index,
-                id=memory_id,
-                refresh="true",
-                if_seq_no=found["_seq_no"],
-                if_primary_term=found["_primary_term"],
-            )
+            result = await self.client.delete(index=index, id=memory_id, refresh="true", **_if_unchanged(found))
         except (NotFoundError, ConflictError):
             return None
         return StoredDoc(memory_id, _visible(found["_source"]), result["_version"], result["_seq_no"])
 
     async def docs(self, owner: Principal, container_id: str, memory_type: str) -> list[StoredDoc]:
         index = await self._index(owner, container_id, memory_type)
-        if index is None:
-            return []
-        query = {
-            "query": {"bool": {"filter": self._scope(owner, container_id)}},
-            "_source": {"excludes": ["memory_embedding"]},
-        }
-        hits = [
-            hit
-            async for hit in async_scan(self.client, index=index, query=query, seq_no_primary_term=True, version=True)
-        ]
-        docs = [_stored(hit) for hit in hits]
-        return sorted(docs, key=lambda doc: (doc.source.get("created_time", 0), doc.id))
+        return await self._scan(index, self._scope(owner, container_id)) if index else []
 
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:
         index = await self._index(owner, container_id, memory_type)
@@ -512,44 +487,28 @@ class OpenSearchAgenticStore(AgenticStore):
     # -- background work ------------------------------------------------------------------
 
     async def pending_embeddings(self, limit: int) -> list[tuple[Any, str]]:
-        body = {
-            "size": limit,
-            "_source": ["memory"],
-            "query": {"term": {"embedding_pending": True}},
-            "sort": [{"created_time": "asc"}],
-        }
+        body = {"size": limit, "_source": ["memory"], "query": _PENDING, "sort": [{"created_time": "asc"}]}
         result = await self.client.search(
-            index=f"{self.root}-*-memory-long-term", body=body, ignore_unavailable=True, allow_no_indices=True
+            index=self.long_term_indices, body=body, ignore_unavailable=True, allow_no_indices=True
         )
-        return [((hit["_index"], hit["_id"]), str(hit["_source"].get("memory", ""))) for hit in result["hits"]["hits"]]
+        return [((hit["_index"], hit["_id"]), memory_text(hit["_source"])) for hit in result["hits"]["hits"]]
 
     async def pending_count(self) -> int:
         result = await self.client.count(
-            index=f"{self.root}-*-memory-long-term",
-            body={"query": {"term": {"embedding_pending": True}}},
-            ignore_unavailable=True,
-            allow_no_indices=True,
+            index=self.long_term_indices, body={"query": _PENDING}, ignore_unavailable=True, allow_no_indices=True
         )
         return int(result["count"])
 
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
         stored = 0
         for (index, memory_id), text, vector in rows:
-            found = await self._get(index, memory_id)
-            if found is None or not found["_source"].get("embedding_pending") or found["_source"].get("memory") != text:
+            found = await get_document(self.client, index, memory_id)
+            if found is None or not found["_source"].get("embedding_pending") or memory_text(found["_source"]) != text:
                 continue
-            unit = np.asarray(vector, dtype=np.float32)
-            unit = unit / max(float(np.linalg.norm(unit)), 1e-12)
-            source = {**found["_source"], "embedding_pending": False, "memory_embedding": [float(x) for x in unit]}
+            unit = [float(x) for x in normalised(vector)]
+            source = {**found["_source"], "embedding_pending": False, "memory_embedding": unit}
             try:
-                await self.client.index(
-                    index=index,
-                    id=memory_id,
-                    body=source,
-                    refresh="true",
-                    if_seq_no=found["_seq_no"],
-                    if_primary_term=found["_primary_term"],
-                )
+                await self.client.index(index=index, id=memory_id, body=source, refresh="true", **_if_unchanged(found))
             except (ConflictError, NotFoundError):
                 continue  # changed meanwhile: the newer text is pending
             stored += 1
@@ -561,7 +520,7 @@ class OpenSearchAgenticStore(AgenticStore):
         return [
             InferJob(
                 hit["_id"],
-                Principal(hit["_source"]["tenant_id"], hit["_source"]["owner_id"] or None),
+                owner_of(hit["_source"]["tenant_id"], hit["_source"]["owner_id"]),
                 hit["_source"]["memory_container_id"],
                 hit["_source"]["request"],
                 hit["_source"].get("attempts", 0),
@@ -577,7 +536,7 @@ class OpenSearchAgenticStore(AgenticStore):
     async def apply_infer(
         self, job: InferJob, changes: Sequence[LongTermChange], history: Sequence[tuple[str, dict[str, Any]]]
     ) -> None:
-        if await self._get(self.job_index, str(job.job_id)) is None:
+        if await get_document(self.client, self.job_index, str(job.job_id)) is None:
             return
         owner, container_id = job.owner, job.container_id
         actions: list[dict[str, Any]] = []
@@ -589,15 +548,13 @@ class OpenSearchAgenticStore(AgenticStore):
                     self._source(owner, change.doc, LONG_TERM),
                 ]
                 continue
-            found = await self._get_owned(long_term or "", owner, container_id, change.memory_id)
+            found = await self._get_owned(long_term, owner, change.memory_id, container_id)
             if found is None:
                 continue
             if change.event == "UPDATE":
-                source = {key: value for key, value in found["_source"].items() if key != "memory_embedding"}
-                source.update(
-                    {"memory": change.memory, "last_updated_time": change.last_updated_time, "embedding_pending": True}
-                )
-                actions += [{"index": {"_index": long_term, "_id": change.memory_id}}, source]
+                current = {key: value for key, value in found["_source"].items() if key != "memory_embedding"}
+                updated = {**change.applied_to(current), "embedding_pending": True}
+                actions += [{"index": {"_index": long_term, "_id": change.memory_id}}, updated]
             elif change.event == "DELETE":
                 actions.append({"delete": {"_index": long_term, "_id": change.memory_id}})
         if history:
@@ -609,68 +566,35 @@ class OpenSearchAgenticStore(AgenticStore):
 
     # -- search -------------------------------------------------------------------------------
 
-    def _filters(
-        self, owner: Principal, container_id: str, terms: Sequence[tuple[str, str]], only_ids: set[str] | None
-    ) -> list[dict[str, Any]]:
-        filters = [*self._scope(owner, container_id), *({"term": {name: value}} for name, value in terms)]
-        if only_ids is not None:
-            filters.append({"ids": {"values": sorted(only_ids)}})
-        return filters
-
-    async def knn(
-        self,
-        owner: Principal,
-        container_id: str,
-        vector: np.ndarray,
-        k: int,
-        terms: Sequence[tuple[str, str]] = (),
-        only_ids: set[str] | None = None,
-    ) -> list[tuple[StoredDoc, float]]:
-        filters = self._filters(owner, container_id, terms, only_ids)
-        knn = {
-            "knn": {
-                "memory_embedding": {
-                    "vector": [float(x) for x in vector],
-                    "k": k,
-                    "filter": {"bool": {"filter": filters}},
-                }
-            }
-        }
-        hits = await self._ranked(owner, container_id, knn, filters, k, only_ids)
-        # lucene cosinesimil scores (1 + cos) / 2; the interface speaks cosine
-        return [(doc, 2.0 * score - 1.0) for doc, score in hits]
-
-    async def _ranked(
-        self,
-        owner: Principal,
-        container_id: str,
-        clause: dict[str, Any],
-        filters: list[dict[str, Any]],
-        k: int,
-        only_ids: set[str] | None,
-    ) -> list[tuple[StoredDoc, float]]:
-        """Top ``k`` long-term hits of ``clause``, always inside ``filters`` (owner, container, terms)."""
-        index = await self._index(owner, container_id, LONG_TERM)
-        if index is None or (only_ids is not None and not only_ids):
+    async def _ranked(self, scope: LongTermScope, clause: dict[str, Any], k: int) -> list[tuple[StoredDoc, float]]:
+        """Top ``k`` long-term hits of ``clause``, always inside the scope's filters (owner, container, terms)."""
+        index = await self._index(scope.owner, scope.container_id, LONG_TERM)
+        if index is None or scope.empty:
             return []
         body = {
             "size": k,
             "_source": {"excludes": ["memory_embedding"]},
             "seq_no_primary_term": True,
             "version": True,
-            "query": {"bool": {"must": [clause], "filter": filters}},
+            "query": {"bool": {"must": [clause], "filter": self._filters(scope)}},
         }
         result = await self.client.search(index=index, body=body)
         return [(_stored(hit), float(hit["_score"])) for hit in result["hits"]["hits"]]
 
-    async def bm25(
-        self,
-        owner: Principal,
-        container_id: str,
-        query: str,
-        k: int,
-        terms: Sequence[tuple[str, str]] = (),
-        only_ids: set[str] | None = None,
-    ) -> list[tuple[StoredDoc, float]]:
-        filters = self._filters(owner, container_id, terms, only_ids)
-        return await self._ranked(owner, container_id, {"match": {"memory": query}}, filters, k, only_ids)
+    def _filters(self, scope: LongTermScope) -> list[dict[str, Any]]:
+        filters = [
+            *self._scope(scope.owner, scope.container_id),
+            *({"term": {name: value}} for name, value in scope.terms),
+        ]
+        if scope.only_ids is not None:
+            filters.append({"ids": {"values": sorted(scope.only_ids)}})
+        return filters
+
+    async def knn(self, scope: LongTermScope, vector: np.ndarray, k: int) -> list[tuple[StoredDoc, float]]:
+        query = {"vector": [float(x) for x in vector], "k": k, "filter": {"bool": {"filter": self._filters(scope)}}}
+        hits = await self._ranked(scope, {"knn": {"memory_embedding": query}}, k)
+        # lucene cosinesimil scores (1 + cos) / 2; the interface speaks cosine
+        return [(doc, 2.0 * score - 1.0) for doc, score in hits]
+
+    async def bm25(self, scope: LongTermScope, query: str, k: int) -> list[tuple[StoredDoc, float]]:
+        return await self._ranked(scope, {"match": {"memory": query}}, k)

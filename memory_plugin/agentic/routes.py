@@ -7,12 +7,14 @@ with an id in their place, so they are never taken for ids.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
 
 from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, parse_memory_type
 from memory_plugin.agentic.service import AgenticService
+from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.web import (
     SEARCH_PARAMS,
@@ -29,6 +31,14 @@ CONTAINER = BASE + "/{memory_container_id}"
 MEMORIES = CONTAINER + "/memories"
 TYPED = MEMORIES + "/{memory_type}"
 
+#: The path ids each kind of endpoint passes on, in the service's argument order.
+CONTAINER_IDS = ("memory_container_id",)
+TYPE_IDS = (*CONTAINER_IDS, "memory_type")
+MEMORY_IDS = (*TYPE_IDS, "memory_id")
+
+#: Reads a request's body for the service.
+BodyReader = Callable[[web.Request], Awaitable[Any]]
+
 routes = web.RouteTableDef()
 
 
@@ -36,13 +46,33 @@ def _service(request: web.Request) -> AgenticService:
     return request.app[AGENTIC]
 
 
-def _ids(request: web.Request, *names: str) -> list[str]:
-    return [request.match_info[name] for name in names]
-
-
 def _search_methods(request: web.Request) -> None:
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
+
+
+async def _object(request: web.Request) -> dict[str, Any] | None:
+    return await read_json_object(request, required=False)
+
+
+async def _json(request: web.Request) -> Any:
+    return await read_json(request, required=False)
+
+
+async def _answer(
+    request: web.Request,
+    call: Callable[..., Awaitable[dict[str, Any]]],
+    ids: Sequence[str] = (),
+    body: BodyReader | None = None,
+    params: Sequence[str] = (),
+) -> web.Response:
+    """What every endpoint does: check the query parameters, then call the service with the caller, the path
+    ``ids`` and the body, and answer its result."""
+    check_params(request, params)
+    args: list[Any] = [request.match_info[name] for name in ids]
+    if body is not None:
+        args.append(await body(request))
+    return json_response(await call(_service(request), principal_of(request), *args))
 
 
 # -- containers ----------------------------------------------------------------------------
@@ -50,38 +80,30 @@ def _search_methods(request: web.Request) -> None:
 
 @routes.post(BASE + "/_create")
 async def create_container(request: web.Request) -> web.Response:
-    check_params(request)
-    body = await read_json_object(request, required=False)
-    return json_response(await _service(request).create_container(principal_of(request), body))
+    return await _answer(request, AgenticService.create_container, body=_object)
 
 
 @routes.route("*", BASE + "/_search")
 async def search_containers(request: web.Request) -> web.Response:
     _search_methods(request)
-    check_params(request, SEARCH_PARAMS)
-    return json_response(await _service(request).search_containers(principal_of(request), await search_body(request)))
+    return await _answer(request, AgenticService.search_containers, body=search_body, params=SEARCH_PARAMS)
 
 
 @routes.get(CONTAINER)
 async def get_container(request: web.Request) -> web.Response:
-    check_params(request)
-    (container_id,) = _ids(request, "memory_container_id")
-    return json_response(await _service(request).get_container(principal_of(request), container_id))
+    return await _answer(request, AgenticService.get_container, CONTAINER_IDS)
 
 
 @routes.put(CONTAINER)
 async def update_container(request: web.Request) -> web.Response:
-    check_params(request)
-    (container_id,) = _ids(request, "memory_container_id")
-    body = await read_json_object(request, required=False)
-    return json_response(await _service(request).update_container(principal_of(request), container_id, body))
+    return await _answer(request, AgenticService.update_container, CONTAINER_IDS, _object)
 
 
 @routes.delete(CONTAINER)
 async def delete_container(request: web.Request) -> web.Response:
     check_params(request, ("delete_all_memories", "delete_memories"))
-    (container_id,) = _ids(request, "memory_container_id")
-    body: dict[str, Any] = await read_json_object(request, required=False) or {}
+    container_id = request.match_info["memory_container_id"]
+    body: dict[str, Any] = await _object(request) or {}
     options = {
         **body,
         **{name: request.query[name] for name in ("delete_all_memories", "delete_memories") if name in request.query},
@@ -108,87 +130,62 @@ async def delete_container(request: web.Request) -> web.Response:
 
 @routes.post(MEMORIES)
 async def add_memory(request: web.Request) -> web.Response:
-    check_params(request)
-    (container_id,) = _ids(request, "memory_container_id")
-    body = await read_json_object(request, required=False)
-    return json_response(await _service(request).add_memory(principal_of(request), container_id, body))
+    return await _answer(request, AgenticService.add_memory, CONTAINER_IDS, _object)
 
 
 @routes.post(MEMORIES + "/sessions")
 async def create_session(request: web.Request) -> web.Response:
-    check_params(request)
-    (container_id,) = _ids(request, "memory_container_id")
-    body = await read_json_object(request, required=False)
-    return json_response(await _service(request).create_session(principal_of(request), container_id, body))
+    return await _answer(request, AgenticService.create_session, CONTAINER_IDS, _object)
 
 
 @routes.route("*", TYPED + "/_search")
 async def search_memories(request: web.Request) -> web.Response:
     _search_methods(request)
-    check_params(request, SEARCH_PARAMS)
-    container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
-    body = await search_body(request)
-    return json_response(
-        await _service(request).search_memories(principal_of(request), container_id, memory_type, body)
-    )
+    return await _answer(request, AgenticService.search_memories, TYPE_IDS, search_body, SEARCH_PARAMS)
 
 
 @routes.post(TYPED + "/_delete_by_query")
 async def delete_by_query(request: web.Request) -> web.Response:
+    return await _answer(request, AgenticService.delete_by_query, TYPE_IDS, _object)
+
+
+async def _long_term_search(
+    request: web.Request, call: Callable[[AgenticService, Principal, str, Any], Awaitable[dict[str, Any]]]
+) -> web.Response:
+    """Semantic and hybrid search: long-term memory only, and the type is not passed on."""
+    _search_methods(request)
     check_params(request)
-    container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
-    body = await read_json_object(request, required=False)
-    return json_response(
-        await _service(request).delete_by_query(principal_of(request), container_id, memory_type, body)
-    )
-
-
-def _long_term_only(memory_type: str) -> None:
+    memory_type = request.match_info["memory_type"]
     if parse_memory_type(memory_type) != LONG_TERM:
         raise InvalidArgument(
             f"Semantic and hybrid search are for long-term memory, not {memory_type}", parameter="type"
         )
+    body = await _object(request)
+    return json_response(
+        await call(_service(request), principal_of(request), request.match_info["memory_container_id"], body)
+    )
 
 
 @routes.route("*", TYPED + "/_semantic_search")
 async def semantic_search(request: web.Request) -> web.Response:
-    _search_methods(request)
-    check_params(request)
-    container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
-    _long_term_only(memory_type)
-    body = await read_json_object(request, required=False)
-    return json_response(await _service(request).semantic_search(principal_of(request), container_id, body))
+    return await _long_term_search(request, AgenticService.semantic_search)
 
 
 @routes.route("*", TYPED + "/_hybrid_search")
 async def hybrid_search(request: web.Request) -> web.Response:
-    _search_methods(request)
-    check_params(request)
-    container_id, memory_type = _ids(request, "memory_container_id", "memory_type")
-    _long_term_only(memory_type)
-    body = await read_json_object(request, required=False)
-    return json_response(await _service(request).hybrid_search(principal_of(request), container_id, body))
+    return await _long_term_search(request, AgenticService.hybrid_search)
 
 
 @routes.get(TYPED + "/{memory_id}")
 async def get_memory(request: web.Request) -> web.Response:
-    check_params(request)
-    ids = _ids(request, "memory_container_id", "memory_type", "memory_id")
-    return json_response(await _service(request).get_memory(principal_of(request), *ids))
+    return await _answer(request, AgenticService.get_memory, MEMORY_IDS)
 
 
 @routes.put(TYPED + "/{memory_id}")
 async def update_memory(request: web.Request) -> web.Response:
-    check_params(request)
-    container_id, memory_type, memory_id = _ids(request, "memory_container_id", "memory_type", "memory_id")
-    body = await read_json(request, required=False)
-    return json_response(
-        await _service(request).update_memory(principal_of(request), container_id, memory_type, memory_id, body)
-    )
+    return await _answer(request, AgenticService.update_memory, MEMORY_IDS, _json)
 
 
 @routes.delete(TYPED + "/{memory_id}")
 async def delete_memory(request: web.Request) -> web.Response:
-    check_params(request)
-    ids = _ids(request, "memory_container_id", "memory_type", "memory_id")
-    return json_response(await _service(request).delete_memory(principal_of(request), *ids))
+    return await _answer(request, AgenticService.delete_memory, MEMORY_IDS)

@@ -28,6 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from embedder import AsyncEmbedder
@@ -38,7 +39,6 @@ from memory_plugin.agentic.errors import (
     StatusBadRequest,
     StatusNotFound,
     UpstreamFailed,
-    container_not_found,
 )
 from memory_plugin.agentic.llm import DEFAULT_RESULT_PATH, ChatModel, LLMError, first_json_object, read_path
 from memory_plugin.agentic.metrics import AgenticMetrics
@@ -52,6 +52,7 @@ from memory_plugin.agentic.models import (
     WORKING,
     boolean,
     enabled_types,
+    flat_object_terms,
     index_name,
     integer,
     new_container,
@@ -65,7 +66,16 @@ from memory_plugin.agentic.models import (
     updated_container,
     valid_unicode,
 )
-from memory_plugin.agentic.store import AgenticStore, InferJob, LongTermChange, SessionWrite, StoredDoc
+from memory_plugin.agentic.store import (
+    AgenticStore,
+    InferJob,
+    LongTermChange,
+    LongTermScope,
+    MemoryAdd,
+    SessionWrite,
+    StoredDoc,
+    owner_id,
+)
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.errors import InvalidArgument
@@ -96,9 +106,33 @@ INFER_BATCH = 8
 MAX_INFER_ATTEMPTS = 5
 
 
-def owner_id(owner: Principal) -> str:
-    """The ``owner_id`` of documents: the key's user (empty for an organisation-wide key)."""
-    return owner.user_id or ""
+#: A request's JSON object body; None when the request had none.
+Body = Mapping[str, Any] | None
+
+
+def _required(body: Body) -> Mapping[str, Any]:
+    if body is None:
+        raise InvalidArgument("Request body is required")
+    return body
+
+
+def _found_container(stored: StoredDoc | None) -> StoredDoc:
+    """The container a store call found; a 404 in ml-commons' words when it is absent or not the caller's."""
+    if stored is None:
+        raise StatusNotFound("Memory container not found")
+    return stored
+
+
+def _found_memory(stored: StoredDoc | None) -> StoredDoc:
+    """The memory a store call found, likewise."""
+    if stored is None:
+        raise StatusNotFound("Memory not found")
+    return stored
+
+
+def cosine_score(cosine: float) -> float:
+    """OpenSearch's score of a ``cosinesimil`` k-NN hit."""
+    return (1.0 + cosine) / 2.0
 
 
 def _took(started: float) -> int:
@@ -154,6 +188,17 @@ def hybrid_scores(
         key: (bm25_weight * lexical.get(key, 0.0) + neural_weight * semantic.get(key, 0.0)) / total
         for key in {**lexical, **semantic}
     }
+
+
+@dataclass(frozen=True)
+class LongTermSearch:
+    """A checked semantic or hybrid search: its container, the docs it ranks, its text, ``k`` and ``min_score``."""
+
+    container: StoredDoc
+    scope: LongTermScope
+    query: str
+    k: int
+    min_score: float | None
 
 
 class AgenticService:
@@ -258,16 +303,11 @@ class AgenticService:
     # -- containers ---------------------------------------------------------------------
 
     async def _container(self, owner: Principal, container_id: str) -> StoredDoc:
-        stored = await self.store.get_container(owner, container_id)
-        if stored is None:
-            raise container_not_found()
-        return stored
+        return _found_container(await self.store.get_container(owner, container_id))
 
-    async def create_container(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def create_container(self, owner: Principal, body: Body) -> dict[str, Any]:
         self._check()
-        if body is None:
-            raise InvalidArgument("Request body is required")
-        doc = new_container(body, self.embedder.dimension, self.retention_enabled, owner_id(owner))
+        doc = new_container(_required(body), self.embedder.dimension, self.retention_enabled, owner_id(owner))
         while True:
             container_id = new_id()
             if await self.store.insert_container(owner, container_id, doc) is not None:
@@ -282,17 +322,12 @@ class AgenticService:
             )
         return stored.source
 
-    async def update_container(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def update_container(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
-        if body is None:
-            raise InvalidArgument("Request body is required")
+        body = _required(body)
         current = await self._container(owner, container_id)
         doc = updated_container(current.source, body, self.embedder.dimension, self.retention_enabled)
-        stored = await self.store.replace_container(owner, container_id, doc)
-        if stored is None:
-            raise container_not_found()
+        stored = _found_container(await self.store.replace_container(owner, container_id, doc))
         response = _write_response(CONTAINER_INDEX, stored, "updated")
         del response["forced_refresh"]
         return response
@@ -322,12 +357,10 @@ class AgenticService:
                     "or delete the container without delete_all_memories or delete_memories."
                 )
         # The container's memories go with it: no path could reach them afterwards.
-        stored = await self.store.delete_container(owner, container_id)
-        if stored is None:
-            raise container_not_found()
+        stored = _found_container(await self.store.delete_container(owner, container_id))
         return _write_response(CONTAINER_INDEX, stored, "deleted")
 
-    async def search_containers(self, owner: Principal, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def search_containers(self, owner: Principal, body: Body) -> dict[str, Any]:
         self._check()
         query = parse_search(_without_nested(body))
         started = time.perf_counter()
@@ -338,10 +371,9 @@ class AgenticService:
 
     # -- adding memory -------------------------------------------------------------------
 
-    async def add_memory(self, owner: Principal, container_id: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def add_memory(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
-        if body is None:
-            raise InvalidArgument("Request body is required")
+        body = _required(body)
         container = await self._container(owner, container_id)
         config = container.source.get("configuration", {})
         payload_type = (text(body, "payload_type") or "conversational").lower()
@@ -400,7 +432,7 @@ class AgenticService:
                 "tags": tags or {},
                 "parameters": parameters,
             }
-        await self.store.add_memory(owner, container_id, working_id, working, session, infer_request)
+        await self.store.add_memory(owner, container_id, MemoryAdd(working_id, working, session, infer_request))
         if infer:
             self._infer_wakeup.set()
         response = {"working_memory_id": working_id}
@@ -464,12 +496,9 @@ class AgenticService:
             raise UpstreamFailed(f"Failed to summarise the session: {error}") from None
         return valid_unicode(summary.strip() if isinstance(summary, str) else json.dumps(summary, ensure_ascii=False))
 
-    async def create_session(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def create_session(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
-        if body is None:
-            raise InvalidArgument("Request body is required")
+        body = _required(body)
         container = await self._container(owner, container_id)
         if container.source.get("configuration", {}).get("disable_session", False):
             raise StatusBadRequest("Session is disabled for this container")
@@ -503,9 +532,7 @@ class AgenticService:
     async def get_memory(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
         self._check()
         _, memory_type = await self._typed(owner, container_id, raw_type)
-        stored = await self.store.get(owner, container_id, memory_type, memory_id)
-        if stored is None:
-            raise StatusNotFound("Memory not found")
+        stored = _found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
         doc = dict(stored.source)
         if memory_type == WORKING:
             for hidden in ("namespace_size", "parameters", "session_id", "tenant_id"):
@@ -527,9 +554,7 @@ class AgenticService:
         if memory_type == HISTORY:
             raise StatusNotFound("Can't update memory history")
         container, memory_type = await self._typed(owner, container_id, raw_type)
-        stored = await self.store.get(owner, container_id, memory_type, memory_id)
-        if stored is None:
-            raise StatusNotFound("Memory not found")
+        stored = _found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
         doc = dict(stored.source)
         changes = {key: body[key] for key in UPDATABLE[memory_type] if key in body}
         if "pinned" in changes:
@@ -558,9 +583,7 @@ class AgenticService:
         doc = {key: value for key, value in doc.items() if value is not None}
         if any(key in changes for key in BUMPS[memory_type]):
             doc["last_updated_time"] = now_millis()
-        replaced = await self.store.replace(owner, container_id, memory_type, memory_id, doc)
-        if replaced is None:
-            raise StatusNotFound("Memory not found")
+        replaced = _found_memory(await self.store.replace(owner, container_id, memory_type, memory_id, doc))
         if memory_type == LONG_TERM:
             self._embed_wakeup.set()
         return _write_response(index_name(container.source, memory_type), replaced, "updated")
@@ -568,16 +591,12 @@ class AgenticService:
     async def delete_memory(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
         self._check()
         container, memory_type = await self._typed(owner, container_id, raw_type)
-        stored = await self.store.delete(owner, container_id, memory_type, memory_id)
-        if stored is None:
-            raise StatusNotFound("Memory not found")
+        stored = _found_memory(await self.store.delete(owner, container_id, memory_type, memory_id))
         return _write_response(index_name(container.source, memory_type), stored, "deleted")
 
     # -- search and delete by query ------------------------------------------------------------
 
-    async def search_memories(
-        self, owner: Principal, container_id: str, raw_type: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def search_memories(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         self._check()
         if body is None:
             raise InvalidArgument("Search memories request has empty body")
@@ -608,9 +627,7 @@ class AgenticService:
             result, _took(started), index=index_name(container.source, memory_type), hit_extras=by_id.__getitem__
         )
 
-    async def delete_by_query(
-        self, owner: Principal, container_id: str, raw_type: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def delete_by_query(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         self._check()
         memory_type = parse_memory_type(raw_type)
         if body is None or body.get("query") is None:
@@ -643,12 +660,9 @@ class AgenticService:
             "failures": [],
         }
 
-    async def _search_scope(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None, kind: str
-    ) -> tuple[StoredDoc, dict[str, Any]]:
+    async def _long_term_search(self, owner: Principal, container_id: str, body: Body, kind: str) -> LongTermSearch:
         """Validate a semantic or hybrid search body (AGENTIC.md 4.7, 4.8) against its container."""
-        if body is None:
-            raise InvalidArgument("Request body is required")
+        body = _required(body)
         query = text(body, "query")
         if query is None or not query.strip():
             raise InvalidArgument("query cannot be null or blank", parameter="query")
@@ -656,8 +670,7 @@ class AgenticService:
         k = 10 if k is None else k
         if not 1 <= k <= MAX_K:
             raise InvalidArgument("k must be between 1 and 10000", parameter="k")
-        terms = [(f"namespace.{key}", value) for key, value in (string_map(body, "namespace") or {}).items()]
-        terms += [(f"tags.{key}", value) for key, value in (string_map(body, "tags") or {}).items()]
+        terms = flat_object_terms({name: string_map(body, name) for name in ("namespace", "tags")})
         min_score = number(body, "min_score")
         dsl_filter = body.get("filter")
         if dsl_filter is not None and not isinstance(dsl_filter, dict):
@@ -678,35 +691,30 @@ class AgenticService:
         if parsed_filter is not None:
             docs = await self.store.docs(owner, container_id, LONG_TERM)
             only_ids = set(await asyncio.to_thread(_matching, parsed_filter, docs))
-        return container, {"query": query, "k": k, "terms": terms, "min_score": min_score, "only_ids": only_ids}
+        return LongTermSearch(container, LongTermScope(owner, container_id, terms, only_ids), query, k, min_score)
 
     def _search_response(
-        self, container: StoredDoc, scored: list[tuple[StoredDoc, float]], min_score: float | None, started: float
+        self, search: LongTermSearch, scored: list[tuple[StoredDoc, float]], started: float
     ) -> dict[str, Any]:
         hits = []
         for doc, score in scored:
-            if min_score is not None and score < min_score:
+            if search.min_score is not None and score < search.min_score:
                 continue
             source = {key: value for key, value in doc.source.items() if key != "memory_embedding"}
             hits.append(DocumentHit(doc.id, score, source))
         result = DocumentResults(len(hits), max((h.score or 0.0 for h in hits), default=None), tuple(hits))
-        return search_response(result, _took(started), index=index_name(container.source, LONG_TERM))
+        return search_response(result, _took(started), index=index_name(search.container.source, LONG_TERM))
 
-    async def semantic_search(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def semantic_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
-        container, scope = await self._search_scope(owner, container_id, body, "Semantic")
+        search = await self._long_term_search(owner, container_id, body, "Semantic")
         started = time.perf_counter()
-        vector = await self.embedder.query(scope["query"])
-        found = await self.store.knn(owner, container_id, vector, scope["k"], scope["terms"], scope["only_ids"])
-        scored = [(doc, (1.0 + cosine) / 2.0) for doc, cosine in found]
+        vector = await self.embedder.query(search.query)
+        found = await self.store.knn(search.scope, vector, search.k)
         self.metrics.searches.labels("semantic").inc()
-        return self._search_response(container, scored, scope["min_score"], started)
+        return self._search_response(search, [(doc, cosine_score(cosine)) for doc, cosine in found], started)
 
-    async def hybrid_search(
-        self, owner: Principal, container_id: str, body: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    async def hybrid_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
         weights = {}
         for name in ("bm25_weight", "neural_weight"):
@@ -716,24 +724,21 @@ class AgenticService:
                 raise InvalidArgument(f"{name} must be between 0.0 and 1.0", parameter=name)
         if abs(weights["bm25_weight"] + weights["neural_weight"] - 1.0) > 0.001:
             raise InvalidArgument("bm25_weight and neural_weight must sum to 1.0", parameter="bm25_weight")
-        container, scope = await self._search_scope(owner, container_id, body, "Hybrid")
+        search = await self._long_term_search(owner, container_id, body, "Hybrid")
         started = time.perf_counter()
-        vector = await self.embedder.query(scope["query"])
-        args = (scope["k"], scope["terms"], scope["only_ids"])
-        lexical = await self.store.bm25(owner, container_id, scope["query"], *args)
-        semantic = await self.store.knn(owner, container_id, vector, *args)
+        vector = await self.embedder.query(search.query)
+        lexical = await self.store.bm25(search.scope, search.query, search.k)
+        semantic = await self.store.knn(search.scope, vector, search.k)
         docs = {doc.id: doc for doc, _ in lexical + semantic}
         combined = hybrid_scores(
             {doc.id: score for doc, score in lexical},
-            {doc.id: (1.0 + cosine) / 2.0 for doc, cosine in semantic},
+            {doc.id: cosine_score(cosine) for doc, cosine in semantic},
             weights["bm25_weight"],
             weights["neural_weight"],
         )
-        ranked = sorted(combined.items(), key=lambda item: (-item[1], docs[item[0]].seq))[: scope["k"]]
+        ranked = sorted(combined.items(), key=lambda item: (-item[1], docs[item[0]].seq))[: search.k]
         self.metrics.searches.labels("hybrid").inc()
-        return self._search_response(
-            container, [(docs[key], score) for key, score in ranked], scope["min_score"], started
-        )
+        return self._search_response(search, [(docs[key], score) for key, score in ranked], started)
 
     # -- infer ---------------------------------------------------------------------------------
 
@@ -808,14 +813,15 @@ class AgenticService:
         if not facts:
             return []
         max_infer = int(config.get("max_infer_size") or 5)
-        terms = [(f"namespace.{key}", value) for key, value in scope.items()]
+        terms = flat_object_terms({"namespace": scope})
         terms += [("namespace_size", str(len(scope))), ("strategy_id", strategy["id"])]
+        similar = LongTermScope(job.owner, job.container_id, terms)
         await self.drain_embeddings()  # earlier runs' memories must be findable
         old: dict[str, tuple[str, float]] = {}
         for fact in facts[:max_infer]:
             vector = await self.embedder.query(fact)
-            for doc, cosine in await self.store.knn(job.owner, job.container_id, vector, max_infer, terms):
-                score = (1.0 + cosine) / 2.0
+            for doc, cosine in await self.store.knn(similar, vector, max_infer):
+                score = cosine_score(cosine)
                 if doc.id not in old or old[doc.id][1] < score:
                     old[doc.id] = (str(doc.source.get("memory", "")), score)
         now = now_millis()

@@ -1,8 +1,12 @@
-"""Where agentic memory lives: the store interface and the embedded SQLite + FTS5 store with in-memory vectors.
+"""Where agentic memory lives: the store interface, what both stores do alike, and the embedded SQLite + FTS5
+store with in-memory vectors.
 
 Every method names its owner (organisation and user) and, below containers,
 the container: a row of anyone else is treated as absent, so no query the
-service builds can reach another principal's data.
+service builds can reach another principal's data.  Both stores (this one and
+``opensearch_store``) keep the owner as ``owner_key``, and take from here how a
+session touch and an infer UPDATE change a doc, when a long-term doc is
+embedded again, its text, and the unit vector stored.
 
 Embedded layout (one SQLite file, WAL, ``synchronous=FULL``):
 
@@ -30,14 +34,14 @@ from __future__ import annotations
 import abc
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
-from memory_plugin.agentic.models import LONG_TERM, SESSIONS, flat_object_terms
+from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING, flat_object_terms, valid_unicode
 from memory_plugin.auth import Principal
 from memory_plugin.sqlite import Database, run_script, transaction
 
@@ -74,6 +78,10 @@ class LongTermChange:
     memory: str | None = None
     last_updated_time: int = 0
 
+    def applied_to(self, current: Mapping[str, Any]) -> dict[str, Any]:
+        """An UPDATE's new version of the ``current`` doc."""
+        return {**current, "memory": self.memory, "last_updated_time": self.last_updated_time}
+
 
 @dataclass
 class SessionWrite:
@@ -84,9 +92,66 @@ class SessionWrite:
     touched_time: int = 0
     created: bool = field(default=False)
 
+    def touched(self, current: Mapping[str, Any]) -> dict[str, Any]:
+        return {**current, "last_updated_time": self.touched_time}
+
+
+@dataclass(frozen=True)
+class MemoryAdd:
+    """What one add writes, all in one transaction: its working doc, the session it creates or touches, its infer job."""
+
+    working_id: str
+    working: dict[str, Any]
+    session: SessionWrite | None = None
+    infer_request: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class LongTermScope:
+    """The long-term docs a k-NN or BM25 search ranks: the owner's in one container, matching every
+    ``(field, value)`` term, and among ``only_ids`` when given."""
+
+    owner: Principal
+    container_id: str
+    terms: Sequence[tuple[str, str]] = ()
+    only_ids: set[str] | None = None
+
+    @property
+    def empty(self) -> bool:
+        """``only_ids`` rules out every doc."""
+        return self.only_ids is not None and not self.only_ids
+
+
+def owner_id(owner: Principal) -> str:
+    """The ``owner_id`` of documents: the key's user (empty for an organisation-wide key)."""
+    return owner.user_id or ""
+
 
 def owner_key(owner: Principal) -> tuple[str, str]:
-    return owner.organization_id, owner.user_id or ""
+    """What each store keeps beside a document to scope it: the organisation and the ``owner_id``."""
+    return owner.organization_id, owner_id(owner)
+
+
+def owner_of(organization_id: str, user: str) -> Principal:
+    """The principal an ``owner_key`` names."""
+    return Principal(organization_id, user or None)
+
+
+def memory_text(doc: Mapping[str, Any]) -> str:
+    """A long-term doc's text, as it is embedded."""
+    return str(doc.get("memory", ""))
+
+
+def text_changed(memory_type: str, current: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """A long-term doc whose text changes needs its embedding computed again."""
+    return memory_type == LONG_TERM and current.get("memory") != new.get("memory")
+
+
+def normalised(vector: np.ndarray) -> np.ndarray:
+    """``vector`` as float32 of unit length (a zero vector stays zero)."""
+    vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
 
 
 class AgenticStore(abc.ABC):
@@ -118,15 +183,7 @@ class AgenticStore(abc.ABC):
 
     # memories
     @abc.abstractmethod
-    async def add_memory(
-        self,
-        owner: Principal,
-        container_id: str,
-        working_id: str,
-        working: dict[str, Any],
-        session: SessionWrite | None,
-        infer_request: dict[str, Any] | None,
-    ) -> None:
+    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> None:
         """The working doc, its session and its infer job, in one transaction."""
 
     @abc.abstractmethod
@@ -184,28 +241,12 @@ class AgenticStore(abc.ABC):
 
     # search
     @abc.abstractmethod
-    async def knn(
-        self,
-        owner: Principal,
-        container_id: str,
-        vector: np.ndarray,
-        k: int,
-        terms: Sequence[tuple[str, str]] = (),
-        only_ids: set[str] | None = None,
-    ) -> list[tuple[StoredDoc, float]]:
-        """Top ``k`` long-term docs by cosine, among those matching every term."""
+    async def knn(self, scope: LongTermScope, vector: np.ndarray, k: int) -> list[tuple[StoredDoc, float]]:
+        """Top ``k`` docs of the scope by cosine."""
 
     @abc.abstractmethod
-    async def bm25(
-        self,
-        owner: Principal,
-        container_id: str,
-        query: str,
-        k: int,
-        terms: Sequence[tuple[str, str]] = (),
-        only_ids: set[str] | None = None,
-    ) -> list[tuple[StoredDoc, float]]:
-        """Top ``k`` long-term docs by BM25 on ``memory``, among those matching every term."""
+    async def bm25(self, scope: LongTermScope, query: str, k: int) -> list[tuple[StoredDoc, float]]:
+        """Top ``k`` docs of the scope by BM25 on ``memory``."""
 
 
 # -- SQLite -------------------------------------------------------------------------------
@@ -262,7 +303,10 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
 
 
 MIGRATIONS = [_schema_v1]
+_CONTAINER_OWNER = "container_id = ? AND organization_id = ? AND user_id = ?"
 _MEMORY_OWNER = "container_id = ? AND memory_type = ? AND organization_id = ? AND user_id = ?"
+#: Host parameters per statement, well under SQLite's limit.
+_BATCH = 500
 
 
 def _next_seq_no(c: sqlite3.Connection) -> int:
@@ -279,9 +323,12 @@ def _dumps(doc: dict[str, Any]) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
-def _safe(text: str) -> str:
-    """Text SQLite can bind: lone surrogates become U+FFFD."""
-    return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text
+def _batches(ids: Iterable[str]) -> Iterator[tuple[list[str], str]]:
+    """Distinct ``ids`` in parts SQLite can bind, each with its ``?,?,...`` placeholders."""
+    wanted = list(dict.fromkeys(ids))
+    for start in range(0, len(wanted), _BATCH):
+        part = wanted[start : start + _BATCH]
+        yield part, ",".join("?" * len(part))
 
 
 def _long_term_terms(doc: dict[str, Any]) -> list[tuple[str, str]]:
@@ -292,10 +339,36 @@ def _long_term_terms(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _normalised(vector: np.ndarray) -> np.ndarray:
-    vector = np.asarray(vector, dtype=np.float32).reshape(-1)
-    norm = float(np.linalg.norm(vector))
-    return vector / norm if norm > 0 else vector
+def _index_terms(c: sqlite3.Connection, seq: int, doc: dict[str, Any]) -> None:
+    """A long-term doc's exact terms, replacing any earlier ones."""
+    c.execute("DELETE FROM terms WHERE seq = ?", (seq,))
+    c.executemany(
+        "INSERT INTO terms VALUES (?, ?, ?)",
+        [(seq, valid_unicode(name), valid_unicode(value)) for name, value in _long_term_terms(doc)],
+    )
+
+
+def _rewrite(c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bool = False) -> int:
+    """Store a doc's next version and return its seq_no; ``reembed`` (a long-term doc's text changed) drops its
+    vector, queues the new text for embedding and re-indexes it for BM25."""
+    seq_no = _next_seq_no(c)
+    if reembed:
+        c.execute(
+            "UPDATE memories SET doc = ?, version = version + 1, seq_no = ?, vector = NULL, pending = 1 WHERE seq = ?",
+            (_dumps(doc), seq_no, seq),
+        )
+        c.execute("UPDATE lt_fts SET memory = ? WHERE rowid = ?", (valid_unicode(memory_text(doc)), seq))
+    else:
+        c.execute(
+            "UPDATE memories SET doc = ?, version = version + 1, seq_no = ? WHERE seq = ?", (_dumps(doc), seq_no, seq)
+        )
+    return seq_no
+
+
+def _remove(c: sqlite3.Connection, seq: int, memory_type: str) -> None:
+    c.execute("DELETE FROM memories WHERE seq = ?", (seq,))
+    if memory_type == LONG_TERM:
+        c.execute("DELETE FROM lt_fts WHERE rowid = ?", (seq,))
 
 
 class _Matrix:
@@ -437,8 +510,7 @@ class SqliteAgenticStore(AgenticStore):
     async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         def read(c: sqlite3.Connection) -> StoredDoc | None:
             row = c.execute(
-                "SELECT * FROM containers WHERE container_id = ? AND organization_id = ? AND user_id = ?",
-                (container_id, *owner_key(owner)),
+                f"SELECT * FROM containers WHERE {_CONTAINER_OWNER}", (container_id, *owner_key(owner))
             ).fetchone()
             return _doc(row, "container_id") if row else None
 
@@ -448,8 +520,8 @@ class SqliteAgenticStore(AgenticStore):
         def replace(c: sqlite3.Connection) -> StoredDoc | None:
             seq_no = _next_seq_no(c)
             row = c.execute(
-                "UPDATE containers SET doc = ?, version = version + 1, seq_no = ? "
-                "WHERE container_id = ? AND organization_id = ? AND user_id = ? RETURNING version",
+                f"UPDATE containers SET doc = ?, version = version + 1, seq_no = ? WHERE {_CONTAINER_OWNER} "
+                "RETURNING version",
                 (_dumps(doc), seq_no, container_id, *owner_key(owner)),
             ).fetchone()
             return StoredDoc(container_id, doc, row[0], seq_no) if row else None
@@ -459,8 +531,7 @@ class SqliteAgenticStore(AgenticStore):
     async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         def delete(c: sqlite3.Connection) -> StoredDoc | None:
             row = c.execute(
-                "DELETE FROM containers WHERE container_id = ? AND organization_id = ? AND user_id = ? RETURNING *",
-                (container_id, *owner_key(owner)),
+                f"DELETE FROM containers WHERE {_CONTAINER_OWNER} RETURNING *", (container_id, *owner_key(owner))
             ).fetchone()
             if row is None:
                 return None
@@ -509,10 +580,8 @@ class SqliteAgenticStore(AgenticStore):
             ),
         ).fetchone()[0]
         if memory_type == LONG_TERM:
-            c.executemany(
-                "INSERT INTO terms VALUES (?, ?, ?)", [(seq, _safe(f), _safe(v)) for f, v in _long_term_terms(doc)]
-            )
-            c.execute("INSERT INTO lt_fts (rowid, memory) VALUES (?, ?)", (seq, _safe(str(doc.get("memory", "")))))
+            _index_terms(c, seq, doc)
+            c.execute("INSERT INTO lt_fts (rowid, memory) VALUES (?, ?)", (seq, valid_unicode(memory_text(doc))))
         return StoredDoc(memory_id, doc, 1, seq_no, seq)
 
     def _select(
@@ -524,36 +593,25 @@ class SqliteAgenticStore(AgenticStore):
         ).fetchone()
         return row
 
-    async def add_memory(
-        self,
-        owner: Principal,
-        container_id: str,
-        working_id: str,
-        working: dict[str, Any],
-        session: SessionWrite | None,
-        infer_request: dict[str, Any] | None,
-    ) -> None:
-        def add(c: sqlite3.Connection) -> None:
+    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> None:
+        session = add.session
+
+        def write(c: sqlite3.Connection) -> None:
             if session is not None:
                 row = self._select(c, owner, container_id, SESSIONS, session.session_id)
                 if row is None and session.doc is not None:
                     self._insert(c, owner, container_id, SESSIONS, session.session_id, session.doc)
                     session.created = True
                 elif row is not None:
-                    doc = json.loads(row["doc"])
-                    doc["last_updated_time"] = session.touched_time
-                    c.execute(
-                        "UPDATE memories SET doc = ?, version = version + 1, seq_no = ? WHERE seq = ?",
-                        (_dumps(doc), _next_seq_no(c), row["seq"]),
-                    )
-            self._insert(c, owner, container_id, "working", working_id, working)
-            if infer_request is not None:
+                    _rewrite(c, row["seq"], session.touched(json.loads(row["doc"])))
+            self._insert(c, owner, container_id, WORKING, add.working_id, add.working)
+            if add.infer_request is not None:
                 c.execute(
                     "INSERT INTO infer_jobs (container_id, organization_id, user_id, request) VALUES (?, ?, ?, ?)",
-                    (container_id, *owner_key(owner), _dumps(infer_request)),
+                    (container_id, *owner_key(owner), _dumps(add.infer_request)),
                 )
 
-        await self._write(add)
+        await self._write(write)
 
     async def create_session(self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]) -> bool:
         def create(c: sqlite3.Connection) -> bool:
@@ -583,25 +641,10 @@ class SqliteAgenticStore(AgenticStore):
             if row is None:
                 return None, False
             seq = row["seq"]
-            seq_no = _next_seq_no(c)
-            reembed = memory_type == LONG_TERM and json.loads(row["doc"]).get("memory") != doc.get("memory")
-            if reembed:
-                c.execute(
-                    "UPDATE memories SET doc = ?, version = version + 1, seq_no = ?, vector = NULL, pending = 1 "
-                    "WHERE seq = ?",
-                    (_dumps(doc), seq_no, seq),
-                )
-                c.execute("UPDATE lt_fts SET memory = ? WHERE rowid = ?", (_safe(str(doc.get("memory", ""))), seq))
-            else:
-                c.execute(
-                    "UPDATE memories SET doc = ?, version = version + 1, seq_no = ? WHERE seq = ?",
-                    (_dumps(doc), seq_no, seq),
-                )
+            reembed = text_changed(memory_type, json.loads(row["doc"]), doc)
+            seq_no = _rewrite(c, seq, doc, reembed=reembed)
             if memory_type == LONG_TERM:
-                c.execute("DELETE FROM terms WHERE seq = ?", (seq,))
-                c.executemany(
-                    "INSERT INTO terms VALUES (?, ?, ?)", [(seq, _safe(f), _safe(v)) for f, v in _long_term_terms(doc)]
-                )
+                _index_terms(c, seq, doc)
             return StoredDoc(memory_id, doc, row["version"] + 1, seq_no, seq), reembed
 
         def unindex(result: tuple[StoredDoc | None, bool]) -> None:
@@ -617,9 +660,7 @@ class SqliteAgenticStore(AgenticStore):
             row = self._select(c, owner, container_id, memory_type, memory_id)
             if row is None:
                 return None
-            c.execute("DELETE FROM memories WHERE seq = ?", (row["seq"],))
-            if memory_type == LONG_TERM:
-                c.execute("DELETE FROM lt_fts WHERE rowid = ?", (row["seq"],))
+            _remove(c, row["seq"], memory_type)
             return StoredDoc(memory_id, json.loads(row["doc"]), row["version"] + 1, _next_seq_no(c), row["seq"])
 
         def unindex(result: StoredDoc | None) -> None:
@@ -634,13 +675,9 @@ class SqliteAgenticStore(AgenticStore):
         return await self.db.run(lambda c: [_doc(row, "memory_id") for row in c.execute(sql, params)])
 
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:
-        wanted = list(dict.fromkeys(ids))
-
         def delete(c: sqlite3.Connection) -> list[int]:
             seqs: list[int] = []
-            for start in range(0, len(wanted), 500):
-                part = wanted[start : start + 500]
-                marks = ",".join("?" * len(part))
+            for part, marks in _batches(ids):
                 rows = c.execute(
                     f"DELETE FROM memories WHERE {_MEMORY_OWNER} AND memory_id IN ({marks}) RETURNING seq",
                     (container_id, memory_type, *owner_key(owner), *part),
@@ -659,13 +696,9 @@ class SqliteAgenticStore(AgenticStore):
         return len(await self._write(delete, unindex))
 
     async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
-        wanted = list(dict.fromkeys(ids))
-
         def read(c: sqlite3.Connection) -> dict[str, list[float]]:
             out: dict[str, list[float]] = {}
-            for start in range(0, len(wanted), 500):
-                part = wanted[start : start + 500]
-                marks = ",".join("?" * len(part))
+            for part, marks in _batches(ids):
                 rows = c.execute(
                     f"SELECT memory_id, vector FROM memories WHERE {_MEMORY_OWNER} AND memory_id IN ({marks}) "
                     "AND vector IS NOT NULL",
@@ -682,7 +715,7 @@ class SqliteAgenticStore(AgenticStore):
     async def pending_embeddings(self, limit: int) -> list[tuple[Any, str]]:
         sql = "SELECT seq, doc FROM memories WHERE pending = 1 ORDER BY seq LIMIT ?"
         return await self.db.run(
-            lambda c: [(row[0], str(json.loads(row[1]).get("memory", ""))) for row in c.execute(sql, (limit,))]
+            lambda c: [(row[0], memory_text(json.loads(row[1]))) for row in c.execute(sql, (limit,))]
         )
 
     async def pending_count(self) -> int:
@@ -697,9 +730,9 @@ class SqliteAgenticStore(AgenticStore):
                 row = c.execute(
                     "SELECT container_id, doc FROM memories WHERE seq = ? AND pending = 1", (seq,)
                 ).fetchone()
-                if row is None or str(json.loads(row[1]).get("memory", "")) != text:
+                if row is None or memory_text(json.loads(row[1])) != text:
                     continue  # deleted or changed meanwhile: a newer embedding is pending
-                unit = _normalised(vector)
+                unit = normalised(vector)
                 c.execute("UPDATE memories SET vector = ?, pending = 0 WHERE seq = ?", (unit.tobytes(), seq))
                 stored.append((row[0], seq, unit))
             return stored
@@ -716,7 +749,7 @@ class SqliteAgenticStore(AgenticStore):
             return [
                 InferJob(
                     row["job_id"],
-                    Principal(row["organization_id"], row["user_id"] or None),
+                    owner_of(row["organization_id"], row["user_id"]),
                     row["container_id"],
                     json.loads(row["request"]),
                     row["attempts"],
@@ -748,64 +781,40 @@ class SqliteAgenticStore(AgenticStore):
                 if row is None:
                     continue
                 if change.event == "UPDATE":
-                    doc = json.loads(row["doc"])
-                    doc["memory"] = change.memory
-                    doc["last_updated_time"] = change.last_updated_time
-                    c.execute(
-                        "UPDATE memories SET doc = ?, version = version + 1, seq_no = ?, vector = NULL, pending = 1 "
-                        "WHERE seq = ?",
-                        (_dumps(doc), _next_seq_no(c), row["seq"]),
-                    )
-                    c.execute("UPDATE lt_fts SET memory = ? WHERE rowid = ?", (_safe(change.memory or ""), row["seq"]))
+                    _rewrite(c, row["seq"], change.applied_to(json.loads(row["doc"])), reembed=True)
                 elif change.event == "DELETE":
-                    c.execute("DELETE FROM memories WHERE seq = ?", (row["seq"],))
-                    c.execute("DELETE FROM lt_fts WHERE rowid = ?", (row["seq"],))
+                    _remove(c, row["seq"], LONG_TERM)
                 unindex.append(row["seq"])
             for history_id, doc in history:
-                self._insert(c, owner, container_id, "history", history_id, doc)
+                self._insert(c, owner, container_id, HISTORY, history_id, doc)
             return unindex
 
         await self._write(apply, lambda seqs: self._unindex(container_id, seqs))
 
     # -- search -----------------------------------------------------------------------------
 
-    def _candidates(
-        self,
-        c: sqlite3.Connection,
-        owner: Principal,
-        container_id: str,
-        terms: Sequence[tuple[str, str]],
-        only_ids: set[str] | None,
-    ) -> np.ndarray | None:
+    def _candidates(self, c: sqlite3.Connection, scope: LongTermScope) -> np.ndarray | None:
         """Seqs matching every term (and among ``only_ids``, the owner's long-term docs of the container);
         None when nothing restricts.  Term matches may include other containers' seqs: the per-container
         vectors and the hydration by owner and container drop those."""
-        if not terms and only_ids is None:
+        if not scope.terms and scope.only_ids is None:
             return None
-        if only_ids is None:
-            sql = " INTERSECT ".join("SELECT seq FROM terms WHERE field = ? AND value = ?" for _ in terms)
-            params = [_safe(part) for pair in terms for part in pair]
+        if scope.only_ids is None:
+            sql = " INTERSECT ".join("SELECT seq FROM terms WHERE field = ? AND value = ?" for _ in scope.terms)
+            params = [valid_unicode(part) for pair in scope.terms for part in pair]
             return np.asarray([row[0] for row in c.execute(sql, params)], dtype=np.int64)
         sql = f"SELECT seq FROM memories WHERE {_MEMORY_OWNER}"
-        base: list[Any] = [container_id, LONG_TERM, *owner_key(owner)]
-        for name, value in terms:
+        base: list[Any] = [scope.container_id, LONG_TERM, *owner_key(scope.owner)]
+        for name, value in scope.terms:
             sql += " AND seq IN (SELECT seq FROM terms WHERE field = ? AND value = ?)"
-            base += [_safe(name), _safe(value)]
+            base += [valid_unicode(name), valid_unicode(value)]
         seqs: list[int] = []
-        wanted = list(only_ids)
-        for start in range(0, len(wanted), 500):
-            part = wanted[start : start + 500]
-            marks = ",".join("?" * len(part))
+        for part, marks in _batches(scope.only_ids):
             seqs += [row[0] for row in c.execute(sql + f" AND memory_id IN ({marks})", [*base, *part])]
         return np.asarray(seqs, dtype=np.int64)
 
     def _hydrate(
-        self,
-        c: sqlite3.Connection,
-        owner: Principal,
-        container_id: str,
-        scored: list[tuple[int, float]],
-        limit: int | None = None,
+        self, c: sqlite3.Connection, scope: LongTermScope, scored: list[tuple[int, float]], limit: int | None = None
     ) -> list[tuple[StoredDoc, float]]:
         """The scored seqs' docs, in order, keeping only the owner's long-term docs of the container."""
         out: list[tuple[StoredDoc, float]] = []
@@ -814,48 +823,29 @@ class SqliteAgenticStore(AgenticStore):
                 break
             row = c.execute(
                 f"SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE seq = ? AND {_MEMORY_OWNER}",
-                (seq, container_id, LONG_TERM, *owner_key(owner)),
+                (seq, scope.container_id, LONG_TERM, *owner_key(scope.owner)),
             ).fetchone()
             if row is not None:
                 out.append((_doc(row, "memory_id"), score))
         return out
 
-    async def knn(
-        self,
-        owner: Principal,
-        container_id: str,
-        vector: np.ndarray,
-        k: int,
-        terms: Sequence[tuple[str, str]] = (),
-        only_ids: set[str] | None = None,
-    ) -> list[tuple[StoredDoc, float]]:
-        query = _normalised(vector).reshape(1, -1)
+    async def knn(self, scope: LongTermScope, vector: np.ndarray, k: int) -> list[tuple[StoredDoc, float]]:
+        query = normalised(vector)
 
         def search(c: sqlite3.Connection) -> list[tuple[StoredDoc, float]]:
-            index = self._indexes.get(container_id)
+            index = self._indexes.get(scope.container_id)
             if index is None or index.size == 0:
                 return []
-            candidates = self._candidates(c, owner, container_id, terms, only_ids)
-            scored = index.search(query[0], k, candidates)
-            return self._hydrate(c, owner, container_id, scored)
+            scored = index.search(query, k, self._candidates(c, scope))
+            return self._hydrate(c, scope, scored)
 
-        return await self.db.run(search)
+        return [] if scope.empty else await self.db.run(search)
 
-    async def bm25(
-        self,
-        owner: Principal,
-        container_id: str,
-        query: str,
-        k: int,
-        terms: Sequence[tuple[str, str]] = (),
-        only_ids: set[str] | None = None,
-    ) -> list[tuple[StoredDoc, float]]:
+    async def bm25(self, scope: LongTermScope, query: str, k: int) -> list[tuple[StoredDoc, float]]:
         match = fts_query(query)
-        if match is None:
-            return []
 
         def search(c: sqlite3.Connection) -> list[tuple[StoredDoc, float]]:
-            candidates = self._candidates(c, owner, container_id, terms, only_ids)
+            candidates = self._candidates(c, scope)
             allowed = None if candidates is None else set(candidates.tolist())
             if allowed is not None and not allowed:
                 return []
@@ -869,12 +859,12 @@ class SqliteAgenticStore(AgenticStore):
                     if not rows:
                         break
                     scored = [(int(seq), float(score)) for seq, score in rows if allowed is None or seq in allowed]
-                    kept += self._hydrate(c, owner, container_id, scored, limit=k - len(kept))
+                    kept += self._hydrate(c, scope, scored, limit=k - len(kept))
             finally:
                 cursor.close()
             return kept
 
-        return await self.db.run(search)
+        return [] if match is None or scope.empty else await self.db.run(search)
 
 
 def fts_query(text: str) -> str | None:
@@ -882,4 +872,4 @@ def fts_query(text: str) -> str | None:
     words = [word for word in "".join(ch if ch.isalnum() else " " for ch in text).split() if word]
     if not words:
         return None
-    return " OR ".join('"' + _safe(word) + '"' for word in dict.fromkeys(words[:256]))
+    return " OR ".join('"' + valid_unicode(word) + '"' for word in dict.fromkeys(words[:256]))

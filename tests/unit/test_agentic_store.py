@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM
-from memory_plugin.agentic.store import SqliteAgenticStore, fts_query
+from memory_plugin.agentic.store import LongTermScope, SqliteAgenticStore, fts_query
 from memory_plugin.auth import Principal
 
 ALICE, BOB = Principal("org-1", "alice"), Principal("org-1", "bob")
@@ -45,20 +45,20 @@ async def test_vectors_survive_deletes_compaction_and_reopening(tmp_path):
     texts = [f"memory number {n}" for n in range(3000)]
     await fill(store, ALICE, "c1", texts)
     assert await store.pending_count() == 0
-    hits = await store.knn(ALICE, "c1", unit(7), 3)
+    hits = await store.knn(LongTermScope(ALICE, "c1"), unit(7), 3)
     assert hits[0][0].id == "c1-7" and abs(hits[0][1] - 1.0) < 1e-5
     deleted = await store.delete_ids(ALICE, "c1", LONG_TERM, [f"c1-{n}" for n in range(2000)])  # compacts
     assert deleted == 2000
-    assert [doc.id for doc, _ in await store.knn(ALICE, "c1", unit(7), 3)][0] != "c1-7"
-    assert (await store.knn(ALICE, "c1", unit(2500), 1))[0][0].id == "c1-2500"
-    only_u0 = await store.knn(ALICE, "c1", unit(2501), 5, terms=[("namespace.user_id", "u0")])
+    assert [doc.id for doc, _ in await store.knn(LongTermScope(ALICE, "c1"), unit(7), 3)][0] != "c1-7"
+    assert (await store.knn(LongTermScope(ALICE, "c1"), unit(2500), 1))[0][0].id == "c1-2500"
+    only_u0 = await store.knn(LongTermScope(ALICE, "c1", terms=[("namespace.user_id", "u0")]), unit(2501), 5)
     assert {doc.source["namespace"]["user_id"] for doc, _ in only_u0} == {"u0"} and len(only_u0) == 5
-    assert await store.knn(BOB, "c1", unit(2500), 3) == []  # not bob's container
+    assert await store.knn(LongTermScope(BOB, "c1"), unit(2500), 3) == []  # not bob's container
     await store.close()
     reopened = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await reopened.open(8)
-    assert (await reopened.knn(ALICE, "c1", unit(2500), 1))[0][0].id == "c1-2500"
-    assert len(await reopened.knn(ALICE, "c1", unit(1), 5000)) == 1000
+    assert (await reopened.knn(LongTermScope(ALICE, "c1"), unit(2500), 1))[0][0].id == "c1-2500"
+    assert len(await reopened.knn(LongTermScope(ALICE, "c1"), unit(1), 5000)) == 1000
     await reopened.close()
 
 
@@ -67,12 +67,11 @@ async def test_bm25_ranks_within_owner_and_container_only(tmp_path):
     await store.open(8)
     await fill(store, ALICE, "c1", ["router router router", "router and modem", "invoice"])
     await fill(store, BOB, "c2", ["router " * 20] * 50)  # bob's many better matches are never alice's
-    hits = await store.bm25(ALICE, "c1", "router", 5)
+    hits = await store.bm25(LongTermScope(ALICE, "c1"), "router", 5)
     assert [doc.id for doc, _ in hits] == ["c1-0", "c1-1"] and hits[0][1] > hits[1][1] > 0
-    assert [doc.id for doc, _ in await store.bm25(ALICE, "c1", "router", 5, terms=[("namespace.user_id", "u1")])] == [
-        "c1-1"
-    ]
-    assert await store.bm25(ALICE, "c1", "!!! ???", 5) == []
+    only_u1 = LongTermScope(ALICE, "c1", terms=[("namespace.user_id", "u1")])
+    assert [doc.id for doc, _ in await store.bm25(only_u1, "router", 5)] == ["c1-1"]
+    assert await store.bm25(LongTermScope(ALICE, "c1"), "!!! ???", 5) == []
     assert fts_query('say "NEAR" (x) OR y*') == '"say" OR "NEAR" OR "x" OR "OR" OR "y"'  # words, never operators
     await store.close()
 
@@ -83,8 +82,8 @@ async def test_an_embedding_lands_only_on_the_text_it_was_made_from(tmp_path):
     [seq] = await fill(store, ALICE, "c1", ["old text"])
     doc = (await store.get(ALICE, "c1", LONG_TERM, "c1-0")).source  # type: ignore[union-attr]
     await store.replace(ALICE, "c1", LONG_TERM, "c1-0", {**doc, "memory": "new text"})
-    assert await store.pending_count() == 1 and await store.knn(ALICE, "c1", unit(0), 1) == []
+    assert await store.pending_count() == 1 and await store.knn(LongTermScope(ALICE, "c1"), unit(0), 1) == []
     assert await store.store_embeddings([(seq, "old text", unit(0))]) == 0  # a late answer for the old text
     assert await store.store_embeddings([(seq, "new text", unit(5))]) == 1
-    assert (await store.knn(ALICE, "c1", unit(5), 1))[0][0].source["memory"] == "new text"
+    assert (await store.knn(LongTermScope(ALICE, "c1"), unit(5), 1))[0][0].source["memory"] == "new text"
     await store.close()

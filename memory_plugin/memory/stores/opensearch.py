@@ -125,6 +125,7 @@ from memory_plugin.opensearch_client import (
     bulk,
     create_index,
     delete_by_query,
+    get_document,
     make_client,
     scan,
 )
@@ -474,16 +475,8 @@ class OpenSearchMemoryStore(MemoryStore):
         if self.outbox:
             await bulk(self.client, self._entry_action(kind, owner, conversation_id, interaction_id), refresh=True)
 
-    async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
-        """The document (with ``_seq_no``/``_primary_term``), real-time; None if absent."""
-        try:
-            document = await self.client.get(index=index, id=doc_id)
-        except NotFoundError:
-            return None
-        return document if document.get("found") else None
-
     async def _get_owned(self, index: str, doc_id: str, owner: Principal) -> dict[str, Any] | None:
-        document = await self._get(index, doc_id)
+        document = await get_document(self.client, index, doc_id)
         if document is None or not _owned(document["_source"], owner):
             return None
         return document

@@ -42,16 +42,10 @@ from memory_plugin.agentic.models import LONG_TERM, new_container  # noqa: E402
 from memory_plugin.agentic.service import AgenticService  # noqa: E402
 from memory_plugin.agentic.store import SqliteAgenticStore  # noqa: E402
 from memory_plugin.auth import KeyStore, Principal  # noqa: E402
+from tests.support.agentic_llm import SEMANTIC_CONFIG  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
 
 BASE = "/_plugins/_ml/memory_containers"
-CONFIGURATION = {
-    "embedding_model_type": "TEXT_EMBEDDING",
-    "embedding_model_id": "built-in",
-    "embedding_dimension": 384,
-    "llm_id": "chat",
-    "strategies": [{"type": "SEMANTIC", "namespace": ["user_id"]}],
-}
 OWNER = Principal("bench-org", "bench-user")
 USERS = 10
 
@@ -73,7 +67,9 @@ async def bench_adds(requests: int, concurrency: int, log_level: str) -> list[di
     results = []
     with LiveServer(workdir / "data", env=env) as server:
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
-            async with http.post(BASE + "/_create", json={"name": "bench", "configuration": CONFIGURATION}) as response:
+            async with http.post(
+                BASE + "/_create", json={"name": "bench", "configuration": SEMANTIC_CONFIG}
+            ) as response:
                 container_id = (await response.json())["memory_container_id"]
         url = f"{server.url}{BASE}/{container_id}/memories"
         cases = [
@@ -142,7 +138,7 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     await store.insert_container(
         OWNER,
         container_id,
-        new_container({"name": "bench", "configuration": CONFIGURATION}, model.dimension, False, OWNER.user_id or ""),
+        new_container({"name": "bench", "configuration": SEMANTIC_CONFIG}, model.dimension, False, OWNER.user_id or ""),
     )
     await fill_store(store, container_id, memories, texts, vectors)
     rng = random.Random(3)

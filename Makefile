@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.installed
 
 # The fast tier's scratch folders go to tmpfs where there is one: its tests create (and pytest
 # later deletes) thousands of small SQLite and key files, whose fsyncs and unlinks on a disk
-# took more wall time than the tests' own work.
+# took more wall time than the tests' own work.  Only failed tests' folders are kept, so that
+# the tmpfs does not hold the last three runs' (~100 MB each) in memory.
 TEST_TMPDIR  ?= $(if $(wildcard /dev/shm/.),/dev/shm,$(or $(TMPDIR),/tmp))
 TEST_WORKERS ?= 2
 
@@ -52,7 +53,8 @@ static: $(STAMP)
 # written even under PYTHONDONTWRITEBYTECODE: only so does pytest keep the ~400 modules it rewrites
 # for assertions (ours and its plugins' whole packages) from one run to the next.
 fast-tests: $(STAMP)
-	TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests/unit tests/http $(PYTEST_ARGS)
+	TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+		-o tmp_path_retention_policy=failed tests/unit tests/http $(PYTEST_ARGS)
 
 # `make check`, then the whole suite: the real model, real processes, real OpenSearch nodes.
 test: check opensearch browser

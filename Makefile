@@ -4,7 +4,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install model opensearch browser run check test bench clean
+.PHONY: install model opensearch browser run check static fast-tests test bench clean
+
+# The fast tier's scratch folders go to tmpfs where there is one: its tests create (and pytest
+# later deletes) thousands of small SQLite and key files, whose fsyncs and unlinks on a disk
+# took more wall time than the tests' own work.  Only failed tests' folders are kept, so that
+# the tmpfs does not hold the last three runs' (~100 MB each) in memory.
+TEST_TMPDIR  ?= $(if $(wildcard /dev/shm/.),/dev/shm,$(or $(TMPDIR),/tmp))
+TEST_WORKERS ?= 2
 
 install: $(STAMP) model
 
@@ -32,13 +39,22 @@ browser:
 run: install
 	$(BIN)/memory-plugin serve $(ARGS)
 
-# Lint, format, strict types, the layer contract, then the unit and in-process HTTP tests.
+# Lint, format, strict types and the layer contract, beside the unit and in-process HTTP tests.
 check: install
+	@$(MAKE) --no-print-directory -j2 --output-sync=target static fast-tests
+
+static: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy memory_plugin embedder
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q tests/unit tests/http $(PYTEST_ARGS)
+
+# Two workers (pytest-xdist); the tests that need the real model share one of them.  Bytecode is
+# written even under PYTHONDONTWRITEBYTECODE: only so does pytest keep the ~400 modules it rewrites
+# for assertions (ours and its plugins' whole packages) from one run to the next.
+fast-tests: $(STAMP)
+	TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+		-o tmp_path_retention_policy=failed tests/unit tests/http $(PYTEST_ARGS)
 
 # `make check`, then the whole suite: the real model, real processes, real OpenSearch nodes.
 test: check opensearch browser

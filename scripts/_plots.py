@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,15 @@ CASE_MARKERS = {"unfiltered": "o", "filter 1%": "s", "filter 30%": "^"}
 
 def png_beside(json_path: Path) -> Path:
     return json_path.with_suffix(".png")
+
+
+def write_report(out: Path, report: Any, plot: Callable[[Any, Path], Path]) -> Path:
+    """Every benchmark's last step: ``report`` as JSON at ``out``, its chart beside it, both named; the chart's path."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    png = plot(report, png_beside(out))
+    print(f"\nwrote {out} and {png}")
+    return png
 
 
 def _save(figure: Figure, path: Path) -> Path:
@@ -229,6 +239,25 @@ def plot_bridge(result: dict[str, Any], path: Path) -> Path:
     return _save(figure, path)
 
 
+def plot_agentic(result: dict[str, Any], path: Path) -> Path:
+    """Adding memories (infer off) in requests/s, and search latency over the long-term memories."""
+    rows = result["results"]
+    adds = [r for r in rows if r["case"].startswith("add")]
+    searches = [r for r in rows if r["case"].startswith(("semantic", "hybrid"))]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    left.bar([r["case"] for r in adds], [r["req_per_s"] for r in adds], color="#4c72b0")
+    left.set_title(f"add memory, infer off, concurrency {adds[0]['concurrency'] if adds else '-'}")
+    left.set_ylabel("requests / s")
+    xs = range(len(searches))
+    right.bar([x - 0.2 for x in xs], [r["p50_ms"] for r in searches], 0.4, label="p50")
+    right.bar([x + 0.2 for x in xs], [r["p99_ms"] for r in searches], 0.4, label="p99")
+    right.set_xticks(list(xs), [r["case"] for r in searches], rotation=15, ha="right")
+    right.set_ylabel("ms (query embedding included)")
+    right.set_title(f"search over {searches[0]['memories'] if searches else 0:,} long-term memories")
+    right.legend()
+    return _save(figure, path)
+
+
 def plot_opensearch_memory_search(result: dict[str, Any], path: Path) -> Path:
     """Median ``_search`` latency per body: paging everything into Python (before) against OpenSearch (after)."""
     rows = result["results"]
@@ -249,6 +278,7 @@ def plot_opensearch_memory_search(result: dict[str, Any], path: Path) -> Path:
 
 
 PLOTTERS = {
+    "agentic": plot_agentic,
     "bridge": plot_bridge,
     "opensearch_memory_search": plot_opensearch_memory_search,
     "fairness": plot_fairness,

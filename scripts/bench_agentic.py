@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import sys
 import tempfile
@@ -34,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from _plots import plot_agentic, write_report  # noqa: E402
 from _vectors import from_seed, real_texts  # noqa: E402
 from bench_memory import drive  # noqa: E402
 
@@ -42,16 +42,10 @@ from memory_plugin.agentic.models import LONG_TERM, new_container  # noqa: E402
 from memory_plugin.agentic.service import AgenticService  # noqa: E402
 from memory_plugin.agentic.store import SqliteAgenticStore  # noqa: E402
 from memory_plugin.auth import KeyStore, Principal  # noqa: E402
+from tests.support.agentic_llm import SEMANTIC_CONFIG  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
 
 BASE = "/_plugins/_ml/memory_containers"
-CONFIGURATION = {
-    "embedding_model_type": "TEXT_EMBEDDING",
-    "embedding_model_id": "built-in",
-    "embedding_dimension": 384,
-    "llm_id": "chat",
-    "strategies": [{"type": "SEMANTIC", "namespace": ["user_id"]}],
-}
 OWNER = Principal("bench-org", "bench-user")
 USERS = 10
 
@@ -73,7 +67,9 @@ async def bench_adds(requests: int, concurrency: int, log_level: str) -> list[di
     results = []
     with LiveServer(workdir / "data", env=env) as server:
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
-            async with http.post(BASE + "/_create", json={"name": "bench", "configuration": CONFIGURATION}) as response:
+            async with http.post(
+                BASE + "/_create", json={"name": "bench", "configuration": SEMANTIC_CONFIG}
+            ) as response:
                 container_id = (await response.json())["memory_container_id"]
         url = f"{server.url}{BASE}/{container_id}/memories"
         cases = [
@@ -142,7 +138,7 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     await store.insert_container(
         OWNER,
         container_id,
-        new_container({"name": "bench", "configuration": CONFIGURATION}, model.dimension, False, OWNER.user_id or ""),
+        new_container({"name": "bench", "configuration": SEMANTIC_CONFIG}, model.dimension, False, OWNER.user_id or ""),
     )
     await fill_store(store, container_id, memories, texts, vectors)
     rng = random.Random(3)
@@ -197,29 +193,6 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     return results
 
 
-def plot(results: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    adds = [r for r in results if r["case"].startswith("add")]
-    searches = [r for r in results if r["case"].startswith(("semantic", "hybrid"))]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    left.bar([r["case"] for r in adds], [r["req_per_s"] for r in adds], color="#4c72b0")
-    left.set_title(f"add memory, infer off, concurrency {adds[0]['concurrency'] if adds else '-'}")
-    left.set_ylabel("requests / s")
-    x = np.arange(len(searches))
-    right.bar(x - 0.2, [r["p50_ms"] for r in searches], 0.4, label="p50")
-    right.bar(x + 0.2, [r["p99_ms"] for r in searches], 0.4, label="p99")
-    right.set_xticks(x, [r["case"] for r in searches], rotation=15, ha="right")
-    right.set_ylabel("ms (query embedding included)")
-    right.set_title(f"search over {searches[0]['memories'] if searches else 0:,} long-term memories")
-    right.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--adds", type=int, default=3000)
@@ -239,11 +212,7 @@ async def main() -> None:
             f"{row['case']:<28}{row.get('memories', '-')!s:>10}{row['concurrency']:>6}{row['req_per_s']:>10}"
             f"{row['p50_ms']:>10}{row['p99_ms']!s:>10}"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"results": results}, indent=2))
-    png = args.out.with_suffix(".png")
-    plot(results, png)
-    print(f"\nwrote {args.out} and {png}")
+    write_report(args.out, {"results": results}, plot_agentic)
 
 
 if __name__ == "__main__":

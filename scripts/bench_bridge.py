@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import sys
 import tempfile
@@ -36,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _plots import plot_bridge, png_beside  # noqa: E402
+from _plots import plot_bridge, write_report  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
@@ -211,10 +210,8 @@ async def main() -> None:
         if "sample_checked" in row:
             print(f"{row['system']}: {row['sample_not_searchable']} of {row['sample_checked']} sampled not searchable")
         del row["returned"]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {"requests": args.requests, "concurrency": args.concurrency, "results": results}
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"\nwrote {args.out} and {plot_bridge(report, png_beside(args.out))}")
+    write_report(args.out, report, plot_bridge)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ beside it, a chart of texts/s by batch size.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -26,7 +25,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _plots import plot_embedder, png_beside  # noqa: E402
+from _plots import plot_embedder, write_report  # noqa: E402
 
 from embedder import Embedder, chunk_text, ensure_default_model  # noqa: E402
 
@@ -84,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.5, help="minimum measuring time per cell")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--batches", default="1,8,32")
+    parser.add_argument("--passages", type=int, help="measure and compare only the first N 480-token passages")
     args = parser.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
 
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for engine in engines.values():  # warm-up: first runs allocate and plan
         engine.passage(SHORT[:2])
-    passages = [c.text for c in chunk_text(fp32, LONG_SOURCE, max_tokens=480, overlap=64)[:-1]]
+    passages = [c.text for c in chunk_text(fp32, LONG_SOURCE, max_tokens=480, overlap=64)[:-1]][: args.passages]
     workloads = {"short": SHORT, "passage480": passages}
     tokens = {k: float(np.mean([fp32.count_tokens(t) for t in v])) for k, v in workloads.items()}
 
@@ -145,9 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "fidelity": fidelity,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    plot_embedder(report, png_beside(args.out))
+    write_report(args.out, report, plot_embedder)
 
     names = list(engines)
     rates = {(r["workload"], r["batch"], r["engine"]): r["items_per_s"] for r in results}

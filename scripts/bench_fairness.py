@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -32,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _plots import plot_fairness, png_beside  # noqa: E402
+from _plots import plot_fairness, write_report  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
@@ -132,9 +131,7 @@ def main() -> None:
     for n, row in enumerate(result["during_bulk"], 1):
         print(f"{n:<8}{row['acknowledged_s']:>16}{row['searchable_s']:>14}")
     print(f"bulk ({args.bulk_mib} MiB) records embedded by the end: {result['bulk_records_done']}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out} and {plot_fairness(result, png_beside(args.out))}")
+    write_report(args.out, result, plot_fairness)
 
 
 if __name__ == "__main__":

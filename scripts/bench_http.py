@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _plots import plot_http, png_beside  # noqa: E402
+from _plots import plot_http, write_report  # noqa: E402
 from bench_memory import drive  # noqa: E402
 
 from embedder import Embedder, chunk_text, ensure_default_model  # noqa: E402
@@ -95,6 +94,7 @@ async def main() -> None:
     headers = {"Authorization": f"Bearer {token}"}
     results: dict = {"records": len(records), "chunks": len(chunks)}
     with LiveServer(workdir / "data") as server:
+        assert server.process is not None
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
             started = time.perf_counter()
             with tqdm(total=len(records), desc="ingest over HTTP", unit="rec") as bar:
@@ -135,6 +135,7 @@ async def main() -> None:
                     args.searches,
                     concurrency,
                     bar,
+                    server.process.pid,
                     url_suffix=Params(),
                 )
                 results["search"].append(row)
@@ -146,9 +147,7 @@ async def main() -> None:
     print(f"{'case':<14}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}  statuses")
     for row in results["search"]:
         print(f"{row['case']:<14}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}  {row['statuses']}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
-    print(f"wrote {args.out} and {plot_http(results, png_beside(args.out))}")
+    write_report(args.out, results, plot_http)
 
 
 if __name__ == "__main__":

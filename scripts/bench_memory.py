@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _plots import plot_memory, png_beside  # noqa: E402
+from _plots import plot_memory, write_report  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 from tests.support.live import LiveServer, free_port  # noqa: E402
@@ -157,10 +156,8 @@ async def main() -> None:
             f"{row['case']:<22}{row['concurrency']:>8}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}"
             f"{row['ratio_to_hello_world']:>10}{cpu:>12}{row['cpu_ratio_to_hello_world']!s:>14}  {row['statuses']}"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {"bridge": args.bridge, "repeat": args.repeat, "results": results}
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"\nwrote {args.out} and {plot_memory(report, png_beside(args.out))}")
+    write_report(args.out, report, plot_memory)
 
 
 if __name__ == "__main__":

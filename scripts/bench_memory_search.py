@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import time
@@ -38,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _plots import plot_file  # noqa: E402
+from _plots import plot_opensearch_memory_search, write_report  # noqa: E402
 
 from memory_plugin.auth import Principal  # noqa: E402
 from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX  # noqa: E402
@@ -205,9 +204,7 @@ def main() -> None:
             f"{row['index']:<9} {row['body']:<15} {row['before_p50_ms']:>9.1f}ms {row['before_p95_ms']:>9.1f}ms "
             f"{row['after_p50_ms']:>8.1f}ms {row['after_p95_ms']:>8.1f}ms {row['before_p50_ms'] / row['after_p50_ms']:>7.1f}x"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.out} and {plot_file(args.out)}")
+    write_report(args.out, result, plot_opensearch_memory_search)
 
 
 if __name__ == "__main__":

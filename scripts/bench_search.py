@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _plots import plot_search, png_beside  # noqa: E402
+from _plots import plot_search, write_report  # noqa: E402
 from _vectors import from_seed, mean_pairwise_cosine, synthetic  # noqa: E402
 
 from memory_plugin.stores.base import VectorStore  # noqa: E402
@@ -324,9 +323,7 @@ def main() -> None:
         if url:
             BACKENDS.append((f"opensearch-{args.knn_engine}", opensearch_backend(url, args.knn_engine)))
         results = asyncio.run(run(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwrote {args.out} and {plot_search(results, png_beside(args.out))}")
+    write_report(args.out, results, plot_search)
 
 
 if __name__ == "__main__":

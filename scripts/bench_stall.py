@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _plots import plot_stall, png_beside  # noqa: E402
+from _plots import plot_stall, write_report  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
@@ -153,9 +152,7 @@ async def main() -> None:
         f"\nwildcard searches over {args.memories} memories: {row['count']} done, p50 {row['p50_ms']} ms, "
         f"p99 {row['p99_ms']} ms, statuses {row['statuses']}, timed_out {row['timed_out']}"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.out} and {plot_stall(result, png_beside(args.out))}")
+    write_report(args.out, result, plot_stall)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _plots import plot_loadtest, png_beside  # noqa: E402
+from _plots import plot_loadtest, write_report  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 
@@ -522,10 +522,8 @@ async def main(argv: list[str] | None = None) -> int:
         and verification["verify_error_count"] == 0
         and "server_exit_code" not in result
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print_table(result)
-    print(f"\nwrote {args.out} and {plot_loadtest(result, png_beside(args.out))}")
+    write_report(args.out, result, plot_loadtest)
     return 0 if result["ok"] else 1
 
 

@@ -23,3 +23,11 @@ def embedder(request: pytest.FixtureRequest, fake_embedder: FakeEmbedder) -> Emb
         real: Embedder = request.getfixturevalue("real_embedder")
         return real
     return fake_embedder
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``-n 2 --dist loadgroup`` (``make check``) the tests that need the real model share one worker,
+    which loads it once; the other worker never does."""
+    for item in items:
+        if item.get_closest_marker("model") is not None:
+            item.add_marker(pytest.mark.xdist_group("real-model"))

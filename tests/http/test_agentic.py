@@ -9,19 +9,12 @@ import pytest
 
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.agentic.service import hybrid_scores, min_max
-from tests.support.agentic_llm import ScriptedLLM
+from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
 
 #: Container embedding dimensions are checked against the real model (384), and ranking is the point.
 pytestmark = pytest.mark.model
 
 BASE = "/_plugins/_ml/memory_containers"
-SEMANTIC_CONFIG = {
-    "embedding_model_type": "text_embedding",
-    "embedding_model_id": "built-in",
-    "embedding_dimension": 384,
-    "llm_id": "chat",
-    "strategies": [{"type": "semantic", "namespace": ["user_id"]}],
-}
 
 
 async def call(api, caller, method: str, path: str, body: Any = None, status: int = 200, **kwargs: Any) -> Any:

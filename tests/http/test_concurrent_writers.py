@@ -19,9 +19,9 @@ async def post(client, caller, *records: dict[str, Any]) -> tuple[int, dict[str,
     return response.status, await response.json()
 
 
-async def copies(client, admin, record_id: str) -> list[dict[str, Any]]:
-    """Every stored copy of ``record_id``, from every region."""
-    params = {"q": "call", "record_type": "voice", "top_k": "100", "filter[record_id]": record_id}
+async def copies(client, admin, record_id: str, q: str = "call") -> list[dict[str, Any]]:
+    """Every stored copy of ``record_id`` (found by ``q``), from every region."""
+    params = {"q": q, "record_type": "voice", "top_k": "100", "filter[record_id]": record_id}
     response = await client.get(BASE, params=params, headers=admin.headers)
     body = await response.json()
     assert response.status == 200 and "failed_regions" not in body["meta"], body

@@ -1,4 +1,10 @@
-"""``/v2/ai/conversation_histories`` over HTTP, with the real default model and embedded stores."""
+"""``/v2/ai/conversation_histories`` over HTTP, with embedded stores.
+
+Ranking across languages and scores are about search quality: those tests
+take the real default model; the rest (validation, paging, filters,
+isolation, regions, erasure) are about our own logic and take the embedder
+double (tests/http/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,6 @@ import pytest
 
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.stores.base import VectorStore
-
-# About search quality: the real model (tests/http/conftest.py).
-pytestmark = pytest.mark.model
 
 BASE = "/v2/ai/conversation_histories"
 
@@ -104,6 +107,7 @@ async def test_ingest_answers_201_with_chunk_totals(client, admin):
     assert item["ingested_at"].endswith("Z")
 
 
+@pytest.mark.model
 @pytest.mark.parametrize(("query", "expected"), QUERIES)
 async def test_each_query_ranks_its_record_first_across_languages(client, admin, corpus, query, expected):
     body = await search(client, admin, q=query, top_k=5)
@@ -155,6 +159,7 @@ async def test_response_items_have_every_field_and_never_retention(client, admin
     ] == []
 
 
+@pytest.mark.model
 async def test_scores_descend_and_min_score_excludes_below(client, admin, corpus):
     body = await search(client, admin, q="billing problem", top_k=100)
     scores = [item["score"] for item in body["data"]]

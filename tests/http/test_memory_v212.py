@@ -6,15 +6,14 @@ import pytest
 from opensearchpy import AsyncOpenSearch, NotFoundError, RequestError
 
 from memory_plugin.auth import KeyStore
-from tests.support.live import live_server_with_key
+from tests.support.live import app_in_thread_with_key
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    live = live_server_with_key(tmp_path_factory.mktemp("v212") / "data")
-    _, live.other_token = KeyStore(live.data_dir / "keys.json").create("org-1", "bob")
-    yield live
-    live.kill()
+def server(tmp_path_factory, fake_embedder):
+    with app_in_thread_with_key(tmp_path_factory.mktemp("v212") / "data", fake_embedder) as app:
+        _, app.other_token = KeyStore(app.data_dir / "keys.json").create("org-1", "bob")
+        yield app
 
 
 @pytest.fixture

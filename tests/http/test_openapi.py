@@ -10,7 +10,7 @@ from schemathesis import GenerationMode
 
 from memory_plugin.app import create_app
 from memory_plugin.openapi import openapi_document
-from tests.support.live import live_server_with_key
+from tests.support.live import app_in_thread_with_key
 
 METHODS = {"get", "post", "put", "delete", "patch", "head", "options"}
 
@@ -43,10 +43,10 @@ async def test_description_is_served_with_a_credential(client, alice):
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    server = live_server_with_key(tmp_path_factory.mktemp("fuzz") / "data", "org-fuzz", "fuzzer")
-    yield server
-    server.kill()
+def live(tmp_path_factory, fake_embedder):
+    """The app on a socket (schemathesis calls it synchronously), with the embedder double: no 5xx is about our logic."""
+    with app_in_thread_with_key(tmp_path_factory.mktemp("fuzz") / "data", fake_embedder, "org-fuzz", "fuzzer") as app:
+        yield app
 
 
 SCHEMA = schemathesis.openapi.from_dict(openapi_document())

@@ -6,6 +6,7 @@ import pytest
 
 from tests.support import opensearch as osn
 from tests.support.live import unavailable
+from tests.support.opensearch.engines import small_knn_index
 
 pytestmark = pytest.mark.opensearch
 
@@ -35,23 +36,7 @@ def test_single_node_version_plugin_and_knn_query() -> None:
 
         # lucene is the only engine that works with the Maven Central k-NN zip (no JNI libraries);
         # always name it explicitly: the 2.19 default engine (faiss) would crash the node.
-        status, body = node.request(
-            "PUT",
-            "/knn-test",
-            {
-                "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}},
-                "mappings": {
-                    "properties": {
-                        "vec": {
-                            "type": "knn_vector",
-                            "dimension": 4,
-                            "method": {"name": "hnsw", "space_type": "cosinesimil", "engine": "lucene"},
-                        },
-                        "tenant": {"type": "keyword"},
-                    }
-                },
-            },
-        )
+        status, body = node.request("PUT", "/knn-test", small_knn_index("lucene", "tenant"))
         assert status == 200, body
         docs = {"1": ([1.0, 0.0, 0.0, 0.0], "a"), "2": ([0.0, 1.0, 0.0, 0.0], "a"), "3": ([1.0, 0.1, 0.0, 0.0], "b")}
         for doc_id, (vec, tenant) in docs.items():

@@ -16,6 +16,15 @@ from typing import Any
 
 from aiohttp import web
 
+#: A container of the built-in model (384 dimensions) with one semantic strategy per user, whose LLM is ``chat``.
+SEMANTIC_CONFIG = {
+    "embedding_model_type": "text_embedding",
+    "embedding_model_id": "built-in",
+    "embedding_dimension": 384,
+    "llm_id": "chat",
+    "strategies": [{"type": "semantic", "namespace": ["user_id"]}],
+}
+
 Decide = Callable[[list[dict[str, Any]], list[str]], list[dict[str, Any]]]
 
 

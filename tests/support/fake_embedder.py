@@ -7,6 +7,7 @@ time.  Tests about search quality and integration use the real model.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -17,6 +18,12 @@ from tokenizers import Tokenizer
 from embedder import ensure_default_model
 
 _WORD = re.compile(r"\w+")
+
+
+@functools.cache
+def default_tokenizer() -> Tokenizer:
+    """The default model's tokenizer, read once a process: its 17 MB of JSON take a second or two to load."""
+    return Tokenizer.from_file(str(ensure_default_model() / "tokenizer.json"))
 
 
 class FakeEmbedder:
@@ -34,7 +41,7 @@ class FakeEmbedder:
 
     @classmethod
     def with_default_tokenizer(cls, dimension: int = 64) -> FakeEmbedder:
-        return cls(Tokenizer.from_file(str(ensure_default_model() / "tokenizer.json")), dimension)
+        return cls(default_tokenizer(), dimension)
 
     def query(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed(texts)

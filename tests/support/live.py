@@ -1,22 +1,53 @@
-"""A real server in a subprocess, for tests that need a socket or a SIGKILL."""
+"""Real servers for tests that need a socket (a process of its own where a SIGKILL matters), and the scripts."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
+
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``scripts/<name>`` run by this Python from the repository root, its output captured as text."""
+    command = [sys.executable, str(ROOT / "scripts" / name), *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def key_headers(data_dir: Path, organization_id: str = "org-1", user_id: str | None = "alice") -> dict[str, str]:
+    """A new key in ``data_dir``'s keys file, as the headers that present it."""
+    from memory_plugin.auth import KeyStore
+
+    _, token = KeyStore(data_dir / "keys.json").create(organization_id, user_id)
+    return {"Authorization": f"Bearer {token}"}
+
+
+def fault_random() -> random.Random:
+    """Randomness for a fault test: seeded from ``FAULT_SEED`` to replay a failure, else from the clock (printed)."""
+    seed = int(os.environ.get("FAULT_SEED", str(time.time_ns())))
+    print(f"FAULT_SEED={seed}")
+    return random.Random(seed)
 
 
 def live_server_with_key(
@@ -89,6 +120,58 @@ class LiveServer:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+@contextmanager
+def served_in_thread(app: web.Application) -> Iterator[str]:
+    """``app`` on a loopback socket, served by an event loop of its own, for synchronous clients; yields its URL.
+
+    Cheaper than a :class:`LiveServer` (no interpreter, no model to load) where a
+    test needs a socket but not a process of its own, and the app may take the
+    embedder double.
+    """
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
+    host, port = runner.addresses[0][:2]
+    thread = threading.Thread(target=loop.run_forever, name="served-in-thread", daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+
+@dataclass
+class ServedApp:
+    """What a test needs of an app served in a thread: where it is and a key to it."""
+
+    url: str
+    data_dir: Path
+    token: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+@contextmanager
+def app_in_thread_with_key(
+    data_dir: Path, embedder: Any, organization_id: str = "org-1", user_id: str | None = "alice"
+) -> Iterator[ServedApp]:
+    """The whole app with ``embedder`` (the double, where vectors' meaning does not matter), one key, in a thread."""
+    from memory_plugin.app import create_app
+    from memory_plugin.auth import KeyStore
+    from memory_plugin.settings import load_settings
+
+    settings = load_settings(environ={}, data_dir=data_dir, port=0, bridge=False)
+    _, token = KeyStore(settings.resolved_keys_file).create(organization_id, user_id)
+    with served_in_thread(create_app(settings, embedder=embedder)) as url:
+        yield ServedApp(url, data_dir, token)
 
 
 def unavailable(reason: str) -> NoReturn:

@@ -10,10 +10,9 @@ from collections import Counter
 import aiohttp
 
 from embedder import ensure_default_model
-from memory_plugin.auth import KeyStore
 from tests.http.test_agentic import SEMANTIC_CONFIG, conversation
 from tests.support.agentic_llm import ScriptedLLM
-from tests.support.live import LiveServer
+from tests.support.live import LiveServer, key_headers
 from tests.system.test_agentic_client import eventually
 
 BASE = "/_plugins/_ml/memory_containers"
@@ -25,8 +24,7 @@ async def test_sigkill_mid_infer_loses_nothing_and_applies_nothing_by_halves(tmp
     llm.hang = {"USER_PREFERENCE"}  # the second strategy's extraction never answers before the kill
     llm_server = await aiohttp_server(llm.app())
     data_dir = tmp_path / "data"
-    _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = key_headers(data_dir)
     env = {
         "MEMORY_PLUGIN_MODEL_DIR": str(ensure_default_model()),
         "MEMORY_PLUGIN_AGENTIC_LLM_URL": str(llm_server.make_url("/v1/chat/completions")),

@@ -17,18 +17,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from memory_plugin.auth import KeyStore
-from tests.support.live import LiveServer
+from tests.support.live import LiveServer, key_headers
 from tests.system.test_faults import HISTORIES, MEMORY, fill, hanging_listener, mounted, server_env, words
 
 __all__ = ["server_env"]  # the module fixture, shared with the other fault tests
 
 BRIDGED = {"MEMORY_PLUGIN_BRIDGE": "true", "MEMORY_PLUGIN_BRIDGE_RETRY_MAX_SECONDS": "1"}
-
-
-def key(data_dir: Path) -> dict[str, str]:
-    _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
-    return {"Authorization": f"Bearer {token}"}
 
 
 def outbox_size(data_dir: Path) -> int:
@@ -115,7 +109,7 @@ async def test_sigkill_with_a_non_empty_outbox_loses_no_acknowledged_interaction
 ) -> None:
     rng = random.Random(13)
     data_dir = tmp_path / "data"
-    headers = key(data_dir)
+    headers = key_headers(data_dir)
     env = {**server_env, **BRIDGED}
     acknowledged: list[str] = []
     server = LiveServer(data_dir, env=env).start()
@@ -160,7 +154,7 @@ async def test_a_full_region_neither_fails_nor_duplicates_memory_writes_and_catc
 ) -> None:
     """Memory on one disk, the region on a small tmpfs that fills up."""
     data_dir = tmp_path / "data"
-    headers = key(data_dir)
+    headers = key_headers(data_dir)
     with mounted(tmp_path / "region", "-t", "tmpfs", "-o", "size=24m", "tmpfs") as region_dir:
         config = region_on(tmp_path / "regions.toml", region_dir / "USA")
         server = LiveServer(data_dir, env={**server_env, **BRIDGED}, config=config).start()
@@ -207,7 +201,7 @@ async def test_a_hanging_region_holds_the_outbox_back_and_a_restart_without_it_a
     tmp_path: Path, server_env: dict[str, str]
 ) -> None:
     data_dir = tmp_path / "data"
-    headers = key(data_dir)
+    headers = key_headers(data_dir)
     usa = tmp_path / "usa"
     env = {**server_env, **BRIDGED}
     config = region_on(tmp_path / "usa.toml", usa)

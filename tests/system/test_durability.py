@@ -7,15 +7,14 @@ import asyncio
 import aiohttp
 
 from memory_plugin.auth import KeyStore
-from tests.support.live import LiveServer
+from tests.support.live import LiveServer, key_headers
 
 BASE = "/_plugins/_ml/memory/conversation"
 
 
 async def test_sigkill_after_200_acknowledged_writes_loses_nothing(tmp_path):
     data_dir = tmp_path / "data"
-    _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = key_headers(data_dir)
     acknowledged: list[str] = []
     server = LiveServer(data_dir).start()
     try:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from memory_plugin.app import create_app
 from memory_plugin.settings import EmbeddedRegion, Settings
+from tests.http.test_concurrent_writers import copies
 from tests.support.fake_embedder import FakeEmbedder
 from tests.system.test_faults import fill, mounted
 
@@ -25,14 +25,6 @@ BASE = "/v2/ai/conversation_histories"
 def full_target(tmp_path: Path):  # type: ignore[no-untyped-def]
     with mounted(tmp_path / "deu", "-t", "tmpfs", "-o", "size=4m", "tmpfs") as folder:
         yield folder
-
-
-async def copies(client, admin, record_id: str) -> list[dict[str, Any]]:
-    params = {"q": "refund", "record_type": "voice", "top_k": "100", "filter[record_id]": record_id}
-    response = await client.get(BASE, params=params, headers=admin.headers)
-    body = await response.json()
-    assert response.status == 200 and "failed_regions" not in body["meta"], body
-    return list(body["data"])
 
 
 async def test_a_move_refused_for_a_full_disk_keeps_the_original(
@@ -52,7 +44,7 @@ async def test_a_move_refused_for_a_full_disk_keeps_the_original(
     body = await response.json()
     assert response.status == 507, body
     assert body["errors"][0]["code"] == "insufficient_storage", body
-    (kept,) = await copies(client, admin, "moving")
+    (kept,) = await copies(client, admin, "moving", "refund")
     assert (kept["region"], kept["text"]) == ("USA", "refund for order 7")
 
     filler.unlink()
@@ -60,5 +52,5 @@ async def test_a_move_refused_for_a_full_disk_keeps_the_original(
         BASE, json={"records": [{**moved, "text": "refund for order 7, moved"}]}, headers=admin.headers
     )
     assert response.status == 201, await response.text()
-    (now,) = await copies(client, admin, "moving")
+    (now,) = await copies(client, admin, "moving", "refund")
     assert (now["region"], now["text"]) == ("DEU", "refund for order 7, moved")

@@ -28,8 +28,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from memory_plugin.auth import KeyStore
-from tests.support.live import LiveServer, unavailable
+from tests.support.live import LiveServer, fault_random, key_headers, unavailable
 
 MEMORY = "/_plugins/_ml/memory/conversation"
 HISTORIES = "/v2/ai/conversation_histories"
@@ -202,12 +201,9 @@ async def test_sigkill_at_random_moments_loses_nothing_acknowledged_and_shows_no
     tmp_path: Path, server_env: dict[str, str]
 ) -> None:
     rounds = int(os.environ.get("FAULT_KILL_ROUNDS", "20"))
-    seed = int(os.environ.get("FAULT_SEED", str(time.time_ns())))
-    print(f"FAULT_SEED={seed}")
-    rng = random.Random(seed)
+    rng = fault_random()
     data_dir = tmp_path / "data"
-    _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = key_headers(data_dir)
     ledger = Ledger()
     history: list[tuple[float, int, int]] = []
     server = start(data_dir, server_env)
@@ -283,8 +279,7 @@ async def test_a_hanging_region_is_reported_in_failed_regions_within_the_deadlin
 ) -> None:
     pytest.importorskip("memory_plugin.stores.opensearch", reason="the OpenSearch store does not exist yet")
     data_dir = tmp_path / "data"
-    _, token = KeyStore(data_dir / "keys.json").create("org-1", None)
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = key_headers(data_dir, "org-1", None)
     deadline = 1.0
     # The USA data first, with every region embedded: an ingestion also clears the
     # record id in every other region, which a hanging region cannot confirm.
@@ -380,6 +375,17 @@ class Writes:
         self.records: list[str] = []
         self.n = 0
 
+    @classmethod
+    async def acknowledged(cls, http: aiohttp.ClientSession, name: str, interactions: int) -> Writes:
+        """A conversation with ``interactions`` interactions and one ingest batch, each acknowledged."""
+        writes = cls(http)
+        async with http.post(MEMORY, json={"name": name}) as response:
+            writes.conversation = (await response.json())["conversation_id"]
+        for _ in range(interactions):
+            assert (await writes.interaction())[0] == 200
+        assert (await writes.ingest())[0] == 201
+        return writes
+
     async def interaction(self, size: int = 40) -> tuple[int, Any]:
         self.n += 1
         body = {"input": f"question {self.n}", "response": "x" * size}
@@ -448,17 +454,11 @@ async def test_full_data_folder_gives_507_keeps_serving_and_recovers(
     tmp_path: Path, server_env: dict[str, str]
 ) -> None:
     with mounted(tmp_path / "data", "-t", "tmpfs", "-o", "size=48m", "tmpfs") as data_dir:
-        _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = key_headers(data_dir)
         server = start(data_dir, server_env)
         try:
             async with aiohttp.ClientSession(server.url, headers=headers) as http:
-                writes = Writes(http)
-                async with http.post(MEMORY, json={"name": "disk"}) as response:
-                    writes.conversation = (await response.json())["conversation_id"]
-                for _ in range(5):
-                    assert (await writes.interaction())[0] == 200
-                assert (await writes.ingest())[0] == 201
+                writes = await Writes.acknowledged(http, "disk", 5)
 
                 filler = fill(data_dir)
                 status, body = await until_refused(writes.interaction)
@@ -526,18 +526,12 @@ async def test_read_only_data_folder_gives_a_clear_error_keeps_serving_and_recov
     if made.returncode != 0:
         unavailable(f"mkfs.ext4 failed: {made.stderr}")
     with mounted(tmp_path / "data", "-o", "loop", str(image)) as data_dir:
-        _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = key_headers(data_dir)
         server = start(data_dir, server_env)
         frozen: list[Path] = []
         try:
             async with aiohttp.ClientSession(server.url, headers=headers) as http:
-                writes = Writes(http)
-                async with http.post(MEMORY, json={"name": "read-only"}) as response:
-                    writes.conversation = (await response.json())["conversation_id"]
-                for _ in range(3):
-                    assert (await writes.interaction())[0] == 200
-                assert (await writes.ingest())[0] == 201
+                writes = await Writes.acknowledged(http, "read-only", 3)
 
                 frozen = [p for p in data_dir.rglob("*") if p.suffix == ".sqlite3" or p.name.endswith("-wal")]
                 frozen += [p for p in data_dir.rglob("*") if p.is_dir() and p.name != "lost+found"] + [data_dir]
@@ -590,8 +584,7 @@ async def test_sigterm_finishes_in_flight_requests_refuses_new_connections_and_e
 ) -> None:
     rng = random.Random(7)
     data_dir = tmp_path / "data"
-    _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = key_headers(data_dir)
     server = start(data_dir, server_env)
     try:
         async with aiohttp.ClientSession(server.url, headers=headers) as http:

@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
-import time
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from memory_plugin.auth import KeyStore
-from tests.support.live import LiveServer
+from tests.support.live import LiveServer, fault_random, key_headers
 from tests.system.test_faults import body_of, fill, mounted
 
 MEMORY = "/_plugins/_ml/memory/conversation"
@@ -40,12 +37,9 @@ async def create_conversation(http: aiohttp.ClientSession, name: str) -> str:
 @pytest.mark.timeout(600)
 async def test_group_commit_loses_no_acknowledged_write_across_repeated_sigkills(tmp_path: Path) -> None:
     rounds = int(os.environ.get("GROUP_KILL_ROUNDS", "8"))
-    seed = int(os.environ.get("FAULT_SEED", str(time.time_ns())))
-    print(f"FAULT_SEED={seed}")
-    rng = random.Random(seed)
+    rng = fault_random()
     data_dir = tmp_path / "data"
-    _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = key_headers(data_dir)
     acknowledged: dict[str, set[str]] = {}  # conversation -> its acknowledged interactions
 
     async def writer(http: aiohttp.ClientSession, tag: str) -> None:
@@ -90,8 +84,7 @@ async def test_group_commit_loses_no_acknowledged_write_across_repeated_sigkills
 @pytest.mark.timeout(300)
 async def test_a_full_disk_at_commit_fails_the_whole_group_with_507_and_loses_nothing(tmp_path: Path) -> None:
     with mounted(tmp_path / "data", "-t", "tmpfs", "-o", "size=48m", "tmpfs") as data_dir:
-        _, token = KeyStore(data_dir / "keys.json").create("org-1", "alice")
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = key_headers(data_dir)
         server = LiveServer(data_dir).start()
         acknowledged: set[str] = set()
         try:

@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.live import run_script
 
 
 @pytest.mark.timeout(240)
 def test_short_spawned_load_run_loses_nothing_and_has_no_5xx(tmp_path: Path) -> None:
     out = tmp_path / "loadtest.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "loadtest.py"),
-            "--spawn",
-            "--duration",
-            "8",
-            "--concurrency",
-            "8",
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=220,
-    )
+    done = run_script("loadtest.py", "--spawn", "--duration", "8", "--concurrency", "8", "--out", str(out), timeout=220)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["ok"] is True
@@ -55,24 +37,10 @@ def test_short_spawned_load_run_loses_nothing_and_has_no_5xx(tmp_path: Path) -> 
 
 
 def test_refuses_a_non_loopback_url(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "loadtest.py"),
-            "--url",
-            "http://10.1.2.3:9200",
-            "--keys",
-            "k",
-            "--duration",
-            "1",
-            "--out",
-            str(tmp_path / "x.json"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    done = run_script(
+        "loadtest.py", "--url", "http://10.1.2.3:9200", "--keys", "k", "--duration", "1", "--out", str(tmp_path / "x.json"),
         timeout=60,
-    )
+    )  # fmt: skip
     assert done.returncode != 0
     assert "only loopback" in done.stderr
     assert not (tmp_path / "x.json").exists()

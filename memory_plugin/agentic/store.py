@@ -799,15 +799,21 @@ class SqliteAgenticStore(AgenticStore):
         vectors and the hydration by owner and container drop those."""
         if not scope.terms and scope.only_ids is None:
             return None
+        # One statement whatever the number of terms (a chain of INTERSECTs or ANDs has SQLite limits).
+        with_terms = (
+            "SELECT seq FROM terms JOIN json_each(?) AS wanted"
+            " ON terms.field = wanted.value ->> 0 AND terms.value = wanted.value ->> 1"
+            " GROUP BY seq HAVING count(DISTINCT wanted.key) = ?"
+        )
+        wanted = json.dumps([[valid_unicode(name), valid_unicode(value)] for name, value in scope.terms])
         if scope.only_ids is None:
-            sql = " INTERSECT ".join("SELECT seq FROM terms WHERE field = ? AND value = ?" for _ in scope.terms)
-            params = [valid_unicode(part) for pair in scope.terms for part in pair]
-            return np.asarray([row[0] for row in c.execute(sql, params)], dtype=np.int64)
+            rows = c.execute(with_terms, (wanted, len(scope.terms)))
+            return np.asarray([row[0] for row in rows], dtype=np.int64)
         sql = f"SELECT seq FROM memories WHERE {_MEMORY_OWNER}"
         base: list[Any] = [scope.container_id, LONG_TERM, *owner_key(scope.owner)]
-        for name, value in scope.terms:
-            sql += " AND seq IN (SELECT seq FROM terms WHERE field = ? AND value = ?)"
-            base += [valid_unicode(name), valid_unicode(value)]
+        if scope.terms:
+            sql += f" AND seq IN ({with_terms})"
+            base += [wanted, len(scope.terms)]
         seqs: list[int] = []
         for part, marks in _batches(scope.only_ids):
             seqs += [row[0] for row in c.execute(sql + f" AND memory_id IN ({marks})", [*base, *part])]

@@ -6,17 +6,18 @@ status and the API's own error format, and leave the data as it was.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
-
-from memory_plugin.memory.stores import base as memory_stores
 
 MEMORY = "/_plugins/_ml/memory"
 HISTORIES = "/v2/ai/conversation_histories"
 #: 13 stars, then a letter the name lacks: a backtracking matcher explores ~C(n, 12) ways to fail
 #: on a name of n ``a``s (10 s at n = 30, hours at n = 40); RE2 answers in microseconds.
 PATHOLOGICAL = "*a" * 12 + "*b"
+#: The module that holds the evaluation budget (imported by path: ``dsl.execute`` is also its function).
+evaluation = importlib.import_module("memory_plugin.memory.dsl.execute")
 
 
 async def create_memory(client, caller, name: str) -> str:
@@ -71,12 +72,12 @@ async def test_pathological_wildcard_answers_exactly_without_backtracking(client
 async def test_a_search_past_its_budget_answers_timed_out_like_opensearch(client, alice, monkeypatch):
     """Evaluation is bounded: past the budget the search stops and says ``timed_out`` (a 200, as OpenSearch)."""
     await create_memory(client, alice, "budget")
-    monkeypatch.setattr(memory_stores, "EVALUATION_BUDGET_SECONDS", 0.0)
+    monkeypatch.setattr(evaluation, "EVALUATION_BUDGET_SECONDS", 0.0)
     status, body = await search_memories(client, alice, {"query": {"wildcard": {"name": "*"}}})
     assert status == 200, body
     assert body["timed_out"] is True
     assert body["hits"]["hits"] == [] and body["hits"]["total"]["value"] == 0
-    monkeypatch.setattr(memory_stores, "EVALUATION_BUDGET_SECONDS", 2.0)
+    monkeypatch.setattr(evaluation, "EVALUATION_BUDGET_SECONDS", 2.0)
     status, body = await search_memories(client, alice, {"query": {"wildcard": {"name": "*"}}})
     assert status == 200 and body["timed_out"] is False and body["hits"]["total"]["value"] == 1, body
 

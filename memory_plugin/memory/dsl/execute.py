@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from memory_plugin.memory.dsl.clauses import (
     BlendedTerm,
@@ -27,6 +29,14 @@ from memory_plugin.memory.dsl.sort import Descending, SortSpec, reported_sort_va
 from memory_plugin.memory.dsl.sort import sort_key as value_key
 from memory_plugin.memory.dsl.values import MISSING
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
+
+#: Seconds one query evaluation may take before it stops and answers ``timed_out``.
+EVALUATION_BUDGET_SECONDS = 2.0
+#: Query evaluation runs here, never on the event loop; two threads bound how
+#: much CPU (and GIL) concurrent searches can take from everything else.
+_EVALUATION = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsl")
+
+T = TypeVar("T")
 
 #: ml-commons 2.12+ index names (``ConversationalIndexConstants``).
 META_INDEX = ".plugins-ml-memory-meta"
@@ -65,11 +75,30 @@ def as_docs(docs: Iterable[Source]) -> list[Doc]:
     return out
 
 
-def matching(query: SearchBody, docs: Iterable[Source]) -> list[str]:
-    """The ids of the documents ``query`` matches, in their given order."""
+async def bounded(evaluation: Callable[[float], T]) -> T:
+    """``evaluation(budget)`` off the event loop, in the threads every query evaluation shares.
+
+    Pass :func:`execute` or :func:`matching` with their documents; the budget is
+    read when the call starts (tests change it)."""
+    return await asyncio.get_running_loop().run_in_executor(_EVALUATION, evaluation, EVALUATION_BUDGET_SECONDS)
+
+
+def matching(query: SearchBody, docs: Iterable[Source], *, budget: float | None = None) -> tuple[list[str], bool]:
+    """The ids of the documents ``query`` matches, in their given order, and whether ``budget`` (seconds)
+    ran out first (then only the documents examined until then count)."""
+    deadline = None if budget is None else time.monotonic() + budget
     every = as_docs(docs)
-    corpus = Corpus(every)
-    return [doc.id for doc in every if query.query.score(doc, corpus) is not None]
+    corpus = Corpus(every, deadline)
+    ids: list[str] = []
+    try:
+        for doc in every:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise OutOfTime
+            if query.query.score(doc, corpus) is not None:
+                ids.append(doc.id)
+    except OutOfTime:
+        return ids, True
+    return ids, False
 
 
 def execute(query: SearchBody, docs: Iterable[Source], *, budget: float | None = None) -> DocumentResults:

@@ -445,7 +445,8 @@ class AgenticService:
                 "tags": tags or {},
                 "parameters": parameters,
             }
-        await self.store.add_memory(owner, container_id, MemoryAdd(working_id, working, session, infer_request))
+        if not await self.store.add_memory(owner, container_id, MemoryAdd(working_id, working, session, infer_request)):
+            _found_container(None)  # deleted since it was read above
         if infer:
             self._infer_wakeup.set()
         response = {"working_memory_id": working_id}
@@ -531,6 +532,8 @@ class AgenticService:
         doc["created_time"] = created
         doc["last_updated_time"] = created
         created_now = await self.store.create_session(owner, container_id, session_id, doc)
+        if created_now is None:
+            _found_container(None)  # deleted since it was read above
         return {"session_id": session_id, "status": "created" if created_now else "exists"}
 
     # -- one memory ------------------------------------------------------------------------

@@ -123,3 +123,30 @@ async def test_agentic_query_evaluation_is_bounded_like_memory_search(api, alice
     assert found["timed_out"] is False and memories(found) == sorted(FACTS)
     deleted = await call(api, alice, "POST", f"/{cid}/memories/working/_delete_by_query", {"query": {"match_all": {}}})
     assert deleted["timed_out"] is False and deleted["deleted"] == 2  # the infer add's and the plain add's
+
+
+async def test_an_add_racing_a_container_delete_writes_nothing(api, alice):
+    """An add read its container, the container was deleted, then the add wrote: 200, and its working memory and
+    session stayed on disk forever, unreachable by any path (and not erased with the container)."""
+    store = api.app[AGENTIC].store
+    cid = await container(api, alice)
+    add_memory, create_session = store.add_memory, store.create_session
+
+    async def deleted_first(owner: Any, container_id: str, *args: Any) -> Any:
+        await store.delete_container(owner, container_id)  # a concurrent DELETE wins the race
+        write = add_memory if len(args) == 1 else create_session
+        return await write(owner, container_id, *args)
+
+    store.add_memory = store.create_session = deleted_first
+    added = {"messages": conversation("hi"), "namespace": {"session_id": "s1"}}
+    await error(api, alice, "POST", f"/{cid}/memories", added, 404, "Memory container not found", "status_exception")
+    cid = await container(api, alice)
+    await error(
+        api, alice, "POST", f"/{cid}/memories/sessions", {"session_id": "s2"}, 404, "Memory container not found"
+    )
+    rows = await store.db.run(lambda c: c.execute("SELECT count(*) FROM memories").fetchone()[0])
+    assert rows == 0
+    store.add_memory, store.create_session = add_memory, create_session
+    cid = await container(api, alice)
+    await call(api, alice, "POST", f"/{cid}/memories", added)
+    assert (await call(api, alice, "GET", f"/{cid}/memories/sessions/s1"))["namespace"] == {"session_id": "s1"}

@@ -411,6 +411,10 @@ def _history_operations() -> dict[str, Any]:
                                             "type": "integer",
                                             "description": "... and their messages, traces included",
                                         },
+                                        "deleted_memory_containers": {
+                                            "type": "integer",
+                                            "description": "... and their agentic memory containers, every memory in them included",
+                                        },
                                     },
                                 }
                             },

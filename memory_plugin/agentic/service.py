@@ -372,6 +372,16 @@ class AgenticService:
         stored = _found_container(await self.store.delete_container(owner, container_id))
         return _write_response(CONTAINER_INDEX, stored, "deleted")
 
+    async def erase_user(self, organization_id: str, user_id: str) -> int:
+        """Delete a user's containers in one organisation, every memory in them included: how many went.
+
+        Part of erasing a user (the histories API's ``filter[user_id]`` delete), so it runs even with
+        the agentic API disabled: the data may predate that setting."""
+        owner, erased = Principal(organization_id, user_id), 0
+        for container in await self.store.containers(owner):
+            erased += await self.store.delete_container(owner, container.id) is not None
+        return erased
+
     async def search_containers(self, owner: Principal, body: Body) -> dict[str, Any]:
         self._check()
         query = parse_search(_without_nested(body))

@@ -20,7 +20,7 @@ from memory_plugin.errors import (
     ValidationFailed,
 )
 from memory_plugin.histories.service import Erasure, IngestedRecord, SearchResult
-from memory_plugin.memory.models import Conversation, Interaction, Page
+from memory_plugin.memory.models import Conversation, Interaction, InteractionFields, Page
 from memory_plugin.settings import EmbeddedRegion, OpenSearchRegion, Settings, load_settings
 from memory_plugin.stores.records import DeleteCounts, Hit, Record
 
@@ -34,6 +34,7 @@ __all__ = [
     "IngestedRecord",
     "InsufficientStorage",
     "Interaction",
+    "InteractionFields",
     "InvalidArgument",
     "MemoryPlugin",
     "NotFound",

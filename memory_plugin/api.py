@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from embedder import Embedder
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.service import Erasure, IngestedRecord, SearchQuery, SearchResult
-from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page
+from memory_plugin.memory.models import Conversation, Interaction, InteractionFields, Page
 from memory_plugin.memory.service import DEFAULT_MAX_RESULTS
 from memory_plugin.services import Services, open_services
 from memory_plugin.settings import Settings
@@ -80,29 +80,10 @@ class MemoryPlugin:
         return await self._services.memory.create_conversation(principal, name, additional_info)
 
     async def add_interaction(
-        self,
-        principal: Principal,
-        conversation_id: str,
-        *,
-        input: str | None,
-        response: str | None,
-        prompt_template: str | None = None,
-        origin: str | None = None,
-        additional_info: AdditionalInfo = None,
-        parent_interaction_id: str | None = None,
-        trace_number: int | None = None,
+        self, principal: Principal, conversation_id: str, **fields: Unpack[InteractionFields]
     ) -> Interaction:
-        return await self._services.memory.create_interaction(
-            principal,
-            conversation_id,
-            input=input,
-            response=response,
-            prompt_template=prompt_template,
-            origin=origin,
-            additional_info=additional_info,
-            parent_interaction_id=parent_interaction_id,
-            trace_number=trace_number,
-        )
+        """The fields of ``InteractionFields`` as keywords: ``input`` and ``response`` always (either may be None)."""
+        return await self._services.memory.create_interaction(principal, conversation_id, **fields)
 
     async def indexed(self, timeout: float = 60.0) -> None:
         """Wait until every interaction written so far is searchable (the bridge indexes in the background)."""

@@ -1,11 +1,14 @@
 """The OpenAPI 3.1 description of every endpoint, served at ``GET /_openapi.json``.
 
 A test checks it against the router both ways, and schemathesis fuzzes the
-live server from it, so it cannot drift from what the server does.
+live server from it, so it cannot drift from what the server does.  Each
+operation is one line of a table: the builders below spell out the shapes
+(objects, lists, error answers) that the operations share.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from memory_plugin._version import __version__
@@ -18,602 +21,394 @@ from memory_plugin.settings import REGIONS
 from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
 from memory_plugin.stores.records import RECORD_TYPES
 
+Schema = dict[str, Any]
+
 JSON = "application/json"
+STRING: Schema = {"type": "string"}
+INTEGER: Schema = {"type": "integer"}
+NUMBER: Schema = {"type": "number"}
+BOOLEAN: Schema = {"type": "boolean"}
+ANY_OBJECT: Schema = {"type": "object"}
+STRING_MAP: Schema = {"type": "object", "additionalProperties": STRING}
+DATE_TIME: Schema = {"type": "string", "format": "date-time"}
+STRING_OR_NULL: Schema = {"type": ["string", "null"]}
+WEIGHT: Schema = {"type": "number", "minimum": 0, "maximum": 1}
+
+ERROR_WORDS = {
+    "400": "Bad input",
+    "401": "No valid credential",
+    "403": "The credential does not grant this",
+    "404": "Not found",
+    "405": "Wrong method",
+    "408": "The body did not arrive in time",
+    "409": "Conflict",
+    "413": "Body too large",
+    "503": "Unavailable",
+    "507": "Storage full",
+}
 
 
-def _ref(name: str) -> dict[str, str]:
+def _ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
-    return {"required": required, "content": {JSON: {"schema": schema}}}
+def _object(properties: Schema | None = None, *, required: tuple[str, ...] = (), **keywords: Any) -> Schema:
+    """A JSON object; ``keywords`` are further JSON Schema keywords (``additionalProperties``, ...)."""
+    schema: Schema = {"type": "object"}
+    if required:
+        schema["required"] = list(required)
+    if properties is not None:
+        schema["properties"] = properties
+    return {**schema, **keywords}
 
 
-def _ok(schema: dict[str, Any], status: str = "200", description: str = "Success") -> dict[str, Any]:
-    return {status: {"description": description, "content": {JSON: {"schema": schema}}}}
+def _array(items: Schema, **keywords: Any) -> Schema:
+    return {"type": "array", "items": items, **keywords}
 
 
-def _errors(style: str, *statuses: str) -> dict[str, Any]:
-    schema = _ref("OpenSearchError" if style == "opensearch" else "TelnyxErrors")
-    words = {
-        "400": "Bad input",
-        "401": "No valid credential",
-        "403": "The credential does not grant this",
-        "404": "Not found",
-        "405": "Wrong method",
-        "408": "The body did not arrive in time",
-        "409": "Conflict",
-        "413": "Body too large",
-        "503": "Unavailable",
-        "507": "Storage full",
-    }
-    return {s: {"description": words[s], "content": {JSON: {"schema": schema}}} for s in statuses}
+def _each(schema: Schema, *names: str) -> Schema:
+    """The same schema for several properties."""
+    return dict.fromkeys(names, schema)
 
 
-def _path_param(name: str) -> dict[str, Any]:
+def _listing(key: str, item: str) -> Schema:
+    """A page of a 2.11-style list: the items under ``key``, and where the next page starts."""
+    return _object({key: _array(_ref(item)), "next_token": INTEGER})
+
+
+def _path_param(name: str) -> Schema:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
 
 
-def _query(name: str, schema: dict[str, Any], required: bool = False, description: str = "") -> dict[str, Any]:
+def _query(name: str, schema: Schema, required: bool = False, description: str = "") -> Schema:
     param = {"name": name, "in": "query", "required": required, "schema": schema}
     if description:
         param["description"] = description
     return param
 
 
+@dataclass(frozen=True)
+class _Api:
+    """One API's tag, its error format, and the errors its operations usually answer."""
+
+    tag: str
+    errors: tuple[str, ...]
+    error_schema: str = "OpenSearchError"
+
+    def op(
+        self,
+        summary: str,
+        response: Schema,
+        body: Schema | None = None,
+        *,
+        body_required: bool = True,
+        errors: tuple[str, ...] | None = None,
+        status: str = "200",
+        description: str = "Success",
+        media: tuple[str, ...] = (JSON,),
+        **extra: Any,
+    ) -> Schema:
+        """An operation answering ``response`` (in each of ``media``) or one of ``errors``."""
+        operation: Schema = {"tags": [self.tag], "summary": summary, **extra}
+        if body is not None:
+            operation["requestBody"] = {"required": body_required, "content": {JSON: {"schema": body}}}
+        error = {"content": {JSON: {"schema": _ref(self.error_schema)}}}
+        operation["responses"] = {
+            status: {"description": description, "content": {kind: {"schema": response} for kind in media}},
+            **{
+                code: {"description": ERROR_WORDS[code], **error}
+                for code in (self.errors if errors is None else errors)
+            },
+        }
+        return operation
+
+
+SERVICE = _Api("service", ("401",))
+V211 = _Api("memory 2.11", ("400", "401", "404"))
+V212 = _Api("memory 2.12+", ("400", "401", "404"))
+HISTORIES = _Api("conversation histories", ("400", "401", "503"), "TelnyxErrors")
+AGENTIC = _Api("agentic memory 3.3+", ("400", "401", "403", "404"))
+
+#: What answers on a collection (no id in the path: nothing to be not found).
+UNSCOPED = ("400", "401")
 PAGING = [
     _query("max_results", {"type": "integer", "minimum": 1, "maximum": MAX_RESULT_WINDOW, "default": 10}),
     _query("next_token", {"type": "integer", "minimum": 0, "default": 0}),
 ]
-OS = ("400", "401", "404")
+INTERACTION_TEXTS = ("input", "prompt_template", "response", "origin")
 
 
-def _memory_operations() -> dict[str, Any]:
+def _update(noun: str, field: str) -> Schema:
+    """A 2.12+ update: one text field and ``additional_info``, nothing else."""
+    body = _object({field: STRING, "additional_info": _ref("StringMap")}, additionalProperties=False)
+    return V212.op(f"Update a {noun}'s {field} or additional_info", _ref("UpdateResponse"), body)
+
+
+def _memory_operations() -> Schema:
     conversation = "/_plugins/_ml/memory/conversation"
     memory = "/_plugins/_ml/memory"
-    interaction_body = {
-        "type": "object",
-        "required": ["input", "response"],
-        "properties": {
-            name: {"type": "string"} for name in ("input", "prompt_template", "response", "origin", "additional_info")
-        },
-    }
-    message_body = {
-        "type": "object",
-        "properties": {
-            **{
-                name: {"type": "string"}
-                for name in ("input", "prompt_template", "response", "origin", "parent_message_id")
-            },
+    interaction = _object(_each(STRING, *INTERACTION_TEXTS, "additional_info"), required=("input", "response"))
+    message = _object(
+        {
+            **_each(STRING, *INTERACTION_TEXTS, "parent_message_id"),
             "additional_info": _ref("StringMap"),
             "trace_number": {"type": "integer", "minimum": 0},
-        },
-    }
-    search = {
-        "summary": "Search with an OpenSearch query body",
-        "requestBody": _body(_ref("SearchBody"), required=False),
-        "responses": {**_ok(_ref("SearchResponse")), **_errors("opensearch", *OS)},
-    }
+        }
+    )
+    search = V212.op(
+        "Search with an OpenSearch query body", _ref("SearchResponse"), _ref("SearchBody"), body_required=False
+    )
     return {
         conversation: {
-            "post": {
-                "tags": ["memory 2.11"],
-                "summary": "Create a conversation",
-                "requestBody": _body({"type": "object", "properties": {"name": {"type": "string"}}}, required=False),
-                "responses": {
-                    **_ok(
-                        {
-                            "type": "object",
-                            "required": ["conversation_id"],
-                            "properties": {"conversation_id": {"type": "string"}},
-                        }
-                    ),
-                    **_errors("opensearch", "400", "401"),
-                },
-            },
-            "get": {
-                "tags": ["memory 2.11"],
-                "summary": "List conversations, newest first",
-                "parameters": PAGING,
-                "responses": {
-                    **_ok(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "conversations": {"type": "array", "items": _ref("Conversation")},
-                                "next_token": {"type": "integer"},
-                            },
-                        }
-                    ),
-                    **_errors("opensearch", "400", "401"),
-                },
-            },
+            "post": V211.op(
+                "Create a conversation",
+                _object({"conversation_id": STRING}, required=("conversation_id",)),
+                _object({"name": STRING}),
+                body_required=False,
+                errors=UNSCOPED,
+            ),
+            "get": V211.op(
+                "List conversations, newest first",
+                _listing("conversations", "Conversation"),
+                errors=UNSCOPED,
+                parameters=PAGING,
+            ),
         },
         conversation + "/{conversation_id}": {
             "parameters": [_path_param("conversation_id")],
-            "post": {
-                "tags": ["memory 2.11"],
-                "summary": "Add an interaction",
-                "requestBody": _body(interaction_body),
-                "responses": {
-                    **_ok({"type": "object", "properties": {"interaction_id": {"type": "string"}}}),
-                    **_errors("opensearch", *OS),
-                },
-            },
-            "get": {
-                "tags": ["memory 2.11"],
-                "summary": "List interactions, newest first",
-                "parameters": PAGING,
-                "responses": {
-                    **_ok(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "interactions": {"type": "array", "items": _ref("Interaction")},
-                                "next_token": {"type": "integer"},
-                            },
-                        }
-                    ),
-                    **_errors("opensearch", *OS),
-                },
-            },
-            "delete": {
-                "tags": ["memory 2.11"],
-                "summary": "Delete a conversation and its interactions",
-                "responses": {**_ok(_ref("Success")), **_errors("opensearch", *OS)},
-            },
+            "post": V211.op("Add an interaction", _object({"interaction_id": STRING}), interaction),
+            "get": V211.op(
+                "List interactions, newest first", _listing("interactions", "Interaction"), parameters=PAGING
+            ),
+            "delete": V211.op("Delete a conversation and its interactions", _ref("Success")),
         },
         memory: {
-            "post": {
-                "tags": ["memory 2.12+"],
-                "summary": "Create a memory",
-                "requestBody": _body(
-                    {
-                        "type": "object",
-                        "properties": {"name": {"type": "string"}, "additional_info": _ref("StringMap")},
-                    },
-                    required=False,
-                ),
-                "responses": {
-                    **_ok({"type": "object", "properties": {"memory_id": {"type": "string"}}}),
-                    **_errors("opensearch", "400", "401"),
-                },
-            },
-            "get": {
-                "tags": ["memory 2.12+"],
-                "summary": "List memories, last updated first",
-                "parameters": PAGING,
-                "responses": {
-                    **_ok(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "memories": {"type": "array", "items": _ref("Memory")},
-                                "next_token": {"type": "integer"},
-                            },
-                        }
-                    ),
-                    **_errors("opensearch", "400", "401"),
-                },
-            },
+            "post": V212.op(
+                "Create a memory",
+                _object({"memory_id": STRING}),
+                _object({"name": STRING, "additional_info": _ref("StringMap")}),
+                body_required=False,
+                errors=UNSCOPED,
+            ),
+            "get": V212.op(
+                "List memories, last updated first", _listing("memories", "Memory"), errors=UNSCOPED, parameters=PAGING
+            ),
         },
-        memory + "/_search": {
-            "get": {"tags": ["memory 2.12+"], **search},
-            "post": {"tags": ["memory 2.12+"], **search},
-        },
+        memory + "/_search": {"get": search, "post": search},
         memory + "/message/{message_id}": {
             "parameters": [_path_param("message_id")],
-            "get": {
-                "tags": ["memory 2.12+"],
-                "summary": "Get a message",
-                "responses": {**_ok(_ref("Message")), **_errors("opensearch", *OS)},
-            },
-            "put": {
-                "tags": ["memory 2.12+"],
-                "summary": "Update a message's response or additional_info",
-                "requestBody": _body(
-                    {
-                        "type": "object",
-                        "properties": {"response": {"type": "string"}, "additional_info": _ref("StringMap")},
-                        "additionalProperties": False,
-                    }
-                ),
-                "responses": {**_ok(_ref("UpdateResponse")), **_errors("opensearch", *OS)},
-            },
+            "get": V212.op("Get a message", _ref("Message")),
+            "put": _update("message", "response"),
         },
         memory + "/message/{message_id}/traces": {
             "parameters": [_path_param("message_id")],
-            "get": {
-                "tags": ["memory 2.12+"],
-                "summary": "List a message's traces",
-                "parameters": PAGING,
-                "responses": {
-                    **_ok(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "traces": {"type": "array", "items": _ref("Message")},
-                                "next_token": {"type": "integer"},
-                            },
-                        }
-                    ),
-                    **_errors("opensearch", *OS),
-                },
-            },
+            "get": V212.op("List a message's traces", _listing("traces", "Message"), parameters=PAGING),
         },
         memory + "/{memory_id}": {
             "parameters": [_path_param("memory_id")],
-            "get": {
-                "tags": ["memory 2.12+"],
-                "summary": "Get a memory",
-                "responses": {**_ok(_ref("Memory")), **_errors("opensearch", *OS)},
-            },
-            "put": {
-                "tags": ["memory 2.12+"],
-                "summary": "Update a memory's name or additional_info",
-                "requestBody": _body(
-                    {
-                        "type": "object",
-                        "properties": {"name": {"type": "string"}, "additional_info": _ref("StringMap")},
-                        "additionalProperties": False,
-                    }
-                ),
-                "responses": {**_ok(_ref("UpdateResponse")), **_errors("opensearch", *OS)},
-            },
-            "delete": {
-                "tags": ["memory 2.12+"],
-                "summary": "Delete a memory and its messages",
-                "responses": {**_ok(_ref("Success")), **_errors("opensearch", *OS)},
-            },
+            "get": V212.op("Get a memory", _ref("Memory")),
+            "put": _update("memory", "name"),
+            "delete": V212.op("Delete a memory and its messages", _ref("Success")),
         },
         memory + "/{memory_id}/messages": {
             "parameters": [_path_param("memory_id")],
-            "post": {
-                "tags": ["memory 2.12+"],
-                "summary": "Add a message",
-                "requestBody": _body(message_body),
-                "responses": {
-                    **_ok({"type": "object", "properties": {"message_id": {"type": "string"}}}),
-                    **_errors("opensearch", *OS),
-                },
-            },
-            "get": {
-                "tags": ["memory 2.12+"],
-                "summary": "List messages, oldest first",
-                "parameters": PAGING,
-                "responses": {
-                    **_ok(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "messages": {"type": "array", "items": _ref("Message")},
-                                "next_token": {"type": "integer"},
-                            },
-                        }
-                    ),
-                    **_errors("opensearch", *OS),
-                },
-            },
+            "post": V212.op("Add a message", _object({"message_id": STRING}), message),
+            "get": V212.op("List messages, oldest first", _listing("messages", "Message"), parameters=PAGING),
         },
         memory + "/{memory_id}/_search": {
             "parameters": [_path_param("memory_id")],
-            "get": {"tags": ["memory 2.12+"], **search},
-            "post": {"tags": ["memory 2.12+"], **search},
+            "get": search,
+            "post": search,
         },
     }
 
 
-def _filter_parameters() -> list[dict[str, Any]]:
+def _filter_parameters() -> list[Schema]:
     params = []
     for field in TOP_LEVEL_FIELDS:
         if field in DATE_FIELDS:
-            for op in ("gte", "gt", "lte", "lt"):
-                params.append(_query(f"filter[{field}][{op}]", {"type": "string", "format": "date-time"}))
+            params += [_query(f"filter[{field}][{op}]", DATE_TIME) for op in ("gte", "gt", "lte", "lt")]
         else:
-            params.append(_query(f"filter[{field}]", {"type": "string"}, description="exact match"))
-            params.append(_query(f"filter[{field}][in]", {"type": "string"}, description="comma-separated values"))
-            params.append(
-                _query(f"filter[{field}][contains]", {"type": "string"}, description="case-insensitive substring")
-            )
-    params.append(
-        _query("filter[language]", {"type": "string"}, description="any other field filters metadata.<field>")
-    )
+            params += [
+                _query(f"filter[{field}]", STRING, description="exact match"),
+                _query(f"filter[{field}][in]", STRING, description="comma-separated values"),
+                _query(f"filter[{field}][contains]", STRING, description="case-insensitive substring"),
+            ]
+    params.append(_query("filter[language]", STRING, description="any other field filters metadata.<field>"))
     return params
 
 
-def _history_operations() -> dict[str, Any]:
+def _history_operations() -> Schema:
     base = "/v2/ai/conversation_histories"
-    record = {
-        "type": "object",
-        "required": ["record_type", "text"],
-        "additionalProperties": False,
-        "properties": {
+    record = _object(
+        {
             "record_id": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
             "record_type": {"enum": list(RECORD_TYPES)},
             "region": {"enum": list(REGIONS)},
             "text": {"type": "string", "minLength": 1},
-            "user_id": {"type": "string"},
-            "document_id": {"type": "string"},
-            "record_created_at": {"type": "string", "format": "date-time"},
-            "retention": {"type": "string"},
-            "metadata": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
+            **_each(STRING, "user_id", "document_id"),
+            "record_created_at": DATE_TIME,
+            "retention": STRING,
+            "metadata": _object(additionalProperties={"type": ["string", "number", "boolean"]}),
         },
-    }
+        required=("record_type", "text"),
+        additionalProperties=False,
+    )
     search_params = [
         _query("q", {"type": "string", "minLength": 1}, required=True),
         _query("record_type", {"enum": list(RECORD_TYPES)}, required=True),
         _query("region", {"enum": list(REGIONS)}),
         _query("top_k", {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": 20}),
-        _query("min_score", {"type": "number", "minimum": 0, "maximum": 1}),
+        _query("min_score", WEIGHT),
         _query("page[number]", {"type": "integer", "minimum": 1, "default": 1}),
         _query("page[size]", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 20}),
         *_filter_parameters(),
     ]
-    ingested = {
-        "type": "object",
-        "properties": {
-            "record_id": {"type": "string"},
-            "region": {"type": "string"},
-            "record_type": {"type": "string"},
-            "chunk_total": {"type": "integer"},
-            "ingested_at": {"type": "string", "format": "date-time"},
+    ingested = _object(
+        {**_each(STRING, "record_id", "region", "record_type"), "chunk_total": INTEGER, "ingested_at": DATE_TIME}
+    )
+    erased = {
+        "deleted_memories": {
+            "type": "integer",
+            "description": "For a filter on user_id alone: those users' memories erased",
+        },
+        "deleted_messages": {"type": "integer", "description": "... and their messages, traces included"},
+        "deleted_memory_containers": {
+            "type": "integer",
+            "description": "... and the agentic memory containers they own, every memory in them included",
         },
     }
     return {
         base: {
-            "get": {
-                "tags": ["conversation histories"],
-                "summary": "Search conversation histories",
-                "parameters": search_params,
-                "responses": {**_ok(_ref("SearchResults")), **_errors("telnyx", "400", "401", "503")},
-            },
-            "post": {
-                "tags": ["conversation histories"],
-                "summary": "Ingest records (chunked, embedded, indexed)",
-                "requestBody": _body(
-                    {
-                        "type": "object",
-                        "required": ["records"],
-                        "additionalProperties": False,
-                        "properties": {
-                            "records": {"type": "array", "minItems": 1, "maxItems": MAX_RECORDS, "items": record}
-                        },
-                    }
+            "get": HISTORIES.op("Search conversation histories", _ref("SearchResults"), parameters=search_params),
+            "post": HISTORIES.op(
+                "Ingest records (chunked, embedded, indexed)",
+                _object({"data": _array(ingested)}),
+                _object(
+                    {"records": _array(record, minItems=1, maxItems=MAX_RECORDS)},
+                    required=("records",),
+                    additionalProperties=False,
                 ),
-                "responses": {
-                    **_ok(
-                        {"type": "object", "properties": {"data": {"type": "array", "items": ingested}}},
-                        "201",
-                        "Ingested",
-                    ),
-                    **_errors("telnyx", "400", "401", "408", "413", "503"),
-                },
-            },
-            "delete": {
-                "tags": ["conversation histories"],
-                "summary": "Delete every matching record; filter[user_id] alone erases those users, memory included",
-                "parameters": _filter_parameters(),
-                "responses": {
-                    **_ok(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "data": {
-                                    "type": "object",
-                                    "properties": {
-                                        "deleted_records": {"type": "integer"},
-                                        "deleted_chunks": {"type": "integer"},
-                                        "deleted_memories": {
-                                            "type": "integer",
-                                            "description": "For a filter on user_id alone: those users' memories erased",
-                                        },
-                                        "deleted_messages": {
-                                            "type": "integer",
-                                            "description": "... and their messages, traces included",
-                                        },
-                                        "deleted_memory_containers": {
-                                            "type": "integer",
-                                            "description": "... and their agentic memory containers, every memory in them included",
-                                        },
-                                    },
-                                }
-                            },
-                        }
-                    ),
-                    **_errors("telnyx", "400", "401", "503"),
-                },
-            },
+                errors=("400", "401", "408", "413", "503"),
+                status="201",
+                description="Ingested",
+            ),
+            "delete": HISTORIES.op(
+                "Delete every matching record; filter[user_id] alone erases those users, memory included",
+                _object({"data": _object({**_each(INTEGER, "deleted_records", "deleted_chunks"), **erased})}),
+                parameters=_filter_parameters(),
+            ),
         },
         base + "/{record_id}": {
             "parameters": [_path_param("record_id")],
-            "delete": {
-                "tags": ["conversation histories"],
-                "summary": "Delete one record",
-                "responses": {
-                    **_ok(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "data": {
-                                    "type": "object",
-                                    "properties": {
-                                        "record_id": {"type": "string"},
-                                        "deleted_chunks": {"type": "integer"},
-                                    },
-                                }
-                            },
-                        }
-                    ),
-                    **_errors("telnyx", "400", "401", "404", "503"),
-                },
-            },
+            "delete": HISTORIES.op(
+                "Delete one record",
+                _object({"data": _object({"record_id": STRING, "deleted_chunks": INTEGER})}),
+                errors=("400", "401", "404", "503"),
+            ),
         },
     }
 
 
-def _schemas() -> dict[str, Any]:
-    string_or_null = {"type": ["string", "null"]}
+def _schemas() -> Schema:
     return {
-        "StringMap": {"type": "object", "additionalProperties": {"type": "string"}},
-        "Success": {"type": "object", "properties": {"success": {"type": "boolean"}}},
-        "Conversation": {
-            "type": "object",
-            "properties": {
-                "conversation_id": {"type": "string"},
-                "create_time": {"type": "string"},
-                "name": {"type": "string"},
-            },
-        },
-        "Interaction": {
-            "type": "object",
-            "properties": {
-                "conversation_id": {"type": "string"},
-                "interaction_id": {"type": "string"},
-                "create_time": {"type": "string"},
-                **{
-                    name: string_or_null
-                    for name in ("input", "prompt_template", "response", "origin", "additional_info")
-                },
-            },
-        },
-        "Memory": {
-            "type": "object",
-            "properties": {
-                "memory_id": {"type": "string"},
-                "create_time": {"type": "string"},
-                "updated_time": {"type": "string"},
-                "name": {"type": "string"},
-                "user": {"type": "string"},
+        "StringMap": STRING_MAP,
+        "Success": _object({"success": BOOLEAN}),
+        "Conversation": _object(_each(STRING, "conversation_id", "create_time", "name")),
+        "Interaction": _object(
+            {
+                **_each(STRING, "conversation_id", "interaction_id", "create_time"),
+                **_each(STRING_OR_NULL, *INTERACTION_TEXTS, "additional_info"),
+            }
+        ),
+        "Memory": _object(
+            {
+                **_each(STRING, "memory_id", "create_time", "updated_time", "name", "user"),
                 "additional_info": _ref("StringMap"),
-            },
-        },
-        "Message": {
-            "type": "object",
-            "properties": {
-                "memory_id": {"type": "string"},
-                "message_id": {"type": "string"},
-                "create_time": {"type": "string"},
-                **{name: string_or_null for name in ("input", "prompt_template", "response", "origin")},
+            }
+        ),
+        "Message": _object(
+            {
+                **_each(STRING, "memory_id", "message_id", "create_time"),
+                **_each(STRING_OR_NULL, *INTERACTION_TEXTS),
                 "additional_info": {"oneOf": [_ref("StringMap"), {"type": "null"}]},
-                "parent_message_id": {"type": "string"},
-                "trace_number": {"type": "integer"},
-            },
-        },
-        "UpdateResponse": {
-            "type": "object",
-            "properties": {"_index": {"type": "string"}, "_id": {"type": "string"}, "result": {"type": "string"}},
-        },
-        "SearchBody": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "object"},
+                "parent_message_id": STRING,
+                "trace_number": INTEGER,
+            }
+        ),
+        "UpdateResponse": _object(_each(STRING, "_index", "_id", "result")),
+        "SearchBody": _object(
+            {
+                "query": ANY_OBJECT,
                 "sort": {},
                 "from": {"type": "integer", "minimum": 0},
                 "size": {"type": "integer", "minimum": 0, "maximum": MAX_RESULT_WINDOW},
                 "_source": {},
+            }
+        ),
+        "SearchResponse": _object(
+            {
+                "took": INTEGER,
+                "hits": _object({"total": ANY_OBJECT, "hits": _array(_object({"_id": STRING, "_source": ANY_OBJECT}))}),
+            }
+        ),
+        "SearchResults": _object(
+            {
+                "data": _array(
+                    _object(
+                        {
+                            **_each(STRING, "id", "record_id"),
+                            **_each(INTEGER, "chunk_index", "chunk_total"),
+                            "text": STRING,
+                            "score": NUMBER,
+                            **_each(STRING, "record_type", "region"),
+                            "user_id": STRING_OR_NULL,
+                            **_each(STRING, "organization_id", "document_id", "record_created_at", "ingested_at"),
+                            "metadata": ANY_OBJECT,
+                        }
+                    )
+                ),
+                "meta": _object(
+                    {
+                        **_each(INTEGER, "total_pages", "total_results", "page_number", "page_size"),
+                        "failed_regions": _array(STRING),
+                    }
+                ),
+            }
+        ),
+        "OpenSearchError": _object(
+            {
+                "error": _object(
+                    {
+                        "root_cause": _array(_object(required=("type", "reason"))),
+                        **_each(STRING, "type", "reason"),
+                    },
+                    required=("root_cause", "type", "reason"),
+                ),
+                "status": INTEGER,
             },
-        },
-        "SearchResponse": {
-            "type": "object",
-            "properties": {
-                "took": {"type": "integer"},
-                "hits": {
-                    "type": "object",
-                    "properties": {
-                        "total": {"type": "object"},
-                        "hits": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "properties": {"_id": {"type": "string"}, "_source": {"type": "object"}},
-                            },
+            required=("error", "status"),
+        ),
+        "TelnyxErrors": _object(
+            {
+                "errors": _array(
+                    _object(
+                        {
+                            **_each(STRING, "code", "title", "detail"),
+                            "source": _object({"parameter": STRING}),
                         },
-                    },
-                },
+                        required=("code", "title", "detail"),
+                    ),
+                    minItems=1,
+                )
             },
-        },
-        "SearchResults": {
-            "type": "object",
-            "properties": {
-                "data": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "id": {"type": "string"},
-                            "record_id": {"type": "string"},
-                            "chunk_index": {"type": "integer"},
-                            "chunk_total": {"type": "integer"},
-                            "text": {"type": "string"},
-                            "score": {"type": "number"},
-                            "record_type": {"type": "string"},
-                            "region": {"type": "string"},
-                            "user_id": string_or_null,
-                            "organization_id": {"type": "string"},
-                            "document_id": {"type": "string"},
-                            "record_created_at": {"type": "string"},
-                            "ingested_at": {"type": "string"},
-                            "metadata": {"type": "object"},
-                        },
-                    },
-                },
-                "meta": {
-                    "type": "object",
-                    "properties": {
-                        "total_pages": {"type": "integer"},
-                        "total_results": {"type": "integer"},
-                        "page_number": {"type": "integer"},
-                        "page_size": {"type": "integer"},
-                        "failed_regions": {"type": "array", "items": {"type": "string"}},
-                    },
-                },
-            },
-        },
-        "OpenSearchError": {
-            "type": "object",
-            "required": ["error", "status"],
-            "properties": {
-                "error": {
-                    "type": "object",
-                    "required": ["root_cause", "type", "reason"],
-                    "properties": {
-                        "root_cause": {"type": "array", "items": {"type": "object", "required": ["type", "reason"]}},
-                        "type": {"type": "string"},
-                        "reason": {"type": "string"},
-                    },
-                },
-                "status": {"type": "integer"},
-            },
-        },
-        "TelnyxErrors": {
-            "type": "object",
-            "required": ["errors"],
-            "properties": {
-                "errors": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        "type": "object",
-                        "required": ["code", "title", "detail"],
-                        "properties": {
-                            "code": {"type": "string"},
-                            "title": {"type": "string"},
-                            "detail": {"type": "string"},
-                            "source": {"type": "object", "properties": {"parameter": {"type": "string"}}},
-                        },
-                    },
-                }
-            },
-        },
+            required=("errors",),
+        ),
     }
 
 
 # -- agentic memory (ML Commons 3.3+) -------------------------------------------------------
 
-AGENTIC_TAG = ["agentic memory 3.3+"]
-AGENTIC_ERRORS = ("400", "401", "403", "404")
-ANY_OBJECT = {"type": "object"}
-STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 MEMORY_TYPE = {
     "name": "memory_type",
     "in": "path",
@@ -622,280 +417,181 @@ MEMORY_TYPE = {
 }
 
 
-def _agentic_op(
-    summary: str,
-    response: dict[str, Any],
-    body: dict[str, Any] | None = None,
-    required: bool = True,
-    errors: tuple[str, ...] = AGENTIC_ERRORS,
-    **extra: Any,
-) -> dict[str, Any]:
-    operation: dict[str, Any] = {"tags": AGENTIC_TAG, "summary": summary, **extra}
-    if body is not None:
-        operation["requestBody"] = _body(body, required=required)
-    operation["responses"] = {**_ok(response), **_errors("opensearch", *errors)}
-    return operation
-
-
-def _agentic_operations() -> dict[str, Any]:
-    strategy = {
-        "type": "object",
-        "required": ["type", "namespace"],
-        "properties": {
-            "id": {"type": "string"},
+def _agentic_operations() -> Schema:
+    strategy = _object(
+        {
+            "id": STRING,
             "type": {"type": "string", "enum": ["SEMANTIC", "USER_PREFERENCE", "SUMMARY"]},
-            "namespace": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            "enabled": {"type": "boolean"},
+            "namespace": _array(STRING, minItems=1),
+            "enabled": BOOLEAN,
             "configuration": ANY_OBJECT,
         },
-    }
-    configuration = {
-        "type": "object",
-        "properties": {
-            "embedding_model_type": {"type": "string", "enum": ["TEXT_EMBEDDING"]},
-            "embedding_model_id": {"type": "string"},
-            "embedding_dimension": {"type": "integer"},
-            "llm_id": {"type": "string"},
-            "max_infer_size": {"type": "integer", "minimum": 1, "maximum": 10},
-            "index_prefix": {"type": "string"},
-            "use_system_index": {"type": "boolean"},
-            "disable_history": {"type": "boolean"},
-            "disable_session": {"type": "boolean"},
-            "index_settings": ANY_OBJECT,
-            "parameters": ANY_OBJECT,
-            "strategies": {"type": "array", "items": strategy},
-            "retention_policy": ANY_OBJECT,
-        },
-    }
-    container = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "description": {"type": "string"},
-            "backend_roles": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9:+=,.@_/-]{1,128}$"}},
-            "configuration": configuration,
-        },
-    }
-    message = {
-        "type": "object",
-        "required": ["role", "content"],
-        "properties": {"role": {"type": "string"}, "content": {"type": "array", "items": ANY_OBJECT}},
-    }
-    add = {
-        "type": "object",
-        "properties": {
-            "payload_type": {"type": "string", "enum": ["conversational", "data"]},
-            "messages": {"type": "array", "items": message},
-            "structured_data": ANY_OBJECT,
-            "structured_data_blob": ANY_OBJECT,
-            "binary_data": {"type": "string"},
-            "namespace": STRING_MAP,
-            "metadata": STRING_MAP,
-            "tags": STRING_MAP,
-            "infer": {"type": "boolean"},
-            "parameters": ANY_OBJECT,
-            "message_id": {"type": "integer"},
-            "checkpoint_id": {"type": "string"},
-        },
-    }
-    session = {
-        "type": "object",
-        "properties": {
-            "session_id": {"type": "string"},
-            "summary": {"type": "string"},
-            "metadata": ANY_OBJECT,
-            "agents": ANY_OBJECT,
-            "additional_info": ANY_OBJECT,
-            "namespace": STRING_MAP,
-        },
-    }
-    semantic: dict[str, Any] = {
-        "type": "object",
-        "required": ["query"],
-        "properties": {
-            "query": {"type": "string", "minLength": 1},
-            "k": {"type": "integer", "minimum": 1, "maximum": MAX_K},
-            "namespace": STRING_MAP,
-            "tags": STRING_MAP,
-            "min_score": {"type": "number"},
-            "filter": ANY_OBJECT,
-        },
-    }
-    hybrid = {
-        **semantic,
-        "properties": {
-            **semantic["properties"],
-            "bm25_weight": {"type": "number", "minimum": 0, "maximum": 1},
-            "neural_weight": {"type": "number", "minimum": 0, "maximum": 1},
-        },
-    }
-    write = {
-        "type": "object",
-        "properties": {
-            "_index": {"type": "string"},
-            "_id": {"type": "string"},
-            "_version": {"type": "integer"},
-            "result": {"type": "string"},
-        },
-    }
-    search = _ref("SearchResponse")
-    search_body = _ref("SearchBody")
-    cid = _path_param("memory_container_id")
-    typed = [cid, MEMORY_TYPE]
-    container_search = _agentic_op("Search the caller's memory containers", search, search_body, required=False)
-    memory_search = _agentic_op(
-        "Search memories of a type (the container and owner filters are always added)", search, search_body
+        required=("type", "namespace"),
     )
-    semantic_op = _agentic_op("k-NN search over long-term memory", search, semantic)
-    hybrid_op = _agentic_op(
-        "Hybrid search: BM25 and k-NN, min-max normalised, weighted arithmetic mean", search, hybrid
+    configuration = _object(
+        {
+            "embedding_model_type": {"type": "string", "enum": ["TEXT_EMBEDDING"]},
+            "embedding_model_id": STRING,
+            "embedding_dimension": INTEGER,
+            "llm_id": STRING,
+            "max_infer_size": {"type": "integer", "minimum": 1, "maximum": 10},
+            "index_prefix": STRING,
+            **_each(BOOLEAN, "use_system_index", "disable_history", "disable_session"),
+            **_each(ANY_OBJECT, "index_settings", "parameters"),
+            "strategies": _array(strategy),
+            "retention_policy": ANY_OBJECT,
+        }
+    )
+    container = _object(
+        {
+            **_each(STRING, "name", "description"),
+            "backend_roles": _array({"type": "string", "pattern": "^[A-Za-z0-9:+=,.@_/-]{1,128}$"}),
+            "configuration": configuration,
+        }
+    )
+    message = _object({"role": STRING, "content": _array(ANY_OBJECT)}, required=("role", "content"))
+    add = _object(
+        {
+            "payload_type": {"type": "string", "enum": ["conversational", "data"]},
+            "messages": _array(message),
+            **_each(ANY_OBJECT, "structured_data", "structured_data_blob"),
+            "binary_data": STRING,
+            **_each(STRING_MAP, "namespace", "metadata", "tags"),
+            "infer": BOOLEAN,
+            "parameters": ANY_OBJECT,
+            "message_id": INTEGER,
+            "checkpoint_id": STRING,
+        }
+    )
+    session = _object(
+        {
+            **_each(STRING, "session_id", "summary"),
+            **_each(ANY_OBJECT, "metadata", "agents", "additional_info"),
+            "namespace": STRING_MAP,
+        }
+    )
+    semantic = {
+        "query": {"type": "string", "minLength": 1},
+        "k": {"type": "integer", "minimum": 1, "maximum": MAX_K},
+        **_each(STRING_MAP, "namespace", "tags"),
+        "min_score": NUMBER,
+        "filter": ANY_OBJECT,
+    }
+    hybrid = {**semantic, **_each(WEIGHT, "bm25_weight", "neural_weight")}
+    write = _object({**_each(STRING, "_index", "_id"), "_version": INTEGER, "result": STRING})
+    search = _ref("SearchResponse")
+    container_search = AGENTIC.op(
+        "Search the caller's memory containers", search, _ref("SearchBody"), body_required=False
+    )
+    memory_search = AGENTIC.op(
+        "Search memories of a type (the container and owner filters are always added)", search, _ref("SearchBody")
+    )
+    semantic_search = AGENTIC.op("k-NN search over long-term memory", search, _object(semantic, required=("query",)))
+    hybrid_search = AGENTIC.op(
+        "Hybrid search: BM25 and k-NN, min-max normalised, weighted arithmetic mean",
+        search,
+        _object(hybrid, required=("query",)),
     )
     delete_params = [
-        _query("delete_all_memories", {"type": "boolean"}),
-        _query("delete_memories", {"type": "string"}, description="comma-separated memory types"),
+        _query("delete_all_memories", BOOLEAN),
+        _query("delete_memories", STRING, description="comma-separated memory types"),
     ]
+    container_path = [_path_param("memory_container_id")]
+    typed_path = [*container_path, MEMORY_TYPE]
+    typed = AGENTIC_BASE + "/{memory_container_id}/memories/{memory_type}"
     return {
         AGENTIC_BASE + "/_create": {
-            "post": _agentic_op(
-                "Create a memory container",
-                {
-                    "type": "object",
-                    "properties": {"memory_container_id": {"type": "string"}, "status": {"type": "string"}},
-                },
-                container,
+            "post": AGENTIC.op(
+                "Create a memory container", _object(_each(STRING, "memory_container_id", "status")), container
             )
         },
         AGENTIC_BASE + "/_search": {"get": container_search, "post": container_search},
         AGENTIC_BASE + "/{memory_container_id}": {
-            "parameters": [cid],
-            "get": _agentic_op("Get a memory container", ANY_OBJECT),
-            "put": _agentic_op("Update a memory container", write, container),
-            "delete": _agentic_op(
+            "parameters": container_path,
+            "get": AGENTIC.op("Get a memory container", ANY_OBJECT),
+            "put": AGENTIC.op("Update a memory container", write, container),
+            "delete": AGENTIC.op(
                 "Delete a memory container with its memories",
                 write,
-                errors=(*AGENTIC_ERRORS, "409"),
+                errors=(*AGENTIC.errors, "409"),
                 parameters=delete_params,
             ),
         },
         AGENTIC_BASE + "/{memory_container_id}/memories": {
-            "parameters": [cid],
-            "post": _agentic_op(
+            "parameters": container_path,
+            "post": AGENTIC.op(
                 "Add working memory (infer=true extracts long-term memory in the background)",
-                {
-                    "type": "object",
-                    "properties": {"session_id": {"type": "string"}, "working_memory_id": {"type": "string"}},
-                },
+                _object(_each(STRING, "session_id", "working_memory_id")),
                 add,
             ),
         },
         AGENTIC_BASE + "/{memory_container_id}/memories/sessions": {
-            "parameters": [cid],
-            "post": _agentic_op(
-                "Create a session",
-                {"type": "object", "properties": {"session_id": {"type": "string"}, "status": {"type": "string"}}},
-                session,
+            "parameters": container_path,
+            "post": AGENTIC.op("Create a session", _object(_each(STRING, "session_id", "status")), session),
+        },
+        typed + "/_search": {"parameters": typed_path, "get": memory_search, "post": memory_search},
+        typed + "/_delete_by_query": {
+            "parameters": typed_path,
+            "post": AGENTIC.op(
+                "Delete memories of a type by query", ANY_OBJECT, _object({"query": ANY_OBJECT}, required=("query",))
             ),
         },
-        AGENTIC_BASE + "/{memory_container_id}/memories/{memory_type}/_search": {
-            "parameters": typed,
-            "get": memory_search,
-            "post": memory_search,
-        },
-        AGENTIC_BASE + "/{memory_container_id}/memories/{memory_type}/_delete_by_query": {
-            "parameters": typed,
-            "post": _agentic_op(
-                "Delete memories of a type by query",
-                ANY_OBJECT,
-                {"type": "object", "required": ["query"], "properties": {"query": ANY_OBJECT}},
-            ),
-        },
-        AGENTIC_BASE + "/{memory_container_id}/memories/{memory_type}/_semantic_search": {
-            "parameters": typed,
-            "get": semantic_op,
-            "post": semantic_op,
-        },
-        AGENTIC_BASE + "/{memory_container_id}/memories/{memory_type}/_hybrid_search": {
-            "parameters": typed,
-            "get": hybrid_op,
-            "post": hybrid_op,
-        },
-        AGENTIC_BASE + "/{memory_container_id}/memories/{memory_type}/{memory_id}": {
-            "parameters": [*typed, _path_param("memory_id")],
-            "get": _agentic_op("Get one memory", ANY_OBJECT),
-            "put": _agentic_op(
-                "Update one memory (allowed keys depend on the type)", write, {"type": "object", "minProperties": 1}
-            ),
-            "delete": _agentic_op("Delete one memory", write),
+        typed + "/_semantic_search": {"parameters": typed_path, "get": semantic_search, "post": semantic_search},
+        typed + "/_hybrid_search": {"parameters": typed_path, "get": hybrid_search, "post": hybrid_search},
+        typed + "/{memory_id}": {
+            "parameters": [*typed_path, _path_param("memory_id")],
+            "get": AGENTIC.op("Get one memory", ANY_OBJECT),
+            "put": AGENTIC.op("Update one memory (allowed keys depend on the type)", write, _object(minProperties=1)),
+            "delete": AGENTIC.op("Delete one memory", write),
         },
     }
 
 
-def openapi_document() -> dict[str, Any]:
-    service = {
-        "/": {
-            "get": {
-                "tags": ["service"],
-                "summary": "Node info, as an OpenSearch node answers",
-                "responses": {**_ok({"type": "object"}), **_errors("opensearch", "401")},
-            }
-        },
+def _service_operations() -> Schema:
+    return {
+        "/": {"get": SERVICE.op("Node info, as an OpenSearch node answers", ANY_OBJECT)},
         "/_health": {
-            "get": {
-                "tags": ["service"],
-                "summary": "Health check (no credential needed)",
-                "security": [],
-                "responses": _ok({"type": "object", "properties": {"status": {"type": "string"}}}),
-            }
+            "get": SERVICE.op(
+                "Health check (no credential needed)", _object({"status": STRING}), errors=(), security=[]
+            )
         },
         "/_metrics": {
-            "get": {
-                "tags": ["service"],
-                "summary": "Prometheus metrics (the operator's metrics_token as a Bearer token; tenant keys get 403)",
-                "responses": {
-                    "200": {
-                        "description": "Prometheus text format",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    },
-                    **_errors("opensearch", "401", "403"),
-                },
-            }
+            "get": SERVICE.op(
+                "Prometheus metrics (the operator's metrics_token as a Bearer token; tenant keys get 403)",
+                STRING,
+                errors=("401", "403"),
+                description="Prometheus text format",
+                media=("text/plain",),
+            )
         },
         "/_console": {
-            "get": {
-                "tags": ["service"],
-                "summary": "The web console (a page; it calls this API with your key)",
-                "security": [],
-                "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}},
-            }
+            "get": SERVICE.op(
+                "The web console (a page; it calls this API with your key)",
+                STRING,
+                errors=(),
+                description="HTML",
+                media=("text/html",),
+                security=[],
+            )
         },
         "/_console/{asset}": {
-            "get": {
-                "tags": ["service"],
-                "summary": "The console's script and stylesheet",
-                "security": [],
-                "parameters": [
+            "get": SERVICE.op(
+                "The console's script and stylesheet",
+                STRING,
+                errors=("404",),
+                description="JavaScript or CSS",
+                media=("text/javascript", "text/css"),
+                security=[],
+                parameters=[
                     {"name": "asset", "in": "path", "required": True, "schema": {"enum": sorted(CONSOLE_ASSETS)}}
                 ],
-                "responses": {
-                    "200": {
-                        "description": "JavaScript or CSS",
-                        "content": {
-                            "text/javascript": {"schema": {"type": "string"}},
-                            "text/css": {"schema": {"type": "string"}},
-                        },
-                    },
-                    **_errors("opensearch", "404"),
-                },
-            }
+            )
         },
-        "/_openapi.json": {
-            "get": {
-                "tags": ["service"],
-                "summary": "This description",
-                "responses": {**_ok({"type": "object"}), **_errors("opensearch", "401")},
-            }
-        },
+        "/_openapi.json": {"get": SERVICE.op("This description", ANY_OBJECT)},
     }
+
+
+def openapi_document() -> Schema:
     return {
         "openapi": "3.1.0",
         "info": {
@@ -904,7 +600,12 @@ def openapi_document() -> dict[str, Any]:
             "description": "OpenSearch ML Commons conversational memory (2.11 and 2.12+), agentic memory (3.3+) "
             "and semantic search over conversation histories.",
         },
-        "paths": {**service, **_memory_operations(), **_history_operations(), **_agentic_operations()},
+        "paths": {
+            **_service_operations(),
+            **_memory_operations(),
+            **_history_operations(),
+            **_agentic_operations(),
+        },
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {

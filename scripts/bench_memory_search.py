@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from _plots import plot_file  # noqa: E402
 
 from memory_plugin.auth import Principal  # noqa: E402
-from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX  # noqa: E402
+from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX  # noqa: E402
 from memory_plugin.memory.models import Conversation, Interaction  # noqa: E402
 from memory_plugin.memory.stores import opensearch as store_module  # noqa: E402
 from memory_plugin.memory.stores.base import conversation_documents, evaluate_search, interaction_documents  # noqa: E402

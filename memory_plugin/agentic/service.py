@@ -79,8 +79,7 @@ from memory_plugin.agentic.store import (
 )
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
-from memory_plugin.errors import InvalidArgument
-from memory_plugin.memory.dsl import (
+from memory_plugin.dsl import (
     DocumentHit,
     DocumentResults,
     SearchBody,
@@ -90,6 +89,7 @@ from memory_plugin.memory.dsl import (
     parse_search,
     search_response,
 )
+from memory_plugin.errors import InvalidArgument
 
 log = logging.getLogger("memory_plugin.agentic")
 

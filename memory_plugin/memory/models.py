@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Required, TypedDict, TypeVar
 
 from memory_plugin.auth import Principal
 
@@ -17,6 +17,14 @@ from memory_plugin.auth import Principal
 AdditionalInfo = str | dict[str, Any] | None
 
 T = TypeVar("T")
+
+#: An interaction's texts: 2.12+ leaves blank ones out.
+MESSAGE_TEXT_FIELDS = ("input", "prompt_template", "response", "origin")
+
+
+def java_blank(text: str | None) -> bool:
+    """Java's ``s == null || s.trim().isEmpty()``: trim drops every character up to U+0020."""
+    return text is None or not text.strip("".join(map(chr, range(0x21))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +54,18 @@ class Interaction:
     parent_interaction_id: str | None = None
     trace_number: int | None = None
     version: int = 1
+
+
+class InteractionFields(TypedDict, total=False):
+    """What the caller says of a new interaction; its id, owner and time are the service's to give."""
+
+    input: Required[str | None]
+    response: Required[str | None]
+    prompt_template: str | None
+    origin: str | None
+    additional_info: AdditionalInfo
+    parent_interaction_id: str | None
+    trace_number: int | None
 
 
 Document = TypeVar("Document", Conversation, Interaction)

@@ -19,8 +19,8 @@ from typing import Any
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
 from memory_plugin.jackson import MAX_NUMBER_LENGTH, JsonSyntaxError, Lexer, Token
+from memory_plugin.memory.models import MESSAGE_TEXT_FIELDS, java_blank
 
-MESSAGE_TEXT_FIELDS = ("input", "prompt_template", "response", "origin")
 AT_LEAST_ONE = (
     "At least one of the following parameters must be non-empty: "
     "input, prompt_template, response, origin, additional_info"
@@ -30,11 +30,6 @@ AT_LEAST_ONE = (
 def _syntax(error: JsonSyntaxError, *, wrapped: bool = False) -> OpenSearchBadRequest:
     """Jackson's error as OpenSearch reports it; ``wrapped`` where ml-commons rethrows it as a parse_exception."""
     return OpenSearchBadRequest(error.message, exception="parse_exception" if wrapped else error.kind)
-
-
-def _java_blank(text: str | None) -> bool:
-    """Java's ``s == null || s.trim().isEmpty()``: trim drops every character up to U+0020."""
-    return text is None or not text.strip("".join(map(chr, range(0x21))))
 
 
 # -- parser.map(): a new memory, and updates -------------------------------------------
@@ -137,8 +132,8 @@ def new_memory(raw: bytes) -> NewMemory:
     if name is None:
         return NewMemory()
     return NewMemory(
-        name=None if _java_blank(name) else name,
-        application_type=None if _java_blank(application_type) else application_type,
+        name=None if java_blank(name) else name,
+        application_type=None if java_blank(application_type) else application_type,
         additional_info=additional_info or None,
     )
 
@@ -270,10 +265,10 @@ def new_message(raw: bytes) -> NewMessage:
     except JsonSyntaxError as error:
         raise _syntax(error) from None
     texts = {name: fields.get(name) for name in MESSAGE_TEXT_FIELDS}
-    if all(_java_blank(value) for value in texts.values()) and not additional_info:
+    if all(java_blank(value) for value in texts.values()) and not additional_info:
         raise InvalidArgument(AT_LEAST_ONE)
     return NewMessage(
-        **{name: None if _java_blank(value) else value for name, value in texts.items()},
+        **{name: None if java_blank(value) else value for name, value in texts.items()},
         additional_info=additional_info or None,
         parent_message_id=fields.get("parent_message_id"),
         trace_number=fields.get("trace_number"),

@@ -11,9 +11,9 @@ from typing import Any
 
 from aiohttp import web
 
+from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.errors import NotFound
 from memory_plugin.memory import requests_v212
-from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.models import Updated
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
 from memory_plugin.memory.service import check_search_window
@@ -68,6 +68,34 @@ def _update_response(index: str, document_id: str, updated: Updated[Any]) -> dic
     return body
 
 
+def _window(request: web.Request, noun: str, index: str) -> tuple[int, int]:
+    """A page's ``next_token`` and ``max_results``, checked as the search that 2.12+ pages with checks them."""
+    check_params(request, PAGING)
+    next_token, max_results = paging(request, number_format=True)
+    check_search_window(next_token, max_results, noun, index)
+    return next_token, max_results
+
+
+async def _query_body(request: web.Request) -> dict[str, Any] | None:
+    """A ``_search`` request's body: GET or POST, as OpenSearch takes either."""
+    if request.method not in ("GET", "POST"):
+        raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
+    check_params(request, SEARCH_PARAMS)
+    return await search_body(request)
+
+
+async def _update(request: web.Request, kind: str, id_name: str, index: str) -> web.Response:
+    """Apply an update's body, read as ml-commons reads it; answer as OpenSearch's update API does."""
+    check_params(request)
+    changes = requests_v212.update(await read_body(request), kind)
+    check_sound(changes)
+    document_id = request.match_info[id_name]
+    service = request.app[MEMORY]
+    update = service.update_interaction if kind == "interaction" else service.update_conversation
+    updated = await update(principal_of(request), document_id, changes)
+    return json_response(_update_response(index, document_id, updated))
+
+
 # -- memories -------------------------------------------------------------------------
 
 
@@ -89,9 +117,7 @@ async def create_memory(request: web.Request) -> web.Response:
 @routes.get(BASE)
 @renamed
 async def list_memories(request: web.Request) -> web.Response:
-    check_params(request, PAGING)
-    next_token, max_results = paging(request, number_format=True)
-    check_search_window(next_token, max_results, "conversations", META_INDEX)
+    next_token, max_results = _window(request, "conversations", META_INDEX)
     page = await request.app[MEMORY].list_conversations(
         principal_of(request), next_token, max_results, by="updated_time"
     )
@@ -101,10 +127,7 @@ async def list_memories(request: web.Request) -> web.Response:
 @routes.route("*", BASE + "/_search")
 @renamed
 async def search_memories(request: web.Request) -> web.Response:
-    if request.method not in ("GET", "POST"):
-        raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
-    check_params(request, SEARCH_PARAMS)
-    result = await request.app[MEMORY].search_conversations(principal_of(request), await search_body(request))
+    result = await request.app[MEMORY].search_conversations(principal_of(request), await _query_body(request))
     return json_response(result)
 
 
@@ -119,23 +142,16 @@ async def get_message(request: web.Request) -> web.Response:
 @routes.put(BASE + "/message/{message_id}")
 @renamed
 async def update_message(request: web.Request) -> web.Response:
-    check_params(request)
-    changes = requests_v212.update(await read_body(request), "interaction")
-    check_sound(changes)
-    message_id = request.match_info["message_id"]
     try:
-        updated = await request.app[MEMORY].update_interaction(principal_of(request), message_id, changes)
-    except NotFound:  # ml-commons' update words it in lower case
-        raise NotFound("interaction", message_id, reason=f"message [{message_id}] not found") from None
-    return json_response(_update_response(MESSAGE_INDEX, message_id, updated))
+        return await _update(request, "interaction", "message_id", MESSAGE_INDEX)
+    except NotFound as error:  # ml-commons' update words it in lower case
+        raise NotFound("interaction", error.id, reason=f"message [{error.id}] not found") from None
 
 
 @routes.get(BASE + "/message/{message_id}/traces")
 @renamed
 async def list_traces(request: web.Request) -> web.Response:
-    check_params(request, PAGING)
-    next_token, max_results = paging(request, number_format=True)
-    check_search_window(next_token, max_results, "traces", MESSAGE_INDEX)
+    next_token, max_results = _window(request, "traces", MESSAGE_INDEX)
     page = await request.app[MEMORY].list_traces(
         principal_of(request), request.match_info["message_id"], next_token, max_results
     )
@@ -153,12 +169,7 @@ async def get_memory(request: web.Request) -> web.Response:
 @routes.put(BASE + "/{memory_id}")
 @renamed
 async def update_memory(request: web.Request) -> web.Response:
-    check_params(request)
-    changes = requests_v212.update(await read_body(request), "conversation")
-    check_sound(changes)
-    memory_id = request.match_info["memory_id"]
-    updated = await request.app[MEMORY].update_conversation(principal_of(request), memory_id, changes)
-    return json_response(_update_response(META_INDEX, memory_id, updated))
+    return await _update(request, "conversation", "memory_id", META_INDEX)
 
 
 @routes.delete(BASE + "/{memory_id}")
@@ -195,9 +206,7 @@ async def create_message(request: web.Request) -> web.Response:
 @routes.get(BASE + "/{memory_id}/messages")
 @renamed
 async def list_messages(request: web.Request) -> web.Response:
-    check_params(request, PAGING)
-    next_token, max_results = paging(request, number_format=True)
-    check_search_window(next_token, max_results, "interactions", MESSAGE_INDEX)
+    next_token, max_results = _window(request, "interactions", MESSAGE_INDEX)
     page = await request.app[MEMORY].list_interactions(
         principal_of(request), request.match_info["memory_id"], next_token, max_results, newest_first=False
     )
@@ -207,10 +216,6 @@ async def list_messages(request: web.Request) -> web.Response:
 @routes.route("*", BASE + "/{memory_id}/_search")
 @renamed
 async def search_messages(request: web.Request) -> web.Response:
-    if request.method not in ("GET", "POST"):
-        raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
-    check_params(request, SEARCH_PARAMS)
-    result = await request.app[MEMORY].search_interactions(
-        principal_of(request), request.match_info["memory_id"], await search_body(request)
-    )
+    body = await _query_body(request)
+    result = await request.app[MEMORY].search_interactions(principal_of(request), request.match_info["memory_id"], body)
     return json_response(result)

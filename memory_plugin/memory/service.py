@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.errors import InvalidArgument, MapperParsingError, NotFound, ResultWindowTooLarge, ValidationFailed
-from memory_plugin.memory.models import AdditionalInfo, Conversation, Interaction, Page, Updated
+from memory_plugin.memory.models import Conversation, Interaction, InteractionFields, Page, Updated
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
@@ -167,13 +167,11 @@ class MemoryService:
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Updated[Conversation]:
         """Merge the updatable fields in; ``updated_time`` moves on every update, as in ml-commons."""
-        refuse_nulls(
-            changes, CONVERSATION_UPDATABLE
-        )  # ml-commons fails on these (a NullPointerException) before anything else
+        # ml-commons fails on nulls (a NullPointerException) first, then reads the document, then the index
+        # checks the values.
+        refuse_nulls(changes, CONVERSATION_UPDATABLE)
         if not await self.store.get_conversation(owner, conversation_id):
-            raise conversation_not_found(
-                conversation_id
-            )  # then it reads the document, then the index checks the values
+            raise conversation_not_found(conversation_id)
         values = checked_updates(changes, CONVERSATION_UPDATABLE, conversation_id)
         values["updated_time"] = now()
         updated = await self.store.update_conversation(owner, conversation_id, values)
@@ -198,34 +196,14 @@ class MemoryService:
     # -- interactions -------------------------------------------------------------
 
     async def create_interaction(
-        self,
-        owner: Principal,
-        conversation_id: str,
-        *,
-        input: str | None,
-        response: str | None,
-        prompt_template: str | None = None,
-        origin: str | None = None,
-        additional_info: AdditionalInfo = None,
-        parent_interaction_id: str | None = None,
-        trace_number: int | None = None,
+        self, owner: Principal, conversation_id: str, **fields: Unpack[InteractionFields]
     ) -> Interaction:
         # ml-commons checks neither the parent nor the trace number; listing traces is scoped to the owner.
         interaction = Interaction(
-            interaction_id=new_id(),
-            conversation_id=conversation_id,
-            owner=owner,
-            create_time=now(),
-            input=input,
-            response=response,
-            prompt_template=prompt_template,
-            origin=origin,
-            additional_info=additional_info,
-            parent_interaction_id=parent_interaction_id,
-            trace_number=trace_number,
+            interaction_id=new_id(), conversation_id=conversation_id, owner=owner, create_time=now(), **fields
         )
         if self.bridge is not None:
-            larger = "input" if len(input or "") > len(response or "") else "response"
+            larger = "input" if len(interaction.input or "") > len(interaction.response or "") else "response"
             self.bridge.check(interaction, larger)
         if not await self.store.add_interaction(interaction):
             raise conversation_not_found(conversation_id)
@@ -279,12 +257,10 @@ class MemoryService:
     async def update_interaction(
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
     ) -> Updated[Interaction]:
-        refuse_nulls(
-            changes, INTERACTION_UPDATABLE
-        )  # ml-commons fails on these (a NullPointerException) before anything else
+        refuse_nulls(changes, INTERACTION_UPDATABLE)  # in ml-commons' order, as update_conversation
         current = await self.store.get_interaction(owner, interaction_id)
         if current is None:
-            raise interaction_not_found(interaction_id)  # then it reads the document, then the index checks the values
+            raise interaction_not_found(interaction_id)
         values = checked_updates(changes, INTERACTION_UPDATABLE, interaction_id)
         if self.bridge is not None and "response" in values:
             self.bridge.check(replace(current, response=values["response"]), "response")

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from memory_plugin.auth import KeyStore
-from memory_plugin.memory.dsl.analysis import analyze
+from memory_plugin.dsl.analysis import analyze
 from tests.conformance.deviations import unexplained
 from tests.conformance.differ import Differ, Side
 from tests.conformance.scenarios import OPENSEARCH_SCENARIOS, SCENARIOS

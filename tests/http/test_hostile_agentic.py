@@ -13,7 +13,7 @@ from memory_plugin.agentic.routes import AGENTIC
 from tests.http.test_agentic import call, container, conversation, error, settle
 
 #: The module that holds the evaluation budget (imported by path: ``dsl.execute`` is also its function).
-evaluation = importlib.import_module("memory_plugin.memory.dsl.execute")
+evaluation = importlib.import_module("memory_plugin.dsl.execute")
 
 FACTS = ["Bob likes green tea", "Bob lives in Lisbon"]
 

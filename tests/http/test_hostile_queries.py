@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from memory_plugin.memory.dsl.clauses import Fuzzy
-from memory_plugin.memory.dsl.mapping import TEXT
-from memory_plugin.memory.dsl.scoring import Corpus, Doc, OutOfTime
+from memory_plugin.dsl.clauses import Fuzzy
+from memory_plugin.dsl.mapping import TEXT
+from memory_plugin.dsl.scoring import Corpus, Doc, OutOfTime
 
 MEMORY = "/_plugins/_ml/memory"
 HISTORIES = "/v2/ai/conversation_histories"
@@ -21,7 +21,7 @@ HISTORIES = "/v2/ai/conversation_histories"
 #: on a name of n ``a``s (10 s at n = 30, hours at n = 40); RE2 answers in microseconds.
 PATHOLOGICAL = "*a" * 12 + "*b"
 #: The module that holds the evaluation budget (imported by path: ``dsl.execute`` is also its function).
-evaluation = importlib.import_module("memory_plugin.memory.dsl.execute")
+evaluation = importlib.import_module("memory_plugin.dsl.execute")
 
 
 async def create_memory(client, caller, name: str) -> str:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from memory_plugin.dsl import MESSAGE_FIELDS, META_FIELDS, execute, parse_search
+from memory_plugin.dsl.analysis import analyze
+from memory_plugin.dsl.scoring import norm_length
 from memory_plugin.errors import ShardFailure
-from memory_plugin.memory.dsl import MESSAGE_FIELDS, META_FIELDS, execute, parse_search
-from memory_plugin.memory.dsl.analysis import analyze
-from memory_plugin.memory.dsl.scoring import norm_length
 
 #: ``[text, tokens, types, positions]`` from ``POST /_analyze {"analyzer": "standard"}`` on OpenSearch 2.19.1.
 ANSWERS = json.loads((Path(__file__).parent / "data" / "standard_analyzer_answers.json").read_text("utf-8"))
@@ -93,7 +93,7 @@ def test_more_clauses_than_lucene_allows_is_a_400_naming_the_limit() -> None:
 
 def test_the_ascii_path_follows_the_general_word_break_rules() -> None:
     """ASCII text skips the general segmenter; the two must agree on every mix of letters, digits and marks."""
-    from memory_plugin.memory.dsl.analysis import _ascii_tokens, _tokens
+    from memory_plugin.dsl.analysis import _ascii_tokens, _tokens
 
     rng = random.Random(7)
     alphabet = "ab Z09_'.,;:-/@#*?!\"()\t\n$%&+=<>[]{}|~^`\\"

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from memory_plugin.errors import InvalidArgument, ParseFailure
-from memory_plugin.memory.dsl import (
+from memory_plugin.dsl import (
     MESSAGE_INDEX,
     META_INDEX,
     QueryParsingError,
@@ -17,6 +16,7 @@ from memory_plugin.memory.dsl import (
     search,
     search_response,
 )
+from memory_plugin.errors import InvalidArgument, ParseFailure
 
 DOCS: list[tuple[str, dict[str, Any]]] = [
     (

@@ -14,8 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from memory_plugin.auth import Principal
-from memory_plugin.errors import InvalidArgument, ShardFailure
-from memory_plugin.memory.dsl import (
+from memory_plugin.dsl import (
     KEYWORD,
     MESSAGE_FIELDS,
     MESSAGE_INDEX,
@@ -30,8 +29,9 @@ from memory_plugin.memory.dsl import (
     parse_search,
     search_response,
 )
+from memory_plugin.errors import InvalidArgument, ShardFailure
+from memory_plugin.memory.documents import memory_source, message_source
 from memory_plugin.memory.models import Conversation, Interaction, Updated
-from memory_plugin.memory.views import memory_source, message_source
 
 
 @dataclass(frozen=True)

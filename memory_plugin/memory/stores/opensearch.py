@@ -107,9 +107,10 @@ from tqdm import tqdm
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.dates import isoformat, parse_instant
+from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.errors import RelayedBadRequest, Unavailable
-from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
-from memory_plugin.memory.models import Conversation, Interaction, Updated, merged
+from memory_plugin.memory.documents import memory_source, message_source
+from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import MemoryStore, OutboxEntry, OutboxLag
 from memory_plugin.memory.stores.scoped_search import (
     INTERNAL_FIELD,
@@ -118,7 +119,6 @@ from memory_plugin.memory.stores.scoped_search import (
     public_response,
     scoped_search,
 )
-from memory_plugin.memory.views import memory_source, message_source
 from memory_plugin.opensearch_client import (
     BULK_DOCS,
     MAX_RESULT_WINDOW,
@@ -571,6 +571,21 @@ class OpenSearchMemoryStore(MemoryStore):
             return source, written["_version"], True
         raise RuntimeError(f"gave up updating [{doc_id}] in [{index}] after {_RETRIES} conflicts")
 
+    async def _update(
+        self,
+        index: str,
+        doc_id: str,
+        owner: Principal,
+        changes: Mapping[str, Any],
+        read: Callable[[str, Mapping[str, Any], int], Document],
+    ) -> Updated[Document] | None:
+        """``changes`` merged in as a partial document update merges them; ``noop`` when nothing changed."""
+        rewritten = await self._rewrite(index, doc_id, owner, lambda source: _merge_into(source, changes))
+        if rewritten is None:
+            return None
+        source, version, written = rewritten
+        return Updated(read(doc_id, source, version), "updated" if written else "noop")
+
     # -- conversations ---------------------------------------------------------------------
 
     async def add_conversation(self, conversation: Conversation) -> None:
@@ -602,13 +617,7 @@ class OpenSearchMemoryStore(MemoryStore):
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Updated[Conversation] | None:
-        rewritten = await self._rewrite(
-            self.meta_index, conversation_id, owner, lambda source: _merge_into(source, changes)
-        )
-        if rewritten is None:
-            return None
-        source, version, written = rewritten
-        return Updated(_conversation(conversation_id, source, version), "updated" if written else "noop")
+        return await self._update(self.meta_index, conversation_id, owner, changes, _conversation)
 
     async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
         document = await self._get_owned(self.meta_index, conversation_id, owner)
@@ -724,13 +733,7 @@ class OpenSearchMemoryStore(MemoryStore):
             if current is None:
                 return None
             await self._enqueue("index", owner, current["_source"]["memory_id"], interaction_id)
-        rewritten = await self._rewrite(
-            self.message_index, interaction_id, owner, lambda source: _merge_into(source, changes)
-        )
-        if rewritten is None:
-            return None
-        source, version, written = rewritten
-        return Updated(_interaction(interaction_id, source, version), "updated" if written else "noop")
+        return await self._update(self.message_index, interaction_id, owner, changes, _interaction)
 
     # -- the history bridge's outbox ----------------------------------------------------------------
 

@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from memory_plugin.dsl.source import SourceFilter, parse_source
+from memory_plugin.dsl.values import QueryParsingError, token_name
 from memory_plugin.errors import OpenSearchBadRequest
-from memory_plugin.memory.dsl.source import SourceFilter, parse_source
-from memory_plugin.memory.dsl.values import QueryParsingError, token_name
 
 #: The object field that holds the store's own data (owner, id copy, exact times, exact ``additional_info``).
 INTERNAL_FIELD = "memory_plugin"

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat, parse_stored
-from memory_plugin.memory.dsl import MESSAGE_INDEX, META_INDEX
+from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.memory.models import Conversation, Document, Interaction, Updated, merged
 from memory_plugin.memory.stores.base import (
     MemoryStore,
@@ -160,6 +161,71 @@ def _json_or_none(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
+def _stored(column: str, value: Any) -> Any:
+    """A field's value as its column holds it."""
+    if column == "additional_info":
+        return _json_or_none(value)
+    return isoformat(value) if isinstance(value, datetime) else value
+
+
+def _apply(document: Document, changes: Mapping[str, Any]) -> Document:
+    """``changes`` merged into ``document``'s fields as a partial document update merges them."""
+    return replace(document, **{name: merged(getattr(document, name), value) for name, value in changes.items()})
+
+
+@dataclass(frozen=True)
+class _Table(Generic[Document]):
+    """A table of documents: its name, its key column, how a row reads as a document, what an update writes."""
+
+    name: str
+    key: str
+    read: Callable[[sqlite3.Row], Document]
+    updatable: tuple[str, ...]
+
+    def owned_row(
+        self, c: sqlite3.Connection, document_id: str, owner: Principal, columns: str = "*"
+    ) -> sqlite3.Row | None:
+        """The row of ``document_id`` if ``owner`` owns it."""
+        sql = f"SELECT {columns} FROM {self.name} WHERE {self.key} = ? AND {_OWNER}"
+        row: sqlite3.Row | None = c.execute(sql, (document_id, *_owner_params(owner))).fetchone()
+        return row
+
+    def owned(self, c: sqlite3.Connection, document_id: str, owner: Principal) -> Document | None:
+        row = self.owned_row(c, document_id, owner)
+        return None if row is None else self.read(row)
+
+    def update(
+        self,
+        c: sqlite3.Connection,
+        document_id: str,
+        owner: Principal,
+        changes: Mapping[str, Any],
+        written: Callable[[Document, Document], None] | None = None,
+    ) -> Updated[Document] | None:
+        """``changes`` merged into the owner's document and its updatable columns written, with a new version.
+
+        Nothing is written when nothing changes (``noop``); ``written(before, after)`` runs in the
+        transaction after a write.
+        """
+        current = self.owned(c, document_id, owner)
+        if current is None:
+            return None
+        changed = _apply(current, changes)
+        if changed == current:
+            return Updated(current, "noop")
+        changed = replace(changed, version=current.version + 1)
+        values: list[Any] = [_stored(column, getattr(changed, column)) for column in self.updatable]
+        assignments = ", ".join(f"{column} = ?" for column in (*self.updatable, "version"))
+        c.execute(f"UPDATE {self.name} SET {assignments} WHERE {self.key} = ?", (*values, changed.version, document_id))
+        if written is not None:
+            written(current, changed)
+        return Updated(changed, "updated")
+
+
+CONVERSATIONS = _Table("conversations", "conversation_id", _conversation, ("name", "additional_info", "updated_time"))
+INTERACTIONS = _Table("interactions", "interaction_id", _interaction, ("response", "additional_info"))
+
+
 def _enqueue(
     c: sqlite3.Connection, kind: str, owner: Principal, conversation_id: str, interaction_id: str | None = None
 ) -> None:
@@ -224,14 +290,7 @@ class SqliteMemoryStore(MemoryStore):
         await self.db.write(lambda c: c.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row))
 
     async def get_conversation(self, owner: Principal, conversation_id: str) -> Conversation | None:
-        def read(c: sqlite3.Connection) -> Conversation | None:
-            row = c.execute(
-                f"SELECT * FROM conversations WHERE conversation_id = ? AND {_OWNER}",
-                (conversation_id, *_owner_params(owner)),
-            ).fetchone()
-            return _conversation(row) if row else None
-
-        return await self.db.run(read)
+        return await self.db.run(lambda c: CONVERSATIONS.owned(c, conversation_id, owner))
 
     async def list_conversations(
         self, owner: Principal, offset: int, limit: int, by: str = "create_time"
@@ -246,40 +305,11 @@ class SqliteMemoryStore(MemoryStore):
     async def update_conversation(
         self, owner: Principal, conversation_id: str, changes: Mapping[str, Any]
     ) -> Updated[Conversation] | None:
-        def update(c: sqlite3.Connection) -> Updated[Conversation] | None:
-            row = c.execute(
-                f"SELECT * FROM conversations WHERE conversation_id = ? AND {_OWNER}",
-                (conversation_id, *_owner_params(owner)),
-            ).fetchone()
-            if row is None:
-                return None
-            current = _conversation(row)
-            changed = _apply(current, changes)
-            if changed == current:
-                return Updated(current, "noop")
-            changed = replace(changed, version=current.version + 1)
-            c.execute(
-                "UPDATE conversations SET name = ?, additional_info = ?, updated_time = ?, version = ? "
-                "WHERE conversation_id = ?",
-                (
-                    changed.name,
-                    _json_or_none(changed.additional_info),
-                    isoformat(changed.updated_time),
-                    changed.version,
-                    conversation_id,
-                ),
-            )
-            return Updated(changed, "updated")
-
-        return await self.db.write(update)
+        return await self.db.write(lambda c: CONVERSATIONS.update(c, conversation_id, owner, changes))
 
     async def delete_conversation(self, owner: Principal, conversation_id: str) -> list[str] | None:
         def delete(c: sqlite3.Connection) -> list[str] | None:
-            found = c.execute(
-                f"SELECT 1 FROM conversations WHERE conversation_id = ? AND {_OWNER}",
-                (conversation_id, *_owner_params(owner)),
-            ).fetchone()
-            if not found:
+            if not CONVERSATIONS.owned_row(c, conversation_id, owner, "1"):
                 return None
             ids = [
                 row[0]
@@ -338,14 +368,7 @@ class SqliteMemoryStore(MemoryStore):
         return await self.db.write(add)
 
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None:
-        def read(c: sqlite3.Connection) -> Interaction | None:
-            row = c.execute(
-                f"SELECT * FROM interactions WHERE interaction_id = ? AND {_OWNER}",
-                (interaction_id, *_owner_params(owner)),
-            ).fetchone()
-            return _interaction(row) if row else None
-
-        return await self.db.run(read)
+        return await self.db.run(lambda c: INTERACTIONS.owned(c, interaction_id, owner))
 
     async def list_interactions(
         self, owner: Principal, conversation_id: str, offset: int, limit: int, newest_first: bool
@@ -353,10 +376,7 @@ class SqliteMemoryStore(MemoryStore):
         direction = "DESC" if newest_first else "ASC"
 
         def read(c: sqlite3.Connection) -> list[Interaction] | None:
-            if not c.execute(
-                f"SELECT 1 FROM conversations WHERE conversation_id = ? AND {_OWNER}",
-                (conversation_id, *_owner_params(owner)),
-            ).fetchone():
+            if not CONVERSATIONS.owned_row(c, conversation_id, owner, "1"):
                 return None
             rows = c.execute(
                 "SELECT * FROM interactions WHERE conversation_id = ? AND trace_number IS NULL "
@@ -371,10 +391,7 @@ class SqliteMemoryStore(MemoryStore):
         self, owner: Principal, interaction_id: str, offset: int, limit: int
     ) -> list[Interaction] | None:
         def read(c: sqlite3.Connection) -> list[Interaction] | None:
-            if not c.execute(
-                f"SELECT 1 FROM interactions WHERE interaction_id = ? AND {_OWNER}",
-                (interaction_id, *_owner_params(owner)),
-            ).fetchone():
+            if not INTERACTIONS.owned_row(c, interaction_id, owner, "1"):
                 return None
             rows = c.execute(  # a trace names its parent freely: only the owner's own traces are listed
                 f"SELECT * FROM interactions WHERE parent_interaction_id = ? AND {_OWNER} "
@@ -389,24 +406,11 @@ class SqliteMemoryStore(MemoryStore):
         self, owner: Principal, interaction_id: str, changes: Mapping[str, Any]
     ) -> Updated[Interaction] | None:
         def update(c: sqlite3.Connection) -> Updated[Interaction] | None:
-            row = c.execute(
-                f"SELECT * FROM interactions WHERE interaction_id = ? AND {_OWNER}",
-                (interaction_id, *_owner_params(owner)),
-            ).fetchone()
-            if row is None:
-                return None
-            current = _interaction(row)
-            changed = _apply(current, changes)
-            if changed == current:
-                return Updated(current, "noop")
-            changed = replace(changed, version=current.version + 1)
-            c.execute(
-                "UPDATE interactions SET response = ?, additional_info = ?, version = ? WHERE interaction_id = ?",
-                (changed.response, _json_or_none(changed.additional_info), changed.version, interaction_id),
-            )
-            if self.outbox and changed.response != current.response:  # the record holds input and response
-                _enqueue(c, "index", owner, changed.conversation_id, interaction_id)
-            return Updated(changed, "updated")
+            def reindex(before: Interaction, after: Interaction) -> None:
+                if self.outbox and after.response != before.response:  # the record holds input and response
+                    _enqueue(c, "index", owner, after.conversation_id, interaction_id)
+
+            return INTERACTIONS.update(c, interaction_id, owner, changes, reindex)
 
         return await self.db.write(update)
 
@@ -451,8 +455,3 @@ class SqliteMemoryStore(MemoryStore):
             )
 
         return await evaluate_search(body, MESSAGE_INDEX, documents, memory_id=conversation_id)
-
-
-def _apply(document: Document, changes: Mapping[str, Any]) -> Document:
-    """``changes`` merged into ``document``'s fields as a partial document update merges them."""
-    return replace(document, **{name: merged(getattr(document, name), value) for name, value in changes.items()})

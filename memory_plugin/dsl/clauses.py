@@ -6,10 +6,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_plugin.memory.dsl.analysis import analyze
-from memory_plugin.memory.dsl.mapping import DYNAMIC, FLAT_OBJECT, KEYWORD, TEXT, UNMAPPED
-from memory_plugin.memory.dsl.scoring import Corpus, Doc, as_keyword, bm25, idf, term_score
-from memory_plugin.memory.dsl.values import (
+from memory_plugin.dsl.analysis import analyze
+from memory_plugin.dsl.mapping import DYNAMIC, FLAT_OBJECT, KEYWORD, TEXT, UNMAPPED
+from memory_plugin.dsl.scoring import Corpus, Doc, Terms, as_keyword, bm25, idf, term_score
+from memory_plugin.dsl.values import (
     QueryParsingError,
     as_float,
     epoch_millis,
@@ -178,6 +178,14 @@ def phrase_frequency(tokens: list[str], positions: list[int], phrase: list[str],
             return freq
 
 
+def tie_broken(scores: list[float], tie_breaker: float, boost: float) -> float | None:
+    """The best score plus ``tie_breaker`` times the others (None: nothing matched), boosted."""
+    if not scores:
+        return None
+    best = max(scores)
+    return boost * (best + tie_breaker * (sum(scores) - best))
+
+
 @dataclass
 class Disjunction(Clause):
     """The best of its clauses, plus ``tie_breaker`` times the others (``dis_max``; ``multi_match``)."""
@@ -188,10 +196,7 @@ class Disjunction(Clause):
 
     def score(self, doc: Doc, corpus: Corpus) -> float | None:
         scores = [s for s in (c.score(doc, corpus) for c in self.clauses) if s is not None]
-        if not scores:
-            return None
-        best = max(scores)
-        return self.boost * (best + self.tie_breaker * (sum(scores) - best))
+        return tie_broken(scores, self.tie_breaker, self.boost)
 
 
 @dataclass
@@ -241,10 +246,7 @@ class BlendedTerm(Clause):
             if freq:
                 stats = corpus.stats(path, TEXT)
                 scores.append(bm25(freq, len(terms.tokens), TEXT, stats, idf(stats, df), weight))
-        if not scores:
-            return None
-        best = max(scores)
-        return self.boost * (best + self.tie_breaker * (sum(scores) - best))
+        return tie_broken(scores, self.tie_breaker, self.boost)
 
 
 @dataclass
@@ -326,22 +328,43 @@ def comparable_pair(value: Any, bound: Any) -> tuple[Any, Any] | None:
     return None
 
 
-@dataclass
-class Exists(Clause):
+class FieldFilter(Clause):
+    """Matches or not on one field, scoring ``boost``: nothing on an unmapped field, a text field by its tokens."""
+
     field: str
-    kind: str = DYNAMIC
-    boost: float = 1.0
+    kind: str
 
     def score(self, doc: Doc, corpus: Corpus) -> float | None:
         if self.kind == UNMAPPED:
             return None
         if self.kind == TEXT:
-            return self.boost if doc.terms(self.field, TEXT).tokens else None
-        return self.boost if field_values(doc.source, self.field) else None
+            found = self.matches_tokens(doc.terms(self.field, TEXT))
+        else:
+            found = self.matches_values(field_values(doc.source, self.field))
+        return self.boost if found else None
+
+    def matches_tokens(self, terms: Terms) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def matches_values(self, values: list[Any]) -> bool:  # pragma: no cover
+        raise NotImplementedError
 
 
 @dataclass
-class Pattern(Clause):
+class Exists(FieldFilter):
+    field: str
+    kind: str = DYNAMIC
+    boost: float = 1.0
+
+    def matches_tokens(self, terms: Terms) -> bool:
+        return bool(terms.tokens)
+
+    def matches_values(self, values: list[Any]) -> bool:
+        return bool(values)
+
+
+@dataclass
+class Pattern(FieldFilter):
     """``prefix``, ``wildcard`` and ``regexp``: against a text field's tokens, or a keyword's whole value."""
 
     field: str
@@ -350,19 +373,14 @@ class Pattern(Clause):
     kind: str = DYNAMIC
     boost: float = 1.0
 
-    def score(self, doc: Doc, corpus: Corpus) -> float | None:
-        if self.kind == UNMAPPED:
-            return None
-        if self.kind == TEXT:
-            found = any(self.regex.fullmatch(t) for t in doc.terms(self.field, TEXT).counts)
-            return self.boost if found else None
-        for v in field_values(doc.source, self.field):
-            text = as_keyword(v)
-            if self.regex.fullmatch(text) or (
-                self.kind == DYNAMIC and any(self.regex.fullmatch(t) for t in analyze(text))
-            ):
-                return self.boost
-        return None
+    def matches_tokens(self, terms: Terms) -> bool:
+        return any(self.regex.fullmatch(t) for t in terms.counts)
+
+    def matches_values(self, values: list[Any]) -> bool:
+        return any(
+            self.regex.fullmatch(text) or (self.kind == DYNAMIC and any(self.regex.fullmatch(t) for t in analyze(text)))
+            for text in map(as_keyword, values)
+        )
 
 
 @dataclass

@@ -14,15 +14,15 @@ and keyword field of the index, as ``index.query.default_field: *`` does.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import re2
 
-from memory_plugin.memory.dsl.clauses import Bool, Clause, Disjunction, Fuzzy, MatchAll, MatchNone, Pattern
-from memory_plugin.memory.dsl.mapping import DYNAMIC, TEXT, UNMAPPED
-from memory_plugin.memory.dsl.values import QueryParsingError, as_float
+from memory_plugin.dsl.clauses import Bool, Clause, Disjunction, Fuzzy, MatchAll, MatchNone, Pattern
+from memory_plugin.dsl.mapping import DYNAMIC, TEXT, UNMAPPED
+from memory_plugin.dsl.values import QueryParsingError, as_float, query_object
 
 TOKEN = re.compile(
     r'\s*(?:(?P<open>\()|(?P<close>\))|(?P<phrase>"(?:[^"\\]|\\.)*"?)|(?P<op>&&|\|\||AND\b|OR\b|NOT\b|[+\-!|])|'
@@ -197,11 +197,7 @@ QUERY_STRING_OPTIONS = frozenset(
 def parse_query_string(
     qname: str, body: Any, weighted: Callable[[str, Any], list[tuple[str, float]]], build: Builders
 ) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError(f"[{qname}] query malformed, no start_object after query name")
-    for k in body:
-        if k not in QUERY_STRING_OPTIONS:
-            raise QueryParsingError(f"[{qname}] query does not support [{k}]")
+    body = query_object(qname, body, QUERY_STRING_OPTIONS)
     text = body.get("query")
     if not isinstance(text, str):
         raise QueryParsingError(f"[{qname}] must be provided with a [query]")

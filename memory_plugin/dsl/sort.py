@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_plugin.memory.dsl.values import (
+from memory_plugin.dsl.values import (
     MISSING,
     QueryParsingError,
     epoch_millis,

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_plugin.errors import ShardFailure
-from memory_plugin.memory.dsl.mapping import DATE, KEYWORD, LONG, TEXT, Fields, field_kind, text_field_data
-from memory_plugin.memory.dsl.scoring import as_keyword
-from memory_plugin.memory.dsl.values import (
+from memory_plugin.dsl.mapping import DATE, KEYWORD, LONG, TEXT, Fields, field_kind, text_field_data
+from memory_plugin.dsl.scoring import as_keyword
+from memory_plugin.dsl.values import (
     QueryParsingError,
     as_float,
     epoch_millis,
@@ -26,6 +25,7 @@ from memory_plugin.memory.dsl.values import (
     parse_date,
     token_name,
 )
+from memory_plugin.errors import ShardFailure
 
 METRICS = ("value_count", "min", "max", "avg", "sum")
 AGGREGATION_NAME = re.compile(r"[^\[\]>]+")

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_plugin.memory.dsl.values import QueryParsingError, token_name
+from memory_plugin.dsl.values import QueryParsingError, token_name
 
 
 @dataclass(frozen=True)

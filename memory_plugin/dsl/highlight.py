@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_plugin.memory.dsl.analysis import analyze_with_offsets
-from memory_plugin.memory.dsl.scoring import as_keyword
-from memory_plugin.memory.dsl.values import QueryParsingError, field_values, token_name
+from memory_plugin.dsl.analysis import analyze_with_offsets
+from memory_plugin.dsl.scoring import as_keyword
+from memory_plugin.dsl.values import QueryParsingError, field_values, token_name
 
 HIGHLIGHT_OPTIONS = frozenset(
     {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -187,10 +187,20 @@ def parse_boost(qname: str, value: Any) -> float:
     return f
 
 
-def single_field(qname: str, body: Any) -> tuple[str, Any, dict[str, Any]]:
-    """Split ``{field: value_or_options, "boost"?, "_name"?}`` (one field only)."""
+def query_object(qname: str, body: Any, allowed: Collection[str] | None = None) -> Mapping[str, Any]:
+    """A query's body: an object, of only ``allowed`` keys when given."""
     if not isinstance(body, Mapping):
         raise QueryParsingError(f"[{qname}] query malformed, no start_object after query name")
+    if allowed is not None:
+        for k in body:
+            if k not in allowed:
+                raise QueryParsingError(f"[{qname}] query does not support [{k}]")
+    return body
+
+
+def single_field(qname: str, body: Any) -> tuple[str, Any, dict[str, Any]]:
+    """Split ``{field: value_or_options, "boost"?, "_name"?}`` (one field only)."""
+    body = query_object(qname, body)
     fields = [k for k in body if k not in ("boost", "_name")]
     if not fields:
         raise QueryParsingError(f"[{qname}] query malformed, no field specified")

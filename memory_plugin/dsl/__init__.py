@@ -24,8 +24,8 @@ Error wording follows OpenSearch where it has one (``unknown query [x]``,
 negative, found [-1]``, ``Result window is too large, ...``).
 """
 
-from memory_plugin.memory.dsl.clauses import Bool, TermScore
-from memory_plugin.memory.dsl.execute import (
+from memory_plugin.dsl.clauses import Bool, TermScore
+from memory_plugin.dsl.execute import (
     MESSAGE_INDEX,
     META_INDEX,
     DocumentHit,
@@ -36,11 +36,11 @@ from memory_plugin.memory.dsl.execute import (
     search,
     search_response,
 )
-from memory_plugin.memory.dsl.mapping import KEYWORD, MESSAGE_FIELDS, META_FIELDS, Fields
-from memory_plugin.memory.dsl.parse import SearchBody, parse_search
-from memory_plugin.memory.dsl.sort import SortSpec
-from memory_plugin.memory.dsl.source import SourceFilter
-from memory_plugin.memory.dsl.values import QueryParsingError
+from memory_plugin.dsl.mapping import KEYWORD, MESSAGE_FIELDS, META_FIELDS, Fields
+from memory_plugin.dsl.parse import SearchBody, parse_search
+from memory_plugin.dsl.sort import SortSpec
+from memory_plugin.dsl.source import SourceFilter
+from memory_plugin.dsl.values import QueryParsingError
 
 __all__ = [
     "KEYWORD",

@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_plugin.memory.dsl.analysis import analyze
-from memory_plugin.memory.dsl.mapping import FLAT_OBJECT, KEYWORD, TEXT
-from memory_plugin.memory.dsl.values import field_values
+from memory_plugin.dsl.analysis import analyze
+from memory_plugin.dsl.mapping import FLAT_OBJECT, KEYWORD, TEXT
+from memory_plugin.dsl.values import field_values
 
 K1 = 1.2
 B = 0.75

@@ -11,10 +11,9 @@ from typing import Any
 import re2
 
 from memory_plugin.dates import OUT_OF_RANGE, DateError
-from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure, TooManyClauses
-from memory_plugin.memory.dsl.aggregations import Aggregation, parse_aggregations
-from memory_plugin.memory.dsl.analysis import analyze
-from memory_plugin.memory.dsl.clauses import (
+from memory_plugin.dsl.aggregations import Aggregation, parse_aggregations
+from memory_plugin.dsl.analysis import analyze
+from memory_plugin.dsl.clauses import (
     BlendedTerm,
     Bool,
     Clause,
@@ -33,8 +32,8 @@ from memory_plugin.memory.dsl.clauses import (
     check_minimum_should_match,
     minimum_should_match_count,
 )
-from memory_plugin.memory.dsl.highlight import Highlight, parse_highlight
-from memory_plugin.memory.dsl.mapping import (
+from memory_plugin.dsl.highlight import Highlight, parse_highlight
+from memory_plugin.dsl.mapping import (
     DATE,
     DYNAMIC,
     FLAT_OBJECT,
@@ -46,10 +45,10 @@ from memory_plugin.memory.dsl.mapping import (
     field_kind,
     text_field_data,
 )
-from memory_plugin.memory.dsl.query_strings import Builders, parse_query_string
-from memory_plugin.memory.dsl.sort import SortSpec, parse_sort
-from memory_plugin.memory.dsl.source import SourceFilter, parse_source
-from memory_plugin.memory.dsl.values import (
+from memory_plugin.dsl.query_strings import Builders, parse_query_string
+from memory_plugin.dsl.sort import SortSpec, parse_sort
+from memory_plugin.dsl.source import SourceFilter, parse_source
+from memory_plugin.dsl.values import (
     DATE_SHAPED,
     QueryParsingError,
     as_float,
@@ -57,9 +56,11 @@ from memory_plugin.memory.dsl.values import (
     checked_date,
     is_number,
     parse_boost,
+    query_object,
     single_field,
     token_name,
 )
+from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure, TooManyClauses
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
 # --------------------------------------------------------------------------- query parsing
@@ -174,17 +175,12 @@ def check_options(qname: str, opts: Mapping[str, Any]) -> None:
 
 
 def parse_match_all(body: Any) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError("[match_all] query malformed, no start_object after query name")
-    for k in body:
-        if k not in ("boost", "_name"):
-            raise QueryParsingError(f"[match_all] query does not support [{k}]")
+    body = query_object("match_all", body, ("boost", "_name"))
     return MatchAll(boost=parse_boost("match_all", body.get("boost", 1.0)))
 
 
 def parse_match_none(body: Any) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError("[match_none] query malformed, no start_object after query name")
+    body = query_object("match_none", body)
     return MatchNone()
 
 
@@ -377,12 +373,8 @@ def weighted_fields(qname: str, spec: Any) -> list[tuple[str, float]]:
 
 
 def parse_multi_match(body: Any) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError("[multi_match] query malformed, no start_object after query name")
     allowed = FIELD_OPTIONS["match"] | {"fields", "type", "tie_breaker", "slop", "fuzzy_transpositions"}
-    for k in body:
-        if k not in allowed:
-            raise QueryParsingError(f"[multi_match] query does not support [{k}]")
+    body = query_object("multi_match", body, allowed)
     if "query" not in body:
         raise QueryParsingError("No text specified for multi_match query")
     text = check_scalar("multi_match", body["query"])
@@ -461,11 +453,7 @@ def parse_fuzzy(body: Any) -> Clause:
 
 
 def parse_dis_max(body: Any) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError("[dis_max] query malformed, no start_object after query name")
-    for k in body:
-        if k not in ("queries", "tie_breaker", "boost", "_name"):
-            raise QueryParsingError(f"[dis_max] query does not support [{k}]")
+    body = query_object("dis_max", body, ("queries", "tie_breaker", "boost", "_name"))
     queries = body.get("queries")
     if not isinstance(queries, list | tuple) or not queries:
         raise QueryParsingError("[dis_max] requires 'queries' field with at least one clause")
@@ -518,8 +506,7 @@ def parse_term(body: Any) -> Clause:
 
 
 def parse_terms(body: Any) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError("[terms] query malformed, no start_object after query name")
+    body = query_object("terms", body)
     fields = [k for k in body if k not in ("boost", "_name")]
     if not fields:
         raise QueryParsingError("[terms] query malformed, no field specified")
@@ -573,11 +560,7 @@ def check_range_bound(value: Any) -> Any:
 
 
 def parse_exists(body: Any) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError("[exists] query malformed, no start_object after query name")
-    for k in body:
-        if k not in ("field", "boost", "_name"):
-            raise QueryParsingError(f"[exists] query does not support [{k}]")
+    body = query_object("exists", body, ("field", "boost", "_name"))
     fname = body.get("field")
     if not isinstance(fname, str) or not fname:
         raise QueryParsingError("[exists] must be provided with a [field]")
@@ -635,11 +618,7 @@ def parse_regexp(body: Any) -> Clause:
 
 
 def parse_ids(body: Any) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError("[ids] query malformed, no start_object after query name")
-    for k in body:
-        if k not in ("values", "boost", "_name", "type"):
-            raise QueryParsingError(f"[ids] query does not support [{k}]")
+    body = query_object("ids", body, ("values", "boost", "_name", "type"))
     values = body.get("values", [])
     if not isinstance(values, list | tuple):
         raise QueryParsingError("[ids] query malformed, [values] must be an array")
@@ -650,11 +629,7 @@ def parse_ids(body: Any) -> Clause:
 
 
 def parse_constant_score(body: Any) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError("[constant_score] query malformed, no start_object after query name")
-    for k in body:
-        if k not in ("filter", "boost", "_name"):
-            raise QueryParsingError(f"[constant_score] query does not support [{k}]")
+    body = query_object("constant_score", body, ("filter", "boost", "_name"))
     if "filter" not in body:
         raise QueryParsingError("[constant_score] requires a 'filter' element")
     return ConstantScore(
@@ -663,8 +638,7 @@ def parse_constant_score(body: Any) -> Clause:
 
 
 def parse_bool(body: Any) -> Clause:
-    if not isinstance(body, Mapping):
-        raise QueryParsingError("[bool] query malformed, no start_object after query name")
+    body = query_object("bool", body)
     parts: dict[str, list[Clause]] = {"must": [], "filter": [], "should": [], "must_not": []}
     for k, v in body.items():
         if k in parts:

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from memory_plugin.memory.dsl.clauses import (
+from memory_plugin.dsl.clauses import (
     BlendedTerm,
     Bool,
     Clause,
@@ -21,13 +21,13 @@ from memory_plugin.memory.dsl.clauses import (
     Term,
     TermScore,
 )
-from memory_plugin.memory.dsl.highlight import highlight_hit
-from memory_plugin.memory.dsl.mapping import DYNAMIC, TEXT
-from memory_plugin.memory.dsl.parse import SearchBody, parse_search
-from memory_plugin.memory.dsl.scoring import Corpus, Doc, OutOfTime
-from memory_plugin.memory.dsl.sort import Descending, SortSpec, reported_sort_value, sort_value
-from memory_plugin.memory.dsl.sort import sort_key as value_key
-from memory_plugin.memory.dsl.values import MISSING
+from memory_plugin.dsl.highlight import highlight_hit
+from memory_plugin.dsl.mapping import DYNAMIC, TEXT
+from memory_plugin.dsl.parse import SearchBody, parse_search
+from memory_plugin.dsl.scoring import Corpus, Doc, OutOfTime
+from memory_plugin.dsl.sort import Descending, SortSpec, reported_sort_value, sort_value
+from memory_plugin.dsl.sort import sort_key as value_key
+from memory_plugin.dsl.values import MISSING
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
 #: Seconds one query evaluation may take before it stops and answers ``timed_out``.

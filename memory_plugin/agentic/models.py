@@ -486,8 +486,7 @@ def parse_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         if not isinstance(message["role"], str):
             raise ContentParseError("[role] must be a string", parameter="messages")
         content = message["content"]
-        if isinstance(content, str):
-            continue
+        # An array of objects, as ml-commons parses it (a string would be a 500 from OpenSearch's flat_object).
         if not isinstance(content, list) or not all(isinstance(part, dict) for part in content):
             raise ContentParseError("[content] must be an array of objects", parameter="messages")
     return messages

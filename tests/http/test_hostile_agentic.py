@@ -150,3 +150,23 @@ async def test_an_add_racing_a_container_delete_writes_nothing(api, alice):
     cid = await container(api, alice)
     await call(api, alice, "POST", f"/{cid}/memories", added)
     assert (await call(api, alice, "GET", f"/{cid}/memories/sessions/s1"))["namespace"] == {"session_id": "s1"}
+
+
+async def test_message_content_must_be_an_array_of_objects(api, alice):
+    """A string ``content`` was stored on SQLite and a 500 on OpenSearch (``content`` is a flat_object there)."""
+    cid = await container(api, alice)
+    for content in ("hello", 5, ["hello"], {"text": "hello"}):
+        body = {"messages": [{"role": "user", "content": content}]}
+        await error(
+            api,
+            alice,
+            "POST",
+            f"/{cid}/memories",
+            body,
+            400,
+            "[content] must be an array of objects",
+            "x_content_parse_exception",
+        )
+    left = await call(api, alice, "POST", f"/{cid}/memories/working/_search", {"query": {"match_all": {}}})
+    assert left["hits"]["total"]["value"] == 0
+    await call(api, alice, "POST", f"/{cid}/memories", {"messages": conversation("hello")})

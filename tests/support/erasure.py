@@ -39,7 +39,8 @@ async def agentic_container(client, caller, name: str) -> str:
     response = await client.post(f"{CONTAINERS}/_create", json={"name": name}, headers=caller.headers)
     assert response.status == 200, await response.text()
     container_id = str((await response.json())["memory_container_id"])
-    body = {"messages": [{"role": "user", "content": f"{name} says hello"}], "namespace": {"user_id": name}}
+    messages = [{"role": "user", "content": [{"type": "text", "text": f"{name} says hello"}]}]
+    body = {"messages": messages, "namespace": {"user_id": name}}
     response = await client.post(f"{CONTAINERS}/{container_id}/memories", json=body, headers=caller.headers)
     assert response.status == 200, await response.text()
     return container_id

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from memory_plugin.agentic.errors import ContentParseError, Forbidden, IndexNameError
 from memory_plugin.errors import InvalidArgument
+from memory_plugin.opensearch_client import MAX_ID_BYTES, id_bytes
 
 BASE = "/_plugins/_ml/memory_containers"
 CONTAINER_INDEX = ".plugins-ml-am-memory-container"
@@ -54,6 +55,16 @@ def valid_unicode(text: str) -> str:
     """Text with lone surrogates (valid in JSON, not in UTF-8) replaced, so SQLite can bind it and an LLM's
     answer can be stored and served."""
     return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def check_session_id(value: str, parameter: str) -> str:
+    """A session id the caller chose: it becomes a document id, so 1 to 512 bytes, as OpenSearch takes it."""
+    size = id_bytes(value)
+    if not 0 < size <= MAX_ID_BYTES:
+        raise InvalidArgument(
+            f"[{parameter}] must be 1 to {MAX_ID_BYTES} bytes long, but was {size}", parameter=parameter
+        )
+    return value
 
 
 def now_millis() -> int:

@@ -52,6 +52,7 @@ from memory_plugin.agentic.models import (
     UPDATABLE,
     WORKING,
     boolean,
+    check_session_id,
     enabled_types,
     flat_object_terms,
     index_name,
@@ -418,6 +419,8 @@ class AgenticService:
         if infer and self.llm is None:
             raise InvalidArgument(NO_LLM, parameter="infer")
         namespace = string_map(body, "namespace") or {}
+        if "session_id" in namespace:
+            check_session_id(namespace["session_id"], "namespace.session_id")
         metadata, tags = string_map(body, "metadata"), string_map(body, "tags")
         parameters = {**config.get("parameters", {}), **(obj(body, "parameters") or {})}
         created = now_millis()
@@ -526,7 +529,8 @@ class AgenticService:
         container = await self._container(owner, container_id)
         if container.source.get("configuration", {}).get("disable_session", False):
             raise StatusBadRequest("Session is disabled for this container")
-        session_id = text(body, "session_id") or new_id()
+        chosen = text(body, "session_id")
+        session_id = check_session_id(chosen, "session_id") if chosen else new_id()
         namespace = string_map(body, "namespace")
         created = now_millis()
         doc: dict[str, Any] = {"owner_id": owner_id(owner), "memory_container_id": container_id}

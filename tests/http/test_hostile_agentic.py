@@ -170,3 +170,32 @@ async def test_message_content_must_be_an_array_of_objects(api, alice):
     left = await call(api, alice, "POST", f"/{cid}/memories/working/_search", {"query": {"match_all": {}}})
     assert left["hits"]["total"]["value"] == 0
     await call(api, alice, "POST", f"/{cid}/memories", {"messages": conversation("hello")})
+
+
+async def test_ids_opensearch_cannot_hold_are_a_400_or_absent(api, alice):
+    """A session id becomes a document id: past 512 bytes, or empty, OpenSearch refused it (a 500 there), and an id
+    in the path too long for its request line was a 500 where it can only be absent."""
+    cid = await container(api, alice)
+    too_long = "é" * 257  # 514 bytes
+    await error(
+        api,
+        alice,
+        "POST",
+        f"/{cid}/memories/sessions",
+        {"session_id": too_long},
+        400,
+        "[session_id] must be 1 to 512 bytes long, but was 514",
+        "illegal_argument_exception",
+    )
+    for session_id, size in ((too_long, 514), ("", 0)):
+        body = {"messages": conversation("hi"), "namespace": {"session_id": session_id}}
+        reason = f"[namespace.session_id] must be 1 to 512 bytes long, but was {size}"
+        await error(api, alice, "POST", f"/{cid}/memories", body, 400, reason, "illegal_argument_exception")
+    for memory_type in ("sessions", "working"):
+        await error(api, alice, "GET", f"/{cid}/memories/{memory_type}/{'a' * 5000}", None, 404, "Memory not found")
+    await error(api, alice, "GET", f"/{'a' * 5000}", None, 404, "Failed to find memory container")
+    for memory_type in ("sessions", "working"):
+        left = await call(api, alice, "POST", f"/{cid}/memories/{memory_type}/_search", {"query": {"match_all": {}}})
+        assert left["hits"]["total"]["value"] == 0, memory_type
+    created = await call(api, alice, "POST", f"/{cid}/memories/sessions", {"session_id": "é" * 256})  # 512 bytes
+    assert created == {"session_id": "é" * 256, "status": "created"}

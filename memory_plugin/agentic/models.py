@@ -29,9 +29,9 @@ DEFAULT_PREFIX = "default"
 MAX_INFER_SIZE_DEFAULT = 5
 MAX_INFER_SIZE_LIMIT = 10
 MAX_K = 10000
-#: ``namespace`` and ``tags`` terms one semantic or hybrid search may filter on: OpenSearch's
-#: ``indices.query.bool.max_clause_count`` (each is a term clause there).
-MAX_SEARCH_TERMS = 1024
+#: ``namespace`` and ``tags`` terms one semantic or hybrid search may filter on: each is a term clause on
+#: OpenSearch, beside the store's own (owner, container), within ``indices.query.bool.max_clause_count`` (1024).
+MAX_SEARCH_TERMS = 1000
 
 #: Keys a manual update may change, per memory type (AGENTIC.md 4.4), and those that bump last_updated_time.
 UPDATABLE = {

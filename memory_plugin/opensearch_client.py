@@ -65,13 +65,24 @@ async def create_index(client: AsyncOpenSearch, index: str, body: Mapping[str, A
     return True
 
 
+#: OpenSearch refuses a document ``_id`` longer than this many bytes.
+MAX_ID_BYTES = 512
+
+
 async def get_document(client: AsyncOpenSearch, index: str, doc_id: str) -> dict[str, Any] | None:
     """The document (with ``_seq_no`` and ``_primary_term``), real-time; None if it or its index is absent."""
+    if not 0 < id_bytes(doc_id) <= MAX_ID_BYTES:
+        return None  # no document has such an id (and a long one would not even fit in the request line)
     try:
         document: dict[str, Any] = await client.get(index=index, id=doc_id)
     except NotFoundError:
         return None
     return document if document.get("found") else None
+
+
+def id_bytes(doc_id: str) -> int:
+    """A document id's length as OpenSearch counts it (UTF-8 bytes)."""
+    return len(doc_id.encode("utf-8", "surrogatepass"))
 
 
 async def bulk(client: AsyncOpenSearch, actions: Sequence[Mapping[str, Any]], *, refresh: bool) -> None:

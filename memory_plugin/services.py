@@ -99,4 +99,5 @@ async def open_services(
             stack.push_async_callback(bridge.stop)
             memory.bridge = bridge
         agentic = await stack.enter_async_context(open_agentic(settings, batcher, metrics))
+        histories.containers = agentic
         yield Services(memory, histories, agentic, bridge)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from memory_plugin.agentic.errors import ContentParseError, Forbidden, IndexNameError
 from memory_plugin.errors import InvalidArgument
+from memory_plugin.opensearch_client import MAX_ID_BYTES, id_bytes
 
 BASE = "/_plugins/_ml/memory_containers"
 CONTAINER_INDEX = ".plugins-ml-am-memory-container"
@@ -28,6 +29,9 @@ DEFAULT_PREFIX = "default"
 MAX_INFER_SIZE_DEFAULT = 5
 MAX_INFER_SIZE_LIMIT = 10
 MAX_K = 10000
+#: ``namespace`` and ``tags`` terms one semantic or hybrid search may filter on: each is a term clause on
+#: OpenSearch, beside the store's own (owner, container), within ``indices.query.bool.max_clause_count`` (1024).
+MAX_SEARCH_TERMS = 1000
 
 #: Keys a manual update may change, per memory type (AGENTIC.md 4.4), and those that bump last_updated_time.
 UPDATABLE = {
@@ -51,6 +55,16 @@ def valid_unicode(text: str) -> str:
     """Text with lone surrogates (valid in JSON, not in UTF-8) replaced, so SQLite can bind it and an LLM's
     answer can be stored and served."""
     return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def check_session_id(value: str, parameter: str) -> str:
+    """A session id the caller chose: it becomes a document id, so 1 to 512 bytes, as OpenSearch takes it."""
+    size = id_bytes(value)
+    if not 0 < size <= MAX_ID_BYTES:
+        raise InvalidArgument(
+            f"[{parameter}] must be 1 to {MAX_ID_BYTES} bytes long, but was {size}", parameter=parameter
+        )
+    return value
 
 
 def now_millis() -> int:
@@ -483,8 +497,7 @@ def parse_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         if not isinstance(message["role"], str):
             raise ContentParseError("[role] must be a string", parameter="messages")
         content = message["content"]
-        if isinstance(content, str):
-            continue
+        # An array of objects, as ml-commons parses it (a string would be a 500 from OpenSearch's flat_object).
         if not isinstance(content, list) or not all(isinstance(part, dict) for part in content):
             raise ContentParseError("[content] must be an array of objects", parameter="messages")
     return messages

@@ -378,10 +378,10 @@ class OpenSearchAgenticStore(AgenticStore):
             source["embedding_pending"] = True
         return source
 
-    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> None:
+    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> bool:
         index = await self._index(owner, container_id, WORKING)
         if index is None:
-            return
+            return False
         actions: list[dict[str, Any]] = []
         session = add.session
         if session is not None:
@@ -408,11 +408,14 @@ class OpenSearchAgenticStore(AgenticStore):
             }
             actions += [{"index": {"_index": self.job_index}}, _with_owner(owner, job)]
         await self._bulk(actions)
+        return True
 
-    async def create_session(self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]) -> bool:
+    async def create_session(
+        self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]
+    ) -> bool | None:
         index = await self._index(owner, container_id, SESSIONS)
         if index is None:
-            return False
+            return None
         try:
             await self.client.index(
                 index=index, id=session_id, body=self._source(owner, doc, SESSIONS), op_type="create", refresh="true"

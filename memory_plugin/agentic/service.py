@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from embedder import AsyncEmbedder
@@ -48,9 +48,11 @@ from memory_plugin.agentic.models import (
     HISTORY,
     LONG_TERM,
     MAX_K,
+    MAX_SEARCH_TERMS,
     UPDATABLE,
     WORKING,
     boolean,
+    check_session_id,
     enabled_types,
     flat_object_terms,
     index_name,
@@ -82,6 +84,7 @@ from memory_plugin.dsl import (
     DocumentHit,
     DocumentResults,
     SearchBody,
+    bounded,
     execute,
     matching,
     parse_search,
@@ -140,9 +143,16 @@ def _took(started: float) -> int:
 
 
 def _without_nested(query: Any) -> Any:
-    """``nested`` queries evaluate their inner query (objects of an array are matched as one flattened doc)."""
+    """``nested`` queries evaluate their inner query (objects of an array are matched as one flattened doc).
+
+    Only an inner query that is an object is unwrapped: a ``nested`` without one stays, for the parser's 400
+    (unwrapped, ``"query": null`` would read as no query, and a delete by query would delete everything)."""
     if isinstance(query, dict):
-        if set(query) == {"nested"} and isinstance(query["nested"], dict) and "query" in query["nested"]:
+        if (
+            set(query) == {"nested"}
+            and isinstance(query["nested"], dict)
+            and isinstance(query["nested"].get("query"), dict)
+        ):
             return _without_nested(query["nested"]["query"])
         return {key: _without_nested(value) for key, value in query.items()}
     if isinstance(query, list):
@@ -150,9 +160,10 @@ def _without_nested(query: Any) -> Any:
     return query
 
 
-def _matching(query: SearchBody, docs: list[StoredDoc]) -> list[str]:
-    """Ids of the docs the query matches (run in a worker thread for big containers)."""
-    return matching(query, [(doc.id, doc.source) for doc in docs])
+async def _matching(query: SearchBody, docs: list[StoredDoc]) -> tuple[list[str], bool]:
+    """Ids of the docs the query matches, and whether the evaluation ran out of budget (off the event loop)."""
+    rows = [(doc.id, doc.source) for doc in docs]
+    return await bounded(lambda budget: matching(query, rows, budget=budget))
 
 
 def _write_response(container_index: str, stored: StoredDoc, result: str) -> dict[str, Any]:
@@ -199,6 +210,8 @@ class LongTermSearch:
     query: str
     k: int
     min_score: float | None
+    #: The ``filter``'s evaluation ran out of budget: only the docs it examined could be found.
+    timed_out: bool = False
 
 
 class AgenticService:
@@ -360,13 +373,24 @@ class AgenticService:
         stored = _found_container(await self.store.delete_container(owner, container_id))
         return _write_response(CONTAINER_INDEX, stored, "deleted")
 
+    async def erase_user(self, organization_id: str, user_id: str) -> int:
+        """Delete a user's containers in one organisation, every memory in them included: how many went.
+
+        Part of erasing a user (the histories API's ``filter[user_id]`` delete), so it runs even with
+        the agentic API disabled: the data may predate that setting."""
+        owner, erased = Principal(organization_id, user_id), 0
+        for container in await self.store.containers(owner):
+            erased += await self.store.delete_container(owner, container.id) is not None
+        return erased
+
     async def search_containers(self, owner: Principal, body: Body) -> dict[str, Any]:
         self._check()
         query = parse_search(_without_nested(body))
         started = time.perf_counter()
         containers = await self.store.containers(owner)
         extras = {c.id: {"_version": c.version, "_seq_no": c.seq_no, "_primary_term": 1} for c in containers}
-        result = execute(query, [(c.id, c.source) for c in containers])
+        rows = [(c.id, c.source) for c in containers]
+        result = await bounded(lambda budget: execute(query, rows, budget=budget))
         return search_response(result, _took(started), index=CONTAINER_INDEX, hit_extras=extras.__getitem__)
 
     # -- adding memory -------------------------------------------------------------------
@@ -395,6 +419,8 @@ class AgenticService:
         if infer and self.llm is None:
             raise InvalidArgument(NO_LLM, parameter="infer")
         namespace = string_map(body, "namespace") or {}
+        if "session_id" in namespace:
+            check_session_id(namespace["session_id"], "namespace.session_id")
         metadata, tags = string_map(body, "metadata"), string_map(body, "tags")
         parameters = {**config.get("parameters", {}), **(obj(body, "parameters") or {})}
         created = now_millis()
@@ -432,7 +458,8 @@ class AgenticService:
                 "tags": tags or {},
                 "parameters": parameters,
             }
-        await self.store.add_memory(owner, container_id, MemoryAdd(working_id, working, session, infer_request))
+        if not await self.store.add_memory(owner, container_id, MemoryAdd(working_id, working, session, infer_request)):
+            _found_container(None)  # deleted since it was read above
         if infer:
             self._infer_wakeup.set()
         response = {"working_memory_id": working_id}
@@ -502,7 +529,8 @@ class AgenticService:
         container = await self._container(owner, container_id)
         if container.source.get("configuration", {}).get("disable_session", False):
             raise StatusBadRequest("Session is disabled for this container")
-        session_id = text(body, "session_id") or new_id()
+        chosen = text(body, "session_id")
+        session_id = check_session_id(chosen, "session_id") if chosen else new_id()
         namespace = string_map(body, "namespace")
         created = now_millis()
         doc: dict[str, Any] = {"owner_id": owner_id(owner), "memory_container_id": container_id}
@@ -518,6 +546,8 @@ class AgenticService:
         doc["created_time"] = created
         doc["last_updated_time"] = created
         created_now = await self.store.create_session(owner, container_id, session_id, doc)
+        if created_now is None:
+            _found_container(None)  # deleted since it was read above
         return {"session_id": session_id, "status": "created" if created_now else "exists"}
 
     # -- one memory ------------------------------------------------------------------------
@@ -604,8 +634,9 @@ class AgenticService:
         container, memory_type = await self._typed(owner, container_id, raw_type)
         started = time.perf_counter()
         docs = await self.store.docs(owner, container_id, memory_type)
-        # A big container's evaluation runs off the event loop, which keeps answering meanwhile.
-        result = await asyncio.to_thread(execute, query, [(doc.id, doc.source) for doc in docs])
+        # A big container's evaluation runs off the event loop, which keeps answering meanwhile, within budget.
+        rows = [(doc.id, doc.source) for doc in docs]
+        result = await bounded(lambda budget: execute(query, rows, budget=budget))
         if memory_type == LONG_TERM and query.source.enabled and result.hits:
             # The raw _source holds the embedding, as on a real node; only the hits' vectors are read.
             sources = {doc.id: doc.source for doc in docs}
@@ -621,7 +652,7 @@ class AgenticService:
                 )
                 for hit in result.hits
             )
-            result = DocumentResults(result.total, result.max_score, hits)
+            result = replace(result, hits=hits)
         by_id = {doc.id: {"_version": doc.version, "_seq_no": doc.seq_no, "_primary_term": 1} for doc in docs}
         return search_response(
             result, _took(started), index=index_name(container.source, memory_type), hit_extras=by_id.__getitem__
@@ -641,11 +672,11 @@ class AgenticService:
             raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")
         started = time.perf_counter()
         docs = await self.store.docs(owner, container_id, memory_type)
-        matched = await asyncio.to_thread(_matching, query, docs)
+        matched, timed_out = await _matching(query, docs)
         deleted = await self.store.delete_ids(owner, container_id, memory_type, matched)
         return {
             "took": _took(started),
-            "timed_out": False,
+            "timed_out": timed_out,
             "total": len(matched),
             "updated": 0,
             "created": 0,
@@ -671,6 +702,11 @@ class AgenticService:
         if not 1 <= k <= MAX_K:
             raise InvalidArgument("k must be between 1 and 10000", parameter="k")
         terms = flat_object_terms({name: string_map(body, name) for name in ("namespace", "tags")})
+        if len(terms) > MAX_SEARCH_TERMS:
+            raise InvalidArgument(
+                f"namespace and tags hold {len(terms)} terms; a search may filter on at most {MAX_SEARCH_TERMS}",
+                parameter=max(("namespace", "tags"), key=lambda name: len(body.get(name) or ())),
+            )
         min_score = number(body, "min_score")
         dsl_filter = body.get("filter")
         if dsl_filter is not None and not isinstance(dsl_filter, dict):
@@ -687,11 +723,13 @@ class AgenticService:
                 f"{kind} search needs a memory container with an embedding model, an LLM and at least one strategy; "
                 f"memory container {container_id} has no long-term memory"
             )
-        only_ids = None
+        only_ids, timed_out = None, False
         if parsed_filter is not None:
             docs = await self.store.docs(owner, container_id, LONG_TERM)
-            only_ids = set(await asyncio.to_thread(_matching, parsed_filter, docs))
-        return LongTermSearch(container, LongTermScope(owner, container_id, terms, only_ids), query, k, min_score)
+            ids, timed_out = await _matching(parsed_filter, docs)
+            only_ids = set(ids)
+        scope = LongTermScope(owner, container_id, terms, only_ids)
+        return LongTermSearch(container, scope, query, k, min_score, timed_out)
 
     def _search_response(
         self, search: LongTermSearch, scored: list[tuple[StoredDoc, float]], started: float
@@ -702,7 +740,8 @@ class AgenticService:
                 continue
             source = {key: value for key, value in doc.source.items() if key != "memory_embedding"}
             hits.append(DocumentHit(doc.id, score, source))
-        result = DocumentResults(len(hits), max((h.score or 0.0 for h in hits), default=None), tuple(hits))
+        top = max((h.score or 0.0 for h in hits), default=None)
+        result = DocumentResults(len(hits), top, tuple(hits), search.timed_out)
         return search_response(result, _took(started), index=index_name(search.container.source, LONG_TERM))
 
     async def semantic_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:

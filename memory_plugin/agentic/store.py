@@ -183,12 +183,15 @@ class AgenticStore(abc.ABC):
 
     # memories
     @abc.abstractmethod
-    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> None:
-        """The working doc, its session and its infer job, in one transaction."""
+    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> bool:
+        """The working doc, its session and its infer job, in one transaction; False, and nothing written, when
+        the owner's container is gone (deleted since the caller read it: its memories would be unreachable)."""
 
     @abc.abstractmethod
-    async def create_session(self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]) -> bool:
-        """False when the session id exists already."""
+    async def create_session(
+        self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]
+    ) -> bool | None:
+        """False when the session id exists already; None, and nothing written, when the container is gone."""
 
     @abc.abstractmethod
     async def get(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None: ...
@@ -593,10 +596,17 @@ class SqliteAgenticStore(AgenticStore):
         ).fetchone()
         return row
 
-    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> None:
+    def _has_container(self, c: sqlite3.Connection, owner: Principal, container_id: str) -> bool:
+        """Checked inside a write's transaction, so a container deleted meanwhile gets nothing written."""
+        sql = f"SELECT 1 FROM containers WHERE {_CONTAINER_OWNER}"
+        return c.execute(sql, (container_id, *owner_key(owner))).fetchone() is not None
+
+    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> bool:
         session = add.session
 
-        def write(c: sqlite3.Connection) -> None:
+        def write(c: sqlite3.Connection) -> bool:
+            if not self._has_container(c, owner, container_id):
+                return False
             if session is not None:
                 row = self._select(c, owner, container_id, SESSIONS, session.session_id)
                 if row is None and session.doc is not None:
@@ -610,11 +620,16 @@ class SqliteAgenticStore(AgenticStore):
                     "INSERT INTO infer_jobs (container_id, organization_id, user_id, request) VALUES (?, ?, ?, ?)",
                     (container_id, *owner_key(owner), _dumps(add.infer_request)),
                 )
+            return True
 
-        await self._write(write)
+        return await self._write(write)
 
-    async def create_session(self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]) -> bool:
-        def create(c: sqlite3.Connection) -> bool:
+    async def create_session(
+        self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]
+    ) -> bool | None:
+        def create(c: sqlite3.Connection) -> bool | None:
+            if not self._has_container(c, owner, container_id):
+                return None
             # Session ids are unique per container, whoever asks: a custom id never overwrites.
             if c.execute(
                 "SELECT 1 FROM memories WHERE container_id = ? AND memory_type = ? AND memory_id = ?",
@@ -799,15 +814,21 @@ class SqliteAgenticStore(AgenticStore):
         vectors and the hydration by owner and container drop those."""
         if not scope.terms and scope.only_ids is None:
             return None
+        # One statement whatever the number of terms (a chain of INTERSECTs or ANDs has SQLite limits).
+        with_terms = (
+            "SELECT seq FROM terms JOIN json_each(?) AS wanted"
+            " ON terms.field = wanted.value ->> 0 AND terms.value = wanted.value ->> 1"
+            " GROUP BY seq HAVING count(DISTINCT wanted.key) = ?"
+        )
+        wanted = json.dumps([[valid_unicode(name), valid_unicode(value)] for name, value in scope.terms])
         if scope.only_ids is None:
-            sql = " INTERSECT ".join("SELECT seq FROM terms WHERE field = ? AND value = ?" for _ in scope.terms)
-            params = [valid_unicode(part) for pair in scope.terms for part in pair]
-            return np.asarray([row[0] for row in c.execute(sql, params)], dtype=np.int64)
+            rows = c.execute(with_terms, (wanted, len(scope.terms)))
+            return np.asarray([row[0] for row in rows], dtype=np.int64)
         sql = f"SELECT seq FROM memories WHERE {_MEMORY_OWNER}"
         base: list[Any] = [scope.container_id, LONG_TERM, *owner_key(scope.owner)]
-        for name, value in scope.terms:
-            sql += " AND seq IN (SELECT seq FROM terms WHERE field = ? AND value = ?)"
-            base += [valid_unicode(name), valid_unicode(value)]
+        if scope.terms:
+            sql += f" AND seq IN ({with_terms})"
+            base += [wanted, len(scope.terms)]
         seqs: list[int] = []
         for part, marks in _batches(scope.only_ids):
             seqs += [row[0] for row in c.execute(sql + f" AND memory_id IN ({marks})", [*base, *part])]

@@ -82,7 +82,9 @@ class Fuzzy(Clause):
             found: list[tuple[int, str, float]] = []
             prefix = self.term[: self.prefix_length]
             wanted = list(self.term)
-            for candidate in corpus.vocabulary(self.field, self.kind):
+            for i, candidate in enumerate(corpus.vocabulary(self.field, self.kind)):
+                if i % 256 == 255:
+                    corpus.check_time()  # a thousand fuzzy clauses over a big vocabulary add up
                 if not candidate.startswith(prefix):
                     continue
                 edits = edit_distance(wanted, list(candidate), self.max_edits, self.transpositions)

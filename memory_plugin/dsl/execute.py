@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from memory_plugin.dsl.clauses import (
     BlendedTerm,
@@ -27,6 +29,14 @@ from memory_plugin.dsl.sort import Descending, SortSpec, reported_sort_value, so
 from memory_plugin.dsl.sort import sort_key as value_key
 from memory_plugin.dsl.values import MISSING
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
+
+#: Seconds one query evaluation may take before it stops and answers ``timed_out``.
+EVALUATION_BUDGET_SECONDS = 2.0
+#: Query evaluation runs here, never on the event loop; two threads bound how
+#: much CPU (and GIL) concurrent searches can take from everything else.
+_EVALUATION = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsl")
+
+T = TypeVar("T")
 
 #: ml-commons 2.12+ index names (``ConversationalIndexConstants``).
 META_INDEX = ".plugins-ml-memory-meta"
@@ -65,11 +75,30 @@ def as_docs(docs: Iterable[Source]) -> list[Doc]:
     return out
 
 
-def matching(query: SearchBody, docs: Iterable[Source]) -> list[str]:
-    """The ids of the documents ``query`` matches, in their given order."""
+async def bounded(evaluation: Callable[[float], T]) -> T:
+    """``evaluation(budget)`` off the event loop, in the threads every query evaluation shares.
+
+    Pass :func:`execute` or :func:`matching` with their documents; the budget is
+    read when the call starts (tests change it)."""
+    return await asyncio.get_running_loop().run_in_executor(_EVALUATION, evaluation, EVALUATION_BUDGET_SECONDS)
+
+
+def matching(query: SearchBody, docs: Iterable[Source], *, budget: float | None = None) -> tuple[list[str], bool]:
+    """The ids of the documents ``query`` matches, in their given order, and whether ``budget`` (seconds)
+    ran out first (then only the documents examined until then count)."""
+    deadline = None if budget is None else time.monotonic() + budget
     every = as_docs(docs)
-    corpus = Corpus(every)
-    return [doc.id for doc in every if query.query.score(doc, corpus) is not None]
+    corpus = Corpus(every, deadline)
+    ids: list[str] = []
+    try:
+        for doc in every:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise OutOfTime
+            if query.query.score(doc, corpus) is not None:
+                ids.append(doc.id)
+    except OutOfTime:
+        return ids, True
+    return ids, False
 
 
 def execute(query: SearchBody, docs: Iterable[Source], *, budget: float | None = None) -> DocumentResults:
@@ -83,6 +112,8 @@ def execute(query: SearchBody, docs: Iterable[Source], *, budget: float | None =
     ``budget`` bounds the evaluation in seconds of wall time, checked between
     documents: past it, the documents not yet examined are skipped and the
     result says ``timed_out``, as OpenSearch does when a search times out.
+    Aggregations and highlighting then get as long again, checked between
+    aggregations and between hits: past that, the rest are left out.
     """
     deadline = None if budget is None else time.monotonic() + budget
     timed_out = False
@@ -98,7 +129,11 @@ def execute(query: SearchBody, docs: Iterable[Source], *, budget: float | None =
                 matched.append((doc, float(score)))
     except OutOfTime:
         timed_out = True
-    corpus.deadline = None  # what follows (highlighting) works on the page only
+    # What follows (aggregations, highlighting) gets as long again.
+    corpus.deadline = None if budget is None else time.monotonic() + budget
+
+    def out_of_time() -> bool:
+        return corpus.deadline is not None and time.monotonic() >= corpus.deadline
 
     specs = query.sort or (SortSpec("_score", "desc"),)
 
@@ -111,19 +146,32 @@ def execute(query: SearchBody, docs: Iterable[Source], *, budget: float | None =
     # OpenSearch reports no max_score when it sorts (without track_scores) or fetches no hits
     max_score = max((m[1] for m in matched), default=None) if not query.sort and query.size else None
     total = len(matched)
-    aggregations = {a.name: a.run(d.source for d, _ in matched) for a in query.aggregations} or None
+    aggregations: dict[str, Any] = {}
+    for aggregation in query.aggregations:
+        if out_of_time():
+            timed_out = True
+            break
+        aggregations[aggregation.name] = aggregation.run(d.source for d, _ in matched)
     if query.search_after is not None:
         after = search_after_key(query.search_after, specs)
         matched = [m for m in matched if sort_key(m[0], m[1], specs) > after]
     page = matched[query.from_ : query.from_ + query.size]
-    wanted = highlight_terms(query.query, corpus) if query.highlight is not None else {}
+    try:
+        wanted = highlight_terms(query.query, corpus) if query.highlight is not None else {}
+    except OutOfTime:  # a fuzzy query's expansions, when matching ran out of time before they were known
+        wanted, timed_out = {}, True
     whole = {f: kind_of_hit(query.query, f) for f in wanted}
     hits = []
     for doc, score in page:
         sort_values: tuple[Any, ...] | None = None
         if query.sort:
             sort_values = tuple(reported_sort_value(doc.source, doc.id, doc.pos, score, s) for s in query.sort)
-        marked = highlight_hit(query.highlight, doc.source, wanted, whole) if query.highlight is not None else None
+        marked = None
+        if query.highlight is not None:
+            if out_of_time():
+                timed_out = True
+            else:
+                marked = highlight_hit(query.highlight, doc.source, wanted, whole)
         hits.append(
             DocumentHit(
                 id=doc.id,
@@ -135,7 +183,7 @@ def execute(query: SearchBody, docs: Iterable[Source], *, budget: float | None =
             )
         )
     return DocumentResults(
-        total=total, max_score=max_score, hits=tuple(hits), timed_out=timed_out, aggregations=aggregations
+        total=total, max_score=max_score, hits=tuple(hits), timed_out=timed_out, aggregations=aggregations or None
     )
 
 

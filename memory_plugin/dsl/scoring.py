@@ -135,6 +135,11 @@ class Corpus:
         #: What a clause works out once per search (a fuzzy query's expansions), by the clause's id.
         self.memo: dict[int, object] = {}
 
+    def check_time(self) -> None:
+        """Raise :class:`OutOfTime` once past the deadline (for work done once per search, such as expansions)."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise OutOfTime
+
     def stats(self, path: str, kind: str) -> FieldStats:
         key = (path, kind)
         found = self._stats.get(key)

@@ -121,5 +121,6 @@ async def delete_matching(request: web.Request) -> web.Response:
         "deleted_chunks": erased.chunks,
         "deleted_memories": erased.memories,
         "deleted_messages": erased.messages,
+        "deleted_memory_containers": erased.memory_containers,
     }
     return json_response({"data": data})

@@ -79,6 +79,14 @@ class MemoryEraser(Protocol):
         ...
 
 
+class ContainerEraser(Protocol):
+    """Erases a user's agentic memory containers, with every memory in them (the agentic service)."""
+
+    async def erase_user(self, organization_id: str, user_id: str) -> int:
+        """Containers removed."""
+        ...
+
+
 @dataclass(frozen=True)
 class Erasure:
     """What a filtered deletion removed: records and chunks, and for a user erasure their memory too."""
@@ -87,6 +95,7 @@ class Erasure:
     chunks: int
     memories: int = 0
     messages: int = 0
+    memory_containers: int = 0
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,8 @@ class HistoryService:
         self.observe_region = observe_region
         self.record_locks = KeyedLocks()
         self.memory = memory
+        #: Set once the agentic service is open (it opens after this one).
+        self.containers: ContainerEraser | None = None
 
     # -- validation ----------------------------------------------------------------
 
@@ -378,23 +389,27 @@ class HistoryService:
         """Delete the organisation's records matching ``where`` (a user's key: only its own).
 
         A filter on ``user_id`` alone is the erasure of those users: their
-        conversational memory goes too (memories, messages, traces), so that
-        nothing personal is left behind in either API.
+        conversational memory goes too (memories, messages, traces), and their
+        agentic memory containers with everything in them, so that nothing
+        personal is left behind in any API.
         """
         if not where:
             raise InvalidArgument("at least one filter is required, e.g. filter[user_id]=...", parameter="filter")
         organization_id, scoped_where = principal.organization_id, scoped(principal, where)
         counts = await self._everywhere(lambda _, store: store.delete_matching(organization_id, scoped_where))
-        memories = messages = 0
-        for user_id in self._erased_users(principal, where) if self.memory is not None else ():
-            assert self.memory is not None
-            erased_memories, erased_messages = await self.memory.erase_user(organization_id, user_id)
-            memories, messages = memories + erased_memories, messages + erased_messages
+        memories = messages = containers = 0
+        for user_id in self._erased_users(principal, where):
+            if self.memory is not None:
+                erased_memories, erased_messages = await self.memory.erase_user(organization_id, user_id)
+                memories, messages = memories + erased_memories, messages + erased_messages
+            if self.containers is not None:
+                containers += await self.containers.erase_user(organization_id, user_id)
         return Erasure(
             records=sum(c.records for c in counts),
             chunks=sum(c.chunks for c in counts),
             memories=memories,
             messages=messages,
+            memory_containers=containers,
         )
 
     @staticmethod

@@ -334,7 +334,13 @@ async def test_delete_by_user_erases_everything_of_that_user(client, admin):
     response = await client.delete(BASE, params={"filter[user_id]": "user-1"}, headers=admin.headers)
     assert response.status == 200
     assert await response.json() == {
-        "data": {"deleted_records": 2, "deleted_chunks": 2, "deleted_memories": 0, "deleted_messages": 0}
+        "data": {
+            "deleted_records": 2,
+            "deleted_chunks": 2,
+            "deleted_memories": 0,
+            "deleted_messages": 0,
+            "deleted_memory_containers": 0,
+        }
     }
     remaining = await search(client, admin, q="text", top_k=100)
     assert [i["record_id"] for i in remaining["data"]] == ["b1"]
@@ -427,6 +433,7 @@ async def test_a_users_key_sees_and_writes_only_that_users_records(client, admin
         "deleted_chunks": 0,
         "deleted_memories": 0,
         "deleted_messages": 0,
+        "deleted_memory_containers": 0,
     }
     everyone = await search(client, admin, q="broken handset", top_k=100)
     assert {i["record_id"] for i in everyone["data"]} == {"mine", "for-bob"}

@@ -6,17 +6,22 @@ status and the API's own error format, and leave the data as it was.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
 
-from memory_plugin.memory.stores import base as memory_stores
+from memory_plugin.dsl.clauses import Fuzzy
+from memory_plugin.dsl.mapping import TEXT
+from memory_plugin.dsl.scoring import Corpus, Doc, OutOfTime
 
 MEMORY = "/_plugins/_ml/memory"
 HISTORIES = "/v2/ai/conversation_histories"
 #: 13 stars, then a letter the name lacks: a backtracking matcher explores ~C(n, 12) ways to fail
 #: on a name of n ``a``s (10 s at n = 30, hours at n = 40); RE2 answers in microseconds.
 PATHOLOGICAL = "*a" * 12 + "*b"
+#: The module that holds the evaluation budget (imported by path: ``dsl.execute`` is also its function).
+evaluation = importlib.import_module("memory_plugin.dsl.execute")
 
 
 async def create_memory(client, caller, name: str) -> str:
@@ -71,14 +76,42 @@ async def test_pathological_wildcard_answers_exactly_without_backtracking(client
 async def test_a_search_past_its_budget_answers_timed_out_like_opensearch(client, alice, monkeypatch):
     """Evaluation is bounded: past the budget the search stops and says ``timed_out`` (a 200, as OpenSearch)."""
     await create_memory(client, alice, "budget")
-    monkeypatch.setattr(memory_stores, "EVALUATION_BUDGET_SECONDS", 0.0)
+    monkeypatch.setattr(evaluation, "EVALUATION_BUDGET_SECONDS", 0.0)
     status, body = await search_memories(client, alice, {"query": {"wildcard": {"name": "*"}}})
     assert status == 200, body
     assert body["timed_out"] is True
     assert body["hits"]["hits"] == [] and body["hits"]["total"]["value"] == 0
-    monkeypatch.setattr(memory_stores, "EVALUATION_BUDGET_SECONDS", 2.0)
+    monkeypatch.setattr(evaluation, "EVALUATION_BUDGET_SECONDS", 2.0)
     status, body = await search_memories(client, alice, {"query": {"wildcard": {"name": "*"}}})
     assert status == 200 and body["timed_out"] is False and body["hits"]["total"]["value"] == 1, body
+
+
+async def test_the_budget_covers_aggregations_highlighting_and_fuzzy_expansions(client, alice, monkeypatch):
+    """Only matching was bounded: 2000 ``terms`` aggregations, 5000 highlight fields or 1024 ``fuzzy`` clauses over
+    3000 memories took 20 s each in the evaluation threads (every other search queued behind them). Now what
+    follows matching gets as long again, and a fuzzy query's expansions check the deadline too."""
+    await create_memory(client, alice, "budget alpha")
+    body = {
+        "query": {"fuzzy": {"name": "alpah"}},
+        "aggs": {f"a{i}": {"terms": {"field": "memory_id"}} for i in range(3)},
+        "highlight": {"fields": {"name": {}}},
+    }
+    status, found = await search_memories(client, alice, body)
+    assert status == 200 and found["timed_out"] is False, found
+    assert set(found["aggregations"]) == {"a0", "a1", "a2"}
+    assert found["hits"]["hits"][0]["highlight"] == {"name": ["budget <em>alpha</em>"]}
+    monkeypatch.setattr(evaluation, "EVALUATION_BUDGET_SECONDS", 0.0)
+    status, found = await search_memories(client, alice, body)
+    assert status == 200 and found["timed_out"] is True, found
+    assert "aggregations" not in found and found["hits"]["hits"] == []
+    # A fuzzy clause's expansions are worked out once per search, over the whole vocabulary: bounded too.
+    corpus = Corpus([Doc(str(i), {"name": f"word{i}"}, i) for i in range(300)])
+    corpus.stats("name", TEXT)  # statistics gathered in time (the deadline is checked as they are)
+    corpus.deadline = 0.0
+    with pytest.raises(OutOfTime):
+        Fuzzy("name", TEXT, "word", max_edits=2).expansions(corpus)
+    monkeypatch.setattr(evaluation, "EVALUATION_BUDGET_SECONDS", 2.0)
+    assert await memory_names(client, alice) == ["budget alpha"]
 
 
 async def test_a_pattern_too_large_for_re2_is_a_400(client, alice):

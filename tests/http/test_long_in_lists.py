@@ -85,7 +85,13 @@ async def test_erasing_a_thousand_users_at_once_is_answered_not_retry_forever(cl
     response = await client.delete(BASE, params={"filter[user_id][in]": ",".join(users)}, headers=admin.headers)
     body = await response.json()
     assert response.status == 200, body
-    assert body["data"] == {"deleted_records": 2, "deleted_chunks": 2, "deleted_memories": 0, "deleted_messages": 0}
+    assert body["data"] == {
+        "deleted_records": 2,
+        "deleted_chunks": 2,
+        "deleted_memories": 0,
+        "deleted_messages": 0,
+        "deleted_memory_containers": 0,
+    }
     status, left = await search(client, admin)
     assert [hit["record_id"] for hit in left["data"]] == ["r-en"]
     too_many = ",".join(f"u{i}" for i in range(1100))

@@ -20,6 +20,12 @@ from memory_plugin.settings import OpenSearchRegion
 from tests.http.test_agentic import *  # noqa: F401,F403  (re-run the agentic suite here)
 from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, seed_long_term
 from tests.http.test_agentic_errors import *  # noqa: F401,F403
+from tests.http.test_hostile_agentic import (  # noqa: F401  (those that need no SQLite)
+    test_a_nested_query_without_its_query_is_a_400_and_deletes_nothing,
+    test_a_search_may_filter_on_a_thousand_tags_and_no_more,
+    test_ids_opensearch_cannot_hold_are_a_400_or_absent,
+    test_message_content_must_be_an_array_of_objects,
+)
 from tests.support.agentic_llm import ScriptedLLM
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.model]

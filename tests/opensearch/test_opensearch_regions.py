@@ -107,6 +107,7 @@ async def test_organisations_stay_apart(client, admin, other_admin) -> None:  # 
         "deleted_chunks": 2,
         "deleted_memories": 0,
         "deleted_messages": 0,
+        "deleted_memory_containers": 0,
     }
     assert (await search(client, admin, q="charged twice"))["data"] == []
     assert len((await search(client, other_admin, q="charged twice"))["data"]) == 2

@@ -8,10 +8,8 @@ row of another owner is treated as if it did not exist.
 from __future__ import annotations
 
 import abc
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -26,6 +24,7 @@ from memory_plugin.dsl import (
     SearchBody,
     SourceFilter,
     TermScore,
+    bounded,
     execute,
     parse_search,
     search_response,
@@ -161,13 +160,6 @@ class MemoryStore(abc.ABC):
         return {"status": "green"}
 
 
-#: Seconds one ``_search`` may spend evaluating its query before it answers ``timed_out``.
-EVALUATION_BUDGET_SECONDS = 2.0
-#: Query evaluation runs here, never on the event loop; two threads bound how
-#: much CPU (and GIL) concurrent searches can take from everything else.
-_EVALUATION = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsl")
-
-
 SearchDocument = tuple[str, dict[str, Any], int]
 """``(id, ml-commons document, version)``."""
 
@@ -207,10 +199,7 @@ async def evaluate_search(
         query = replace(query, query=Bool(must=[query.query, TermScore("memory_id", KEYWORD, memory_id)]))
     started = time.perf_counter()
     loaded = await documents()
-    budget = EVALUATION_BUDGET_SECONDS
-    results = await asyncio.get_running_loop().run_in_executor(
-        _EVALUATION, lambda: execute(query, loaded, budget=budget)
-    )
+    results = await bounded(lambda budget: execute(query, loaded, budget=budget))
     return search_response(results, int((time.perf_counter() - started) * 1000), index=index)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -151,6 +152,29 @@ async def test_a_conversation_deleted_while_its_interaction_is_being_embedded_le
         flaky.gate.set()
     await indexed(client)
     assert await record_ids(client, alice, "invoice statement balance") == []
+
+
+async def test_one_organisations_backlog_does_not_hold_anothers_interaction_behind_it(client, flaky, alice, carol):
+    store = client.server.app[BRIDGE].store
+    flaky.gate = threading.Event()  # the indexer takes its first batch and waits: the outbox keeps the rest
+    try:
+        busy = await conversation(client, alice)
+        backlog = await asyncio.gather(*(interaction(client, alice, busy, f"bulk note {n}") for n in range(80)))
+        lone = await interaction(client, carol, await conversation(client, carol), "one lone question")
+        picked = await store.outbox_pending(64, time.time() + 60)
+    finally:
+        flaky.gate.set()
+    picked_ids = [entry.interaction.interaction_id for entry in picked if entry.interaction is not None]
+    assert len(picked) == 64
+    assert lone in picked_ids, "org-2's one entry waits behind org-1's backlog"
+    # org-1's entries still come oldest first
+    org_1 = [entry.entry_id for entry in picked if entry.owner.organization_id == "org-1"]
+    assert len(org_1) == 63 and set(picked_ids) - {lone} <= set(backlog)
+    assert [e.enqueued_at for e in picked if e.owner.organization_id == "org-1"] == sorted(
+        e.enqueued_at for e in picked if e.owner.organization_id == "org-1"
+    )
+    await indexed(client)
+    assert await record_ids(client, carol, "one lone question") == [lone]
 
 
 async def test_a_deleted_conversations_records_go_through_the_outbox_too(client, alice):

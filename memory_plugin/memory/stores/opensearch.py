@@ -95,6 +95,7 @@ while its conversation still exists), never a change without its entry.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -738,8 +739,21 @@ class OpenSearchMemoryStore(MemoryStore):
     # -- the history bridge's outbox ----------------------------------------------------------------
 
     async def outbox_pending(self, limit: int, now: float) -> list[OutboxEntry]:
-        body = {"query": {"range": {"not_before": {"lte": now}}}, "sort": _OUTBOX_ORDER, "size": limit}
-        hits = (await self.client.search(index=self.outbox_index, body=body))["hits"]["hits"]
+        # Each organisation's oldest ``limit`` (one collapsed group each), taken in turns as the
+        # SQLite store does, so that one organisation's burst does not hold another's behind it.
+        body = {
+            "query": {"range": {"not_before": {"lte": now}}},
+            "sort": _OUTBOX_ORDER,
+            "size": limit,
+            "collapse": {
+                "field": "organization_id",
+                "inner_hits": {"name": "oldest", "size": limit, "sort": _OUTBOX_ORDER},
+            },
+        }
+        groups = (await self.client.search(index=self.outbox_index, body=body))["hits"]["hits"]
+        queues = [group["inner_hits"]["oldest"]["hits"]["hits"] for group in groups]
+        turns = (queue[turn] for turn in range(limit) for queue in queues if turn < len(queue))
+        hits = list(itertools.islice(turns, limit))
         sources = [hit["_source"] for hit in hits]
         message_ids = sorted({s["message_id"] for s in sources if s["kind"] == "index" and s.get("message_id")})
         memory_ids = sorted({s["memory_id"] for s in sources})

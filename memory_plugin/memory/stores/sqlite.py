@@ -265,12 +265,16 @@ def _enqueue(
     )
 
 
-#: Due entries, oldest first, each with its interaction as it is now (NULLs once it is gone).
+#: Due entries, each with its interaction as it is now (NULLs once it is gone): every
+#: organisation's oldest first, then every organisation's second oldest, and so on, so that
+#: one organisation's burst of memory writes does not hold another's interaction behind it.
 _PENDING = (
     "SELECT i.*, o.seq, o.kind, o.organization_id AS entry_organization_id, o.user_id AS entry_user_id, "
     "o.conversation_id AS entry_conversation_id, o.enqueued_at, o.attempts "
-    "FROM bridge_outbox o LEFT JOIN interactions i ON i.interaction_id = o.interaction_id "
-    "WHERE o.not_before <= ? ORDER BY o.seq LIMIT ?"
+    "FROM (SELECT *, row_number() OVER (PARTITION BY organization_id ORDER BY seq) AS turn "
+    "FROM bridge_outbox WHERE not_before <= ?) o "
+    "LEFT JOIN interactions i ON i.interaction_id = o.interaction_id "
+    "ORDER BY o.turn, o.seq LIMIT ?"
 )
 
 

@@ -21,11 +21,13 @@ Why it looks like this:
   hits are finally hydrated from SQLite by chunk id, which drops anything
   deleted meanwhile.
 * Filters select candidate positions *before* the vector search.  Filters on
-  top-level fields compile to a mask over in-memory columns kept beside each
+  top-level fields are evaluated over in-memory columns kept beside each
   index (``embedded_columns``: one row per position, filled from SQLite at
-  ``open()`` and on every write); filters naming metadata compile to SQL
+  ``open()`` and on every write; a selective string equality reads cached
+  positions instead of every row); filters naming metadata compile to SQL
   (``embedded_filters``) and yield chunk ids.  Few candidates (``<= exact_threshold``) are
-  ranked exactly with numpy over an in-memory vector matrix; many are searched
+  ranked exactly over an in-memory vector matrix, reading the candidate rows in
+  place on the search thread (``_scores``); many are searched
   with HNSW restricted by an ``IDSelectorBitmap`` and an ``efSearch`` scaled up
   by 1/selectivity.  Without a filter the organisation's bitmap comes from an
   in-memory org-code array (cached per index version), not from SQL.
@@ -263,8 +265,7 @@ class _TypeIndex:
         if candidates is None:
             mask, candidates = self.org_positions(org)
             if where:
-                mask = self.columns.mask(where, n) & mask
-                candidates = np.flatnonzero(mask)
+                mask, candidates = self.columns.select(where, n, mask)
         count = len(candidates)
         if count == 0 or k <= 0:
             return []

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memory_plugin.stores import embedded_columns
 from memory_plugin.stores.embedded import EmbeddedStore
 from memory_plugin.stores.filters import Filter, parse_filters
 from memory_plugin.stores.records import Chunk, Record
@@ -53,6 +54,40 @@ class TestEmbeddedStoreSqlFiltersContract(StoreContract):
         store = EmbeddedStore(tmp_path / "usa", filter_target="sql")
         await store.open(DIM)
         yield store
+        await store.close()
+
+
+class TestEmbeddedStorePostingsContract(StoreContract):
+    """The contract again with every string equality answered from cached positions (not only selective ones)."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[EmbeddedStore]:
+        monkeypatch.setattr(embedded_columns, "_POSTINGS_MAX_SHARE", 1.0)
+        store = EmbeddedStore(tmp_path / "usa")
+        await store.open(DIM)
+        yield store
+        await store.close()
+
+
+@pytest.mark.parametrize("exact_threshold", [20_000, 0])
+async def test_cached_positions_follow_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_threshold: int
+) -> None:
+    """Positions cached by earlier searches still agree with brute force after more inserts, replaces and deletes."""
+    monkeypatch.setattr(embedded_columns, "_POSTINGS_MAX_SHARE", 1.0)
+    store = EmbeddedStore(tmp_path, exact_threshold=exact_threshold, ef_search=256)
+    await store.open(DIM)
+    try:
+        dataset = make_dataset()
+        contract = StoreContract()
+        await store.write_records(dataset[:30])
+        await contract.assert_filters_match(store, dataset[:30])  # fills the cache
+        await store.write_records(dataset[30:])
+        await contract.assert_filters_match(store, dataset)  # extends it by the rows added since
+        survivors = await replace_and_delete(store, dataset)
+        await contract.assert_filters_match(store, survivors)
+        assert store._indexes["voice"].columns.postings._cache, "the cached positions were never used"
+    finally:
         await store.close()
 
 

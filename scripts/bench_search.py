@@ -5,6 +5,9 @@
 
     python scripts/bench_search.py --sizes 1000000 --seed-from-model 4000   # real e5 seeds
 
+    # this tree against an older commit on the same store, searches in turns:
+    python scripts/bench_search.py --sizes 1000000 --queries 100 --store /tmp/bench-store --baseline d9e7a06^
+
 Each backend (an async factory of an opened :class:`VectorStore`) gets the
 same chunks and the same query vectors; add a real OpenSearch node as another
 entry of :data:`BACKENDS`.  Three cases per size: no filter, a filter passing
@@ -15,6 +18,14 @@ numpy brute force over the same candidate set.  Vectors are e5-shaped (see
 the default model and derives the vectors from those.  The embedded store is
 measured twice on the same load: filters on its in-memory columns
 (``embedded``) and on SQL (``embedded-sql``, how it filtered before).
+
+``--baseline REV`` also searches the loaded store with the code of git
+revision ``REV`` and with this tree, each in its own process
+(``_search_worker.py``), one search each in turns (the order alternating per
+query), so that the two see the same data and the same machine load; their
+cells add the CPU time per search (the process's, helper threads included).
+``--store DIR`` keeps the loaded store and its vectors in ``DIR/<size>`` and
+reuses them on the next run (loading a million chunks takes a quarter hour).
 """
 
 from __future__ import annotations
@@ -22,7 +33,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,6 +82,8 @@ METADATA_CASE = (
 #: The row key of the brute-force reference, and how many queries it times.
 EXACT = "exact (numpy)"
 EXACT_QUERIES = 50
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = Path(__file__).resolve().parent / "_search_worker.py"
 
 StoreFactory = Callable[[Path], AsyncIterator[VectorStore]]
 
@@ -210,21 +226,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "sizes": {},
     }
     for size in args.sizes:
-        total = size + args.queries
-        pool = from_seed(seed, total) if seed is not None else synthetic(total, DIM)
-        vectors, queries = pool[:size], pool[size:]  # queries: held-out draws of the same distribution
+        pool = vector_pool(args, seed, size)
+        vectors, queries = pool[:size], pool[size : size + args.queries]  # queries: held-out draws
         cosine = mean_pairwise_cosine(vectors)
         print(f"\n{size} chunks, dim {DIM}, mean pairwise cosine {cosine:.3f}")
         numbers = np.arange(size)
         row: dict[str, Any] = {"mean_pairwise_cosine": round(cosine, 3), "load_average_before": os.getloadavg()[0]}
         for name, factory in BACKENDS:
-            with tempfile.TemporaryDirectory(prefix="bench-search-") as folder:
-                async with factory(Path(folder)) as store:
-                    seconds = await load(store, vectors, args.batch)
-                    backend: dict[str, Any] = {
-                        "load_s": round(seconds, 1),
-                        "load_us_per_chunk": round(seconds / size * 1e6, 1),
-                    }
+            with contextlib.ExitStack() as stack:
+                kept = name == "embedded" and args.store is not None
+                folder = args.store / str(size) if kept else Path(stack.enter_context(temporary_folder()))
+                reused = kept and (folder / "embedded" / "store.sqlite3").exists()
+                async with factory(folder) as store:
+                    backend: dict[str, Any] = {"load_s": "reused from --store"}
+                    if not reused:
+                        seconds = await load(store, vectors, args.batch)
+                        backend = {"load_s": round(seconds, 1), "load_us_per_chunk": round(seconds / size * 1e6, 1)}
                     before: dict[str, Any] = {}
                     for case, (params, mask_of) in CASES.items():
                         backend[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
@@ -235,7 +252,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     if before:
                         row[f"{name}-sql"] = before
                 if isinstance(store, EmbeddedStore):
-                    backend["reopen_s"] = round(await reopen_seconds(Path(folder)), 2)
+                    backend["reopen_s"] = round(await reopen_seconds(folder), 2)
+                    if args.baseline:
+                        row.update(compare_revisions(folder / "embedded", vectors, queries, args.baseline))
             row[name] = backend
         row[EXACT] = {
             case: exact_latency(vectors, queries, mask_of(numbers), 10) for case, (_, mask_of) in CASES.items()
@@ -244,6 +263,106 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         results["sizes"][str(size)] = row
         print_table(size, row)
     return results
+
+
+def temporary_folder() -> contextlib.AbstractContextManager[str]:
+    return tempfile.TemporaryDirectory(prefix="bench-search-")
+
+
+def vector_pool(args: argparse.Namespace, seed: np.ndarray | None, size: int) -> np.ndarray:
+    """``size`` chunk vectors then the queries; with ``--store``, the ones its kept store was loaded with."""
+    total = size + args.queries
+    kept = args.store / str(size) / "pool.npy" if args.store else None
+    if kept is not None and kept.exists():
+        pool: np.ndarray = np.load(kept)
+        if len(pool) >= total:
+            return pool
+    pool = from_seed(seed, total) if seed is not None else synthetic(total, DIM)
+    if kept is not None:  # new vectors: a store loaded with others is of no use
+        shutil.rmtree(kept.parent, ignore_errors=True)
+        kept.parent.mkdir(parents=True)
+        np.save(kept, pool)
+    return pool
+
+
+def compare_revisions(store: Path, vectors: np.ndarray, queries: np.ndarray, revision: str) -> dict[str, Any]:
+    """The same store searched by the code of ``revision`` and by this tree, one search each in turns."""
+    cases = {case: params for case, (params, _) in CASES.items()}
+    numbers = np.arange(len(vectors))
+    truth = {
+        case: exact_top(vectors, queries, np.flatnonzero(mask_of(numbers)), 10) for case, (_, mask_of) in CASES.items()
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as checkout:
+        archive = subprocess.run(
+            ["git", "archive", revision, "memory_plugin"], cwd=ROOT, capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", checkout], input=archive.stdout, check=True)
+        np.save(Path(checkout) / "queries.npy", queries)
+        sides = {f"embedded@{revision}": checkout, "embedded@this tree": str(ROOT)}
+        workers = {
+            name: subprocess.Popen(
+                [sys.executable, str(WORKER), str(store), str(Path(checkout) / "queries.npy"), json.dumps(cases)],
+                env={**os.environ, "PYTHONPATH": code},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for name, code in sides.items()
+        }
+
+        def ask(name: str, request: dict[str, Any] | None) -> dict[str, Any]:
+            worker = workers[name]
+            assert worker.stdin is not None and worker.stdout is not None
+            worker.stdin.write((json.dumps(request) if request else "") + "\n")
+            worker.stdin.flush()
+            answer: dict[str, Any] = json.loads(worker.stdout.readline())
+            return answer
+
+        try:
+            for name, code in sides.items():
+                stdout = workers[name].stdout
+                assert stdout is not None
+                ready = json.loads(stdout.readline())
+                assert ready["code"].startswith(code), (name, ready)  # each side runs the code it names
+                assert set(ready["load_report"].values()) == {"snapshot"}, ready
+            for case in cases:  # warm caches, off the record
+                for name in workers:
+                    ask(name, {"case": case, "query": 0})
+            samples: dict[str, dict[str, list[dict[str, Any]]]] = {
+                name: {case: [] for case in cases} for name in workers
+            }
+            load_before, order = os.getloadavg()[0], list(workers)
+            for number in tqdm(range(len(queries)), desc="old and new in turns", mininterval=2.0):
+                for case in cases:
+                    for name in order if number % 2 == 0 else order[::-1]:
+                        samples[name][case].append(ask(name, {"case": case, "query": number}))
+            totals = {name: ask(name, None) for name in workers}
+            for worker in workers.values():
+                worker.wait(timeout=600)
+        finally:
+            for worker in workers.values():
+                if worker.poll() is None:
+                    worker.kill()
+    load_after = os.getloadavg()[0]
+    result: dict[str, Any] = {}
+    for name, by_case in samples.items():
+        cells: dict[str, Any] = {}
+        for case, answers in by_case.items():
+            ms = np.asarray([answer["ms"] for answer in answers])
+            cpu = np.asarray([answer["cpu_ms"] for answer in answers])
+            found = [set(answer["ids"]) for answer in answers]
+            recalls = [len(t & f) / min(10, len(t)) for t, f in zip(truth[case], found) if t]
+            cells[case] = {
+                "p50_ms": round(float(np.percentile(ms, 50)), 3),
+                "p99_ms": round(float(np.percentile(ms, 99)), 3),
+                "cpu_p50_ms": round(float(np.percentile(cpu, 50)), 3),
+                "cpu_p99_ms": round(float(np.percentile(cpu, 99)), 3),
+                "recall_at_10": round(float(np.mean(recalls)), 4),
+            }
+        cells["cpu_ms_per_search_incl_idle_spin"] = round(totals[name]["cpu_total_ms"] / totals[name]["searches"], 3)
+        cells["load_average"] = [round(load_before, 2), round(load_after, 2)]
+        result[name] = cells
+    return result
 
 
 def seed_from_model(count: int) -> np.ndarray:
@@ -279,12 +398,18 @@ async def reopen_seconds(folder: Path) -> float:
 def print_table(size: int, row: dict[str, Any]) -> None:
     names = [name for name in row if isinstance(row[name], dict)]
     print(f"{'size':>9} {'case':<12} " + " ".join(f"{n + ' p50/p99 ms, recall':>34}" for n in names))
+    cpu_rows: list[str] = []
     for case in CASES:
         cells = []
         for name in names:
             m = row[name][case]
             cells.append(f"{m['p50_ms']:>9.2f} / {m['p99_ms']:>8.2f}   {m['recall_at_10']:>6.3f}      ")
+            if "cpu_p50_ms" in m:
+                cpu_rows.append(
+                    f"{size:>9} {case:<12} {name:<28} CPU p50/p99 ms {m['cpu_p50_ms']:.2f} / {m['cpu_p99_ms']:.2f}"
+                )
         print(f"{size:>9} {case:<12} " + " ".join(f"{c:>34}" for c in cells))
+    print("\n".join(cpu_rows))
     exact = "   ".join(f"{case} {cell['p50_ms']:.2f}" for case, cell in row[EXACT].items())
     print(f"{'':>9} {EXACT} p50 ms: {exact}")
     for name in names:
@@ -307,6 +432,8 @@ def main() -> None:
     parser.add_argument("--seed-vectors", type=Path, help=".npy of real embeddings (n, 384) to mix from")
     parser.add_argument("--metadata", action="store_true", help="also the 30%% metadata filter case")
     parser.add_argument("--seed-from-model", type=int, default=0, help="embed this many real texts as the seeds")
+    parser.add_argument("--store", type=Path, help="keep the loaded embedded store in DIR/<size> and reuse it")
+    parser.add_argument("--baseline", help="also search the store with the code of this git revision, in turns")
     parser.add_argument("--out", type=Path, default=Path("bench-results/search.json"))
     parser.add_argument("--opensearch", action="store_true", help="also bench a real node started here")
     parser.add_argument("--opensearch-url", help="also bench this running OpenSearch node")

@@ -31,7 +31,7 @@ Why it looks like this:
   with HNSW restricted by an ``IDSelectorBitmap`` and an ``efSearch`` scaled up
   by 1/selectivity.  Without a filter the organisation's bitmap comes from an
   in-memory org-code array (cached per index version), not from SQL.
-* Scores are recomputed with numpy on the final candidates, so both paths
+* Scores are recomputed (``_scores``) on the final candidates, so both paths
   return the same cosine values; ties are broken by chunk id.
 """
 

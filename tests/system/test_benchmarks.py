@@ -49,11 +49,12 @@ def _embedder(report: dict[str, Any]) -> None:
     }
 
 
-@benchmark("bench_search.py", "--sizes", "1000", "--queries", "5", "--batch", "500")
+@benchmark("bench_search.py", "--sizes", "1000", "--queries", "5", "--batch", "500", "--baseline", "HEAD")
 def _search(report: dict[str, Any]) -> None:
     (row,) = report["sizes"].values()
-    assert {"embedded", "embedded-sql", "exact (numpy)"} <= set(row), row.keys()
-    for backend in ("embedded", "embedded-sql", "exact (numpy)"):
+    backends = ("embedded", "embedded-sql", "exact (numpy)", "embedded@HEAD", "embedded@this tree")
+    assert set(backends) <= set(row), row.keys()
+    for backend in backends:
         assert {"unfiltered", "filter 1%", "filter 30%"} <= set(row[backend]), (backend, row[backend])
 
 

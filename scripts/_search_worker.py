@@ -1,0 +1,58 @@
+"""One side of ``bench_search.py --baseline``: searches an existing embedded store with whichever code is on the path.
+
+    PYTHONPATH=<a checkout> python scripts/_search_worker.py STORE_FOLDER QUERIES.npy CASES_JSON
+
+The coordinator starts one worker per code version on the same store folder
+and sends them the same searches in turns, so both are measured on the same
+data under the same machine load.  Requests are JSON lines ``{"case": name,
+"query": number}``; each answer is a JSON line with the wall and CPU time of
+that search (CPU of the whole process, so BLAS and OpenMP helper threads
+count) and the hit ids.  An empty line ends the session with the process's
+total CPU time, which also counts helper threads still spinning between
+searches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+async def serve(folder: Path, queries: np.ndarray, cases: dict[str, list[list[str]]]) -> None:
+    import memory_plugin
+    from memory_plugin.stores.embedded import EmbeddedStore
+    from memory_plugin.stores.filters import parse_filters
+
+    wheres = {name: parse_filters([(key, value) for key, value in params]) for name, params in cases.items()}
+    store = EmbeddedStore(folder)
+    await store.open(queries.shape[1])
+    try:
+        print(json.dumps({"code": memory_plugin.__file__, "load_report": store.load_report}), flush=True)
+        cpu_started = time.process_time()
+        searches = 0
+        while line := sys.stdin.readline().strip():
+            request = json.loads(line)
+            where, query = wheres[request["case"]], queries[request["query"]]
+            wall, cpu = time.perf_counter(), time.process_time()
+            hits = await store.search("org-bench", "voice", query, where, 10)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            searches += 1
+            print(json.dumps({"ms": wall * 1e3, "cpu_ms": cpu * 1e3, "ids": [hit.id for hit in hits]}), flush=True)
+        total = (time.process_time() - cpu_started) * 1e3
+        print(json.dumps({"cpu_total_ms": total, "searches": searches}), flush=True)
+    finally:
+        await store.close()
+
+
+def main() -> None:
+    folder, queries, cases = Path(sys.argv[1]), np.load(sys.argv[2]), json.loads(sys.argv[3])
+    asyncio.run(serve(folder, queries, cases))
+
+
+if __name__ == "__main__":
+    main()

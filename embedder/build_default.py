@@ -238,8 +238,8 @@ def onnx_graph(model: E5S1, *, fused: bool = False, act_max: dict[str, np.ndarra
     as onnxruntime's contrib kernels (Attention, Gelu), so that quantisation
     turns each layer's QKV projection and attention into one QAttention.
     Residual + LayerNorm stay Add + LayerNormalization in both forms:
-    onnxruntime 1.31's SkipLayerNormalization kernel costs 4-5x as much on CPU
-    (docs/int8-variants.md, third round), which is why `Embedder.from_dir`
+    onnxruntime 1.31's SkipLayerNormalization kernel costs 3-5x as much on CPU
+    (docs/int8-variants.md, third round), which is why `model.open_session`
     also turns off the optimiser pass that would fuse them back. ``act_max`` (per weight
     MatMul, see `linear_inputs`) applies SmoothQuant: see `_smoothing`.
     """

@@ -32,7 +32,8 @@ DEFAULTS: dict[str, Any] = {
 
 #: onnxruntime graph passes left out: SkipLayerNormFusion turns Add + LayerNormalization into
 #: SkipLayerNormalization, whose CPU kernel (onnxruntime 1.31) takes 1.3 ms where the two take
-#: 0.26-0.31 ms on 480 x 384 values, one thread: a tenth of an int8 passage (docs/int8-variants.md).
+#: 0.26-0.31 ms on 480 x 384 values, one thread; its 24 calls were 17% of an int8 passage's time
+#: (docs/int8-variants.md).
 DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 
 

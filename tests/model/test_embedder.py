@@ -179,7 +179,7 @@ def test_int8_is_the_default_and_fp32_a_setting(model_dir: Path) -> None:
 
 def test_sessions_run_layernorm_unfused(model_dir: Path, tmp_path: Path) -> None:
     """onnxruntime would fuse Add + LayerNormalization into SkipLayerNormalization, a CPU kernel
-    4-5x slower (docs/int8-variants.md): what actually runs has none, in either precision."""
+    3-5x slower (docs/int8-variants.md): what actually runs has none, in either precision."""
     import onnx
 
     from embedder.model import open_session

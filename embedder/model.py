@@ -30,6 +30,38 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+#: onnxruntime graph passes left out: SkipLayerNormFusion turns Add + LayerNormalization into
+#: SkipLayerNormalization, whose CPU kernel (onnxruntime 1.31) takes 1.3 ms where the two take
+#: 0.26-0.31 ms on 480 x 384 values, one thread; its 24 calls were 17% of an int8 passage's time
+#: (docs/int8-variants.md).
+DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
+
+
+def open_session(
+    model: str | os.PathLike[str] | bytes,
+    *,
+    intra_threads: int | None = None,
+    inter_threads: int = 1,
+    optimized_model_path: str | None = None,
+) -> ort.InferenceSession:
+    """A CPU session with every graph optimisation but `DISABLED_OPTIMIZERS`, run sequentially.
+
+    ``optimized_model_path`` saves the graph as optimised (to see what runs).
+    """
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.inter_op_num_threads = inter_threads
+    if intra_threads is not None:
+        opts.intra_op_num_threads = intra_threads
+    if optimized_model_path is not None:
+        opts.optimized_model_filepath = optimized_model_path
+    source = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(
+        source, opts, providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_OPTIMIZERS
+    )
+
+
 class Embedder:
     """Sentence embeddings: tokenise, run the encoder, mean-pool, L2-normalise.
 
@@ -91,13 +123,7 @@ class Embedder:
         models: dict[str, str] = merged["models"]
         if precision not in models:
             raise ValueError(f"precision {precision!r} not available in {folder} (have {sorted(models)})")
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.inter_op_num_threads = inter_threads
-        if intra_threads is not None:
-            opts.intra_op_num_threads = intra_threads
-        session = ort.InferenceSession(str(folder / models[precision]), opts, providers=["CPUExecutionProvider"])
+        session = open_session(folder / models[precision], intra_threads=intra_threads, inter_threads=inter_threads)
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         return cls(session, tokenizer, config, batch_size=batch_size, precision=precision)
 

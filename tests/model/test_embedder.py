@@ -157,7 +157,7 @@ def test_int8_source_graph_is_the_fp32_model_rearranged(model_dir: Path, embedde
     }
     graph = build_default.onnx_graph(model, fused=True, act_max=act_max)
     ops = {n.op_type for n in graph.graph.node}
-    assert {"Attention", "SkipLayerNormalization", "Gelu"} <= ops and "Softmax" not in ops
+    assert {"Attention", "Gelu", "LayerNormalization"} <= ops and not {"Softmax", "SkipLayerNormalization"} & ops
     smoothing = [n.name for n in graph.graph.node if n.op_type == "Mul"]
     assert len(smoothing) == 3 * model.layers, smoothing  # QKV, FFN in and out; attention output folds into V
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -168,6 +168,27 @@ def test_int8_source_graph_is_the_fp32_model_rearranged(model_dir: Path, embedde
     texts = FIDELITY_TEXTS + [c.text for c in chunk_text(embedder, long_text, max_tokens=480, overlap=64)]
     cos = (fused.query(texts) * embedder.query(texts)).sum(axis=1)
     assert cos.min() > 0.99999, {t[:40]: float(c) for t, c in zip(texts, cos) if c <= 0.99999}
+
+
+def test_int8_is_the_default_and_fp32_a_setting(model_dir: Path) -> None:
+    config = json.loads((model_dir / "config.json").read_text())
+    assert config["precision"] == "int8" and set(config["models"]) == {"fp32", "int8"}
+    assert Embedder.from_dir(model_dir).precision == "int8"
+    assert Embedder.from_dir(model_dir, precision="fp32").precision == "fp32"
+
+
+def test_sessions_run_layernorm_unfused(model_dir: Path, tmp_path: Path) -> None:
+    """onnxruntime would fuse Add + LayerNormalization into SkipLayerNormalization, a CPU kernel
+    3-5x slower (docs/int8-variants.md): what actually runs has none, in either precision."""
+    import onnx
+
+    from embedder.model import open_session
+
+    for precision, name in json.loads((model_dir / "config.json").read_text())["models"].items():
+        optimised = tmp_path / f"{precision}.onnx"
+        open_session(model_dir / name, intra_threads=1, optimized_model_path=str(optimised))
+        ops = {n.op_type for n in onnx.load(str(optimised), load_external_data=False).graph.node}
+        assert "LayerNormalization" in ops and "SkipLayerNormalization" not in ops, (precision, sorted(ops))
 
 
 def test_unknown_precision_is_rejected(model_dir: Path) -> None:

@@ -323,6 +323,22 @@ class OpenSearchAgenticStore(AgenticStore):
         """Delete every doc matching ``filters`` (which always hold the owner and container terms)."""
         return len(await delete_by_query(self.client, ",".join(indices), {"bool": {"filter": filters}}))
 
+    async def _container_kept(self, owner: Principal, container_id: str, written: list[str]) -> bool:
+        """After a write into a container: whether it still exists; if not, what the write left is deleted.
+
+        OpenSearch has no transaction across indices, so a container deleted
+        between a write's check and its bulk (by this server or another) would
+        keep the write's documents, unreachable and never erased.  The write is
+        refreshed before this check, and a container's delete removes the
+        container document before it deletes its memories: so either that
+        delete sees these documents, or this check sees the container gone.
+        """
+        if await self._get_owned(self.container_index, owner, container_id) is not None:
+            return True
+        self._prefixes.pop(container_id, None)
+        await self._delete_matching([*written, self.job_index], self._scope(owner, container_id))
+        return False
+
     # -- containers -------------------------------------------------------------------
 
     async def insert_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
@@ -383,9 +399,13 @@ class OpenSearchAgenticStore(AgenticStore):
         if index is None:
             return False
         actions: list[dict[str, Any]] = []
+        written = [index]
         session = add.session
         if session is not None:
             sessions = await self._index(owner, container_id, SESSIONS)
+            if sessions is None:
+                return False
+            written.append(sessions)
             found = await self._get_owned(sessions, owner, session.session_id, container_id)
             if found is None and session.doc is not None:
                 actions += [
@@ -408,7 +428,7 @@ class OpenSearchAgenticStore(AgenticStore):
             }
             actions += [{"index": {"_index": self.job_index}}, _with_owner(owner, job)]
         await self._bulk(actions)
-        return True
+        return await self._container_kept(owner, container_id, written)
 
     async def create_session(
         self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]
@@ -422,7 +442,7 @@ class OpenSearchAgenticStore(AgenticStore):
             )
         except ConflictError:
             return False
-        return True
+        return True if await self._container_kept(owner, container_id, [index]) else None
 
     async def get(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
         index = await self._index(owner, container_id, memory_type)
@@ -560,12 +580,14 @@ class OpenSearchAgenticStore(AgenticStore):
                 actions += [{"index": {"_index": long_term, "_id": change.memory_id}}, updated]
             elif change.event == "DELETE":
                 actions.append({"delete": {"_index": long_term, "_id": change.memory_id}})
-        if history:
-            history_index = await self._index(owner, container_id, HISTORY)
+        history_index = await self._index(owner, container_id, HISTORY) if history else None
+        if history_index:
             for history_id, doc in history:
                 actions += [{"create": {"_index": history_index, "_id": history_id}}, self._source(owner, doc, HISTORY)]
         actions.append({"delete": {"_index": self.job_index, "_id": str(job.job_id)}})
         await self._bulk(actions)
+        written = [index for index in (long_term, history_index) if index]
+        await self._container_kept(owner, container_id, written)
 
     # -- search -------------------------------------------------------------------------------
 

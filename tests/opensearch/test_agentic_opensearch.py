@@ -10,15 +10,17 @@ through the knn plugin, and the owner filter on what is stored.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
 from memory_plugin.agentic.opensearch_store import OpenSearchAgenticStore
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.app import create_app
+from memory_plugin.auth import Principal
 from memory_plugin.settings import OpenSearchRegion
 from tests.http.test_agentic import *  # noqa: F401,F403  (re-run the agentic suite here)
-from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, seed_long_term
+from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, conversation, error, seed_long_term
 from tests.http.test_agentic_errors import *  # noqa: F401,F403
 from tests.http.test_hostile_agentic import (  # noqa: F401  (those that need no SQLite)
     test_a_nested_query_without_its_query_is_a_400_and_deletes_nothing,
@@ -79,3 +81,45 @@ async def test_the_suite_really_runs_on_opensearch(api, alice, llm: ScriptedLLM,
     # what the API shows hides the store's own fields
     shown = await call(api, alice, "GET", f"/{cid}/memories/long-term/{hit['_id']}")
     assert "tenant_id" not in shown and "embedding_pending" not in shown and len(shown["memory_embedding"]) == 384
+
+
+async def test_a_write_racing_a_container_delete_leaves_nothing_behind(api, alice, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    """OpenSearch has no transaction: the container was checked, then deleted (here, or by another server whose
+    cache knew nothing of it), then the add's bulk went out. It answered 200, and its working memory and session
+    stayed in the indices, unreachable by any path and never erased."""
+    store = api.app[AGENTIC].store
+    client, owner = store.client, Principal(alice.organization_id, alice.user_id)
+    bulk, index = store._bulk, client.index
+
+    async def deleted_first(write: Any, *args: Any, **kwargs: Any) -> Any:
+        await store.delete_container(owner, cid)  # the concurrent DELETE lands between the check and the write
+        return await write(*args, **kwargs)
+
+    def in_container() -> int:
+        query = {"query": {"term": {"memory_container_id": cid}}}
+        status, counted = opensearch_nodes[0].request("POST", f"/{index_prefix}-ml-am-*/_count", query)
+        assert status == 200, counted
+        return int(counted["count"])
+
+    cid = await container(api, alice)
+    await call(api, alice, "POST", f"/{cid}/memories", {"messages": conversation("warm")})  # the indices exist
+    assert in_container() == 1
+    store._bulk = lambda actions: deleted_first(bulk, actions)
+    added = {"messages": conversation("hi"), "namespace": {"session_id": "s1"}}
+    try:
+        await error(
+            api, alice, "POST", f"/{cid}/memories", added, 404, "Memory container not found", "status_exception"
+        )
+    finally:
+        store._bulk = bulk
+    assert in_container() == 0
+    cid = await container(api, alice)
+    await call(api, alice, "POST", f"/{cid}/memories/sessions", {"session_id": "s0"})
+    client.index = lambda *args, **kwargs: deleted_first(index, *args, **kwargs)
+    try:
+        await error(
+            api, alice, "POST", f"/{cid}/memories/sessions", {"session_id": "s2"}, 404, "Memory container not found"
+        )
+    finally:
+        client.index = index
+    assert in_container() == 0

@@ -97,13 +97,18 @@ def _agentic(report: dict[str, Any]) -> None:
     )
 
 
-@benchmark("bench_bridge.py", "--requests", "20", "--concurrency", "2", "--no-ml", "--timeout", "60")
+@benchmark(
+    "bench_bridge.py", "--requests", "20", "--concurrency", "2", "--organisations", "2", "--no-ml", "--timeout", "60"
+)
 def _bridge(report: dict[str, Any]) -> None:
-    assert cells(report, "system", "operation") == {
-        (system, operation)
+    assert cells(report, "system", "operation", "organisations") == {
+        (system, operation, 2)
         for system in ("ours, bridge off", "ours, bridge on")
         for operation in ("create message", "list messages")
     }
+    (caught_up,) = [row for row in report["results"] if row["system"] == "ours, bridge on" and "sample_checked" in row]
+    assert caught_up["sample_not_searchable"] == 0
+    assert caught_up["first_organisation_caught_up_s"] <= caught_up["last_searchable_after_s"]
 
 
 @benchmark("bench_fairness.py", "--bulk-mib", "1", "--probes", "1", "--gap", "0.2")

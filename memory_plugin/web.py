@@ -308,18 +308,22 @@ def int_param(request: web.Request, name: str, default: int, *, number_format: b
     raw = request.query.get(name)
     if raw is None:
         return default
-    failed = InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name)
     if not _is_v2(request):
         try:
             return java_int(raw)
         except OpenSearchBadRequest:
             if number_format:
                 raise
-            raise failed from None
+            raise _int_param_error(name, raw) from None
     value = int(raw) if INTEGER.fullmatch(raw) else None
     if value is None or not -(2**31) <= value < 2**31:
-        raise failed
+        raise _int_param_error(name, raw)
     return value
+
+
+def _int_param_error(name: str, raw: str) -> InvalidArgument:
+    """Made only on failure: every paged request reads two integer parameters."""
+    return InvalidArgument(f"Failed to parse int parameter [{name}] with value [{raw}]", parameter=name)
 
 
 def float_param(request: web.Request, name: str) -> float | None:

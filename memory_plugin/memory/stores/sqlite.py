@@ -138,22 +138,32 @@ def _owner(organization_id: str, user_id: str) -> Principal:
 # too): several times faster than by name, which a page of rows pays for every field.
 
 
-def _conversation(row: sqlite3.Row) -> Conversation:
+def _tuples(c: sqlite3.Connection, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
+    """``sql``'s rows as plain tuples: the readers below take rows by position, and a tuple is cheaper to make."""
+    cursor = c.cursor()
+    cursor.row_factory = None
+    return cursor.execute(sql, params)
+
+
+def _conversation(row: Sequence[Any]) -> Conversation:
     conversation_id, organization_id, user_id, name, created, updated, additional_info, application_type, version = row
     return Conversation(
-        conversation_id=conversation_id,
-        owner=_owner(organization_id, user_id),
-        name=name,
-        create_time=parse_stored(created),
-        updated_time=parse_stored(updated),
-        additional_info=json.loads(additional_info) if additional_info else None,
-        application_type=application_type,
-        version=version,
+        conversation_id,
+        _owner(organization_id, user_id),
+        name,
+        parse_stored(created),
+        parse_stored(updated),
+        json.loads(additional_info) if additional_info else None,
+        application_type,
+        version,
     )
 
 
-def _interaction(row: sqlite3.Row) -> Interaction:
-    """An interaction from a row whose first columns are the table's (``SELECT *``, or ``i.*`` first)."""
+def _interaction(row: Sequence[Any]) -> Interaction:
+    """An interaction from a row whose first columns are the table's (``SELECT *``, or ``i.*`` first).
+
+    Fields are passed by position, in the model's order: a page builds many, and keywords cost more.
+    """
     (
         interaction_id,
         conversation_id,
@@ -170,18 +180,18 @@ def _interaction(row: sqlite3.Row) -> Interaction:
         version,
     ) = row[:13]
     return Interaction(
-        interaction_id=interaction_id,
-        conversation_id=conversation_id,
-        owner=_owner(organization_id, user_id),
-        create_time=parse_stored(created),
-        input=input,
-        response=response,
-        prompt_template=prompt_template,
-        origin=origin,
-        additional_info=json.loads(additional_info) if additional_info is not None else None,
-        parent_interaction_id=parent_interaction_id,
-        trace_number=trace_number,
-        version=version,
+        interaction_id,
+        conversation_id,
+        _owner(organization_id, user_id),
+        parse_stored(created),
+        input,
+        response,
+        prompt_template,
+        origin,
+        json.loads(additional_info) if additional_info is not None else None,
+        parent_interaction_id,
+        trace_number,
+        version,
     )
 
 
@@ -207,7 +217,7 @@ class _Table(Generic[Document]):
 
     name: str
     key: str
-    read: Callable[[sqlite3.Row], Document]
+    read: Callable[[Sequence[Any]], Document]
     updatable: tuple[str, ...]
 
     def owned_row(
@@ -407,15 +417,19 @@ class SqliteMemoryStore(MemoryStore):
     ) -> list[Interaction] | None:
         direction = "DESC" if newest_first else "ASC"
 
+        sql = (
+            "SELECT i.* FROM conversations c JOIN interactions i ON i.conversation_id = c.conversation_id "
+            "WHERE c.conversation_id = ? AND c.organization_id = ? AND c.user_id = ? AND i.trace_number IS NULL "
+            f"ORDER BY i.create_time {direction}, i.interaction_id {direction} LIMIT ? OFFSET ?"
+        )
+        params = (conversation_id, *_owner_params(owner), limit, offset)
+
         def read(c: sqlite3.Connection) -> list[Interaction] | None:
-            if not CONVERSATIONS.owned_row(c, conversation_id, owner, "1"):
+            # One statement checks the owner and reads the page; only an empty page needs to ask which it was.
+            page = [_interaction(row) for row in _tuples(c, sql, params)]
+            if not page and not CONVERSATIONS.owned_row(c, conversation_id, owner, "1"):
                 return None
-            rows = c.execute(
-                "SELECT * FROM interactions WHERE conversation_id = ? AND trace_number IS NULL "
-                f"ORDER BY create_time {direction}, interaction_id {direction} LIMIT ? OFFSET ?",
-                (conversation_id, limit, offset),
-            )
-            return [_interaction(row) for row in rows]
+            return page
 
         return await self.db.read(read)
 

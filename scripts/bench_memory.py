@@ -2,9 +2,11 @@
 
     python scripts/bench_memory.py [--requests 3000] [--concurrency 1,8,32] [--repeat 1] [--out bench-results/memory.json]
 
-Starts both servers as subprocesses on loopback, drives each with the same
+Starts the servers as subprocesses on loopback, drives each with the same
 aiohttp client, and prints req/s and latency percentiles side by side: the
-ratio to hello-world is our overhead.  ``--repeat N`` runs every case N times,
+ratio to hello-world is our overhead.  Hello-world runs twice: on asyncio's own
+loop, as ``web.run_app`` starts it, and on uvloop, the loop our server runs on,
+so that the second ratio compares like with like.  ``--repeat N`` runs every case N times,
 interleaved, and keeps each case's best run: on a shared machine, the run the
 other work disturbed least.  The chart (``memory.png`` beside the
 JSON) shows requests/s by concurrency.
@@ -96,8 +98,10 @@ async def main() -> None:
     _, token = KeyStore(workdir / "data" / "keys.json").create("bench-org", "bench-user")
     headers = {"Authorization": f"Bearer {token}"}
     env = {"MEMORY_PLUGIN_BRIDGE": "true" if args.bridge else "false", "MEMORY_PLUGIN_LOG_LEVEL": args.log_level}
-    hello_port = free_port()
-    hello = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "hello_world.py"), str(hello_port)])
+    hello_port, uvloop_port = free_port(), free_port()
+    hello_script = str(ROOT / "scripts" / "hello_world.py")
+    hello = subprocess.Popen([sys.executable, hello_script, str(hello_port)])
+    hello_uvloop = subprocess.Popen([sys.executable, hello_script, str(uvloop_port), "--uvloop"])
     results = []
     with LiveServer(workdir / "data", env=env) as server:
         assert server.process is not None
@@ -105,11 +109,13 @@ async def main() -> None:
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
             async with http.post(BASE, json={"name": "bench"}) as response:
                 conversation_id = (await response.json())["conversation_id"]
-        hello_url = f"http://127.0.0.1:{hello_port}/"
+        hello_url, uvloop_url = f"http://127.0.0.1:{hello_port}/", f"http://127.0.0.1:{uvloop_port}/"
         interaction = lambda n: {"input": f"question {n} about billing", "response": f"answer {n}"}  # noqa: E731
         cases = [
             ("hello-world GET", hello_url, "GET", None, {}, hello.pid),
             ("hello-world POST", hello_url, "POST", interaction, {}, hello.pid),
+            ("hello-world uvloop GET", uvloop_url, "GET", None, {}, hello_uvloop.pid),
+            ("hello-world uvloop POST", uvloop_url, "POST", interaction, {}, hello_uvloop.pid),
             (
                 "create interaction",
                 f"{server.url}{BASE}/{conversation_id}",
@@ -137,24 +143,32 @@ async def main() -> None:
                         if name not in best or row["req_per_s"] > best[name]["req_per_s"]:
                             best[name] = row
                 results.extend(best.values())
-    hello.terminate()
-    hello.wait()
+    for process in (hello, hello_uvloop):
+        process.terminate()
+        process.wait()
 
-    baseline = {(row["case"].split()[-1], row["concurrency"]): row for row in results if "hello" in row["case"]}
+    baseline = {
+        ("uvloop" in row["case"], row["case"].split()[-1], row["concurrency"]): row
+        for row in results
+        if "hello" in row["case"]
+    }
     print(
-        f"\n{'case':<22}{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs hello':>10}"
-        f"{'cpu ms/req':>12}{'cpu vs hello':>14}  statuses"
+        f"\n{'case':<24}{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs hello':>10}"
+        f"{'vs uvloop hello':>17}{'cpu ms/req':>12}{'cpu vs hello':>14}{'cpu vs uvloop':>15}  statuses"
     )
     for row in results:
         method = "POST" if "create" in row["case"] or "POST" in row["case"] else "GET"
-        hello_row = baseline[method, row["concurrency"]]
-        row["ratio_to_hello_world"] = round(row["req_per_s"] / hello_row["req_per_s"], 3)
-        # Throughput as the server's own CPU allows it: hello-world's CPU per request over ours.
         cpu = row["server_cpu_ms_per_request"]
-        row["cpu_ratio_to_hello_world"] = round(hello_row["server_cpu_ms_per_request"] / cpu, 3) if cpu else None
+        for suffix, uvloop in (("", False), ("_uvloop", True)):
+            hello_row = baseline[uvloop, method, row["concurrency"]]
+            row[f"ratio_to_hello_world{suffix}"] = round(row["req_per_s"] / hello_row["req_per_s"], 3)
+            # Throughput as the server's own CPU allows it: hello-world's CPU per request over ours.
+            hello_cpu = hello_row["server_cpu_ms_per_request"]
+            row[f"cpu_ratio_to_hello_world{suffix}"] = round(hello_cpu / cpu, 3) if cpu else None
         print(
-            f"{row['case']:<22}{row['concurrency']:>8}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}"
-            f"{row['ratio_to_hello_world']:>10}{cpu:>12}{row['cpu_ratio_to_hello_world']!s:>14}  {row['statuses']}"
+            f"{row['case']:<24}{row['concurrency']:>8}{row['req_per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}"
+            f"{row['ratio_to_hello_world']:>10}{row['ratio_to_hello_world_uvloop']:>17}{cpu:>12}"
+            f"{row['cpu_ratio_to_hello_world']!s:>14}{row['cpu_ratio_to_hello_world_uvloop']!s:>15}  {row['statuses']}"
         )
     report = {"bridge": args.bridge, "repeat": args.repeat, "results": results}
     write_report(args.out, report, plot_memory)

@@ -67,8 +67,17 @@ def _http(report: dict[str, Any]) -> None:
 
 @benchmark("bench_memory.py", "--requests", "20", "--concurrency", "1,2")
 def _memory(report: dict[str, Any]) -> None:
-    cases = ("hello-world GET", "hello-world POST", "create interaction", "list interactions")
+    cases = (
+        "hello-world GET",
+        "hello-world POST",
+        "hello-world uvloop GET",
+        "hello-world uvloop POST",
+        "create interaction",
+        "list interactions",
+    )
     assert cells(report, "case", "concurrency") == {(case, n) for case in cases for n in (1, 2)}
+    for row in report["results"]:
+        assert row["ratio_to_hello_world"] > 0 and row["ratio_to_hello_world_uvloop"] > 0, row
 
 
 @benchmark(

@@ -28,15 +28,12 @@ def conversation_v211(conversation: Conversation) -> dict[str, Any]:
 
 
 def interaction_v211(interaction: Interaction) -> dict[str, Any]:
-    """Every field, null or not; the texts in ``MESSAGE_TEXT_FIELDS`` order, written out because a page makes many."""
+    """Every field, null or not."""
     return {
         "conversation_id": interaction.conversation_id,
         "interaction_id": interaction.interaction_id,
         "create_time": isoformat(interaction.create_time),
-        "input": interaction.input,
-        "prompt_template": interaction.prompt_template,
-        "response": interaction.response,
-        "origin": interaction.origin,
+        **texts(interaction),
         "additional_info": _additional_info_string(interaction.additional_info),
     }
 

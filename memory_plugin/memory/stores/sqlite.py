@@ -417,10 +417,10 @@ class SqliteMemoryStore(MemoryStore):
     ) -> list[Interaction] | None:
         direction = "DESC" if newest_first else "ASC"
 
-        sql = (
-            "SELECT i.* FROM conversations c JOIN interactions i ON i.conversation_id = c.conversation_id "
-            "WHERE c.conversation_id = ? AND c.organization_id = ? AND c.user_id = ? AND i.trace_number IS NULL "
-            f"ORDER BY i.create_time {direction}, i.interaction_id {direction} LIMIT ? OFFSET ?"
+        sql = (  # the conversation's id only if the owner's: the page is empty otherwise
+            "SELECT * FROM interactions WHERE trace_number IS NULL AND conversation_id = "
+            f"(SELECT conversation_id FROM conversations WHERE conversation_id = ? AND {_OWNER}) "
+            f"ORDER BY create_time {direction}, interaction_id {direction} LIMIT ? OFFSET ?"
         )
         params = (conversation_id, *_owner_params(owner), limit, offset)
 

@@ -32,7 +32,7 @@ from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.memory import routes_v211, routes_v212
-from memory_plugin.memory.routes_v211 import MEMORY
+from memory_plugin.memory.routes_v211 import MEMORY, MESSAGE_PAGES
 from memory_plugin.metrics import Metrics
 from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
@@ -40,6 +40,7 @@ from memory_plugin.settings import Settings
 from memory_plugin.web import (
     BODY_READ_TIMEOUT,
     MAX_BODY_BYTES,
+    RenderedPages,
     encode_json,
     front_door,
     json_response,
@@ -139,6 +140,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app[KEYS] = keys
     app[MAX_BODY_BYTES] = settings.max_body_bytes
     app[BODY_READ_TIMEOUT] = settings.body_read_timeout
+    app[MESSAGE_PAGES] = RenderedPages(settings.page_cache_mb * 1024 * 1024)
 
     async def services_context(app: web.Application) -> AsyncIterator[None]:
         ensure_development_key(keys, settings)

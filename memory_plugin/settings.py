@@ -66,6 +66,8 @@ class Settings:
     embed_batch_size: int = 32
     embed_max_wait_ms: float = 5.0
     query_cache_size: int = 1024
+    #: Memory for rendered pages of messages, kept while their conversation is unchanged; 0 keeps none.
+    page_cache_mb: int = 64
     home_region: str = "USA"
     regions: Mapping[str, RegionSettings] = field(default_factory=_default_regions)
     #: Seconds a region may take to answer a search before it counts as failed.
@@ -124,6 +126,7 @@ _SCALARS: dict[str, type] = {
     "embed_batch_size": int,
     "embed_max_wait_ms": float,
     "query_cache_size": int,
+    "page_cache_mb": int,
     "home_region": str,
     "search_deadline": float,
     "max_body_bytes": int,
@@ -208,6 +211,8 @@ def load_settings(
     for name in ("body_read_timeout", "idle_timeout", "bridge_retry_max_seconds"):
         if not getattr(settings, name) > 0:
             raise ValueError(f"setting {name!r} must be a positive number of seconds")
+    if settings.page_cache_mb < 0:
+        raise ValueError("setting 'page_cache_mb' must be 0 (keep no pages) or more megabytes")
     if not 1 <= settings.bridge_batch_size <= 100:
         raise ValueError("setting 'bridge_batch_size' must be between 1 and 100 (records per ingestion)")
     if settings.metrics_token is not None and not settings.metrics_token.strip():

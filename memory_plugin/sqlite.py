@@ -40,12 +40,19 @@ MAX_BATCH = 128
 class _Job(Generic[T]):
     """Work for a database thread, and what became of it."""
 
-    __slots__ = ("work", "future", "write", "result", "error")
+    __slots__ = ("work", "future", "write", "settled", "result", "error")
 
-    def __init__(self, work: Callable[[sqlite3.Connection], T], future: asyncio.Future[T], write: bool) -> None:
+    def __init__(
+        self,
+        work: Callable[[sqlite3.Connection], T],
+        future: asyncio.Future[T],
+        write: bool,
+        settled: Callable[[], None] | None = None,
+    ) -> None:
         self.work = work
         self.future = future
         self.write = write
+        self.settled = settled
         self.result: T | None = None
         self.error: BaseException | None = None
 
@@ -156,25 +163,37 @@ class Database:
         self._require_open()
         return await self._submit(self._reader, work, write=False)
 
-    async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, work: Callable[[sqlite3.Connection], T], *, settled: Callable[[], None] | None = None) -> T:
         """Run ``work`` inside a transaction: all of it is committed, or none.
 
         Writes queued together share one transaction and one fsync.  ``work`` runs
         in its own savepoint: if it raises, only its own changes are undone and
         its neighbours commit.  Nothing returns before the COMMIT is durable; a
         COMMIT that fails (a full disk) fails every write of the group with it.
+
+        ``settled`` runs on the event loop once the transaction has ended, before
+        the caller hears of it, and also when the caller stopped waiting (a
+        cancelled request whose write still commits): what caches a read must
+        forget, it forgets there.
         """
         self._require_open()
-        return await self._submit(self._writer, work, write=True)
+        return await self._submit(self._writer, work, write=True, settled=settled)
 
     def _require_open(self) -> None:
         if self._writer.connection is None or self._reader.connection is None:
             raise RuntimeError(f"database {self.path} is not open")
 
-    async def _submit(self, lane: _Lane, work: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+    async def _submit(
+        self,
+        lane: _Lane,
+        work: Callable[[sqlite3.Connection], T],
+        *,
+        write: bool,
+        settled: Callable[[], None] | None = None,
+    ) -> T:
         assert self._loop is not None
         future: asyncio.Future[T] = self._loop.create_future()
-        lane.queue.put(_Job(work, future, write))
+        lane.queue.put(_Job(work, future, write, settled))
         try:
             return await future
         except (sqlite3.Error, OSError) as error:
@@ -271,6 +290,11 @@ class Database:
 
 def _settle(jobs: list[_Job[Any]]) -> None:
     for job in jobs:
+        if job.settled is not None:
+            try:
+                job.settled()
+            except Exception:  # a bug in a hook must not leave the batch's callers waiting
+                log.exception("a write's settled hook failed on %s", job.work)
         if job.future.done():  # the caller was cancelled
             continue
         if job.error is not None:

@@ -17,7 +17,8 @@ import re
 import sys
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any
 
 from aiohttp import web
@@ -95,6 +96,57 @@ def encode_json(body: Any) -> bytes:
         return text.encode()
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace")
+
+
+class RenderedPages:
+    """Response bodies by key, each kept with the version of the data it shows: OpenSearch's
+    request cache in miniature, for the pages agents read again and again.
+
+    A page is served only at the version it was rendered at, so a write that
+    moves the version retires it.  The reader must take the version *before*
+    it reads (a write that lands in between then only retires the page early).
+    Least recently used pages go first once the bodies pass ``max_bytes``; a
+    body over an eighth of that is never kept.
+    """
+
+    #: What a kept page costs beyond its body (key, tuple, links), so that tiny pages are bounded too.
+    OVERHEAD = 256
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._pages: OrderedDict[Hashable, tuple[int, bytes]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    def get(self, key: Hashable, version: int | None) -> bytes | None:
+        found = self._pages.get(key) if version is not None else None
+        if found is None or found[0] != version:
+            return None
+        self._pages.move_to_end(key)
+        return found[1]
+
+    def put(self, key: Hashable, version: int | None, body: bytes) -> None:
+        cost = len(body) + self.OVERHEAD
+        if version is None or cost > self.max_bytes // 8:
+            return
+        old = self._pages.pop(key, None)
+        if old is not None:
+            self.size -= len(old[1]) + self.OVERHEAD
+        self._pages[key] = (version, body)
+        self.size += cost
+        while self.size > self.max_bytes:
+            _, (_, dropped) = self._pages.popitem(last=False)
+            self.size -= len(dropped) + self.OVERHEAD
+
+    async def json(self, key: Hashable, version: int | None, render: Callable[[], Awaitable[Any]]) -> web.Response:
+        """The page under ``key`` at ``version``, rendered by ``render`` unless kept."""
+        body = self.get(key, version)
+        if body is None:
+            body = encode_json(await render())
+            self.put(key, version, body)
+        return web.Response(body=body, content_type="application/json")
 
 
 def _finite(value: Any) -> Any:

@@ -6,7 +6,9 @@ Starts the servers as subprocesses on loopback, drives each with the same
 aiohttp client, and prints req/s and latency percentiles side by side: the
 ratio to hello-world is our overhead.  Hello-world runs twice: on asyncio's own
 loop, as ``web.run_app`` starts it, and on uvloop, the loop our server runs on,
-so that the second ratio compares like with like.  ``--repeat N`` runs every case N times,
+so that the second ratio compares like with like.  List runs twice: as served
+(the same page again and again, which the page cache answers), and on a second
+server with ``page_cache_mb = 0``, where every request reads SQLite and renders.  ``--repeat N`` runs every case N times,
 interleaved, and keeps each case's best run: on a shared machine, the run the
 other work disturbed least.  The chart (``memory.png`` beside the
 JSON) shows requests/s by concurrency.
@@ -96,21 +98,34 @@ async def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     _, token = KeyStore(workdir / "data" / "keys.json").create("bench-org", "bench-user")
+    _, uncached_token = KeyStore(workdir / "uncached" / "keys.json").create("bench-org", "bench-user")
     headers = {"Authorization": f"Bearer {token}"}
+    uncached_headers = {"Authorization": f"Bearer {uncached_token}"}
     env = {"MEMORY_PLUGIN_BRIDGE": "true" if args.bridge else "false", "MEMORY_PLUGIN_LOG_LEVEL": args.log_level}
+    # The same server with no kept pages: every list reads SQLite and renders its page.
+    uncached_env = {**env, "MEMORY_PLUGIN_PAGE_CACHE_MB": "0"}
+    interaction = lambda n: {"input": f"question {n} about billing", "response": f"answer {n}"}  # noqa: E731
     hello_port, uvloop_port = free_port(), free_port()
     hello_script = str(ROOT / "scripts" / "hello_world.py")
     hello = subprocess.Popen([sys.executable, hello_script, str(hello_port)])
     hello_uvloop = subprocess.Popen([sys.executable, hello_script, str(uvloop_port), "--uvloop"])
     results = []
-    with LiveServer(workdir / "data", env=env) as server:
-        assert server.process is not None
+    with (
+        LiveServer(workdir / "data", env=env) as server,
+        LiveServer(workdir / "uncached", env=uncached_env) as uncached,
+    ):
+        assert server.process is not None and uncached.process is not None
         await asyncio.sleep(1.0)  # let hello-world bind too
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
             async with http.post(BASE, json={"name": "bench"}) as response:
                 conversation_id = (await response.json())["conversation_id"]
+        async with aiohttp.ClientSession(uncached.url, headers=uncached_headers) as http:
+            async with http.post(BASE, json={"name": "bench"}) as response:
+                uncached_id = (await response.json())["conversation_id"]
+            for n in range(100):  # a history to page through, as the other server's grows by the creates
+                async with http.post(f"{BASE}/{uncached_id}", json=interaction(n)) as response:
+                    assert response.status == 200, await response.text()
         hello_url, uvloop_url = f"http://127.0.0.1:{hello_port}/", f"http://127.0.0.1:{uvloop_port}/"
-        interaction = lambda n: {"input": f"question {n} about billing", "response": f"answer {n}"}  # noqa: E731
         cases = [
             ("hello-world GET", hello_url, "GET", None, {}, hello.pid),
             ("hello-world POST", hello_url, "POST", interaction, {}, hello.pid),
@@ -131,6 +146,14 @@ async def main() -> None:
                 None,
                 headers,
                 server.process.pid,
+            ),
+            (
+                "list, no page cache",
+                f"{uncached.url}{BASE}/{uncached_id}?max_results=10",
+                "GET",
+                None,
+                uncached_headers,
+                uncached.process.pid,
             ),
         ]
         total = args.requests * len(cases) * len(args.concurrency) * args.repeat

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from aiohttp import web
 
+from memory_plugin.memory.models import Interaction
 from memory_plugin.memory.service import DEFAULT_MAX_RESULTS, MemoryService
 from memory_plugin.memory.views import conversation_v211, interaction_v211, page_v211
 from memory_plugin.web import (
+    RenderedPages,
     check_params,
     int_param,
     json_response,
@@ -22,6 +27,8 @@ REQUIRED = ("input", "response")
 
 routes = web.RouteTableDef()
 MEMORY = web.AppKey("memory_service", MemoryService)
+#: Rendered pages of messages, kept while their conversation is unchanged.
+MESSAGE_PAGES = web.AppKey("message_pages", RenderedPages)
 
 
 def paging(request: web.Request, *, number_format: bool = False) -> tuple[int, int]:
@@ -30,6 +37,32 @@ def paging(request: web.Request, *, number_format: bool = False) -> tuple[int, i
         int_param(request, "next_token", 0, number_format=number_format),
         int_param(request, "max_results", DEFAULT_MAX_RESULTS, number_format=number_format),
     )
+
+
+async def message_page(
+    request: web.Request,
+    conversation_id: str,
+    window: tuple[int, int],
+    *,
+    newest_first: bool,
+    name: str,
+    view: Callable[[Interaction], dict[str, Any]],
+) -> web.Response:
+    """A page of a conversation's messages under ``name``, each shown by ``view``: kept while the conversation is unchanged.
+
+    The key holds everything the body depends on: the caller (another caller's
+    request never meets this page), the conversation, the window and the view.
+    """
+    memory, owner = request.app[MEMORY], principal_of(request)
+    next_token, max_results = window
+    version = memory.messages_version(conversation_id)  # before reading: see RenderedPages
+
+    async def render() -> dict[str, Any]:
+        page = await memory.list_interactions(owner, conversation_id, next_token, max_results, newest_first)
+        return page_v211(name, page, view)
+
+    key = (view, owner, conversation_id, next_token, max_results, newest_first)
+    return await request.app[MESSAGE_PAGES].json(key, version, render)
 
 
 @routes.post(BASE)
@@ -70,11 +103,14 @@ async def create_interaction(request: web.Request) -> web.Response:
 @routes.get(BASE + "/{conversation_id}")
 async def list_interactions(request: web.Request) -> web.Response:
     check_params(request, PAGING)
-    next_token, max_results = paging(request)
-    page = await request.app[MEMORY].list_interactions(
-        principal_of(request), request.match_info["conversation_id"], next_token, max_results, newest_first=True
+    return await message_page(
+        request,
+        request.match_info["conversation_id"],
+        paging(request),
+        newest_first=True,
+        name="interactions",
+        view=interaction_v211,
     )
-    return json_response(page_v211("interactions", page, interaction_v211))
 
 
 @routes.delete(BASE + "/{conversation_id}")

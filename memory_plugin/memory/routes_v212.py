@@ -15,7 +15,7 @@ from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.errors import NotFound
 from memory_plugin.memory import requests_v212
 from memory_plugin.memory.models import Updated
-from memory_plugin.memory.routes_v211 import MEMORY, PAGING, paging
+from memory_plugin.memory.routes_v211 import MEMORY, PAGING, message_page, paging
 from memory_plugin.memory.service import check_search_window
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211
 from memory_plugin.web import (
@@ -206,11 +206,14 @@ async def create_message(request: web.Request) -> web.Response:
 @routes.get(BASE + "/{memory_id}/messages")
 @renamed
 async def list_messages(request: web.Request) -> web.Response:
-    next_token, max_results = _window(request, "interactions", MESSAGE_INDEX)
-    page = await request.app[MEMORY].list_interactions(
-        principal_of(request), request.match_info["memory_id"], next_token, max_results, newest_first=False
+    return await message_page(
+        request,
+        request.match_info["memory_id"],
+        _window(request, "interactions", MESSAGE_INDEX),
+        newest_first=False,
+        name="messages",
+        view=message_v212,
     )
-    return json_response(page_v211("messages", page, message_v212))
 
 
 @routes.route("*", BASE + "/{memory_id}/_search")

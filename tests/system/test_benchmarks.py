@@ -74,6 +74,7 @@ def _memory(report: dict[str, Any]) -> None:
         "hello-world uvloop POST",
         "create interaction",
         "list interactions",
+        "list, no page cache",
     )
     assert cells(report, "case", "concurrency") == {(case, n) for case in cases for n in (1, 2)}
     for row in report["results"]:

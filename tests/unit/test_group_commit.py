@@ -184,3 +184,38 @@ async def test_the_read_connection_changes_nothing(db: Database) -> None:
         await db.read(_insert(1))
     assert "readonly" in str(refused.value.__cause__)
     assert await _stored(db) == []
+
+
+async def test_settled_runs_after_the_commit_before_the_caller_hears_and_also_for_a_caller_gone(db: Database) -> None:
+    """What caches reads forgets in ``settled``: it must run once the transaction has ended, whatever
+    the caller did meanwhile; a cancelled request's write still commits, and must still be forgotten."""
+    seen: list[tuple[str, list[int]]] = []
+
+    def settled(name: str) -> Callable[[], None]:
+        # The writer's connection is busy on its thread; look through a fresh one, as a reader would.
+        def look() -> None:
+            with sqlite3.connect(db.path) as connection:
+                seen.append((name, [row[0] for row in connection.execute("SELECT id FROM items ORDER BY id")]))
+
+        return look
+
+    async def caller() -> list[str]:
+        await db.write(_insert(1), settled=settled("heard"))
+        return [name for name, _ in seen]  # what had settled when the caller woke
+
+    release, hold = await _held(db)
+    heard = asyncio.ensure_future(caller())
+    gone = asyncio.ensure_future(db.write(_insert(2), settled=settled("gone")))
+    failed = asyncio.ensure_future(db.write(_insert(1), settled=settled("failed")))  # a duplicate: fails alone
+    await asyncio.sleep(0.05)
+    gone.cancel()
+    release.set()
+    await hold
+    assert "heard" in await heard, "settled ran before the caller woke"
+    assert seen[0] == ("heard", [1, 2]), "and after the COMMIT"
+    with pytest.raises(sqlite3.IntegrityError):
+        await failed
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert [name for name, _ in seen] == ["heard", "gone", "failed"]
+    assert await _stored(db) == [1, 2]

@@ -107,6 +107,12 @@ class MemoryStore(abc.ABC):
     ) -> list[Interaction] | None:
         """Interactions that are not traces, by ``create_time``; None if the conversation is unknown."""
 
+    def messages_version(self, conversation_id: str) -> int | None:
+        """A number that changes, before any write is acknowledged, whenever ``list_interactions``
+        of this conversation could answer differently; None when the store cannot tell
+        (another process may write it), so that nothing may cache its pages."""
+        return None
+
     @abc.abstractmethod
     async def list_traces(
         self, owner: Principal, interaction_id: str, offset: int, limit: int

@@ -301,10 +301,41 @@ def _entry(row: sqlite3.Row) -> OutboxEntry:
     )
 
 
+class Versions:
+    """Change counters for conversations, in a fixed number of slots.
+
+    Conversations that share a slot share a counter: a write to one makes the
+    other's cached pages look stale too, which costs a read and never serves
+    an old page.  Memory stays fixed however many conversations there are.
+    """
+
+    SLOTS = 4096
+
+    def __init__(self) -> None:
+        self._counts = [0] * self.SLOTS
+
+    def of(self, conversation_id: str) -> int:
+        return self._counts[hash(conversation_id) % self.SLOTS]
+
+    def bump(self, *conversation_ids: str) -> None:
+        for conversation_id in conversation_ids:
+            self._counts[hash(conversation_id) % self.SLOTS] += 1
+
+    def bump_all(self) -> None:
+        self._counts = [count + 1 for count in self._counts]
+
+
 class SqliteMemoryStore(MemoryStore):
+    """Its database file is this process's alone: every write goes through here, so the
+    store knows when a conversation's pages change (:meth:`messages_version`)."""
+
     def __init__(self, path: Path, *, outbox: bool = False) -> None:
         self.db = Database(path, MIGRATIONS)
         self.outbox = outbox
+        self.versions = Versions()
+
+    def messages_version(self, conversation_id: str) -> int | None:
+        return self.versions.of(conversation_id)
 
     async def open(self) -> None:
         await self.db.open()
@@ -365,7 +396,7 @@ class SqliteMemoryStore(MemoryStore):
                 _enqueue(c, "delete", owner, conversation_id)
             return ids
 
-        return await self.db.write(delete)
+        return await self.db.write(delete, settled=lambda: self.versions.bump(conversation_id))
 
     async def erase_user(self, owner: Principal) -> tuple[int, int]:
         def erase(c: sqlite3.Connection) -> tuple[int, int]:
@@ -373,7 +404,7 @@ class SqliteMemoryStore(MemoryStore):
             memories = c.execute(f"DELETE FROM conversations WHERE {_OWNER}", _owner_params(owner)).rowcount
             return memories, messages
 
-        return await self.db.write(erase)
+        return await self.db.write(erase, settled=self.versions.bump_all)
 
     async def add_interaction(self, interaction: Interaction) -> bool:
         organization_id, user_id = _owner_params(interaction.owner)
@@ -407,7 +438,7 @@ class SqliteMemoryStore(MemoryStore):
                 _enqueue(c, "index", interaction.owner, interaction.conversation_id, interaction.interaction_id)
             return True
 
-        return await self.db.write(add)
+        return await self.db.write(add, settled=lambda: self.versions.bump(interaction.conversation_id))
 
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None:
         return await self.db.read(lambda c: INTERACTIONS.owned(c, interaction_id, owner))
@@ -456,9 +487,13 @@ class SqliteMemoryStore(MemoryStore):
                 if self.outbox and after.response != before.response:  # the record holds input and response
                     _enqueue(c, "index", owner, after.conversation_id, interaction_id)
 
-            return INTERACTIONS.update(c, interaction_id, owner, changes, reindex)
+            updated = INTERACTIONS.update(c, interaction_id, owner, changes, reindex)
+            if updated is not None:
+                touched.append(updated.document.conversation_id)
+            return updated
 
-        return await self.db.write(update)
+        touched: list[str] = []  # known inside the transaction only
+        return await self.db.write(update, settled=lambda: self.versions.bump(*touched))
 
     async def outbox_pending(self, limit: int, now: float) -> list[OutboxEntry]:
         return await self.db.read(lambda c: [_entry(row) for row in c.execute(_PENDING, (now, limit))])

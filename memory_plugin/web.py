@@ -109,8 +109,9 @@ class RenderedPages:
     body over an eighth of that is never kept.
     """
 
-    #: What a kept page costs beyond its body (key, tuple, links), so that tiny pages are bounded too.
-    OVERHEAD = 256
+    #: What a kept page costs beyond its body (its key's tuple and strings, the entry, the links),
+    #: counted generously so that a caller asking for thousands of tiny pages stays within the budget.
+    OVERHEAD = 512
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes

@@ -51,7 +51,7 @@ async def message_page(
     """A page of a conversation's messages under ``name``, each shown by ``view``: kept while the conversation is unchanged.
 
     The key holds everything the body depends on: the caller (another caller's
-    request never meets this page), the conversation, the window and the view.
+    request never meets this page), the conversation, the window, the order and the form.
     """
     memory, owner = request.app[MEMORY], principal_of(request)
     next_token, max_results = window
@@ -61,7 +61,7 @@ async def message_page(
         page = await memory.list_interactions(owner, conversation_id, next_token, max_results, newest_first)
         return page_v211(name, page, view)
 
-    key = (view, owner, conversation_id, next_token, max_results, newest_first)
+    key = (name, view, owner, conversation_id, next_token, max_results, newest_first)
     return await request.app[MESSAGE_PAGES].json(key, version, render)
 
 

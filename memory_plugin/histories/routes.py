@@ -37,7 +37,7 @@ def hit_view(hit: Hit) -> dict[str, Any]:
         "chunk_index": hit.chunk_index,
         "chunk_total": hit.chunk_total,
         "text": hit.text,
-        "score": round(hit.score, 6),
+        "score": hit.score,
         "record_type": record.record_type,
         "region": record.region,
         "user_id": record.user_id,

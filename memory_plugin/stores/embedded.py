@@ -62,7 +62,7 @@ from memory_plugin.stores.base import VectorStore, unit_vector
 from memory_plugin.stores.embedded_columns import FilterColumns, Row, can_compile
 from memory_plugin.stores.embedded_filters import compile_filter, register_functions
 from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Filter
-from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
+from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record, shown_score
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -729,6 +729,7 @@ class EmbeddedStore(VectorStore):
                     index.search, query, org, k, where=where if candidates is None else None, candidates=candidates
                 ),
             )
+        top = [(chunk, shown_score(score)) for chunk, score in top]
         if min_score is not None:
             top = [(chunk, score) for chunk, score in top if score >= min_score]
         return await self._hydrate(top)

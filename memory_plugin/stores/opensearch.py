@@ -53,7 +53,7 @@ from memory_plugin.settings import OpenSearchRegion
 from memory_plugin.stores.base import VectorStore, unit_vector
 from memory_plugin.stores.filters import FIELD_NAME, Filter, fold
 from memory_plugin.stores.opensearch_filters import STRING_FIELDS, compile_filter
-from memory_plugin.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
+from memory_plugin.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record, shown_score
 
 log = logging.getLogger(__name__)
 
@@ -381,7 +381,7 @@ class OpenSearchStore(VectorStore):
         hits = []
         for raw in response["hits"]["hits"]:
             source = raw["_source"]
-            score = min(1.0, max(-1.0, 2.0 * float(raw["_score"]) - 1.0))
+            score = shown_score(2.0 * float(raw["_score"]) - 1.0)
             if min_score is not None and score < min_score:
                 continue
             hits.append(

@@ -45,6 +45,17 @@ class Chunk:
     vector: np.ndarray
 
 
+#: Decimal places of a search score.  A score is rounded once, where a store makes it, so that
+#: ``min_score``, the merge across regions and the response all see the very number the caller
+#: is shown: "min_score = the last score I saw" keeps that hit (issue 22).
+SCORE_DECIMALS = 6
+
+
+def shown_score(cosine: float) -> float:
+    """A cosine as the API shows and compares it: within [-1, 1], to ``SCORE_DECIMALS`` places."""
+    return round(min(1.0, max(-1.0, float(cosine))), SCORE_DECIMALS)
+
+
 def chunk_id(record_id: str, index: int) -> str:
     return f"{record_id}_chunk_{index}"
 

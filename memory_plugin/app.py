@@ -38,6 +38,7 @@ from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
 from memory_plugin.settings import Settings
 from memory_plugin.web import (
+    API,
     BODY_READ_TIMEOUT,
     MAX_BODY_BYTES,
     RenderedPages,
@@ -74,7 +75,7 @@ def ensure_development_key(keys: KeyStore, settings: Settings) -> str | None:
 
 
 async def root(request: web.Request) -> web.Response:
-    settings = request.app[SETTINGS]
+    settings = request.config_dict[SETTINGS]
     return json_response(
         {
             "name": settings.node_name,
@@ -103,7 +104,7 @@ async def openapi(request: web.Request) -> web.Response:
 async def health(request: web.Request) -> web.Response:
     """Liveness, and how far search lags behind memory writes (from memory: no store is asked)."""
     body: dict[str, Any] = {"status": "green"}
-    bridge = request.app.get(BRIDGE)
+    bridge = request.config_dict.get(BRIDGE)
     if bridge is not None:
         body["details"] = {"bridge": bridge.lag}
     return json_response(body)
@@ -115,13 +116,13 @@ async def metrics(request: web.Request) -> web.Response:
     Metrics name every route's traffic: a tenant key gets 403, and without
     the setting nobody reads them.
     """
-    token = request.app[SETTINGS].metrics_token
+    token = request.config_dict[SETTINGS].metrics_token
     authorization = request.headers.get("Authorization", "")
     scheme, _, credential = authorization.partition(" ")
     if token and scheme.lower() == "bearer" and credential.strip().isascii():
         if hmac.compare_digest(credential.strip().encode(), token.encode()):
-            return await request.app[METRICS].handler(request)
-    request.app[KEYS].authenticate(authorization or None)  # 401 unless it is a valid tenant key
+            return await request.config_dict[METRICS].handler(request)
+    request.config_dict[KEYS].authenticate(authorization or None)  # 401 unless it is a valid tenant key
     if token:
         raise Forbidden("metrics need the operator's metrics token, not a tenant key")
     raise Forbidden("metrics are disabled: set metrics_token (MEMORY_PLUGIN_METRICS_TOKEN) to read them")
@@ -159,11 +160,24 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/_metrics", metrics)
     app.router.add_get("/_openapi.json", openapi)
     console.add_routes(app)
-    app.router.add_routes(routes_v211.routes)
-    app.router.add_routes(routes_v212.routes)
-    app.router.add_routes(history_routes.routes)
-    app.router.add_routes(agentic_routes.routes)
+    app.add_subapp(
+        "/_plugins", _api_app("opensearch", "/_plugins", routes_v211.routes, routes_v212.routes, agentic_routes.routes)
+    )
+    app.add_subapp("/v2", _api_app("v2", "/v2", history_routes.routes))
     return app
+
+
+def _api_app(api: str, prefix: str, *tables: web.RouteTableDef) -> web.Application:
+    """One API's routes as a sub-app mounted at ``prefix``: the sub-app, not the path's text,
+    tells the front door which error format and parameter rules apply.  Route modules keep
+    their full paths, as the API's documentation writes them."""
+    sub = web.Application()
+    sub[API] = api
+    for table in tables:
+        for route in table:
+            assert isinstance(route, web.RouteDef) and route.path.startswith(prefix + "/"), route
+            sub.router.add_route(route.method, route.path.removeprefix(prefix), route.handler, **route.kwargs)
+    return sub
 
 
 #: Seconds a thread running Python (DSL evaluation, SQLite rows) may keep the GIL

@@ -2,8 +2,8 @@
 
 Routes stay thin: they call these helpers to turn a request into typed
 values, call a service, and render the result.  Errors raised anywhere are
-rendered here, in the API's own format: OpenSearch's under ``/_plugins``
-and the rest, Telnyx's ``errors`` list under ``/v2``.
+rendered here, in the API's own format: Telnyx's ``errors`` list in the
+``/v2`` sub-app, OpenSearch's everywhere else (the sub-app says, see ``API``).
 """
 
 from __future__ import annotations
@@ -62,9 +62,18 @@ DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,4})
 REQUEST_ID_PATTERN = re.compile(r"[!-~]{1,128}")
 
 
+#: The API a sub-app serves: ``"v2"`` (Telnyx-style ``errors`` and parameter rules) or
+#: ``"opensearch"``.  The innermost sub-app that names one decides, so an id or a mount
+#: prefix that reads ``v2`` never changes the format (issue 22).
+API = web.AppKey("api", str)
+
+
 def _is_v2(request: web.Request) -> bool:
-    """Telnyx-style errors under ``/v2``, also when mounted under a prefix."""
-    return "/v2/" in request.path or request.path.endswith("/v2")
+    for app in reversed(request.match_info.apps):
+        api = app.get(API)
+        if api is not None:
+            return api == "v2"
+    return False
 
 
 def principal_of(request: web.Request) -> Principal:
@@ -227,7 +236,7 @@ async def _answer(
         return error_response(request, error)
     except web.HTTPRequestEntityTooLarge:
         return error_response(
-            request, PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes")
+            request, PayloadTooLarge(f"request body is larger than {request.config_dict[MAX_BODY_BYTES]} bytes")
         )
     except UnsupportedContentType as exc:
         if _is_v2(request):
@@ -541,15 +550,17 @@ async def read_body(request: web.Request) -> bytes:
         if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
             raw = await request.read()
         else:
-            async with asyncio.timeout(request.app[BODY_READ_TIMEOUT]):
+            async with asyncio.timeout(request.config_dict[BODY_READ_TIMEOUT]):
                 raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge(f"request body is larger than {request.app[MAX_BODY_BYTES]} bytes") from None
+        raise PayloadTooLarge(f"request body is larger than {request.config_dict[MAX_BODY_BYTES]} bytes") from None
     except TimeoutError as timeout:
         # Fail the stream too: aiohttp then closes the connection right after the
         # 408, instead of lingering 10 s more for a body that is not coming.
         request.content.set_exception(timeout)
-        raise RequestTimeout(f"the request body did not arrive within {request.app[BODY_READ_TIMEOUT]:g} s") from None
+        raise RequestTimeout(
+            f"the request body did not arrive within {request.config_dict[BODY_READ_TIMEOUT]:g} s"
+        ) from None
     if raw and not _is_v2(request):
         check_content_type(request.headers.get("Content-Type"))
     return raw

@@ -43,7 +43,7 @@ routes = web.RouteTableDef()
 
 
 def _service(request: web.Request) -> AgenticService:
-    return request.app[AGENTIC]
+    return request.config_dict[AGENTIC]
 
 
 def _search_methods(request: web.Request) -> None:

@@ -71,7 +71,7 @@ async def search(request: web.Request) -> web.Response:
         page_number=int_param(request, "page[number]", 1),
         page_size=int_param(request, "page[size]", 20),
     )
-    result = await request.app[HISTORIES].search(principal_of(request), query)
+    result = await request.config_dict[HISTORIES].search(principal_of(request), query)
     meta: dict[str, Any] = {
         "total_pages": result.total_pages,
         "total_results": result.total_results,
@@ -90,7 +90,7 @@ async def ingest(request: web.Request) -> web.Response:
     check_fields(body, ("records",))
     if "records" not in body:
         raise InvalidArgument("records is required", parameter="records")
-    ingested = await request.app[HISTORIES].ingest(principal_of(request), body["records"])
+    ingested = await request.config_dict[HISTORIES].ingest(principal_of(request), body["records"])
     data = [
         {
             "record_id": item.record_id,
@@ -108,14 +108,14 @@ async def ingest(request: web.Request) -> web.Response:
 async def delete_record(request: web.Request) -> web.Response:
     check_params(request)
     record_id = request.match_info["record_id"]
-    deleted = await request.app[HISTORIES].delete_record(principal_of(request), record_id)
+    deleted = await request.config_dict[HISTORIES].delete_record(principal_of(request), record_id)
     return json_response({"data": {"record_id": record_id, "deleted_chunks": deleted}})
 
 
 @routes.delete(BASE)
 async def delete_matching(request: web.Request) -> web.Response:
     check_params(request, prefixes=("filter[",))
-    erased = await request.app[HISTORIES].delete_matching(principal_of(request), _filters(request))
+    erased = await request.config_dict[HISTORIES].delete_matching(principal_of(request), _filters(request))
     data = {
         "deleted_records": erased.records,
         "deleted_chunks": erased.chunks,

@@ -53,7 +53,7 @@ async def message_page(
     The key holds everything the body depends on: the caller (another caller's
     request never meets this page), the conversation, the window, the order and the form.
     """
-    memory, owner = request.app[MEMORY], principal_of(request)
+    memory, owner = request.config_dict[MEMORY], principal_of(request)
     next_token, max_results = window
     version = memory.messages_version(conversation_id)  # before reading: see RenderedPages
 
@@ -62,7 +62,7 @@ async def message_page(
         return page_v211(name, page, view)
 
     key = (name, view, owner, conversation_id, next_token, max_results, newest_first)
-    return await request.app[MESSAGE_PAGES].json(key, version, render)
+    return await request.config_dict[MESSAGE_PAGES].json(key, version, render)
 
 
 @routes.post(BASE)
@@ -70,7 +70,7 @@ async def create_conversation(request: web.Request) -> web.Response:
     check_params(request)
     body = await read_json_object(request, required=False) or {}
     name = string_field(body, "name") or ""
-    conversation = await request.app[MEMORY].create_conversation(principal_of(request), name=name)
+    conversation = await request.config_dict[MEMORY].create_conversation(principal_of(request), name=name)
     return json_response({"conversation_id": conversation.conversation_id})
 
 
@@ -78,7 +78,7 @@ async def create_conversation(request: web.Request) -> web.Response:
 async def list_conversations(request: web.Request) -> web.Response:
     check_params(request, PAGING)
     next_token, max_results = paging(request)
-    page = await request.app[MEMORY].list_conversations(principal_of(request), next_token, max_results)
+    page = await request.config_dict[MEMORY].list_conversations(principal_of(request), next_token, max_results)
     return json_response(page_v211("conversations", page, conversation_v211))
 
 
@@ -88,7 +88,7 @@ async def create_interaction(request: web.Request) -> web.Response:
     body = await read_json_object(request, required=True) or {}
     # Seed 000: input and response are not optional.
     fields = {name: string_field(body, name, required=name in REQUIRED) for name in INTERACTION_FIELDS}
-    interaction = await request.app[MEMORY].create_interaction(
+    interaction = await request.config_dict[MEMORY].create_interaction(
         principal_of(request),
         request.match_info["conversation_id"],
         input=fields["input"],
@@ -116,5 +116,5 @@ async def list_interactions(request: web.Request) -> web.Response:
 @routes.delete(BASE + "/{conversation_id}")
 async def delete_conversation(request: web.Request) -> web.Response:
     check_params(request)
-    await request.app[MEMORY].delete_conversation(principal_of(request), request.match_info["conversation_id"])
+    await request.config_dict[MEMORY].delete_conversation(principal_of(request), request.match_info["conversation_id"])
     return json_response({"success": True})

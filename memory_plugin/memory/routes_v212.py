@@ -90,7 +90,7 @@ async def _update(request: web.Request, kind: str, id_name: str, index: str) -> 
     changes = requests_v212.update(await read_body(request), kind)
     check_sound(changes)
     document_id = request.match_info[id_name]
-    service = request.app[MEMORY]
+    service = request.config_dict[MEMORY]
     update = service.update_interaction if kind == "interaction" else service.update_conversation
     updated = await update(principal_of(request), document_id, changes)
     return json_response(_update_response(index, document_id, updated))
@@ -105,7 +105,7 @@ async def create_memory(request: web.Request) -> web.Response:
     check_params(request)
     memory = requests_v212.new_memory(await read_body(request))
     check_sound(memory.__dict__)
-    conversation = await request.app[MEMORY].create_conversation(
+    conversation = await request.config_dict[MEMORY].create_conversation(
         principal_of(request),
         name=memory.name,
         additional_info=memory.additional_info,
@@ -118,7 +118,7 @@ async def create_memory(request: web.Request) -> web.Response:
 @renamed
 async def list_memories(request: web.Request) -> web.Response:
     next_token, max_results = _window(request, "conversations", META_INDEX)
-    page = await request.app[MEMORY].list_conversations(
+    page = await request.config_dict[MEMORY].list_conversations(
         principal_of(request), next_token, max_results, by="updated_time"
     )
     return json_response(page_v211("memories", page, memory_v212))
@@ -127,7 +127,7 @@ async def list_memories(request: web.Request) -> web.Response:
 @routes.route("*", BASE + "/_search")
 @renamed
 async def search_memories(request: web.Request) -> web.Response:
-    result = await request.app[MEMORY].search_conversations(principal_of(request), await _query_body(request))
+    result = await request.config_dict[MEMORY].search_conversations(principal_of(request), await _query_body(request))
     return json_response(result)
 
 
@@ -135,7 +135,9 @@ async def search_memories(request: web.Request) -> web.Response:
 @renamed
 async def get_message(request: web.Request) -> web.Response:
     check_params(request)
-    interaction = await request.app[MEMORY].get_interaction(principal_of(request), request.match_info["message_id"])
+    interaction = await request.config_dict[MEMORY].get_interaction(
+        principal_of(request), request.match_info["message_id"]
+    )
     return json_response(message_v212(interaction))
 
 
@@ -152,7 +154,7 @@ async def update_message(request: web.Request) -> web.Response:
 @renamed
 async def list_traces(request: web.Request) -> web.Response:
     next_token, max_results = _window(request, "traces", MESSAGE_INDEX)
-    page = await request.app[MEMORY].list_traces(
+    page = await request.config_dict[MEMORY].list_traces(
         principal_of(request), request.match_info["message_id"], next_token, max_results
     )
     return json_response(page_v211("traces", page, message_v212))
@@ -162,7 +164,9 @@ async def list_traces(request: web.Request) -> web.Response:
 @renamed
 async def get_memory(request: web.Request) -> web.Response:
     check_params(request)
-    conversation = await request.app[MEMORY].get_conversation(principal_of(request), request.match_info["memory_id"])
+    conversation = await request.config_dict[MEMORY].get_conversation(
+        principal_of(request), request.match_info["memory_id"]
+    )
     return json_response(memory_v212(conversation))
 
 
@@ -176,7 +180,7 @@ async def update_memory(request: web.Request) -> web.Response:
 @renamed
 async def delete_memory(request: web.Request) -> web.Response:
     check_params(request)
-    await request.app[MEMORY].delete_conversation(principal_of(request), request.match_info["memory_id"])
+    await request.config_dict[MEMORY].delete_conversation(principal_of(request), request.match_info["memory_id"])
     return json_response({"success": True})
 
 
@@ -189,7 +193,7 @@ async def create_message(request: web.Request) -> web.Response:
     check_params(request)
     message = requests_v212.new_message(await read_body(request))
     check_sound(message.__dict__)
-    interaction = await request.app[MEMORY].create_interaction(
+    interaction = await request.config_dict[MEMORY].create_interaction(
         principal_of(request),
         request.match_info["memory_id"],
         input=message.input,
@@ -220,5 +224,7 @@ async def list_messages(request: web.Request) -> web.Response:
 @renamed
 async def search_messages(request: web.Request) -> web.Response:
     body = await _query_body(request)
-    result = await request.app[MEMORY].search_interactions(principal_of(request), request.match_info["memory_id"], body)
+    result = await request.config_dict[MEMORY].search_interactions(
+        principal_of(request), request.match_info["memory_id"], body
+    )
     return json_response(result)

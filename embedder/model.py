@@ -8,6 +8,7 @@ multilingual-e5-large export drops in by configuration alone.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
@@ -60,6 +61,22 @@ def open_session(
     return ort.InferenceSession(
         source, opts, providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_OPTIMIZERS
     )
+
+
+#: x86-64 instruction sets that decide onnxruntime's integer GEMM kernels, best first.
+_ISAS = (("avx512_vnni", "avx512-vnni"), ("avx_vnni", "avx-vnni"), ("avx512bw", "avx512"), ("avx2", "avx2"))
+
+
+@functools.cache
+def cpu_isa(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The best of ``_ISAS`` this CPU has ("unknown" off Linux): what the start-up log and
+    ``/_health`` report, since int8 kernels differ by CPU (VNNI or not)."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return "unknown"
+    flags = set(next((line.partition(":")[2].split() for line in text.splitlines() if line.startswith("flags")), []))
+    return next((name for flag, name in _ISAS if flag in flags), "other")
 
 
 class Embedder:
@@ -126,6 +143,20 @@ class Embedder:
         session = open_session(folder / models[precision], intra_threads=intra_threads, inter_threads=inter_threads)
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         return cls(session, tokenizer, config, batch_size=batch_size, precision=precision)
+
+    def describe(self) -> dict[str, Any]:
+        """What runs: model, precision, and for int8 the integer GEMM and the CPU's instruction set."""
+        info: dict[str, Any] = {
+            "name": self.config.get("name", "unnamed"),
+            "dimension": self.dimension,
+            "precision": self.precision,
+            "cpu": cpu_isa(),
+            "onnxruntime": ort.__version__,
+        }
+        if self.precision == "int8":
+            # the kernels the file was quantised for: u8u8 (exact everywhere) or u8s8 (saturates without VNNI)
+            info["int8_gemm"] = self.config.get("int8_gemm", "u8s8")
+        return info
 
     # ------------------------------------------------------------------ API
 

@@ -11,7 +11,7 @@ import gc
 import hmac
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -53,6 +53,7 @@ SETTINGS = web.AppKey("settings", Settings)
 KEYS = web.AppKey("keys", KeyStore)
 METRICS = web.AppKey("metrics", Metrics)
 BRIDGE = web.AppKey("bridge", HistoryBridge)
+MODEL = web.AppKey("model", Mapping[str, Any])
 
 #: What ``GET /`` reports as the OpenSearch version: the API level we serve.
 COMPATIBLE_OPENSEARCH = "2.19.1"
@@ -102,12 +103,13 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    """Liveness, and how far search lags behind memory writes (from memory: no store is asked)."""
-    body: dict[str, Any] = {"status": "green"}
+    """Liveness, the embedding model as it runs (precision, int8 kernels, CPU), and how far
+    search lags behind memory writes (from memory: no store is asked)."""
+    details: dict[str, Any] = {"model": request.config_dict[MODEL]}
     bridge = request.config_dict.get(BRIDGE)
     if bridge is not None:
-        body["details"] = {"bridge": bridge.lag}
-    return json_response(body)
+        details["bridge"] = bridge.lag
+    return json_response({"status": "green", "details": details})
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -150,6 +152,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             app[MEMORY] = services.memory
             app[HISTORIES] = services.histories
             app[AGENTIC] = services.agentic
+            app[MODEL] = services.model
             if services.bridge is not None:
                 app[BRIDGE] = services.bridge
             yield

@@ -7,9 +7,11 @@ they run the very same code over the very same stores.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from embedder import AsyncEmbedder, Embedder, ensure_default_model
 from memory_plugin.agentic.service import AgenticService
@@ -23,6 +25,8 @@ from memory_plugin.metrics import Metrics
 from memory_plugin.settings import OpenSearchRegion, Settings
 from memory_plugin.stores.factory import region_store
 
+log = logging.getLogger("memory_plugin")
+
 
 @dataclass(frozen=True)
 class Services:
@@ -31,12 +35,16 @@ class Services:
     agentic: AgenticService
     #: The memory→histories indexer; None with the ``bridge`` setting off.
     bridge: HistoryBridge | None = None
+    #: What embeds (``Embedder.describe``): model, precision, int8 kernels, CPU.
+    model: Mapping[str, Any] = field(default_factory=dict)
 
 
 def load_embedder(settings: Settings) -> Embedder:
     """The configured model folder, or the default one (built on first use)."""
     model_dir = settings.model_dir or ensure_default_model()
-    return Embedder.from_dir(model_dir, intra_threads=settings.embed_threads, precision=settings.embed_precision)
+    model = Embedder.from_dir(model_dir, intra_threads=settings.embed_threads, precision=settings.embed_precision)
+    log.info("embedding model loaded", extra={"model_dir": str(model_dir), "model": model.describe()})
+    return model
 
 
 def memory_store_for(settings: Settings) -> MemoryStore:
@@ -100,4 +108,5 @@ async def open_services(
             memory.bridge = bridge
         agentic = await stack.enter_async_context(open_agentic(settings, batcher, metrics))
         histories.containers = agentic
-        yield Services(memory, histories, agentic, bridge)
+        described = model.describe() if isinstance(model, Embedder) else {"name": type(model).__name__}
+        yield Services(memory, histories, agentic, bridge, described)

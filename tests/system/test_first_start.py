@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -62,6 +63,11 @@ def test_first_start_serves_on_9200_and_prints_a_working_development_key(tmp_pat
         else:
             raise AssertionError("the server never answered on 9200:\n" + log.read_text())
         assert token.split(".", 1)[1] not in (data_dir / "keys.json").read_text(), "only a hash is stored"
+        with urllib.request.urlopen("http://127.0.0.1:9200/_health", timeout=5) as response:
+            model = json.load(response)["details"]["model"]
+        assert (model["precision"], model["int8_gemm"]) == ("int8", "u8u8"), model
+        started = [json.loads(line) for line in log.read_text().splitlines() if "embedding model loaded" in line]
+        assert [line["model"] for line in started] == [model], "the start-up log says what /_health says"
     finally:
         server.terminate()
         server.wait(30)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from memory_plugin.auth import KeyStore
+from memory_plugin.files import InUse
 from memory_plugin.settings import Settings, load_settings
 
 
@@ -22,7 +23,11 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _serve(args: argparse.Namespace) -> int:
     from memory_plugin.app import run
 
-    run(_settings(args))
+    try:
+        run(_settings(args))
+    except InUse as error:
+        print(f"memory-plugin: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

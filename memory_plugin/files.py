@@ -6,6 +6,7 @@ created 0700 and files 0600.  Existing folders and files keep their mode.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from contextlib import suppress
 from pathlib import Path
@@ -49,3 +50,31 @@ def fresh_private_file(path: Path) -> int:
     with suppress(FileNotFoundError):
         os.unlink(path)
     return open_private(path, os.O_WRONLY)
+
+
+class InUse(RuntimeError):
+    """Another process holds the lock of a data file: one embedded store, one process."""
+
+
+def lock_exclusively(path: Path) -> int:
+    """Hold ``path`` (created 0600) locked for this process until the returned descriptor is closed.
+
+    As Elasticsearch's ``node.lock``: a second server on the same data would keep its own
+    index and caches, and never see the first one's writes, so it is refused at once.  The
+    lock is the kernel's (``flock``), released however the holder ends, even by SIGKILL; the
+    file holds the holder's pid, for the message.
+    """
+    make_private_dir(path.parent)
+    descriptor = open_private(path, os.O_RDWR)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(descriptor, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(descriptor)
+        raise InUse(
+            f"{path.parent} is in use by another memory-plugin process (pid {holder}): "
+            "one process serves an embedded data folder; stop that one, or give this one another --data-dir"
+        ) from None
+    os.ftruncate(descriptor, 0)
+    os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+    return descriptor

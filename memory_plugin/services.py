@@ -8,21 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from embedder import AsyncEmbedder, Embedder, ensure_default_model
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.setup import open_agentic
+from memory_plugin.files import lock_exclusively
 from memory_plugin.histories.bridge import BridgeMetrics, HistoryBridge
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.memory.service import MemoryService
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 from memory_plugin.metrics import Metrics
-from memory_plugin.settings import OpenSearchRegion, Settings
+from memory_plugin.settings import EmbeddedRegion, OpenSearchRegion, Settings
 from memory_plugin.stores.factory import region_store
 
 log = logging.getLogger("memory_plugin")
@@ -47,6 +50,24 @@ def load_embedder(settings: Settings) -> Embedder:
     return model
 
 
+#: In each folder of embedded data, held while the services are open (``files.lock_exclusively``).
+LOCK_FILE = "memory-plugin.lock"
+
+
+def embedded_folders(settings: Settings) -> list[Path]:
+    """The folders only one process may serve: the data folder when memory (the home region) or a
+    region is embedded in it, and each embedded region kept outside it.  With every store on
+    OpenSearch there is none, and any number of processes may serve."""
+    data_dir = settings.data_dir.resolve()
+    home = settings.regions.get(settings.home_region)
+    folders = set() if isinstance(home, OpenSearchRegion) else {data_dir}
+    for name, region in settings.regions.items():
+        if isinstance(region, EmbeddedRegion):
+            path = settings.region_path(name).resolve()
+            folders.add(data_dir if path.is_relative_to(data_dir) else path)
+    return sorted(folders)
+
+
 def memory_store_for(settings: Settings) -> MemoryStore:
     """Memory lives in the home region: its OpenSearch cluster, or SQLite under the data folder."""
     home = settings.regions.get(settings.home_region)
@@ -61,13 +82,17 @@ def memory_store_for(settings: Settings) -> MemoryStore:
 async def open_services(
     settings: Settings, *, embedder: Embedder | None = None, metrics: Metrics | None = None
 ) -> AsyncIterator[Services]:
-    """Open the embedder, the region stores and the memory store; close them all on exit."""
-    model = (
-        embedder
-        if embedder is not None
-        else await asyncio.get_running_loop().run_in_executor(None, load_embedder, settings)
-    )
+    """Lock the embedded data folders, open the embedder, the region stores and the memory store;
+    close them all on exit.  The locks come first: a second server on the same folder is refused
+    before it spends seconds loading a model."""
     async with AsyncExitStack() as stack:
+        for folder in embedded_folders(settings):
+            stack.callback(os.close, lock_exclusively(folder / LOCK_FILE))
+        model = (
+            embedder
+            if embedder is not None
+            else await asyncio.get_running_loop().run_in_executor(None, load_embedder, settings)
+        )
         batcher = AsyncEmbedder(
             model,
             max_batch=settings.embed_batch_size,

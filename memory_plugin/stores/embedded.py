@@ -748,7 +748,7 @@ class EmbeddedStore(VectorStore):
             return {row["chunk_id"]: row for row in rows}
 
         rows = await self._db.run(work)
-        return [
+        hits = [
             Hit(
                 record=_record_from_row(rows[chunk]),
                 chunk_index=rows[chunk]["chunk_index"],
@@ -759,6 +759,9 @@ class EmbeddedStore(VectorStore):
             for chunk, score in top
             if chunk in rows  # deleted since the candidates were taken
         ]
+        # equal shown scores in one order on every store and CPU, as the OpenSearch store sorts them
+        hits.sort(key=lambda hit: (-hit.score, hit.record.record_id, hit.chunk_index))
+        return hits
 
     # -- helpers ------------------------------------------------------------------
 

@@ -29,6 +29,9 @@ TYPE_ONLY_KEYS = frozenset({"took", "_seq_no", "_primary_term", "node"})
 #: The real node lists a 405's allowed methods from a hash set, in no fixed order.
 ALLOWED_METHODS = re.compile(r"allowed: \[([A-Z, ]*)\]")
 SCORE_KEYS = frozenset({"_score", "max_score"})
+#: Lucene's BM25 and k-NN scores are float32s computed in Lucene's order; ours are doubles in
+#: ours.  1e-3 leaves room for that and for the formulas' float32 constants, far above
+#: float32's 1e-7 steps and far below what a wrong formula or term statistic moves.
 SCORE_TOLERANCE = 1e-3
 #: A sort value that is a timestamp in epoch milliseconds (2001 to 2100): each side's own clock, like ``<time>``.
 EPOCH_MILLIS = range(978_307_200_000, 4_102_444_800_000)

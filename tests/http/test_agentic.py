@@ -359,6 +359,7 @@ def test_min_max_and_weighted_mean():
     assert min_max({"a": 3.0}) == {"a": 1.0}
     assert min_max({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.001, "b": 1.0, "c": 0.5}
     combined = hybrid_scores({"a": 2.0, "b": 4.0}, {"b": 0.6, "c": 0.9}, 0.3, 0.7)
+    # the same products and sums in another order: pytest.approx's relative 1e-6 covers the last bits
     assert combined == pytest.approx({"a": 0.3 * 0.001, "b": 0.3 * 1.0 + 0.7 * 0.001, "c": 0.7 * 1.0})
 
 

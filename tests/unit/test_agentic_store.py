@@ -46,6 +46,7 @@ async def test_vectors_survive_deletes_compaction_and_reopening(tmp_path):
     await fill(store, ALICE, "c1", texts)
     assert await store.pending_count() == 0
     hits = await store.knn(LongTermScope(ALICE, "c1"), unit(7), 3)
+    # a float32 unit vector with itself: 8 products rounded to float32 stay within 1e-6 of 1
     assert hits[0][0].id == "c1-7" and abs(hits[0][1] - 1.0) < 1e-5
     deleted = await store.delete_ids(ALICE, "c1", LONG_TERM, [f"c1-{n}" for n in range(2000)])  # compacts
     assert deleted == 2000

@@ -81,6 +81,15 @@ def _first_value(raw: bytes) -> tuple[Token | None, Any]:
     return token, None
 
 
+def check_search_syntax(raw: bytes) -> None:
+    """A search body that does not parse: Jackson's error, as OpenSearch answers it
+    (``json_e_o_f_exception`` for a truncated body), where Jackson refuses it too."""
+    try:
+        _first_value(raw)
+    except JsonSyntaxError as error:
+        raise _syntax(error) from None
+
+
 def _short_int(text: str) -> int:
     if len(text) > MAX_NUMBER_LENGTH:
         raise ValueError(text)

@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
-from memory_plugin.errors import NotFound
+from memory_plugin.errors import NotFound, ParseFailure
 from memory_plugin.memory import requests_v212
 from memory_plugin.memory.models import Updated
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, message_page, paging
@@ -80,8 +80,17 @@ async def _query_body(request: web.Request) -> dict[str, Any] | None:
     """A ``_search`` request's body: GET or POST, as OpenSearch takes either."""
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
+    raw = await read_body(request)
+    if not raw and "source" not in request.query:
+        # RestRequest.contentOrSourceParamParser, before any parameter is checked (so also with ?q=)
+        raise ParseFailure("request body or source parameter is required")
     check_params(request, SEARCH_PARAMS)
-    return await search_body(request)
+    try:
+        return await search_body(request)
+    except ParseFailure:
+        if raw:
+            requests_v212.check_search_syntax(raw)
+        raise
 
 
 async def _update(request: web.Request, kind: str, id_name: str, index: str) -> web.Response:

@@ -451,7 +451,36 @@ async def opensearch_py(d: Differ) -> None:
     await ml("get_all_memories")
 
 
+async def tried_as_a_new_user(d: Differ) -> None:
+    """What a new user ran into (issue 25, fidelity items): searches without a body or with
+    a ``q``, a truncated body, a message whose memory is gone, a trace in the message list."""
+    await d.send("POST", M, {"name": "billing"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "billing question", "response": "answer"})
+    await d.send("POST", f"{M}/<id:0>/messages", {"input": "trace", "parent_message_id": "<id:1>", "trace_number": 1})
+    await d.send("GET", f"{M}/<id:0>/messages")
+    await d.send("GET", f"{M}/message/<id:1>/traces")
+    await d.send("GET", f"{M}/message/<id:2>")
+    for method in ("POST", "GET"):
+        await d.send(method, f"{M}/_search")
+        await d.send(method, f"{M}/<id:0>/_search")
+    await d.send("GET", f"{M}/_search?q=billing")
+    await d.send("POST", f"{M}/_search", raw='{"query": {"match_all": {}}')
+    await d.send("POST", f"{M}/<id:0>/_search", raw='{"query": {"match_all": {}}')
+    await d.send("POST", f"{M}/<id:0>/messages", raw='{"input": "x"')
+    for n in range(5):  # equal scores: the real node answers them in index order
+        await d.send("POST", M, {"name": f"same {n}"})
+        await d.send("POST", f"{M}/<id:0>/messages", {"input": f"same words {n}", "response": "same"})
+    # constant scores only: BM25's statistics on the real node count every scenario's memories
+    for body in ({"query": {"match_all": {}}}, {"query": {"term": {"response": "same"}}}):
+        await d.send("POST", f"{M}/<id:0>/_search", body)
+        await d.send("POST", f"{M}/_search", body)
+    await d.send("DELETE", f"{M}/<id:0>")
+    await d.send("GET", f"{M}/message/<id:1>")
+    await d.send("GET", f"{M}/message/<id:1>/traces")
+
+
 SCENARIOS: dict[str, Scenario] = {
+    "tried_as_a_new_user": tried_as_a_new_user,
     "create_get_list": create_get_list,
     "messages_and_traces": messages_and_traces,
     "updates": updates,

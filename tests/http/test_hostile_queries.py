@@ -272,3 +272,36 @@ async def test_v2_filter_dates_past_the_calendar_are_a_400(client, admin, name, 
     assert_telnyx_error(await response.json(), name, detail)
     status, found = await v2_search(client, admin)
     assert [hit["record_id"] for hit in found["data"]] == ["kept"]
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+@pytest.mark.parametrize("path", [f"{MEMORY}/_search", f"{MEMORY}/any-memory/_search"])
+async def test_a_search_without_a_body_is_refused_as_the_real_node_refuses_it(client, alice, method, path):
+    """``contentOrSourceParamParser``: no body and no ``source`` is a parse_exception, also when a
+    ``q`` is sent (the real node checks the body before its parameters; issue 25)."""
+    for params in ({}, {"q": "billing"}):
+        response = await client.request(method, path, params=params, headers=alice.headers)
+        assert response.status == 400
+        assert_opensearch_error(
+            await response.json(), 400, "parse_exception", "request body or source parameter is required"
+        )
+    with_source = await client.request(
+        method,
+        f"{MEMORY}/_search",
+        params={"source": '{"query": {"match_all": {}}}', "source_content_type": "application/json"},
+        headers=alice.headers,
+    )
+    assert with_source.status == 200
+
+
+async def test_a_truncated_search_body_gets_jacksons_words(client, alice):
+    response = await client.post(
+        f"{MEMORY}/_search",
+        data=b'{"query": {"match_all": {}}',
+        headers={**alice.headers, "Content-Type": "application/json"},
+    )
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert error["type"] == "json_e_o_f_exception"
+    assert error["reason"].startswith("Unexpected end-of-input: expected close marker for Object")
+    assert error["reason"].endswith("line: 1, column: 28]")

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from embedder import Embedder
 from memory_plugin.app import create_app
 
 BASE = "/_plugins/_ml/memory/conversation"
@@ -278,12 +279,13 @@ async def test_missing_or_wrong_credential_is_401(client, alice, authorization):
         assert_opensearch_error(await response.json(), 401, "security_exception")
 
 
-async def test_health_needs_no_credential(client):
+async def test_health_needs_no_credential(client, embedder):
     response = await client.get("/_health")
     assert response.status == 200
     body = await response.json()
     assert body["status"] == "green"
-    assert body["details"]["model"] == {"name": "FakeEmbedder"}, "says what embeds (the double here)"
+    described = embedder.describe() if isinstance(embedder, Embedder) else {"name": type(embedder).__name__}
+    assert body["details"]["model"] == described, "says what embeds"
 
 
 async def test_root_answers_like_an_opensearch_node(client, alice):

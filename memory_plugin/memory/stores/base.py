@@ -210,8 +210,10 @@ async def evaluate_search(
 
 
 def conversation_documents(conversations: Iterable[Conversation]) -> list[SearchDocument]:
-    """Memories as documents, oldest first (ties keep the given order)."""
-    ordered = sorted(conversations, key=lambda c: c.create_time)
+    """Memories as documents in Lucene's doc order, which equal scores keep: a write re-indexes a
+    document at the end, and every write to a memory (a message too) moves its ``updated_time``,
+    so the least recently written comes first (as the real node answers, issue 25)."""
+    ordered = sorted(conversations, key=lambda c: c.updated_time)
     return [(c.conversation_id, memory_source(c), c.version) for c in ordered]
 
 

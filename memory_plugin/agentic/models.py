@@ -376,6 +376,22 @@ def parse_configuration(raw: Any, model_dimension: int, retention_enabled: bool)
     return config
 
 
+def container_view(source: Mapping[str, Any]) -> dict[str, Any]:
+    """A container as ml-commons shows it: ``owner`` is a user object (``User.toXContent``), never the
+    bare name it is stored as, in get and in search hits alike (queries then see ``owner.name``).
+    Roles are not part of a key yet, so both role lists are empty."""
+    view = dict(source)
+    if isinstance(view.get("owner"), str):
+        view["owner"] = {
+            "name": view["owner"],
+            "backend_roles": [],
+            "roles": [],
+            "custom_attribute_names": [],
+            "user_requested_tenant": None,
+        }
+    return view
+
+
 def new_container(
     body: Mapping[str, Any], model_dimension: int, retention_enabled: bool, owner_id: str
 ) -> dict[str, Any]:

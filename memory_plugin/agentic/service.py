@@ -53,6 +53,7 @@ from memory_plugin.agentic.models import (
     WORKING,
     boolean,
     check_session_id,
+    container_view,
     enabled_types,
     flat_object_terms,
     index_name,
@@ -333,7 +334,7 @@ class AgenticService:
             raise StatusNotFound(
                 f"Failed to find memory container with the provided memory container id: {container_id}"
             )
-        return stored.source
+        return container_view(stored.source)
 
     async def update_container(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
@@ -389,7 +390,7 @@ class AgenticService:
         started = time.perf_counter()
         containers = await self.store.containers(owner)
         extras = {c.id: {"_version": c.version, "_seq_no": c.seq_no, "_primary_term": 1} for c in containers}
-        rows = [(c.id, c.source) for c in containers]
+        rows = [(c.id, container_view(c.source)) for c in containers]
         result = await bounded(lambda budget: execute(query, rows, budget=budget))
         return search_response(result, _took(started), index=CONTAINER_INDEX, hit_extras=extras.__getitem__)
 

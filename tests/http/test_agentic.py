@@ -58,6 +58,17 @@ async def test_container_crud_and_defaults(api, alice):
     config = doc["configuration"]
     assert doc["name"] == "agent" and doc["description"] == "support"
     assert isinstance(doc["created_time"], int) and doc["created_time"] == doc["last_updated_time"]
+    # ml-commons' User.toXContent, never a bare string (the OpenAPI schema rejects one; issue 25)
+    owner = {
+        "name": "alice",
+        "backend_roles": [],
+        "roles": [],
+        "custom_attribute_names": [],
+        "user_requested_tenant": None,
+    }
+    assert doc["owner"] == owner
+    listed = await call(api, alice, "POST", "/_search", {"query": {"term": {"owner.name": "alice"}}})
+    assert [(hit["_id"], hit["_source"]["owner"]) for hit in listed["hits"]["hits"]] == [(cid, owner)]
     assert config["index_prefix"] == "default" and config["use_system_index"] is True
     assert config["embedding_model_type"] == "TEXT_EMBEDDING" and config["max_infer_size"] == 5
     assert config["disable_history"] is False and config["disable_session"] is False

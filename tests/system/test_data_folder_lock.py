@@ -1,13 +1,12 @@
 """One process per embedded data folder (issue 24, item 1): a second ``serve`` on a folder in
-use exits at once, naming the folder and the holder's pid, and the first keeps serving; keys
-and ingest still work beside it; a killed holder's lock goes with it."""
+use exits before it loads a model, naming the folder and the holder's pid, and the first keeps
+serving; keys still work beside it; a killed holder's lock goes with it."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 
 from tests.support.live import LiveServer, free_port, live_server_with_key
@@ -35,10 +34,10 @@ def test_a_second_server_on_a_folder_in_use_exits_at_once_and_the_first_serves_o
     first = live_server_with_key(data_dir)  # started
     try:
         assert first.process is not None
-        started = time.monotonic()
         second = memory_plugin("serve", "--port", str(free_port()), "--data-dir", str(data_dir))
-        elapsed = time.monotonic() - started
-        assert second.returncode != 0 and elapsed < 5, (second.returncode, elapsed, second.stderr[-2000:])
+        assert second.returncode != 0, second.stderr[-2000:]
+        # refused before the seconds a model takes to load (what "at once" means, on any machine)
+        assert "embedding model loaded" not in second.stderr, second.stderr[-2000:]
         message = second.stderr.strip().splitlines()[-1]
         assert str(data_dir) in message and f"pid {first.process.pid}" in message, second.stderr[-2000:]
         assert "Traceback" not in second.stderr, "a clear message, not a stack"

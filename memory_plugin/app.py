@@ -34,6 +34,8 @@ from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.routes_v211 import MEMORY, MESSAGE_PAGES
 from memory_plugin.metrics import Metrics
+from memory_plugin.ml import routes as ml_routes
+from memory_plugin.ml.routes import ML
 from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
 from memory_plugin.settings import Settings
@@ -152,6 +154,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             app[MEMORY] = services.memory
             app[HISTORIES] = services.histories
             app[AGENTIC] = services.agentic
+            app[ML] = services.ml
             app[MODEL] = services.model
             if services.bridge is not None:
                 app[BRIDGE] = services.bridge
@@ -164,7 +167,14 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/_openapi.json", openapi)
     console.add_routes(app)
     app.add_subapp(
-        "/_plugins", _api_app("opensearch", "/_plugins", routes_v211.routes, routes_v212.routes, agentic_routes.routes)
+        "/_plugins", _api_app(
+            "opensearch",
+            "/_plugins",
+            routes_v211.routes,
+            routes_v212.routes,
+            agentic_routes.routes,
+            ml_routes.routes,
+        )
     )
     app.add_subapp("/v2", _api_app("v2", "/v2", history_routes.routes))
     return app

@@ -277,6 +277,10 @@ def _history_operations() -> Schema:
             "type": "integer",
             "description": "... and the agentic memory containers they own, every memory in them included",
         },
+        "deleted_ml_documents": {
+            "type": "integer",
+            "description": "... and the connectors, models, model groups and tasks they registered",
+        },
     }
     return {
         base: {

@@ -25,6 +25,8 @@ from memory_plugin.memory.service import MemoryService
 from memory_plugin.memory.stores.base import MemoryStore
 from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 from memory_plugin.metrics import Metrics
+from memory_plugin.ml.service import MLService
+from memory_plugin.ml.setup import open_ml
 from memory_plugin.settings import EmbeddedRegion, OpenSearchRegion, Settings
 from memory_plugin.stores.factory import region_store
 
@@ -36,6 +38,7 @@ class Services:
     memory: MemoryService
     histories: HistoryService
     agentic: AgenticService
+    ml: MLService
     #: The memory→histories indexer; None with the ``bridge`` setting off.
     bridge: HistoryBridge | None = None
     #: What embeds (``Embedder.describe``): model, precision, int8 kernels, CPU.
@@ -134,4 +137,6 @@ async def open_services(
         agentic = await stack.enter_async_context(open_agentic(settings, batcher, metrics))
         histories.containers = agentic
         described = model.describe() if isinstance(model, Embedder) else {"name": type(model).__name__}
-        yield Services(memory, histories, agentic, bridge, described)
+        ml = await stack.enter_async_context(open_ml(settings, batcher, described))
+        histories.models = ml
+        yield Services(memory, histories, agentic, ml, bridge, described)

@@ -7,7 +7,9 @@ Everything the server needs is in one frozen object handed to
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,6 +50,21 @@ RegionSettings = EmbeddedRegion | OpenSearchRegion
 
 def _default_regions() -> dict[str, RegionSettings]:
     return {name: EmbeddedRegion() for name in REGIONS}
+
+
+#: ml-commons 2.19's default trusted connector endpoints.
+TRUSTED_ENDPOINTS = (
+    r"^https://runtime\.sagemaker\..*[a-z0-9-]\.amazonaws\.com/.*$",
+    r"^https://api\.sagemaker\..*[a-z0-9-]\.amazonaws\.com/.*$",
+    r"^https://api\.openai\.com/.*$",
+    r"^https://api\.cohere\.ai/.*$",
+    r"^https://api\.deepseek\.com/.*$",
+    r"^https://bedrock-runtime\..*[a-z0-9-]\.amazonaws\.com/.*$",
+    r"^https://bedrock-agent-runtime\..*[a-z0-9-]\.amazonaws\.com/.*$",
+    r"^https://bedrock\..*[a-z0-9-]\.amazonaws\.com/.*$",
+    r"^https://textract\..*[a-z0-9-]\.amazonaws\.com$",
+    r"^https://comprehend\..*[a-z0-9-]\.amazonaws\.com$",
+)
 
 
 @dataclass(frozen=True)
@@ -101,6 +118,14 @@ class Settings:
     agentic_llm_model: str = "gpt-4o-mini"
     #: Seconds one LLM call may take.
     agentic_llm_timeout: float = 30.0
+    #: Where connectors may send requests: each action's URL must fully match one of these
+    #: (ml-commons' ``plugins.ml_commons.trusted_connector_endpoints_regex``, same default).
+    ml_trusted_endpoints_regex: tuple[str, ...] = TRUSTED_ENDPOINTS
+    #: Let connectors reach loopback, private and link-local addresses (ml-commons'
+    #: ``plugins.ml_commons.connector.private_ip_enabled``); off, such a call is refused (SSRF).
+    ml_allow_private_addresses: bool = False
+    #: Seconds one connector call may take, from connecting to the last byte of the answer.
+    ml_connector_timeout: float = 30.0
 
     @property
     def resolved_keys_file(self) -> Path:
@@ -145,10 +170,22 @@ _SCALARS: dict[str, type] = {
     "agentic_llm_api_key": str,
     "agentic_llm_model": str,
     "agentic_llm_timeout": float,
+    "ml_trusted_endpoints_regex": tuple,
+    "ml_allow_private_addresses": bool,
+    "ml_connector_timeout": float,
 }
 
 
 def _coerce(name: str, kind: type, value: Any) -> Any:
+    if kind is tuple:  # a TOML list, or in the environment a JSON list (a regex may hold commas)
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.lstrip().startswith("[") else [value]
+            except json.JSONDecodeError as error:
+                raise ValueError(f"setting {name!r}: expected a JSON list of strings, got {value!r}") from error
+        if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+            raise ValueError(f"setting {name!r}: expected a list of strings, got {value!r}")
+        return tuple(value)
     if kind is bool and isinstance(value, str):
         lowered = value.strip().lower()
         if lowered not in {"1", "0", "true", "false", "yes", "no", "on", "off"}:
@@ -208,7 +245,12 @@ def load_settings(
         if value is not None:
             values[name] = _coerce(name, _SCALARS[name], value) if name in _SCALARS else value
     settings = Settings(**values)
-    for name in ("body_read_timeout", "idle_timeout", "bridge_retry_max_seconds"):
+    for pattern in settings.ml_trusted_endpoints_regex:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(f"setting 'ml_trusted_endpoints_regex': {pattern!r} is not a regex: {error}") from error
+    for name in ("body_read_timeout", "idle_timeout", "bridge_retry_max_seconds", "ml_connector_timeout"):
         if not getattr(settings, name) > 0:
             raise ValueError(f"setting {name!r} must be a positive number of seconds")
     if settings.page_cache_mb < 0:

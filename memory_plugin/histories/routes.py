@@ -122,5 +122,6 @@ async def delete_matching(request: web.Request) -> web.Response:
         "deleted_memories": erased.memories,
         "deleted_messages": erased.messages,
         "deleted_memory_containers": erased.memory_containers,
+        "deleted_ml_documents": erased.ml_documents,
     }
     return json_response({"data": data})

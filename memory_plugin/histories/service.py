@@ -87,6 +87,14 @@ class ContainerEraser(Protocol):
         ...
 
 
+class ModelEraser(Protocol):
+    """Erases a user's connectors, models, model groups and tasks (the ml service)."""
+
+    async def erase_user(self, organization_id: str, user_id: str) -> int:
+        """Documents removed."""
+        ...
+
+
 @dataclass(frozen=True)
 class Erasure:
     """What a filtered deletion removed: records and chunks, and for a user erasure their memory too."""
@@ -96,6 +104,7 @@ class Erasure:
     memories: int = 0
     messages: int = 0
     memory_containers: int = 0
+    ml_documents: int = 0
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,7 @@ class HistoryService:
         self.memory = memory
         #: Set once the agentic service is open (it opens after this one).
         self.containers: ContainerEraser | None = None
+        self.models: ModelEraser | None = None
 
     # -- validation ----------------------------------------------------------------
 
@@ -397,19 +407,22 @@ class HistoryService:
             raise InvalidArgument("at least one filter is required, e.g. filter[user_id]=...", parameter="filter")
         organization_id, scoped_where = principal.organization_id, scoped(principal, where)
         counts = await self._everywhere(lambda _, store: store.delete_matching(organization_id, scoped_where))
-        memories = messages = containers = 0
+        memories = messages = containers = ml_documents = 0
         for user_id in self._erased_users(principal, where):
             if self.memory is not None:
                 erased_memories, erased_messages = await self.memory.erase_user(organization_id, user_id)
                 memories, messages = memories + erased_memories, messages + erased_messages
             if self.containers is not None:
                 containers += await self.containers.erase_user(organization_id, user_id)
+            if self.models is not None:
+                ml_documents += await self.models.erase_user(organization_id, user_id)
         return Erasure(
             records=sum(c.records for c in counts),
             chunks=sum(c.chunks for c in counts),
             memories=memories,
             messages=messages,
             memory_containers=containers,
+            ml_documents=ml_documents,
         )
 
     @staticmethod

@@ -1,0 +1,308 @@
+"""Request bodies of the model and connector APIs, read as ml-commons' parsers read them.
+
+ml-commons reads most fields with ``parser.text()``: a number or boolean is
+taken as its text (``"version": 1`` is ``"1"``), unknown fields are skipped,
+and an object, array or null where text is expected is a 500 on the real node;
+here it is a 400 naming the field.  The checks run in ml-commons' order, so the
+first error a body hits is the one the real node reports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
+from memory_plugin.jackson import syntax_error
+from memory_plugin.ml.errors import ParsingError, WrongType
+
+PROTOCOLS = ("http", "aws_sigv4")
+ACTION_TYPES = ("PREDICT", "EXECUTE", "BATCH_PREDICT", "CANCEL_BATCH_PREDICT", "BATCH_PREDICT_STATUS")
+#: Bounds for what one connector keeps: generous for real connectors, small enough that none weighs on a store.
+MAX_ACTIONS = 32
+MAX_MAP_ENTRIES = 256
+MAX_TEXT_CHARS = 64 * 1024
+
+
+def token_of(value: Any) -> str:
+    if value is None:
+        return "VALUE_NULL"
+    if isinstance(value, bool):
+        return "VALUE_BOOLEAN"
+    if isinstance(value, int | float):
+        return "VALUE_NUMBER"
+    if isinstance(value, str):
+        return "VALUE_STRING"
+    return "START_OBJECT" if isinstance(value, dict) else "START_ARRAY"
+
+
+def java_text(value: Any, name: str) -> str:
+    """``parser.text()``: a scalar's text; anything else names the field."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, int | float):
+        text = json.dumps(value)
+    else:
+        raise WrongType(f"[{name}] must be a string, found [{token_of(value)}]", parameter=name)
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidArgument(f"[{name}] is longer than {MAX_TEXT_CHARS} characters", parameter=name)
+    return text
+
+
+def string_map(value: Any, name: str) -> dict[str, str]:
+    """``parser.mapStrings()``: an object of scalars, each as its text."""
+    if not isinstance(value, dict):
+        raise WrongType(f"[{name}] must be an object, found [{token_of(value)}]", parameter=name)
+    if len(value) > MAX_MAP_ENTRIES:
+        raise InvalidArgument(f"[{name}] has more than {MAX_MAP_ENTRIES} entries", parameter=name)
+    return {key: java_text(item, f"{name}.{key}") for key, item in value.items()}
+
+
+def parameter_map(value: Any, name: str = "parameters") -> dict[str, str]:
+    """``StringUtils.getParameterMap``: text stays text, anything else becomes compact JSON."""
+    if not isinstance(value, dict):
+        raise WrongType(f"[{name}] must be an object, found [{token_of(value)}]", parameter=name)
+    if len(value) > MAX_MAP_ENTRIES:
+        raise InvalidArgument(f"[{name}] has more than {MAX_MAP_ENTRIES} entries", parameter=name)
+    out: dict[str, str] = {}
+    for key, item in value.items():
+        if item is None:
+            continue
+        out[key] = item if isinstance(item, str) else json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+    return out
+
+
+@dataclass(frozen=True)
+class Action:
+    action_type: str
+    method: str
+    url: str
+    headers: dict[str, str] | None = None
+    request_body: str | None = None
+    pre_process_function: str | None = None
+    post_process_function: str | None = None
+
+    def view(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"action_type": self.action_type, "method": self.method, "url": self.url}
+        for key in ("headers", "request_body", "pre_process_function", "post_process_function"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+def parse_action(raw: Any, where: str) -> Action:
+    if not isinstance(raw, dict):
+        raise ParsingError(
+            f"Failed to parse object: expecting token of type [START_OBJECT] but found [{token_of(raw)}]"
+        )
+    fields: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "action_type":
+            kind = java_text(value, f"{where}.action_type").upper()
+            if kind not in ACTION_TYPES:
+                raise InvalidArgument(
+                    f"No enum constant org.opensearch.ml.common.connector.ConnectorAction.ActionType.{kind}",
+                    parameter=f"{where}.action_type",
+                )
+            fields[key] = kind
+        elif key == "headers":
+            fields[key] = string_map(value, f"{where}.headers")
+        elif key in ("method", "url", "request_body", "pre_process_function", "post_process_function"):
+            fields[key] = java_text(value, f"{where}.{key}")
+    for required, label in (("action_type", "action type"), ("url", "url"), ("method", "method")):
+        if required not in fields:
+            raise InvalidArgument(f"{label} can't be null", parameter=f"{where}.{required}")
+    return Action(**fields)
+
+
+@dataclass
+class ConnectorInput:
+    """``MLCreateConnectorInput``: what create and update send."""
+
+    name: str | None = None
+    description: str | None = None
+    version: str | None = None
+    protocol: str | None = None
+    parameters: dict[str, str] = field(default_factory=dict)
+    credential: dict[str, str] = field(default_factory=dict)
+    actions: list[Action] | None = None
+    client_config: dict[str, Any] | None = None
+
+
+def parse_connector_input(body: Any, *, update: bool = False) -> ConnectorInput:
+    if not isinstance(body, dict):
+        raise ParsingError(
+            f"Failed to parse object: expecting token of type [START_OBJECT] but found [{token_of(body)}]"
+        )
+    found = ConnectorInput()
+    for key, value in body.items():
+        if key in ("name", "description", "version", "protocol"):
+            setattr(found, key, java_text(value, key))
+        elif key == "parameters":
+            found.parameters = parameter_map(value)
+        elif key == "credential":
+            found.credential = string_map(value, "credential")
+        elif key == "actions":
+            if not isinstance(value, list):
+                raise ParsingError(
+                    f"Failed to parse object: expecting token of type [START_ARRAY] but found [{token_of(value)}]"
+                )
+            if len(value) > MAX_ACTIONS:
+                raise InvalidArgument(f"[actions] has more than {MAX_ACTIONS} entries", parameter="actions")
+            found.actions = [parse_action(item, f"actions[{i}]") for i, item in enumerate(value)]
+        elif key == "client_config":
+            if not isinstance(value, dict):
+                raise WrongType(f"[client_config] must be an object, found [{token_of(value)}]", parameter=key)
+            found.client_config = value
+    if not update:
+        for name, label in (("name", "name"), ("version", "version"), ("protocol", "protocol")):
+            if getattr(found, name) is None:
+                raise InvalidArgument(f"Connector {label} is null", parameter=name)
+        if not found.credential:
+            raise InvalidArgument("Connector credential is null or empty list", parameter="credential")
+    return found
+
+
+def check_protocol(found: ConnectorInput) -> None:
+    """What building the connector of a protocol checks (``Connector.createConnector``)."""
+    if found.protocol not in PROTOCOLS:
+        raise InvalidArgument(f"Can't find class for type {found.protocol}", parameter="protocol")
+    if found.actions is None:
+        raise InvalidArgument("No actions configured for this connector", parameter="actions")
+    if found.protocol == "aws_sigv4":
+        if "access_key" not in found.credential or "secret_key" not in found.credential:
+            raise InvalidArgument("Missing credential", parameter="credential")
+        for needed, label in (("service_name", "service name"), ("region", "region")):
+            if needed not in found.credential and needed not in found.parameters:
+                raise InvalidArgument(f"Missing {label}", parameter=f"parameters.{needed}")
+
+
+@dataclass(frozen=True)
+class RegisterInput:
+    """``MLRegisterModelInput`` as far as remote and built-in models need it."""
+
+    name: str
+    function_name: str
+    model_group_id: str | None
+    version: str | None
+    description: str | None
+    model_format: str | None
+    connector_id: str | None
+    connector: dict[str, Any] | None
+    url: str | None
+    deploy: bool
+
+
+FUNCTION_NAMES = ("REMOTE", "TEXT_EMBEDDING", "SPARSE_ENCODING", "SPARSE_TOKENIZE", "TEXT_SIMILARITY")
+
+
+def parse_register_input(body: Any, *, deploy: bool) -> RegisterInput:
+    if not isinstance(body, dict):
+        raise ParsingError(
+            f"Failed to parse object: expecting token of type [START_OBJECT] but found [{token_of(body)}]"
+        )
+    text = {key: java_text(body[key], key) for key in _REGISTER_TEXT if key in body}
+    function_name = text.get("function_name", "TEXT_EMBEDDING").upper()
+    if function_name not in FUNCTION_NAMES:
+        raise InvalidArgument(
+            f"No enum constant org.opensearch.ml.common.FunctionName.{function_name}", parameter="function_name"
+        )
+    connector = body.get("connector")
+    if connector is not None and not isinstance(connector, dict):
+        raise WrongType(f"[connector] must be an object, found [{token_of(connector)}]", parameter="connector")
+    if "name" not in text:
+        raise InvalidArgument("model name is null", parameter="name")
+    if function_name != "REMOTE" and "model_format" not in text:
+        raise InvalidArgument("model format is null", parameter="model_format")
+    return RegisterInput(
+        name=text["name"],
+        function_name=function_name,
+        model_group_id=text.get("model_group_id"),
+        version=text.get("version"),
+        description=text.get("description"),
+        model_format=text.get("model_format"),
+        connector_id=text.get("connector_id"),
+        connector=connector,
+        url=text.get("url"),
+        deploy=deploy,
+    )
+
+
+_REGISTER_TEXT = (
+    "name",
+    "function_name",
+    "model_group_id",
+    "version",
+    "description",
+    "model_format",
+    "connector_id",
+    "url",
+)
+
+
+@dataclass(frozen=True)
+class PredictInput:
+    """A predict body: ``parameters`` for a remote model, or ``text_docs`` to embed."""
+
+    parameters: dict[str, str] | None
+    text_docs: list[str] | None
+    return_number: bool = True
+    target_response: tuple[str, ...] = ()
+
+
+#: The most texts one predict call may embed: one call must not hold the batcher for long.
+MAX_TEXT_DOCS = 1024
+
+
+def parse_predict_input(body: Any) -> PredictInput:
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ParsingError(
+            f"Failed to parse object: expecting token of type [START_OBJECT] but found [{token_of(body)}]"
+        )
+    parameters = parameter_map(body["parameters"]) if body.get("parameters") is not None else None
+    docs = body.get("text_docs")
+    if docs is not None:
+        if not isinstance(docs, list):
+            raise WrongType(f"[text_docs] must be an array, found [{token_of(docs)}]", parameter="text_docs")
+        if len(docs) > MAX_TEXT_DOCS:
+            raise InvalidArgument(f"[text_docs] has more than {MAX_TEXT_DOCS} texts", parameter="text_docs")
+        docs = [java_text(doc, f"text_docs[{i}]") for i, doc in enumerate(docs)]
+    nested = body.get("result_filter")
+    result_filter: dict[str, Any] = nested if isinstance(nested, dict) else body
+    return_number = result_filter.get("return_number", True)
+    if not isinstance(return_number, bool):
+        raise WrongType(
+            f"[return_number] must be a boolean, found [{token_of(return_number)}]", parameter="return_number"
+        )
+    targets = result_filter.get("target_response") or []
+    if not isinstance(targets, list):
+        targets = [targets]
+    return PredictInput(parameters, docs, return_number, tuple(java_text(t, "target_response") for t in targets))
+
+
+def merged(base: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
+    return {**base, **(extra or {})}
+
+
+def parse_body(raw: bytes) -> Any:
+    """A request body as JSON (None when empty); one that does not parse gets Jackson's error, as the real node's."""
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        pass
+    error = syntax_error(raw)
+    if error is not None:
+        raise OpenSearchBadRequest(error.message, exception=error.kind)
+    raise ParseFailure("request body is not valid JSON")
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")

@@ -1,0 +1,489 @@
+"""Connectors, models, model groups, tasks and predict, as ml-commons 2.19 answers them.
+
+Everything here belongs to its owner: another caller's connector or model is
+as absent as one that never existed (404), and a user's erasure removes all of
+it.  Credentials are sealed before they are stored and opened only to make a
+call; no answer, error or log line carries them.  Register and deploy finish
+before they answer (a remote model has nothing to load), so their tasks are
+already ``COMPLETED`` when the caller reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from memory_plugin.auth import Principal
+from memory_plugin.clock import new_id
+from memory_plugin.dsl.execute import bounded, execute, search_response
+from memory_plugin.dsl.parse import parse_search
+from memory_plugin.errors import InvalidArgument
+from memory_plugin.ml.connectors import check_urls, outputs, prepare, trusted
+from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
+from memory_plugin.ml.remote import RemoteCaller, error_of
+from memory_plugin.ml.requests import (
+    ConnectorInput,
+    PredictInput,
+    RegisterInput,
+    check_protocol,
+    parse_action,
+    parse_connector_input,
+    parse_predict_input,
+    parse_register_input,
+)
+from memory_plugin.ml.secrets import SecretBox, new_master_key
+from memory_plugin.ml.stores.base import Kind, MLStore, Stored
+
+CONNECTOR_INDEX = ".plugins-ml-connector"
+MODEL_INDEX = ".plugins-ml-model"
+MODEL_GROUP_INDEX = ".plugins-ml-model-group"
+#: The built-in embedding model answers to this id without being registered.
+BUILT_IN = "built-in"
+
+
+class Embeddings(Protocol):
+    """The server's batched embedder (``embedder.AsyncEmbedder``)."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    async def passages(self, texts: Sequence[str], *, tenant: Any = None) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class MLSettings:
+    trusted_endpoints: tuple[str, ...]
+    allow_private_addresses: bool
+    timeout: float
+    #: The names the built-in model registers under (its own, and ``BUILT_IN``).
+    built_in_names: tuple[str, ...]
+    node_name: str
+
+
+def now_millis() -> int:
+    return int(time.time() * 1000)
+
+
+def _context(owner: Principal, connector_id: str) -> str:
+    """What a sealed credential is bound to: its owner and its connector."""
+    return f"{owner.organization_id}\x00{owner.user_id or ''}\x00{connector_id}"
+
+
+def _without_credential(source: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in source.items() if key != "credential"}
+
+
+CONNECTOR_ORDER = (
+    "name",
+    "version",
+    "description",
+    "protocol",
+    "parameters",
+    "actions",
+    "created_time",
+    "last_updated_time",
+    "client_config",
+)
+MODEL_ORDER = (
+    "name",
+    "model_group_id",
+    "algorithm",
+    "model_version",
+    "model_format",
+    "description",
+    "model_state",
+    "model_config",
+    "created_time",
+    "last_updated_time",
+    "last_deployed_time",
+    "last_undeployed_time",
+    "auto_redeploy_retry_times",
+    "planning_worker_node_count",
+    "current_worker_node_count",
+    "planning_worker_nodes",
+    "deploy_to_all_nodes",
+    "is_hidden",
+    "connector_id",
+    "connector",
+)
+TASK_ORDER = (
+    "model_id",
+    "task_type",
+    "function_name",
+    "state",
+    "worker_node",
+    "create_time",
+    "last_update_time",
+    "is_async",
+)
+
+
+def _ordered(source: Mapping[str, Any], order: Sequence[str]) -> dict[str, Any]:
+    return {key: source[key] for key in order if key in source}
+
+
+def connector_view(source: Mapping[str, Any]) -> dict[str, Any]:
+    return _ordered(source, CONNECTOR_ORDER)
+
+
+def model_view(source: Mapping[str, Any]) -> dict[str, Any]:
+    view = _ordered(source, MODEL_ORDER)
+    if isinstance(view.get("connector"), Mapping):
+        view["connector"] = connector_view(view["connector"])
+    return view
+
+
+class MLService:
+    def __init__(
+        self, store: MLStore, embedder: Embeddings, settings: MLSettings, model_info: Mapping[str, Any]
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings
+        self.model_info = dict(model_info)
+        self.node_id = hashlib.sha256(settings.node_name.encode()).hexdigest()[:22]
+        self.remote = RemoteCaller(timeout=settings.timeout, allow_private=settings.allow_private_addresses)
+        self._box: SecretBox | None = None
+
+    async def open(self) -> None:
+        self._box = SecretBox(await self.store.master_key(new_master_key()))
+
+    async def close(self) -> None:
+        await self.remote.close()
+
+    @property
+    def box(self) -> SecretBox:
+        assert self._box is not None, "MLService.open() first"
+        return self._box
+
+    # -- connectors ---------------------------------------------------------------------
+
+    def _sealed(self, owner: Principal, connector_id: str, credential: Mapping[str, str]) -> dict[str, str]:
+        context = _context(owner, connector_id)
+        return {key: self.box.seal(value, context) for key, value in credential.items()}
+
+    def _connector_source(self, owner: Principal, connector_id: str, found: ConnectorInput) -> dict[str, Any]:
+        check_protocol(found)
+        assert found.actions is not None
+        check_urls(found.actions, found.parameters, self.settings.trusted_endpoints)
+        now = now_millis()
+        source: dict[str, Any] = {
+            "name": found.name,
+            "version": found.version,
+            "description": found.description,
+            "protocol": found.protocol,
+            "parameters": found.parameters,
+            "credential": self._sealed(owner, connector_id, found.credential),
+            "actions": [action.view() for action in found.actions],
+            "created_time": now,
+            "last_updated_time": now,
+            "client_config": found.client_config,
+        }
+        return {key: value for key, value in source.items() if value is not None}
+
+    async def create_connector(self, owner: Principal, body: Any) -> dict[str, Any]:
+        found = parse_connector_input(body)
+        connector_id = new_id()
+        await self.store.create("connector", owner, connector_id, self._connector_source(owner, connector_id, found))
+        return {"connector_id": connector_id}
+
+    async def _connector(self, owner: Principal, connector_id: str) -> Stored:
+        stored = await self.store.get("connector", owner, connector_id)
+        if stored is None:
+            raise NotFound(f"Failed to find connector with the provided connector id: {connector_id}")
+        return stored
+
+    async def get_connector(self, owner: Principal, connector_id: str) -> dict[str, Any]:
+        return connector_view((await self._connector(owner, connector_id)).source)
+
+    async def update_connector(self, owner: Principal, connector_id: str, body: Any) -> dict[str, Any]:
+        update = parse_connector_input(body, update=True)
+        stored = await self._connector(owner, connector_id)
+        source = dict(stored.source)
+        for key in ("name", "description", "version", "protocol"):
+            if getattr(update, key) is not None:
+                source[key] = getattr(update, key)
+        if update.parameters:
+            source["parameters"] = {**source.get("parameters", {}), **update.parameters}
+        if update.credential:
+            source["credential"] = self._sealed(owner, connector_id, update.credential)
+        if update.actions is not None:
+            source["actions"] = [action.view() for action in update.actions]
+        if update.client_config is not None:
+            source["client_config"] = update.client_config
+        actions = [parse_action(a, "actions") for a in source.get("actions", [])]
+        check_urls(actions, source.get("parameters", {}), self.settings.trusted_endpoints)
+        in_use = [m.id for m in await self.store.all("model", owner) if _uses(m.source, connector_id, deployed=True)]
+        if in_use:
+            raise StatusBadRequest(
+                f"{len(in_use)} models are still using this connector, please undeploy the models first: "
+                f"[{', '.join(in_use)}]"
+            )
+        source["last_updated_time"] = now_millis()
+        await self._replace("connector", owner, stored, source)
+        return _write_result(CONNECTOR_INDEX, connector_id, stored.version, "updated", refresh=False)
+
+    async def delete_connector(self, owner: Principal, connector_id: str) -> dict[str, Any]:
+        in_use = [m.id for m in await self.store.all("model", owner) if _uses(m.source, connector_id, deployed=False)]
+        if in_use:
+            raise StatusError(
+                f"{len(in_use)} models are still using this connector, please delete or update the models first: "
+                f"[{', '.join(in_use)}]",
+                409,
+            )
+        deleted = await self.store.delete("connector", owner, connector_id)
+        return _write_result(CONNECTOR_INDEX, connector_id, 1, "deleted" if deleted else "not_found", refresh=True)
+
+    async def search_connectors(self, owner: Principal, body: Any) -> dict[str, Any]:
+        return await self._search(owner, "connector", body, CONNECTOR_INDEX, connector_view)
+
+    # -- models -------------------------------------------------------------------------
+
+    async def register(self, owner: Principal, body: Any, *, deploy: bool = False) -> dict[str, Any]:
+        found = parse_register_input(body, deploy=deploy)
+        source = await self._model_source(owner, found)
+        group_id, version = await self._model_group(owner, found)
+        model_id = new_id()
+        now = now_millis()
+        source.update({"model_group_id": group_id, "model_version": version, "created_time": now})
+        source["last_updated_time"] = now
+        source["model_state"] = "REGISTERED"
+        source["is_hidden"] = False
+        await self.store.create("model", owner, model_id, source)
+        task_id = await self._task(owner, model_id, "REGISTER_MODEL", source["algorithm"])
+        answer = {"task_id": task_id, "status": "CREATED", "model_id": model_id}
+        if found.deploy:
+            await self.deploy(owner, model_id)
+        return answer
+
+    async def _model_source(self, owner: Principal, found: RegisterInput) -> dict[str, Any]:
+        if found.function_name != "REMOTE":
+            if found.name not in self.settings.built_in_names:
+                raise InvalidArgument(
+                    f"model [{found.name}] is not available here: this server runs no model it cannot load, "
+                    f"and its built-in text embedding model registers as one of {list(self.settings.built_in_names)}",
+                    parameter="name",
+                )
+            return {
+                "name": found.name,
+                "algorithm": "TEXT_EMBEDDING",
+                "model_format": found.model_format or "ONNX",
+                "description": found.description,
+                "model_config": {
+                    "model_type": "bert",
+                    "embedding_dimension": self.embedder.dimension,
+                    "framework_type": "sentence_transformers",
+                },
+            }
+        source: dict[str, Any] = {"name": found.name, "algorithm": "REMOTE"}
+        if found.description is not None:
+            source["description"] = found.description
+        if found.connector is not None:
+            connector = parse_connector_input(found.connector)
+            model_key = new_id()
+            inline = self._connector_source(owner, model_key, connector)
+            inline.pop("created_time", None)
+            inline.pop("last_updated_time", None)
+            inline["sealed_for"] = model_key  # the credential's context: the model's own key
+            source["connector"] = inline
+        elif found.connector_id is not None:
+            if await self.store.get("connector", owner, found.connector_id) is None:
+                raise NotFound(f"Failed to find connector:{found.connector_id}")
+            source["connector_id"] = found.connector_id
+        else:
+            raise InvalidArgument("Connector is null or connector id is null", parameter="connector_id")
+        return source
+
+    async def _model_group(self, owner: Principal, found: RegisterInput) -> tuple[str, str]:
+        """The group a new model joins, and its version there: a named group, or a new one of the model's name."""
+        if found.model_group_id is None:
+            group_id = new_id()
+            now = now_millis()
+            group = {
+                "name": found.name,
+                "latest_version": 1,
+                "access": "private",
+                "created_time": now,
+                "last_updated_time": now,
+            }
+            await self.store.create("model_group", owner, group_id, group)
+            return group_id, "1"
+        for _ in range(8):  # compare-and-set: concurrent registers into one group get distinct versions
+            stored = await self.store.get("model_group", owner, found.model_group_id)
+            if stored is None:
+                raise NotFound("Failed to find model group")
+            version = int(stored.source.get("latest_version", 0)) + 1
+            updated = {**stored.source, "latest_version": version, "last_updated_time": now_millis()}
+            if await self.store.replace("model_group", owner, stored, updated):
+                return found.model_group_id, str(version)
+        raise StatusError("the model group is being written by other requests; try again", 409)
+
+    async def _task(self, owner: Principal, model_id: str, task_type: str, function_name: str) -> str:
+        task_id = new_id()
+        now = now_millis()
+        task = {
+            "model_id": model_id,
+            "task_type": task_type,
+            "function_name": function_name,
+            "state": "COMPLETED",
+            "worker_node": [self.node_id],
+            "create_time": now,
+            "last_update_time": now,
+            "is_async": False,
+        }
+        await self.store.create("task", owner, task_id, task)
+        return task_id
+
+    async def _model(self, owner: Principal, model_id: str, missing: str | None = None) -> Stored:
+        stored = await self.store.get("model", owner, model_id)
+        if stored is None:
+            raise NotFound(missing or f"Failed to find model with the provided model id: {model_id}")
+        return stored
+
+    async def get_model(self, owner: Principal, model_id: str) -> dict[str, Any]:
+        return model_view((await self._model(owner, model_id)).source)
+
+    async def deploy(self, owner: Principal, model_id: str) -> dict[str, Any]:
+        stored = await self._model(owner, model_id, "Failed to find model")
+        now = now_millis()
+        deployed = {
+            **stored.source,
+            "model_state": "DEPLOYED",
+            "last_updated_time": now,
+            "last_deployed_time": now,
+            "auto_redeploy_retry_times": 0,
+            "planning_worker_node_count": 1,
+            "current_worker_node_count": 1,
+            "planning_worker_nodes": [self.node_id],
+            "deploy_to_all_nodes": True,
+        }
+        await self._replace("model", owner, stored, deployed)
+        task_id = await self._task(owner, model_id, "DEPLOY_MODEL", stored.source["algorithm"])
+        return {"task_id": task_id, "task_type": "DEPLOY_MODEL", "status": "COMPLETED"}
+
+    async def undeploy(self, owner: Principal, model_id: str) -> dict[str, Any]:
+        stored = await self.store.get("model", owner, model_id)
+        if stored is None or stored.source.get("model_state") != "DEPLOYED":
+            return {}
+        now = now_millis()
+        undeployed = {
+            **stored.source,
+            "model_state": "UNDEPLOYED",
+            "last_updated_time": now,
+            "last_undeployed_time": now,
+            "planning_worker_node_count": 0,
+            "current_worker_node_count": 0,
+            "planning_worker_nodes": [],
+        }
+        await self._replace("model", owner, stored, undeployed)
+        return {self.node_id: {"stats": {model_id: "undeployed"}}}
+
+    async def delete_model(self, owner: Principal, model_id: str) -> dict[str, Any]:
+        stored = await self._model(owner, model_id)
+        if stored.source.get("model_state") in ("DEPLOYED", "DEPLOYING", "PARTIALLY_DEPLOYED"):
+            raise StatusBadRequest(
+                "Model cannot be deleted in deploying or deployed state. Try undeploy model first then delete"
+            )
+        deleted = await self.store.delete("model", owner, model_id)
+        return _write_result(MODEL_INDEX, model_id, stored.version, "deleted" if deleted else "not_found", True)
+
+    async def search_models(self, owner: Principal, body: Any) -> dict[str, Any]:
+        return await self._search(owner, "model", body, MODEL_INDEX, model_view)
+
+    async def get_task(self, owner: Principal, task_id: str) -> dict[str, Any]:
+        stored = await self.store.get("task", owner, task_id)
+        if stored is None:
+            raise NotFound("Failed to find task")
+        return _ordered(stored.source, TASK_ORDER)
+
+    # -- predict ------------------------------------------------------------------------
+
+    async def predict(
+        self, owner: Principal, model_id: str, body: Any, *, text_embedding: bool = False
+    ) -> dict[str, Any]:
+        request = parse_predict_input(body)
+        if model_id == BUILT_IN:
+            return await self._embed(request)
+        stored = await self._model(owner, model_id, "Failed to find model")
+        if stored.source.get("algorithm") != "REMOTE":
+            return await self._embed(request)
+        if text_embedding and request.text_docs is None:
+            raise InvalidArgument("Empty text docs", parameter="text_docs")
+        return {"inference_results": [await self._call_remote(owner, model_id, stored.source, request)]}
+
+    async def _embed(self, request: PredictInput) -> dict[str, Any]:
+        if not request.text_docs:
+            raise InvalidArgument("Empty text docs", parameter="text_docs")
+        vectors = await self.embedder.passages(request.text_docs)
+        results = []
+        for vector in vectors:
+            tensor: dict[str, Any] = {"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [len(vector)]}
+            if request.return_number:
+                tensor["data"] = [float(x) for x in vector]
+            keep = not request.target_response or "sentence_embedding" in request.target_response
+            results.append({"output": [tensor] if keep else []})
+        return {"inference_results": results}
+
+    async def _call_remote(
+        self, owner: Principal, model_id: str, model: Mapping[str, Any], request: PredictInput
+    ) -> dict[str, Any]:
+        if "connector" in model:
+            connector = model["connector"]
+            context = _context(owner, connector.get("sealed_for", model_id))
+        else:
+            connector = (await self._connector(owner, model["connector_id"])).source
+            context = _context(owner, model["connector_id"])
+        actions = [parse_action(a, "actions") for a in connector.get("actions", [])]
+        action = next((a for a in actions if a.action_type == "PREDICT"), None)
+        if action is None:
+            raise InvalidArgument("no predict action found", parameter="actions")
+        parameters = {**connector.get("parameters", {}), **(request.parameters or {})}
+        credential = {key: self.box.open(value, context) for key, value in connector.get("credential", {}).items()}
+        prepared = prepare(action, parameters, credential, request.text_docs)
+        if not trusted(prepared.url, self.settings.trusted_endpoints):
+            raise InvalidArgument(
+                f"Connector URL is not matching the trusted connector endpoint regex, URL is: {prepared.url}",
+                parameter="url",
+            )
+        answer = await self.remote.call(prepared)
+        failure = error_of(answer)
+        if failure is not None:
+            raise failure
+        return outputs(action, answer.status, answer.body, request.text_docs)
+
+    # -- shared -------------------------------------------------------------------------
+
+    async def _search(self, owner: Principal, kind: Kind, body: Any, index: str, view: Any) -> dict[str, Any]:
+        query = parse_search(body)
+        started = time.perf_counter()
+        documents = [(s.id, view(s.source), 1) for s in await self.store.all(kind, owner)]
+        results = await bounded(lambda budget: execute(query, documents, budget=budget))
+        return search_response(results, int((time.perf_counter() - started) * 1000), index=index)
+
+    async def _replace(self, kind: Kind, owner: Principal, stored: Stored, source: dict[str, Any]) -> None:
+        if not await self.store.replace(kind, owner, stored, source):
+            raise StatusError(f"the {kind.replace('_', ' ')} was changed by another request; read it again", 409)
+
+    async def erase_user(self, organization_id: str, user_id: str) -> int:
+        return await self.store.erase(Principal(organization_id, user_id))
+
+
+def _uses(model: Mapping[str, Any], connector_id: str, *, deployed: bool) -> bool:
+    if model.get("connector_id") != connector_id:
+        return False
+    return not deployed or model.get("model_state") == "DEPLOYED"
+
+
+def _write_result(index: str, doc_id: str, version: int, result: str, refresh: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"_index": index, "_id": doc_id, "_version": version + 1, "result": result}
+    if refresh:
+        body["forced_refresh"] = True
+    body["_shards"] = {"total": 1, "successful": 1, "failed": 0}
+    body["_seq_no"] = version
+    body["_primary_term"] = 1
+    return body

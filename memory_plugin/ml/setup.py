@@ -1,0 +1,47 @@
+"""Open the ml service from settings: its store where memory lives (the home region), its key, its HTTP client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from memory_plugin.ml.service import BUILT_IN, Embeddings, MLService, MLSettings
+from memory_plugin.ml.stores.base import MLStore
+from memory_plugin.settings import OpenSearchRegion, Settings
+
+
+def ml_store_for(settings: Settings) -> MLStore:
+    home = settings.regions.get(settings.home_region)
+    if isinstance(home, OpenSearchRegion):
+        from memory_plugin.ml.stores.opensearch import OpenSearchMLStore
+
+        return OpenSearchMLStore(home)
+    from memory_plugin.ml.stores.sqlite import SqliteMLStore
+
+    return SqliteMLStore(settings.data_dir / "ml.sqlite3")
+
+
+@asynccontextmanager
+async def open_ml(settings: Settings, embedder: Embeddings, model: Mapping[str, Any]) -> AsyncIterator[MLService]:
+    store = ml_store_for(settings)
+    await store.open()
+    names = tuple(dict.fromkeys(name for name in (str(model.get("name", "")), BUILT_IN) if name))
+    service = MLService(
+        store,
+        embedder,
+        MLSettings(
+            trusted_endpoints=settings.ml_trusted_endpoints_regex,
+            allow_private_addresses=settings.ml_allow_private_addresses,
+            timeout=settings.ml_connector_timeout,
+            built_in_names=names,
+            node_name=settings.node_name,
+        ),
+        model,
+    )
+    try:
+        await service.open()
+        yield service
+    finally:
+        await service.close()
+        await store.close()

@@ -1,0 +1,62 @@
+"""One interface for the ml documents (connectors, models, model groups, tasks), private to their owner.
+
+Every call names the owner: a document of another owner is as absent as one
+that never existed.  Writes are compare-and-set on the version a reader saw,
+so that two processes updating one model cannot both win.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memory_plugin.auth import Principal
+
+Kind = Literal["connector", "model", "model_group", "task"]
+KINDS: tuple[Kind, ...] = ("connector", "model", "model_group", "task")
+
+
+@dataclass(frozen=True)
+class Stored:
+    id: str
+    source: dict[str, Any]
+    #: Moves on every write; ``replace`` succeeds only at the version it was read at.
+    version: int
+
+
+class MLStore(abc.ABC):
+    @abc.abstractmethod
+    async def open(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def master_key(self, proposed: bytes) -> bytes:
+        """The deployment's credential key: ``proposed`` if none was kept yet, else the kept one (create-only)."""
+
+    @abc.abstractmethod
+    async def create(self, kind: Kind, owner: Principal, doc_id: str, source: dict[str, Any]) -> None: ...
+
+    @abc.abstractmethod
+    async def get(self, kind: Kind, owner: Principal, doc_id: str) -> Stored | None: ...
+
+    @abc.abstractmethod
+    async def replace(self, kind: Kind, owner: Principal, current: Stored, source: dict[str, Any]) -> bool:
+        """Write ``source`` if the document is still at ``current.version``; False if another write came first."""
+
+    @abc.abstractmethod
+    async def delete(self, kind: Kind, owner: Principal, doc_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def all(self, kind: Kind, owner: Principal) -> list[Stored]:
+        """The owner's documents of ``kind``, oldest first."""
+
+    @abc.abstractmethod
+    async def erase(self, owner: Principal) -> int:
+        """Delete everything ``owner`` keeps here (a user's erasure); how many documents went."""
+
+
+class StoreConflict(Exception):
+    """A create found the id taken."""

@@ -167,14 +167,15 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/_openapi.json", openapi)
     console.add_routes(app)
     app.add_subapp(
-        "/_plugins", _api_app(
+        "/_plugins",
+        _api_app(
             "opensearch",
             "/_plugins",
             routes_v211.routes,
             routes_v212.routes,
             agentic_routes.routes,
             ml_routes.routes,
-        )
+        ),
     )
     app.add_subapp("/v2", _api_app("v2", "/v2", history_routes.routes))
     return app

@@ -128,6 +128,7 @@ V211 = _Api("memory 2.11", ("400", "401", "404"))
 V212 = _Api("memory 2.12+", ("400", "401", "404"))
 HISTORIES = _Api("conversation histories", ("400", "401", "503"), "TelnyxErrors")
 AGENTIC = _Api("agentic memory 3.3+", ("400", "401", "403", "404"))
+MODELS = _Api("models and connectors", ("400", "401", "404"))
 
 #: What answers on a collection (no id in the path: nothing to be not found).
 UNSCOPED = ("400", "401")
@@ -595,6 +596,89 @@ def _service_operations() -> Schema:
     }
 
 
+def _ml_operations() -> Schema:
+    action = _object(
+        {
+            "action_type": {"enum": ["predict", "execute", "PREDICT", "EXECUTE"]},
+            **_each(STRING, "method", "url", "request_body", "pre_process_function", "post_process_function"),
+            "headers": _ref("StringMap"),
+        },
+        required=("action_type", "method", "url"),
+    )
+    connector = _object(
+        {
+            **_each(STRING, "name", "description", "version"),
+            "protocol": {"enum": ["http", "aws_sigv4"]},
+            "parameters": ANY_OBJECT,
+            "credential": _ref("StringMap"),
+            "actions": _array(action),
+        }
+    )
+    register = _object(
+        {
+            **_each(STRING, "name", "description", "version", "model_group_id", "connector_id", "model_format"),
+            "function_name": STRING,
+            "connector": connector,
+        },
+        required=("name",),
+    )
+    predict = _object(
+        {
+            "parameters": ANY_OBJECT,
+            "text_docs": _array(STRING),
+            "return_number": {"type": "boolean"},
+            "target_response": _array(STRING),
+        }
+    )
+    results = _object({"inference_results": _array(ANY_OBJECT)})
+    search = MODELS.op(
+        "Search with an OpenSearch query body", _ref("SearchResponse"), _ref("SearchBody"), body_required=False
+    )
+    write = _object({**_each(STRING, "_index", "_id"), "_version": INTEGER, "result": STRING})
+    connectors, models = "/_plugins/_ml/connectors", "/_plugins/_ml/models"
+    return {
+        connectors + "/_create": {
+            "post": MODELS.op(
+                "Create a connector (credentials are encrypted and never shown)",
+                _object({"connector_id": STRING}),
+                connector,
+                errors=UNSCOPED,
+            )
+        },
+        connectors + "/_search": {"get": search, "post": search},
+        connectors + "/{connector_id}": {
+            "get": MODELS.op("Get a connector", ANY_OBJECT),
+            "put": MODELS.op("Update a connector", write, connector),
+            "delete": MODELS.op("Delete a connector", write, errors=(*MODELS.errors, "409")),
+        },
+        models + "/_register": {
+            "post": MODELS.op(
+                "Register a remote model, or the built-in text embedding model",
+                _object(_each(STRING, "task_id", "status", "model_id")),
+                register,
+                errors=UNSCOPED,
+                parameters=[_query("deploy", {"type": "boolean"})],
+            )
+        },
+        models + "/_search": {"get": search, "post": search},
+        models + "/{model_id}": {
+            "get": MODELS.op("Get a model", ANY_OBJECT),
+            "delete": MODELS.op("Delete an undeployed model", write),
+        },
+        models + "/{model_id}/_deploy": {
+            "post": MODELS.op("Deploy a model", _object(_each(STRING, "task_id", "task_type", "status")))
+        },
+        models + "/{model_id}/_undeploy": {"post": MODELS.op("Undeploy a model", ANY_OBJECT)},
+        models + "/{model_id}/_predict": {
+            "post": MODELS.op("Call a model: parameters for a remote one, text_docs to embed", results, predict)
+        },
+        "/_plugins/_ml/_predict/{algorithm}/{model_id}": {
+            "post": MODELS.op("Embed text_docs (algorithm text_embedding)", results, predict)
+        },
+        "/_plugins/_ml/tasks/{task_id}": {"get": MODELS.op("Get a register or deploy task", ANY_OBJECT)},
+    }
+
+
 def openapi_document() -> Schema:
     return {
         "openapi": "3.1.0",
@@ -609,6 +693,7 @@ def openapi_document() -> Schema:
             **_memory_operations(),
             **_history_operations(),
             **_agentic_operations(),
+            **_ml_operations(),
         },
         "components": {
             "schemas": _schemas(),

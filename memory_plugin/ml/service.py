@@ -23,7 +23,7 @@ from memory_plugin.clock import new_id
 from memory_plugin.dsl.execute import bounded, execute, search_response
 from memory_plugin.dsl.parse import parse_search
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.ml.connectors import check_urls, outputs, prepare, trusted
+from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
 from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
 from memory_plugin.ml.remote import RemoteCaller, error_of
 from memory_plugin.ml.requests import (
@@ -445,9 +445,10 @@ class MLService:
         parameters = {**connector.get("parameters", {}), **(request.parameters or {})}
         credential = {key: self.box.open(value, context) for key, value in connector.get("credential", {}).items()}
         prepared = prepare(action, parameters, credential, request.text_docs)
-        if not trusted(prepared.url, self.settings.trusted_endpoints):
+        if not trusted(prepared.url, self.settings.trusted_endpoints):  # parameters given now may move it
             raise InvalidArgument(
-                f"Connector URL is not matching the trusted connector endpoint regex, URL is: {prepared.url}",
+                "Connector URL is not matching the trusted connector endpoint regex, URL is: "
+                + masked(action.url, parameters),
                 parameter="url",
             )
         answer = await self.remote.call(prepared)

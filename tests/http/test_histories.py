@@ -355,6 +355,7 @@ async def test_delete_by_user_erases_everything_of_that_user(client, admin):
             "deleted_memories": 0,
             "deleted_messages": 0,
             "deleted_memory_containers": 0,
+            "deleted_ml_documents": 0,
         }
     }
     remaining = await search(client, admin, q="text", top_k=100)
@@ -449,6 +450,7 @@ async def test_a_users_key_sees_and_writes_only_that_users_records(client, admin
         "deleted_memories": 0,
         "deleted_messages": 0,
         "deleted_memory_containers": 0,
+        "deleted_ml_documents": 0,
     }
     everyone = await search(client, admin, q="broken handset", top_k=100)
     assert {i["record_id"] for i in everyone["data"]} == {"mine", "for-bob"}

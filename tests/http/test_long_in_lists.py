@@ -91,6 +91,7 @@ async def test_erasing_a_thousand_users_at_once_is_answered_not_retry_forever(cl
         "deleted_memories": 0,
         "deleted_messages": 0,
         "deleted_memory_containers": 0,
+        "deleted_ml_documents": 0,
     }
     status, left = await search(client, admin)
     assert [hit["record_id"] for hit in left["data"]] == ["r-en"]

@@ -162,6 +162,7 @@ async def test_cross_organisation_on_history_paths(client, admin, other_admin):
         "deleted_memories": 0,
         "deleted_messages": 0,
         "deleted_memory_containers": 0,
+        "deleted_ml_documents": 0,
     }
     # An attempt to write over another organisation's record id writes a record of one's own.
     assert (

@@ -108,6 +108,7 @@ async def test_organisations_stay_apart(client, admin, other_admin) -> None:  # 
         "deleted_memories": 0,
         "deleted_messages": 0,
         "deleted_memory_containers": 0,
+        "deleted_ml_documents": 0,
     }
     assert (await search(client, admin, q="charged twice"))["data"] == []
     assert len((await search(client, other_admin, q="charged twice"))["data"]) == 2

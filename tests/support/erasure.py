@@ -13,6 +13,7 @@ NOTHING = {
     "deleted_memories": 0,
     "deleted_messages": 0,
     "deleted_memory_containers": 0,
+    "deleted_ml_documents": 0,
 }
 
 
@@ -126,6 +127,7 @@ async def erasure_scenario(client, admin, alice, bob, alice_elsewhere) -> None:
         "deleted_memories": 2,
         "deleted_messages": 3,
         "deleted_memory_containers": 2,
+        "deleted_ml_documents": 0,
     }
     assert await messages_of(client, alice, alices) is None
     assert await messages_of(client, alice, alices_second) is None
@@ -152,6 +154,7 @@ async def erasure_scenario(client, admin, alice, bob, alice_elsewhere) -> None:
         "deleted_memories": 1,
         "deleted_messages": 1,
         "deleted_memory_containers": 1,
+        "deleted_ml_documents": 0,
     }
     assert await messages_of(client, bob, bobs) is None
     assert await working_memories(client, bob, bobs_agent) is None

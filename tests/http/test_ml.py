@@ -7,7 +7,7 @@ through the real connector code; the built-in model is the test embedder double.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
+import json
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,9 @@ import pytest
 from aiohttp import web
 
 from memory_plugin.app import create_app
+from memory_plugin.auth import Principal
+from memory_plugin.ml.routes import ML as ML_SERVICE
+from memory_plugin.ml.stores.base import KINDS
 from tests.support.scripted_openai import ScriptedOpenAI, embedding_of
 
 ML = "/_plugins/_ml"
@@ -123,16 +126,17 @@ async def test_the_documented_flow_calls_the_remote_model_with_its_owners_key(ml
     assert sent.body == {"model": "gpt-4o-mini", "messages": messages}
 
 
-async def test_credentials_are_sealed_at_rest_and_never_shown(ml, alice, openai, settings):
+async def test_credentials_are_sealed_at_rest_and_never_shown(ml, alice, openai):
     connector_id, model_id = await remote_model(ml, alice, chat_connector(openai.url, "sk-very-secret"))
     inline = {"name": "inline", "function_name": "remote", "connector": chat_connector(openai.url, "sk-inline-secret")}
     inline_id = (await call(ml, alice, "POST", "/models/_register", inline))["model_id"]
     for path in (f"/connectors/{connector_id}", f"/models/{inline_id}", "/connectors/_search", "/models/_search"):
         text = await (await ml.get(ML + path, headers=alice.headers)).text()
         assert "-secret" not in text and '"credential"' not in text, path
-    stored = sqlite3.connect(settings.data_dir / "ml.sqlite3").execute("SELECT source FROM documents").fetchall()
-    assert stored and not any("-secret" in row[0] for row in stored)
-    assert any('"openAI_key": "v1:' in row[0] for row in stored)
+    owner = Principal(alice.organization_id, alice.user_id)
+    stored = [json.dumps(d.source) for kind in KINDS for d in await ml.app[ML_SERVICE].store.all(kind, owner)]
+    assert len(stored) == 7 and not any("-secret" in text for text in stored)  # a connector; 2 models, groups, tasks
+    assert sum('"openAI_key": "v1:' in text for text in stored) == 2
     # the inline connector's key still works: it is opened only for the call
     parameters = {"parameters": {"messages": [{"role": "user", "content": "x"}]}}
     await call(ml, alice, "POST", f"/models/{inline_id}/_predict", parameters)

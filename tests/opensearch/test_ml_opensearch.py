@@ -1,0 +1,69 @@
+"""Connectors, models and predict with the home region on a real OpenSearch cluster (2.19.1).
+
+The whole ML HTTP suite (``tests/http/test_ml.py``) runs again here, in process, with an
+``ml`` app whose home region is an ``OpenSearchRegion``: the star import brings its tests
+into this module, and the fixtures below override theirs.  Then what only a shared cluster
+shows: two stores (two processes) agree on one master key, a create never overwrites,
+and of two writers at one version exactly one wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from memory_plugin.app import create_app
+from memory_plugin.auth import Principal
+from memory_plugin.ml.stores.base import StoreConflict
+from memory_plugin.ml.stores.opensearch import OpenSearchMLStore
+from memory_plugin.settings import OpenSearchRegion
+from tests.http.test_ml import *  # noqa: F401,F403  (re-run the ML suite here)
+from tests.http.test_ml import LOOPBACK
+
+pytestmark = [pytest.mark.opensearch]
+
+
+@pytest.fixture
+def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
+    prefix = f"mp-ml-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    opensearch_nodes[0].request("DELETE", f"/{prefix}-*")
+
+
+@pytest.fixture
+def settings(settings, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
+    return settings.replace(regions={"USA": region}, home_region="USA")
+
+
+@pytest.fixture
+async def ml(aiohttp_client, settings, embedder, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
+    trusting = settings.replace(ml_trusted_endpoints_regex=(LOOPBACK,), ml_allow_private_addresses=True)
+    return await aiohttp_client(create_app(trusting, embedder=embedder))
+
+
+async def test_processes_share_one_master_key_and_decide_writes_in_opensearch(opensearch_nodes, index_prefix):
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
+    first, second = OpenSearchMLStore(region), OpenSearchMLStore(region)
+    await asyncio.gather(first.open(), second.open())
+    try:
+        keys = await asyncio.gather(first.master_key(b"a" * 32), second.master_key(b"b" * 32))
+        assert keys[0] == keys[1] and keys[0] in (b"a" * 32, b"b" * 32)
+        owner, stranger = Principal("org", "u"), Principal("org", "v")
+        await first.create("model", owner, "m1", {"n": 0})
+        with pytest.raises(StoreConflict):
+            await second.create("model", owner, "m1", {"n": 99})
+        read = await second.get("model", owner, "m1")
+        assert read is not None and read.source == {"n": 0}
+        assert await first.get("model", stranger, "m1") is None
+        assert not await first.delete("model", stranger, "m1")
+        wins = await asyncio.gather(*(s.replace("model", owner, read, {"n": i}) for i, s in enumerate((first, second))))
+        assert sorted(wins) == [False, True]
+        after = await first.get("model", owner, "m1")
+        assert after is not None and after.source == {"n": wins.index(True)}
+        assert [d.id for d in await second.all("model", owner)] == ["m1"] and await second.all("model", stranger) == []
+        assert await first.erase(owner) == 1 and await second.get("model", owner, "m1") is None
+    finally:
+        await asyncio.gather(first.close(), second.close())

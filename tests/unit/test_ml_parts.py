@@ -1,0 +1,93 @@
+"""The ml pieces on their own: the SQLite store's rules, sealed credentials, connector templates."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from memory_plugin.auth import Principal
+from memory_plugin.errors import InvalidArgument
+from memory_plugin.ml.connectors import fill, masked, prepare
+from memory_plugin.ml.remote import literal_private_host, private
+from memory_plugin.ml.requests import Action
+from memory_plugin.ml.secrets import SecretBox, new_master_key
+from memory_plugin.ml.stores.base import StoreConflict
+from memory_plugin.ml.stores.sqlite import MASTER_KEY_FILE, SqliteMLStore
+
+
+async def test_sqlite_store_creates_once_replaces_at_a_version_and_keeps_owners_apart(tmp_path):
+    store = SqliteMLStore(tmp_path / "ml.sqlite3")
+    await store.open()
+    try:
+        owner, stranger = Principal("org", "u"), Principal("org", "v")
+        await store.create("connector", owner, "c1", {"n": 0})
+        with pytest.raises(StoreConflict):
+            await store.create("connector", stranger, "c1", {"n": 1})
+        read = await store.get("connector", owner, "c1")
+        assert read is not None and await store.get("connector", stranger, "c1") is None
+        wins = await asyncio.gather(*(store.replace("connector", owner, read, {"n": i}) for i in (1, 2)))
+        assert sorted(wins) == [False, True]
+        assert not await store.delete("connector", stranger, "c1")
+        assert await store.erase(owner) == 1 and await store.all("connector", owner) == []
+        key = await store.master_key(b"k" * 32)
+        assert key == b"k" * 32 and await store.master_key(b"other" * 8) == key
+        assert os.stat(tmp_path / MASTER_KEY_FILE).st_mode & 0o777 == 0o600
+    finally:
+        await store.close()
+
+
+def test_a_sealed_credential_opens_only_in_its_own_context_and_under_its_key():
+    box = SecretBox(new_master_key())
+    sealed = box.seal("sk-secret", "org\x00alice\x00c1")
+    assert "sk-secret" not in sealed and sealed != box.seal("sk-secret", "org\x00alice\x00c1")  # fresh nonce
+    assert box.open(sealed, "org\x00alice\x00c1") == "sk-secret"
+    with pytest.raises(ValueError):
+        box.open(sealed, "org\x00bob\x00c1")  # copied into another owner's connector
+    with pytest.raises(ValueError):
+        SecretBox(new_master_key()).open(sealed, "org\x00alice\x00c1")
+
+
+def test_templates_fill_what_they_can_and_mask_credentials_in_messages():
+    parameters = {"model": "m", "x": "1"}
+    assert fill("${parameters.model}/${parameters.none:-d}/${parameters.gone}", parameters) == "m/d/${parameters.gone}"
+    assert fill("${credential.k}", {}, {"k": "s"}) == "s"
+    assert masked('{"k": "${credential.k}", "m": "${parameters.model}"}', parameters) == '{"k": "*****", "m": "m"}'
+    action = Action(
+        "PREDICT", "post", "http://h/${parameters.model}", {"A": "${credential.k}"}, '{"v": ${parameters.x}}'
+    )
+    request = prepare(action, parameters, {"k": "s"}, None)
+    assert (request.method, request.url, request.headers, request.body) == (
+        "POST",
+        "http://h/m",
+        {"A": "s"},
+        '{"v": 1}',
+    )
+    nullable = Action("PREDICT", "POST", "http://h", None, '{"stop": "${parameters.stop:-null}"}')
+    assert prepare(nullable, {}, {}, None).body == '{"stop": null}'
+    with pytest.raises(InvalidArgument, match=r"Invalid payload: \{\"v\": \$\{parameters.y\}\}"):
+        prepare(Action("PREDICT", "POST", "http://h", None, '{"v": ${parameters.y}}'), {}, {}, None)
+
+
+@pytest.mark.parametrize(
+    "address, refused",
+    [
+        ("127.0.0.1", True),
+        ("10.1.2.3", True),
+        ("169.254.169.254", True),  # cloud metadata
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("fd00::1", True),
+        ("0.0.0.0", True),
+        ("8.8.8.8", False),
+        ("2606:4700:4700::1111", False),
+    ],
+)
+def test_private_addresses(address, refused):
+    assert private(address) is refused
+
+
+def test_literal_private_hosts_in_urls():
+    assert literal_private_host("http://127.0.0.1:9/x") and literal_private_host("http://[::1]:9/x")
+    assert not literal_private_host("https://api.openai.com/v1") and not literal_private_host("not a url")

@@ -438,6 +438,11 @@ class MLService:
         else:
             connector = (await self._connector(owner, model["connector_id"])).source
             context = _context(owner, model["connector_id"])
+        if connector.get("protocol") == "aws_sigv4":
+            raise InvalidArgument(
+                "calling an aws_sigv4 connector is not supported here yet: it is stored, and http connectors are called",
+                parameter="protocol",
+            )
         actions = [parse_action(a, "actions") for a in connector.get("actions", [])]
         action = next((a for a in actions if a.action_type == "PREDICT"), None)
         if action is None:

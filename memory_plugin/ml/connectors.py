@@ -143,24 +143,41 @@ class Prepared:
     body: str | None
 
 
+def escaped(value: str) -> str:
+    """``escapeRemoteInferenceInputData``: a predict parameter that is not a JSON object or array is
+    JSON-escaped (Apache commons-text's ``escapeJson``), so that ``"${parameters.x}"`` stays a string."""
+    if value.lstrip().startswith(("{", "[")):
+        try:
+            json.loads(value)
+            return value
+        except ValueError:
+            pass
+    return json.dumps(value)[1:-1].replace("/", "\\/")
+
+
 def prepare(
     action: Action,
-    parameters: Mapping[str, str],
+    connector_parameters: Mapping[str, str],
+    call_parameters: Mapping[str, str] | None,
     credential: Mapping[str, str],
     text_docs: Sequence[str] | None,
 ) -> Prepared:
-    """The request ``action`` makes for these parameters (``createPayload``), checked as ml-commons checks it."""
-    parameters = dict(parameters)
+    """The request ``action`` makes (``preparePayloadAndInvoke``): the connector's parameters, then the
+    call's (escaped), then what the pre-process function makes of ``text_docs``, the call's again on top."""
+    given = {key: escaped(value) for key, value in (call_parameters or {}).items()}
+    parameters = {**connector_parameters, **given}
     if text_docs is not None:
         function = action.pre_process_function
-        if function is None or function in PRE_PROCESS:
-            parameters.update(PRE_PROCESS.get(function or "", _docs_as_input)(text_docs))
-        else:
+        if function is None:
+            raise InvalidArgument("pre_process_function not defined in connector", parameter="pre_process_function")
+        if function not in PRE_PROCESS:
             raise InvalidArgument(
                 f"pre_process_function [{function}] is a script; only the built-in functions "
                 f"{sorted(PRE_PROCESS)} are run here",
                 parameter="pre_process_function",
             )
+        parameters.update({key: escaped(value) for key, value in PRE_PROCESS[function](text_docs).items()})
+        parameters.update(given)
     body = None
     if action.request_body is not None:
         template = re.sub(r'"\$\{parameters\.(\w+):-null\}"', _null_default(parameters), action.request_body)
@@ -171,9 +188,16 @@ def prepare(
             raise InvalidArgument(
                 f"Invalid payload: {masked(template, parameters)}", parameter="request_body"
             ) from None
+        unfilled = re.findall(r"\$\{parameters\.([^}]+)\}", body)
+        if unfilled:
+            raise InvalidArgument(
+                "Some parameter placeholder not filled in payload: " + ", ".join(unfilled), parameter="parameters"
+            )
     elif "http_body" in parameters:
         body = parameters["http_body"]
-    headers = {name: fill(value, parameters, credential) for name, value in (action.headers or {}).items()}
+    # ml-commons fills headers once per connector (``createDecryptedHeaders``): credentials and the
+    # connector's own parameters, never those of the predict call
+    headers = {name: fill(value, connector_parameters, credential) for name, value in (action.headers or {}).items()}
     return Prepared(action.method.upper(), fill(action.url, parameters, credential), headers, body)
 
 

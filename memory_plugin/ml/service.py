@@ -449,7 +449,7 @@ class MLService:
             raise InvalidArgument("no predict action found", parameter="actions")
         parameters = {**connector.get("parameters", {}), **(request.parameters or {})}
         credential = {key: self.box.open(value, context) for key, value in connector.get("credential", {}).items()}
-        prepared = prepare(action, parameters, credential, request.text_docs)
+        prepared = prepare(action, connector.get("parameters", {}), request.parameters, credential, request.text_docs)
         if not trusted(prepared.url, self.settings.trusted_endpoints):  # parameters given now may move it
             raise InvalidArgument(
                 "Connector URL is not matching the trusted connector endpoint regex, URL is: "

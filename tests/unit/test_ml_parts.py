@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 
 import pytest
@@ -57,7 +58,7 @@ def test_templates_fill_what_they_can_and_mask_credentials_in_messages():
     action = Action(
         "PREDICT", "post", "http://h/${parameters.model}", {"A": "${credential.k}"}, '{"v": ${parameters.x}}'
     )
-    request = prepare(action, parameters, {"k": "s"}, None)
+    request = prepare(action, parameters, None, {"k": "s"}, None)
     assert (request.method, request.url, request.headers, request.body) == (
         "POST",
         "http://h/m",
@@ -65,9 +66,17 @@ def test_templates_fill_what_they_can_and_mask_credentials_in_messages():
         '{"v": 1}',
     )
     nullable = Action("PREDICT", "POST", "http://h", None, '{"stop": "${parameters.stop:-null}"}')
-    assert prepare(nullable, {}, {}, None).body == '{"stop": null}'
+    assert prepare(nullable, {}, None, {}, None).body == '{"stop": null}'
     with pytest.raises(InvalidArgument, match=r"Invalid payload: \{\"v\": \$\{parameters.y\}\}"):
-        prepare(Action("PREDICT", "POST", "http://h", None, '{"v": ${parameters.y}}'), {}, {}, None)
+        prepare(Action("PREDICT", "POST", "http://h", None, '{"v": ${parameters.y}}'), {}, None, {}, None)
+    with pytest.raises(InvalidArgument, match="Some parameter placeholder not filled in payload: y, z"):
+        prepare(
+            Action("PREDICT", "POST", "http://h", None, '{"v": "${parameters.y}${parameters.z}"}'), {}, None, {}, None
+        )
+    # a call's text parameter is escaped into the template's string; headers see the connector's parameters only
+    quoting = Action("PREDICT", "POST", "http://h", {"X": "${parameters.m}"}, '{"q": "${parameters.m}"}')
+    request = prepare(quoting, {"m": "own"}, {"m": 'say "hi"'}, {}, None)
+    assert json.loads(request.body or "") == {"q": 'say "hi"'} and request.headers == {"X": "own"}
 
 
 @pytest.mark.parametrize(

@@ -137,6 +137,7 @@ async def open_services(
         agentic = await stack.enter_async_context(open_agentic(settings, batcher, metrics))
         histories.containers = agentic
         described = model.describe() if isinstance(model, Embedder) else {"name": type(model).__name__}
-        ml = await stack.enter_async_context(open_ml(settings, batcher, described))
+        ml = await stack.enter_async_context(open_ml(settings, batcher, described, metrics))
         histories.models = ml
+        agentic.models = ml
         yield Services(memory, histories, agentic, ml, bridge, described)

@@ -126,6 +126,10 @@ class Settings:
     ml_allow_private_addresses: bool = False
     #: Seconds one connector call may take, from connecting to the last byte of the answer.
     ml_connector_timeout: float = 30.0
+    #: Per organisation and server process: remote model calls (predict, agentic infer) a minute, and at
+    #: once; past either, a call is a 429.  0 is no limit.
+    ml_org_calls_per_minute: int = 600
+    ml_org_concurrent_calls: int = 16
 
     @property
     def resolved_keys_file(self) -> Path:
@@ -173,6 +177,8 @@ _SCALARS: dict[str, type] = {
     "ml_trusted_endpoints_regex": tuple,
     "ml_allow_private_addresses": bool,
     "ml_connector_timeout": float,
+    "ml_org_calls_per_minute": int,
+    "ml_org_concurrent_calls": int,
 }
 
 
@@ -253,6 +259,10 @@ def load_settings(
     for name in ("body_read_timeout", "idle_timeout", "bridge_retry_max_seconds", "ml_connector_timeout"):
         if not getattr(settings, name) > 0:
             raise ValueError(f"setting {name!r} must be a positive number of seconds")
+    if settings.ml_org_calls_per_minute < 0 or settings.ml_org_concurrent_calls < 0:
+        raise ValueError(
+            "settings 'ml_org_calls_per_minute' and 'ml_org_concurrent_calls' must be 0 (no limit) or more"
+        )
     if settings.page_cache_mb < 0:
         raise ValueError("setting 'page_cache_mb' must be 0 (keep no pages) or more megabytes")
     if not 1 <= settings.bridge_batch_size <= 100:

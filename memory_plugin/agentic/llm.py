@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any, Protocol
 
+from memory_plugin.auth import Principal
+
 DEFAULT_RESULT_PATH = "$.choices[0].message.content"
 _PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]")
 
@@ -26,6 +28,14 @@ class ChatModel(Protocol):
     async def complete(self, system_prompt: str, user_prompt: str) -> dict[str, Any]: ...
 
     async def close(self) -> None: ...
+
+
+class RegisteredModels(Protocol):
+    """The owner's registered remote models (the ml service): a container's ``llm_id`` names one."""
+
+    async def chat_model(self, owner: Principal, model_id: str) -> ChatModel | None:
+        """The owner's remote model ``model_id``, or None when they registered none by that id."""
+        ...
 
 
 def read_path(document: Any, path: str) -> Any:

@@ -40,7 +40,14 @@ from memory_plugin.agentic.errors import (
     StatusNotFound,
     UpstreamFailed,
 )
-from memory_plugin.agentic.llm import DEFAULT_RESULT_PATH, ChatModel, LLMError, first_json_object, read_path
+from memory_plugin.agentic.llm import (
+    DEFAULT_RESULT_PATH,
+    ChatModel,
+    LLMError,
+    RegisteredModels,
+    first_json_object,
+    read_path,
+)
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.models import (
     BUMPS,
@@ -101,7 +108,8 @@ DISABLED = (
 )
 NO_LLM = (
     "infer=true needs an LLM connector, and none is configured: set agentic_llm_url "
-    "(MEMORY_PLUGIN_AGENTIC_LLM_URL) to an OpenAI-compatible chat completions endpoint"
+    "(MEMORY_PLUGIN_AGENTIC_LLM_URL) to an OpenAI-compatible chat completions endpoint, or register a "
+    "remote model (/_plugins/_ml/models/_register) and name it as the container's llm_id"
 )
 SHARDS = {"total": 2, "successful": 1, "failed": 0}
 EMBED_BATCH = 64
@@ -229,6 +237,8 @@ class AgenticService:
         self.store = store
         self.embedder = embedder
         self.llm = llm
+        #: Set by ``open_services``: a container's ``llm_id`` that names the owner's registered model calls it.
+        self.models: RegisteredModels | None = None
         self.enabled = enabled
         self.retention_enabled = retention_enabled
         self.metrics = metrics or AgenticMetrics()
@@ -417,7 +427,7 @@ class AgenticService:
             raise InvalidArgument(
                 "infer=true requires llm_model_id to be configured in memory storage", parameter="infer"
             )
-        if infer and self.llm is None:
+        if infer and await self._chat(owner, config.get("llm_id")) is None:
             raise InvalidArgument(NO_LLM, parameter="infer")
         namespace = string_map(body, "namespace") or {}
         if "session_id" in namespace:
@@ -494,7 +504,8 @@ class AgenticService:
             return SessionWrite(namespace["session_id"], doc, touched_time=created)
         if payload_type != "conversational" or not config.get("llm_id"):
             return None
-        summary = await self._summarise(messages or [], parameters) if self.llm is not None and messages else None
+        chat = await self._chat(owner, config.get("llm_id"))
+        summary = await self._summarise(chat, messages or [], parameters) if chat is not None and messages else None
         session_id = new_id()
         doc = {**base, **({"summary": summary} if summary else {})}
         if namespace:
@@ -504,15 +515,23 @@ class AgenticService:
         namespace["session_id"] = session_id
         return SessionWrite(session_id, doc)
 
-    async def _summarise(self, messages: list[dict[str, Any]], parameters: Mapping[str, Any]) -> str:
-        assert self.llm is not None
+    async def _chat(self, owner: Principal, llm_id: Any) -> ChatModel | None:
+        """The model an ``llm_id`` names: the owner's registered remote model of that id, called with their
+        connector and key; else the operator's default LLM (``agentic_llm_url``), or None without one."""
+        if self.models is not None and isinstance(llm_id, str) and llm_id:
+            registered = await self.models.chat_model(owner, llm_id)
+            if registered is not None:
+                return registered
+        return self.llm
+
+    async def _summarise(self, chat: ChatModel, messages: list[dict[str, Any]], parameters: Mapping[str, Any]) -> str:
         session_parameters = parameters.get("session") if isinstance(parameters.get("session"), dict) else {}
         words = session_parameters.get("max_summary_size", 10) if session_parameters else 10
         if not isinstance(words, int) or isinstance(words, bool) or words < 1:
             words = 10
         path = parameters.get("llm_result_path") if isinstance(parameters.get("llm_result_path"), str) else None
         try:
-            answer = await self.llm.complete(
+            answer = await chat.complete(
                 prompts.SUMMARY_SYSTEM.format(words=words), prompts.summary_user_prompt(messages, words)
             )
             summary = read_path(answer, path or DEFAULT_RESULT_PATH)
@@ -827,10 +846,12 @@ class AgenticService:
         if changes:
             self._embed_wakeup.set()
 
-    async def _llm_json(self, system_prompt: str, user_prompt: str, path: str) -> dict[str, Any]:
-        if self.llm is None:
+    async def _llm_json(
+        self, chat: ChatModel | None, system_prompt: str, user_prompt: str, path: str
+    ) -> dict[str, Any]:
+        if chat is None:
             raise LLMError(NO_LLM)
-        answer = await self.llm.complete(system_prompt, user_prompt)
+        answer = await chat.complete(system_prompt, user_prompt)
         return first_json_object(read_path(answer, path))
 
     async def _run_strategy(
@@ -845,7 +866,11 @@ class AgenticService:
         system_prompt = strategy_config.get("system_prompt") or prompts.EXTRACTION[strategy["type"]]
         if strategy_config.get("system_prompt") and not prompts.custom_prompt_usable(system_prompt):
             raise LLMError('The strategy system_prompt must ask for JSON with a "facts" array')
-        extracted = await self._llm_json(system_prompt, prompts.extraction_user_prompt(job.request["messages"]), path)
+        # AGENTIC.md 6: the strategy's own llm_id, else the container's
+        chat = await self._chat(job.owner, strategy_config.get("llm_id") or config.get("llm_id"))
+        extracted = await self._llm_json(
+            chat, system_prompt, prompts.extraction_user_prompt(job.request["messages"]), path
+        )
         facts = extracted.get("facts")
         if not isinstance(facts, list) or not all(isinstance(fact, str) for fact in facts):
             raise LLMError('The LLM answer has no "facts" array of strings')
@@ -868,7 +893,7 @@ class AgenticService:
         if not old:
             return [self._add(job, strategy, scope, fact, now) for fact in facts]
         old_memory = [{"id": key, "text": memory, "score": round(score, 6)} for key, (memory, score) in old.items()]
-        decided = await self._llm_json(prompts.DECISION, prompts.decision_user_prompt(old_memory, facts), path)
+        decided = await self._llm_json(chat, prompts.DECISION, prompts.decision_user_prompt(old_memory, facts), path)
         decisions = decided.get("memory_decision")
         if not isinstance(decisions, list):
             raise LLMError('The LLM answer has no "memory_decision" array')

@@ -74,6 +74,7 @@ def _cohere_input(docs: Sequence[str]) -> dict[str, str]:
     return {"texts": json.dumps(list(docs), ensure_ascii=False)}
 
 
+DEFAULT_PRE_PROCESS = "connector.pre_process.default.embedding"
 PRE_PROCESS: dict[str, Callable[[Sequence[str]], dict[str, str]]] = {
     "connector.pre_process.openai.embedding": _docs_as_input,
     "connector.pre_process.default.embedding": _docs_as_input,
@@ -167,9 +168,7 @@ def prepare(
     given = {key: escaped(value) for key, value in (call_parameters or {}).items()}
     parameters = {**connector_parameters, **given}
     if text_docs is not None:
-        function = action.pre_process_function
-        if function is None:
-            raise InvalidArgument("pre_process_function not defined in connector", parameter="pre_process_function")
+        function = action.pre_process_function or DEFAULT_PRE_PROCESS  # ml-commons' default for text_docs
         if function not in PRE_PROCESS:
             raise InvalidArgument(
                 f"pre_process_function [{function}] is a script; only the built-in functions "

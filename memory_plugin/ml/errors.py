@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from memory_plugin.errors import InvalidArgument, ServiceError
 
 
@@ -32,6 +34,18 @@ class WrongType(InvalidArgument):
 
 
 class ParsingError(InvalidArgument):
-    """OpenSearch's ``parsing_exception``: a token other than the one expected."""
+    """OpenSearch's ``parsing_exception``: a token other than the one expected, where it stands in the body."""
 
     type = "parsing_exception"
+
+    def __init__(self, reason: str, *, at: tuple[int, int] | None = None, parameter: str | None = None) -> None:
+        super().__init__(reason, parameter=parameter)
+        self.at = at
+
+    def opensearch_body(self) -> dict[str, Any]:
+        body = super().opensearch_body()
+        if self.at is not None:
+            line, col = self.at
+            body["error"]["root_cause"][0].update(line=line, col=col)
+            body["error"].update(line=line, col=col)
+        return body

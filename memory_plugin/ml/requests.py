@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
-from memory_plugin.jackson import syntax_error
+from memory_plugin.jackson import JsonSyntaxError, Lexer, Token, syntax_error
 from memory_plugin.ml.errors import ParsingError, WrongType
 
 PROTOCOLS = ("http", "aws_sigv4")
@@ -149,7 +149,9 @@ def parse_connector_input(body: Any, *, update: bool = False) -> ConnectorInput:
         elif key == "actions":
             if not isinstance(value, list):
                 raise ParsingError(
-                    f"Failed to parse object: expecting token of type [START_ARRAY] but found [{token_of(value)}]"
+                    f"Failed to parse object: expecting token of type [START_ARRAY] but found [{token_of(value)}]",
+                    at=value_position(body, key),
+                    parameter=key,
                 )
             if len(value) > MAX_ACTIONS:
                 raise InvalidArgument(f"[actions] has more than {MAX_ACTIONS} entries", parameter="actions")
@@ -208,9 +210,7 @@ def parse_register_input(body: Any, *, deploy: bool) -> RegisterInput:
     text = {key: java_text(body[key], key) for key in _REGISTER_TEXT if key in body}
     function_name = text.get("function_name", "TEXT_EMBEDDING").upper()
     if function_name not in FUNCTION_NAMES:
-        raise InvalidArgument(
-            f"No enum constant org.opensearch.ml.common.FunctionName.{function_name}", parameter="function_name"
-        )
+        raise InvalidArgument("Wrong function name", parameter="function_name")
     connector = body.get("connector")
     if connector is not None and not isinstance(connector, dict):
         raise WrongType(f"[connector] must be an object, found [{token_of(connector)}]", parameter="connector")
@@ -290,12 +290,44 @@ def merged(base: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str
     return {**base, **(extra or {})}
 
 
+class JsonObject(dict[str, Any]):
+    """A parsed request body that remembers its bytes, for errors that name a line and column."""
+
+    raw: bytes = b""
+
+
+def value_position(body: Any, key: str) -> tuple[int, int] | None:
+    """Where the value of the top-level ``key`` starts in the body (line, column), as OpenSearch reports it."""
+    raw = getattr(body, "raw", b"")
+    if not raw:
+        return None
+    lexer = Lexer(raw)
+    try:
+        if lexer.next_token() is not Token.START_OBJECT:
+            return None
+        while lexer.next_token() is Token.FIELD_NAME:
+            name = lexer.name
+            lexer.next_token()
+            if name == key:
+                return lexer.token_start
+            lexer.skip_children()
+            if lexer.token is Token.VALUE_STRING:
+                lexer.string_value()
+    except JsonSyntaxError:
+        return None
+    return None
+
+
 def parse_body(raw: bytes) -> Any:
     """A request body as JSON (None when empty); one that does not parse gets Jackson's error, as the real node's."""
     if not raw.strip():
         return None
     try:
-        return json.loads(raw, parse_constant=_no_constant)
+        value = json.loads(raw, parse_constant=_no_constant)
+        if isinstance(value, dict):
+            value = JsonObject(value)
+            value.raw = raw
+        return value
     except (ValueError, RecursionError):
         pass
     error = syntax_error(raw)

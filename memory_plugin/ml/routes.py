@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, ParseFailure
 from memory_plugin.ml.requests import parse_body
 from memory_plugin.ml.service import MLService
 from memory_plugin.web import PARSE_IN_THREAD_BYTES, SEARCH_PARAMS, check_params, json_response, principal_of, read_body
@@ -36,6 +36,15 @@ async def _search_body(request: web.Request) -> Any:
     body = await _body(request)
     if body is None and "source" in request.query:
         body = parse_body(request.query["source"].encode("utf-8", "surrogatepass"))
+    if body is None:
+        raise ParseFailure("request body or source parameter is required")
+    return body
+
+
+async def _required_body(request: web.Request) -> Any:
+    body = await _body(request)
+    if body is None:
+        raise ParseFailure("request body is required")
     return body
 
 
@@ -97,7 +106,7 @@ async def register_model(request: web.Request) -> web.Response:
     deploy = request.query.get("deploy", "false")
     if deploy not in ("true", "false", ""):
         raise InvalidArgument(f"Failed to parse value [{deploy}] as only [true] or [false] are allowed.")
-    return await _answer(request, MLService.register, body=_body, params=("deploy",), deploy=deploy != "false")
+    return await _answer(request, MLService.register, body=_required_body, params=("deploy",), deploy=deploy != "false")
 
 
 @routes.route("*", MODELS + "/_search")
@@ -128,7 +137,7 @@ async def undeploy_model(request: web.Request) -> web.Response:
 
 @routes.post(MODELS + "/{model_id}/_predict")
 async def predict(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.predict, ("model_id",), _body)
+    return await _answer(request, MLService.predict, ("model_id",), _required_body)
 
 
 @routes.post(BASE + "/_predict/{algorithm}/{model_id}")
@@ -138,7 +147,7 @@ async def predict_by_algorithm(request: web.Request) -> web.Response:
         raise InvalidArgument(
             f"predict by algorithm is served for text_embedding here, not [{algorithm}]", parameter="algorithm"
         )
-    return await _answer(request, MLService.predict, ("model_id",), _body, text_embedding=True)
+    return await _answer(request, MLService.predict, ("model_id",), _required_body, text_embedding=True)
 
 
 @routes.get(BASE + "/tasks/{task_id}")

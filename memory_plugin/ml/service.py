@@ -11,6 +11,7 @@ already ``COMPLETED`` when the caller reads them.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,10 +22,13 @@ import numpy as np
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.dsl.execute import bounded, execute, search_response
+from memory_plugin.dsl.mapping import DATE, FLAT_OBJECT, KEYWORD, LONG, TEXT, Fields
 from memory_plugin.dsl.parse import parse_search
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, ServiceError
+from memory_plugin.ml.budget import CallBudget, Throttled
 from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
 from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
+from memory_plugin.ml.metrics import MLMetrics
 from memory_plugin.ml.remote import RemoteCaller, error_of
 from memory_plugin.ml.requests import (
     ConnectorInput,
@@ -42,6 +46,8 @@ from memory_plugin.ml.stores.base import Kind, MLStore, Stored
 CONNECTOR_INDEX = ".plugins-ml-connector"
 MODEL_INDEX = ".plugins-ml-model"
 MODEL_GROUP_INDEX = ".plugins-ml-model-group"
+#: Writes a document has had since its create, kept in it: what its ``_version`` counts.
+WRITES = "_writes"
 #: The built-in embedding model answers to this id without being registered.
 BUILT_IN = "built-in"
 
@@ -60,6 +66,9 @@ class MLSettings:
     trusted_endpoints: tuple[str, ...]
     allow_private_addresses: bool
     timeout: float
+    #: Per organisation and process: remote calls a minute, and at once (0: no limit).
+    calls_per_minute: int
+    concurrent_calls: int
     #: The names the built-in model registers under (its own, and ``BUILT_IN``).
     built_in_names: tuple[str, ...]
     node_name: str
@@ -123,6 +132,44 @@ TASK_ORDER = (
 )
 
 
+#: ml-commons' index mappings (``index-mappings/ml_connector.json``, ``ml_model.json``), as far as our documents
+#: hold the fields; a field they leave out is mapped dynamically on the real node (text with a keyword).
+CONNECTOR_FIELDS: Fields = {
+    "name": TEXT,
+    "name.keyword": KEYWORD,
+    "version": KEYWORD,
+    "description": TEXT,
+    "protocol": KEYWORD,
+    "parameters": FLAT_OBJECT,
+    "actions": FLAT_OBJECT,
+    "client_config": FLAT_OBJECT,
+    "created_time": DATE,
+    "last_updated_time": DATE,
+}
+MODEL_FIELDS: Fields = {
+    "algorithm": KEYWORD,
+    "name": TEXT,
+    "name.keyword": KEYWORD,
+    "model_version": KEYWORD,
+    "model_group_id": KEYWORD,
+    "description": TEXT,
+    "model_format": KEYWORD,
+    "model_state": KEYWORD,
+    "planning_worker_node_count": LONG,
+    "current_worker_node_count": LONG,
+    "planning_worker_nodes": KEYWORD,
+    "auto_redeploy_retry_times": LONG,
+    "created_time": DATE,
+    "last_updated_time": DATE,
+    "last_deployed_time": DATE,
+    "last_undeployed_time": DATE,
+    "connector_id": TEXT,
+    "connector_id.keyword": KEYWORD,
+    "connector": FLAT_OBJECT,
+    "model_config": FLAT_OBJECT,
+}
+
+
 def _ordered(source: Mapping[str, Any], order: Sequence[str]) -> dict[str, Any]:
     return {key: source[key] for key in order if key in source}
 
@@ -131,16 +178,30 @@ def connector_view(source: Mapping[str, Any]) -> dict[str, Any]:
     return _ordered(source, CONNECTOR_ORDER)
 
 
-def model_view(source: Mapping[str, Any]) -> dict[str, Any]:
+def _model_source_view(source: Mapping[str, Any]) -> dict[str, Any]:
+    """A model as ``_search`` shows it: its stored fields, the inline connector without its credential."""
     view = _ordered(source, MODEL_ORDER)
     if isinstance(view.get("connector"), Mapping):
         view["connector"] = connector_view(view["connector"])
     return view
 
 
+def model_view(source: Mapping[str, Any]) -> dict[str, Any]:
+    """A model as ``GET`` shows it: ml-commons' ``MLModel.toXContent`` leaves out an empty node list."""
+    view = _model_source_view(source)
+    if view.get("planning_worker_nodes") == []:
+        del view["planning_worker_nodes"]
+    return view
+
+
 class MLService:
     def __init__(
-        self, store: MLStore, embedder: Embeddings, settings: MLSettings, model_info: Mapping[str, Any]
+        self,
+        store: MLStore,
+        embedder: Embeddings,
+        settings: MLSettings,
+        model_info: Mapping[str, Any],
+        metrics: MLMetrics | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -148,6 +209,8 @@ class MLService:
         self.model_info = dict(model_info)
         self.node_id = hashlib.sha256(settings.node_name.encode()).hexdigest()[:22]
         self.remote = RemoteCaller(timeout=settings.timeout, allow_private=settings.allow_private_addresses)
+        self.budget = CallBudget(settings.calls_per_minute, settings.concurrent_calls)
+        self.metrics = metrics or MLMetrics()
         self._box: SecretBox | None = None
 
     async def open(self) -> None:
@@ -225,8 +288,9 @@ class MLService:
                 f"[{', '.join(in_use)}]"
             )
         source["last_updated_time"] = now_millis()
+        source[WRITES] = stored.source.get(WRITES, 0) + 1
         await self._replace("connector", owner, stored, source)
-        return _write_result(CONNECTOR_INDEX, connector_id, stored.version, "updated", refresh=False)
+        return _write_result(CONNECTOR_INDEX, connector_id, _api_version(stored), "updated", refresh=False)
 
     async def delete_connector(self, owner: Principal, connector_id: str) -> dict[str, Any]:
         in_use = [m.id for m in await self.store.all("model", owner) if _uses(m.source, connector_id, deployed=False)]
@@ -236,11 +300,13 @@ class MLService:
                 f"[{', '.join(in_use)}]",
                 409,
             )
-        deleted = await self.store.delete("connector", owner, connector_id)
-        return _write_result(CONNECTOR_INDEX, connector_id, 1, "deleted" if deleted else "not_found", refresh=True)
+        stored = await self.store.get("connector", owner, connector_id)
+        if stored is None or not await self.store.delete("connector", owner, connector_id):
+            return _write_result(CONNECTOR_INDEX, connector_id, 0, "not_found", refresh=True)
+        return _write_result(CONNECTOR_INDEX, connector_id, _api_version(stored), "deleted", refresh=True)
 
     async def search_connectors(self, owner: Principal, body: Any) -> dict[str, Any]:
-        return await self._search(owner, "connector", body, CONNECTOR_INDEX, connector_view)
+        return await self._search(owner, "connector", body, CONNECTOR_INDEX, connector_view, CONNECTOR_FIELDS)
 
     # -- models -------------------------------------------------------------------------
 
@@ -284,7 +350,11 @@ class MLService:
         if found.description is not None:
             source["description"] = found.description
         if found.connector is not None:
-            connector = parse_connector_input(found.connector)
+            if found.connector.get("protocol") is None:  # ``Connector.createConnector`` reads it first
+                raise InvalidArgument("connector protocol is null", parameter="connector.protocol")
+            connector = parse_connector_input(found.connector, update=True)
+            if not connector.credential:
+                raise InvalidArgument("Connector credential is null or empty list", parameter="connector.credential")
             model_key = new_id()
             inline = self._connector_source(owner, model_key, connector)
             inline.pop("created_time", None)
@@ -296,12 +366,20 @@ class MLService:
                 raise NotFound(f"Failed to find connector:{found.connector_id}")
             source["connector_id"] = found.connector_id
         else:
-            raise InvalidArgument("Connector is null or connector id is null", parameter="connector_id")
+            raise InvalidArgument(
+                "You must provide connector content when creating a remote model without connector id!",
+                parameter="connector",
+            )
         return source
 
     async def _model_group(self, owner: Principal, found: RegisterInput) -> tuple[str, str]:
-        """The group a new model joins, and its version there: a named group, or a new one of the model's name."""
-        if found.model_group_id is None:
+        """The group a new model joins, and its version there: the named group, else the owner's group of
+        the model's name, else a new one of that name."""
+        group_id = found.model_group_id
+        if group_id is None:
+            named = [g for g in await self.store.all("model_group", owner) if g.source.get("name") == found.name]
+            group_id = named[0].id if named else None
+        if group_id is None:
             group_id = new_id()
             now = now_millis()
             group = {
@@ -314,16 +392,18 @@ class MLService:
             await self.store.create("model_group", owner, group_id, group)
             return group_id, "1"
         for _ in range(8):  # compare-and-set: concurrent registers into one group get distinct versions
-            stored = await self.store.get("model_group", owner, found.model_group_id)
+            stored = await self.store.get("model_group", owner, group_id)
             if stored is None:
-                raise NotFound("Failed to find model group")
+                raise NotFound("Model group not found")
             version = int(stored.source.get("latest_version", 0)) + 1
             updated = {**stored.source, "latest_version": version, "last_updated_time": now_millis()}
             if await self.store.replace("model_group", owner, stored, updated):
-                return found.model_group_id, str(version)
+                return group_id, str(version)
         raise StatusError("the model group is being written by other requests; try again", 409)
 
-    async def _task(self, owner: Principal, model_id: str, task_type: str, function_name: str) -> str:
+    async def _task(
+        self, owner: Principal, model_id: str, task_type: str, function_name: str, *, is_async: bool = False
+    ) -> str:
         task_id = new_id()
         now = now_millis()
         task = {
@@ -334,7 +414,7 @@ class MLService:
             "worker_node": [self.node_id],
             "create_time": now,
             "last_update_time": now,
-            "is_async": False,
+            "is_async": is_async,
         }
         await self.store.create("task", owner, task_id, task)
         return task_id
@@ -350,6 +430,13 @@ class MLService:
 
     async def deploy(self, owner: Principal, model_id: str) -> dict[str, Any]:
         stored = await self._model(owner, model_id, "Failed to find model")
+        await self._deployed(owner, stored)
+        task_id = await self._task(owner, model_id, "DEPLOY_MODEL", stored.source["algorithm"], is_async=True)
+        return {"task_id": task_id, "task_type": "DEPLOY_MODEL", "status": "COMPLETED"}
+
+    async def _deployed(self, owner: Principal, stored: Stored, *, lenient: bool = False) -> None:
+        """Mark a model deployed: a remote one has nothing to load.  Counted as ml-commons writes it
+        (``DEPLOYING``, then ``DEPLOYED``), so that ``_version`` reads the same."""
         now = now_millis()
         deployed = {
             **stored.source,
@@ -361,24 +448,25 @@ class MLService:
             "current_worker_node_count": 1,
             "planning_worker_nodes": [self.node_id],
             "deploy_to_all_nodes": True,
+            WRITES: stored.source.get(WRITES, 0) + 2,
         }
-        await self._replace("model", owner, stored, deployed)
-        task_id = await self._task(owner, model_id, "DEPLOY_MODEL", stored.source["algorithm"])
-        return {"task_id": task_id, "task_type": "DEPLOY_MODEL", "status": "COMPLETED"}
+        if lenient:  # concurrent first calls all deploy it: one write wins, and the model is deployed either way
+            await self.store.replace("model", owner, stored, deployed)
+        else:
+            await self._replace("model", owner, stored, deployed)
 
     async def undeploy(self, owner: Principal, model_id: str) -> dict[str, Any]:
-        stored = await self.store.get("model", owner, model_id)
-        if stored is None or stored.source.get("model_state") != "DEPLOYED":
-            return {}
-        now = now_millis()
+        stored = await self._model(owner, model_id, "Failed to find model")
+        if stored.source.get("model_state") != "DEPLOYED":
+            return {self.node_id: {"stats": {model_id: "not_found"}}}
         undeployed = {
             **stored.source,
             "model_state": "UNDEPLOYED",
-            "last_updated_time": now,
-            "last_undeployed_time": now,
+            "last_updated_time": now_millis(),
             "planning_worker_node_count": 0,
             "current_worker_node_count": 0,
             "planning_worker_nodes": [],
+            WRITES: stored.source.get(WRITES, 0) + 1,
         }
         await self._replace("model", owner, stored, undeployed)
         return {self.node_id: {"stats": {model_id: "undeployed"}}}
@@ -390,10 +478,10 @@ class MLService:
                 "Model cannot be deleted in deploying or deployed state. Try undeploy model first then delete"
             )
         deleted = await self.store.delete("model", owner, model_id)
-        return _write_result(MODEL_INDEX, model_id, stored.version, "deleted" if deleted else "not_found", True)
+        return _write_result(MODEL_INDEX, model_id, _api_version(stored), "deleted" if deleted else "not_found", True)
 
     async def search_models(self, owner: Principal, body: Any) -> dict[str, Any]:
-        return await self._search(owner, "model", body, MODEL_INDEX, model_view)
+        return await self._search(owner, "model", body, MODEL_INDEX, _model_source_view, MODEL_FIELDS)
 
     async def get_task(self, owner: Principal, task_id: str) -> dict[str, Any]:
         stored = await self.store.get("task", owner, task_id)
@@ -412,8 +500,12 @@ class MLService:
         stored = await self._model(owner, model_id, "Failed to find model")
         if stored.source.get("algorithm") != "REMOTE":
             return await self._embed(request)
-        if text_embedding and request.text_docs is None:
+        if text_embedding and not request.text_docs:
             raise InvalidArgument("Empty text docs", parameter="text_docs")
+        if not text_embedding:  # a remote model's _predict body is ``RemoteInferenceInputDataSet``: parameters only
+            request = PredictInput(request.parameters, None)
+        if stored.source.get("model_state") != "DEPLOYED":  # ml-commons deploys a remote model on first use
+            await self._deployed(owner, stored, lenient=True)
         return {"inference_results": [await self._call_remote(owner, model_id, stored.source, request)]}
 
     async def _embed(self, request: PredictInput) -> dict[str, Any]:
@@ -456,18 +548,38 @@ class MLService:
                 + masked(action.url, parameters),
                 parameter="url",
             )
-        answer = await self.remote.call(prepared)
+        calls = self.metrics.remote_calls
+        try:
+            async with self.budget.spend(owner.organization_id):
+                with self.metrics.remote_seconds.time():
+                    answer = await self.remote.call(prepared)
+        except Throttled:
+            calls.labels(owner.organization_id, "throttled").inc()
+            raise
+        except ServiceError:
+            calls.labels(owner.organization_id, "error").inc()
+            raise
         failure = error_of(answer)
+        calls.labels(owner.organization_id, "error" if failure else "ok").inc()
         if failure is not None:
             raise failure
         return outputs(action, answer.status, answer.body, request.text_docs)
 
+    async def chat_model(self, owner: Principal, model_id: str) -> RemoteChat | None:
+        """``owner``'s remote model ``model_id`` as a chat model (for agentic memory's ``llm_id``), or None."""
+        stored = await self.store.get("model", owner, model_id)
+        if stored is None or stored.source.get("algorithm") != "REMOTE":
+            return None
+        return RemoteChat(self, owner, model_id)
+
     # -- shared -------------------------------------------------------------------------
 
-    async def _search(self, owner: Principal, kind: Kind, body: Any, index: str, view: Any) -> dict[str, Any]:
-        query = parse_search(body)
+    async def _search(
+        self, owner: Principal, kind: Kind, body: Any, index: str, view: Any, fields: Fields
+    ) -> dict[str, Any]:
+        query = parse_search(body, fields=fields)
         started = time.perf_counter()
-        documents = [(s.id, view(s.source), 1) for s in await self.store.all(kind, owner)]
+        documents = [(s.id, view(s.source), _api_version(s)) for s in await self.store.all(kind, owner)]
         results = await bounded(lambda budget: execute(query, documents, budget=budget))
         return search_response(results, int((time.perf_counter() - started) * 1000), index=index)
 
@@ -479,10 +591,46 @@ class MLService:
         return await self.store.erase(Principal(organization_id, user_id))
 
 
+class RemoteChat:
+    """A registered remote model called as ml-commons' agentic memory calls it: ``_predict`` with the
+    parameters ``system_prompt`` and ``user_prompt`` (and ``messages``, the two as an OpenAI chat list, for
+    connectors written for chat completions).  The answer is the remote JSON, as ``dataAsMap`` shows it."""
+
+    def __init__(self, service: MLService, owner: Principal, model_id: str) -> None:
+        self.service, self.owner, self.model_id = service, owner, model_id
+
+    async def complete(self, system_prompt: str, user_prompt: str) -> dict[str, Any]:
+        model = await self.service._model(self.owner, self.model_id, "Failed to find model")  # it may be gone since
+        messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]
+        parameters = {
+            "system_prompt": system_prompt,
+            "user_prompt": user_prompt,
+            "messages": json.dumps(messages, ensure_ascii=False),
+        }
+        result = await self.service._call_remote(
+            self.owner, self.model_id, model.source, PredictInput(parameters, None)
+        )
+        output = result["output"][0] if result.get("output") else {}
+        answer = output.get("dataAsMap")
+        if not isinstance(answer, dict):
+            raise StatusError("the remote model's answer is not a JSON object", 502)
+        return answer
+
+    async def close(self) -> None:
+        """Nothing to close: calls go through the service's client."""
+
+
 def _uses(model: Mapping[str, Any], connector_id: str, *, deployed: bool) -> bool:
     if model.get("connector_id") != connector_id:
         return False
     return not deployed or model.get("model_state") == "DEPLOYED"
+
+
+def _api_version(stored: Stored) -> int:
+    """The ``_version`` the real node shows: one for the create, and one for each write, counting those
+    ml-commons makes of a model in the background (a deploy is two).  Kept in the document, so that it reads
+    the same on both stores (the OpenSearch store's own version packs ``_seq_no``)."""
+    return 1 + int(stored.source.get(WRITES, 0))
 
 
 def _write_result(index: str, doc_id: str, version: int, result: str, refresh: bool) -> dict[str, Any]:

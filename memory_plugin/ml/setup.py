@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+from memory_plugin.metrics import Metrics
+from memory_plugin.ml.metrics import MLMetrics
 from memory_plugin.ml.service import BUILT_IN, Embeddings, MLService, MLSettings
 from memory_plugin.ml.stores.base import MLStore
 from memory_plugin.settings import OpenSearchRegion, Settings
@@ -23,7 +25,9 @@ def ml_store_for(settings: Settings) -> MLStore:
 
 
 @asynccontextmanager
-async def open_ml(settings: Settings, embedder: Embeddings, model: Mapping[str, Any]) -> AsyncIterator[MLService]:
+async def open_ml(
+    settings: Settings, embedder: Embeddings, model: Mapping[str, Any], metrics: Metrics | None = None
+) -> AsyncIterator[MLService]:
     store = ml_store_for(settings)
     await store.open()
     names = tuple(dict.fromkeys(name for name in (str(model.get("name", "")), BUILT_IN) if name))
@@ -34,10 +38,13 @@ async def open_ml(settings: Settings, embedder: Embeddings, model: Mapping[str, 
             trusted_endpoints=settings.ml_trusted_endpoints_regex,
             allow_private_addresses=settings.ml_allow_private_addresses,
             timeout=settings.ml_connector_timeout,
+            calls_per_minute=settings.ml_org_calls_per_minute,
+            concurrent_calls=settings.ml_org_concurrent_calls,
             built_in_names=names,
             node_name=settings.node_name,
         ),
         model,
+        MLMetrics(metrics.registry if metrics else None),
     )
     try:
         await service.open()

@@ -44,6 +44,48 @@ def _mapping_cause_position(d: Difference) -> bool:
     )
 
 
+def _missing_reindex_module(d: Difference) -> bool:
+    """Deleting an unknown model: the judge, built without the reindex module, fails its delete-by-query."""
+    real = d.real_reply.body
+    reason = real.get("error", {}).get("reason", "") if isinstance(real, dict) else ""
+    return (
+        d.real_reply.status == 500
+        and "DeleteByQueryAction" in str(reason)
+        and d.our_reply.status == 404
+        and d.step.startswith("DELETE /_plugins/_ml/models/")
+    )
+
+
+def _background_writes(d: Difference) -> bool:
+    """A model's ``_version``: the real node also counts the writes its own background tasks make of it."""
+    model_write = re.match(r"^(DELETE|PUT) /_plugins/_ml/models/|^(POST|GET) /_plugins/_ml/models/_search", d.step)
+    return (
+        bool(model_write)
+        and bool(re.search(r"(^\$|\._source|\.hits\[\d+\])?\._version$", d.where))
+        and (isinstance(d.real, int) and isinstance(d.ours, int))
+    )
+
+
+def _delete_tombstone(d: Difference) -> bool:
+    """Deleting an id that is not there: the real node's ``_version`` counts its delete tombstones (kept 60 s)."""
+    body = d.our_reply.body
+    return (
+        d.step.startswith("DELETE /_plugins/_ml/")
+        and d.where == "$._version"
+        and isinstance(body, dict)
+        and body.get("result") == "not_found"
+    )
+
+
+def _superseded_statistics(d: Difference) -> bool:
+    """Model search scores: the real node's BM25 statistics still count superseded versions of models it rewrote."""
+    return (
+        d.step.split(" ", 2)[1] == "/_plugins/_ml/models/_search"
+        and bool(re.search(r"(\.max_score|\._score)$", d.where))
+        and all(isinstance(v, float) and v > 0 for v in (d.real, d.ours))
+    )
+
+
 def _user_field(d: Difference) -> bool:
     return d.real is ABSENT and bool(re.search(r"(^\$|\.memories\[\d+\]|\._source)\.user$", d.where))
 
@@ -71,6 +113,34 @@ DEVIATIONS = (
         "Where the real node answers 5xx to a bad request (null, array or object field values, NullPointer and "
         "ClassCast failures), we answer a 400 in the same error format naming the field.",
         _server_error,
+    ),
+    Deviation(
+        "missing-reindex-module",
+        "Deleting a model that does not exist makes ml-commons clean up its chunks with a delete-by-query; the "
+        "judge is built without OpenSearch's reindex module, so it answers 500 'failed to find action "
+        "[...DeleteByQueryAction@<hash>]'.  A full distribution answers 404 'Failed to find model', as we do.",
+        _missing_reindex_module,
+    ),
+    Deviation(
+        "background-writes",
+        "A model's `_version`: ml-commons rewrites a model document from its own background tasks (deploy and "
+        "undeploy state, worker counts, sync-up), so the real node's `_version` counts writes no client made and "
+        "that vary with timing; ours counts the create, each deploy as two writes and each undeploy as one.",
+        _background_writes,
+    ),
+    Deviation(
+        "delete-tombstone",
+        "Deleting an id that is not there: the real node's `_version` counts the delete tombstones it keeps for "
+        "`index.gc_deletes` (60 s), so it depends on the clock; we answer `_version` 1.",
+        _delete_tombstone,
+    ),
+    Deviation(
+        "superseded-statistics",
+        "Model search scores: Lucene's BM25 statistics count the superseded versions of documents until their "
+        "segments merge, and ml-commons rewrites a model on every deploy and undeploy; our statistics count the "
+        "models as they are.  Hits, their order and their sources are compared as ever; scores are positive on "
+        "both sides.",
+        _superseded_statistics,
     ),
     Deviation(
         "user-field",

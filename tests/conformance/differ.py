@@ -3,7 +3,9 @@
 Each side generates its own ids, so the differ keeps one alias table per side:
 the n-th id a side hands out becomes ``<id:n>`` in everything that side says
 afterwards, and an alias in a request path or body is written back as that
-side's own id.  Timestamps become ``<time>``.  Nothing else is normalised,
+side's own id.  Timestamps become ``<time>``: ISO strings anywhere, and the
+epoch milliseconds ml-commons keeps under its ``*_time`` keys (:data:`TIME_KEYS`).
+Node ids (each side has its own node) become ``<node>``.  Nothing else is normalised,
 except the few fields that count work done by *other* callers of a shared
 index (``took``, ``_seq_no``, ``_primary_term``), which are compared by type.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,39 @@ from opensearchpy import AsyncOpenSearch, TransportError
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 ALIAS = re.compile(r"<id:(\d+)>")
 #: Keys whose values hold ids a side generated.
-ID_KEYS = frozenset({"memory_id", "message_id", "conversation_id", "interaction_id", "_id", "parent_message_id"})
+ID_KEYS = frozenset(
+    {
+        "memory_id",
+        "message_id",
+        "conversation_id",
+        "interaction_id",
+        "_id",
+        "parent_message_id",
+        "connector_id",
+        "model_id",
+        "task_id",
+        "model_group_id",
+    }
+)
+#: Keys under which ml-commons keeps a time as epoch milliseconds (connectors, models, model groups, tasks).
+TIME_KEYS = frozenset(
+    {
+        "created_time",
+        "last_updated_time",
+        "create_time",
+        "last_update_time",
+        "updated_time",
+        "last_registered_time",
+        "last_deployed_time",
+        "last_undeployed_time",
+        "last_loaded_time",
+        "last_unloaded_time",
+        "last_uploaded_time",
+    }
+)
+#: Keys whose values are node ids (a string or a list of them): each side's own node, so ``<node>``.
+NODE_KEYS = frozenset({"worker_node", "planning_worker_nodes", "node_id"})
+NODE = "<node>"
 #: Counters of a shared index: their value depends on everyone's writes, their type does not.
 TYPE_ONLY_KEYS = frozenset({"took", "_seq_no", "_primary_term", "node"})
 #: The real node lists a 405's allowed methods from a hash set, in no fixed order.
@@ -54,6 +88,8 @@ class Side:
     base_url: str
     headers: Mapping[str, str]
     ids: list[str] = field(default_factory=list)
+    #: Node ids this side has named (in a task's ``worker_node``, or as the key of an undeploy answer).
+    nodes: set[str] = field(default_factory=set)
     _client: AsyncOpenSearch | None = field(default=None, repr=False)
 
     def client(self) -> AsyncOpenSearch:
@@ -93,10 +129,18 @@ class Difference:
 class Differ:
     """Drives a scenario against both servers and collects every difference."""
 
-    def __init__(self, session: aiohttp.ClientSession, real: Side, ours: Side) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, real: Side, ours: Side, *, observe: Callable[[], Any] | None = None
+    ) -> None:
+        """``observe``, if given, is called after each side's reply, and what it returns is compared as well.
+
+        It says what a side did besides answering: the remote-model scenarios pass the scripted
+        LLM's :meth:`take`, so that the requests each side's connector sent are compared too.
+        """
         self.session = session
         self.real = real
         self.ours = ours
+        self.observe = observe
         self.differences: list[Difference] = []
 
     async def send(
@@ -112,10 +156,18 @@ class Differ:
         """Send to both sides, record the differences, return both normalised replies."""
         label = step or f"{method} {path}" + (f" {json.dumps(body)[:120]}" if body is not None else "")
         real = await self._call(self.real, method, path, body, raw, content_type)
+        real_did = self._observed(self.real)
         ours = await self._call(self.ours, method, path, body, raw, content_type)
+        ours_did = self._observed(self.ours)
         for where, a, b in compare(real, ours):
             self.differences.append(Difference(label, where, a, b, real, ours))
+        if self.observe is not None:
+            for where, a, b in _compare_values("outgoing", real_did, ours_did):
+                self.differences.append(Difference(label, where, a, b, real, ours))
         return real, ours
+
+    def _observed(self, side: Side) -> Any:
+        return None if self.observe is None else normalise(side, self.observe())
 
     async def call(self, method: str, /, *, step: str | None = None, **arguments: Any) -> tuple[Reply, Reply]:
         """Call the same opensearch-py ``plugins.ml`` method on both sides, as a client program would.
@@ -166,14 +218,29 @@ class Differ:
             return Reply(r.status, r.headers.get("Content-Type", "").split(";")[0].strip(), normalise(side, parsed))
 
 
+def _normalise_key(side: Side, key: str, value: Any) -> str:
+    """A key that is a node id (an undeploy answer: ``{node: {"stats": {model: state}}}``) or a known id."""
+    if key in side.nodes or (isinstance(value, dict) and set(value) == {"stats"}):
+        side.nodes.add(key)
+        return NODE
+    if key in side.ids:
+        return f"<id:{side.ids.index(key)}>"
+    return key
+
+
 def normalise(side: Side, value: Any, key: str | None = None) -> Any:
     if isinstance(value, dict):
-        return {k: normalise(side, v, k) for k, v in value.items()}
+        return {_normalise_key(side, k, v): normalise(side, v, k) for k, v in value.items()}
     if isinstance(value, list):
         if key == "sort":
             return ["<time>" if type(v) is int and v in EPOCH_MILLIS else normalise(side, v) for v in value]
         return [normalise(side, v, key) for v in value]
+    if key in TIME_KEYS and type(value) is int:
+        return "<time>"
     if isinstance(value, str):
+        if key in NODE_KEYS:
+            side.nodes.add(value)
+            return NODE
         if key in ID_KEYS:
             return side.alias_of(value)
         if TIMESTAMP.match(value):
@@ -181,6 +248,8 @@ def normalise(side: Side, value: Any, key: str | None = None) -> Any:
         value = ALLOWED_METHODS.sub(lambda m: "allowed: [" + ", ".join(sorted(m.group(1).split(", "))) + "]", value)
         for i, known in enumerate(side.ids):
             value = value.replace(known, f"<id:{i}>")
+        for node in side.nodes:
+            value = value.replace(node, NODE)
         return value
     return value
 
@@ -197,6 +266,11 @@ def _compare_values(path: str, a: Any, b: Any, key: str | None = None) -> Iterat
     if key in TYPE_ONLY_KEYS:
         if type(a) is not type(b):
             yield path + " (type)", type(a).__name__, type(b).__name__
+        return
+    if ".dataAsMap" in path and isinstance(a, (int, float)) and isinstance(b, (int, float)) and type(a) is not type(b):
+        # A remote model's answer passes through Gson there, which makes every JSON number a double:
+        # a client sees 12.0 where the remote service said 12, so int against float is a difference.
+        yield path + " (type)", type(a).__name__, type(b).__name__
         return
     if (key in SCORE_KEYS or isinstance(a, float)) and isinstance(a, (int, float)) and isinstance(b, (int, float)):
         if not math.isclose(a, b, abs_tol=SCORE_TOLERANCE):

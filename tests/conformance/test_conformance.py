@@ -6,6 +6,10 @@ on SQLite and once with the home region on a real OpenSearch node.  Each scenari
 starts from an empty memory on both sides: the judge's memory indices are deleted,
 and we use a new principal.  Any difference that ``deviations.py`` does not explain
 fails the test, with every difference listed.
+
+The remote-model scenarios (``scenarios_ml.py``) have both sides' connectors call one
+scripted OpenAI-compatible server on a loopback port, which both are told to trust;
+each starts from empty ml config indices on the judge and a new server of ours.
 """
 
 from __future__ import annotations
@@ -24,12 +28,25 @@ from memory_plugin.dsl.analysis import analyze
 from tests.conformance.deviations import unexplained
 from tests.conformance.differ import Differ, Side
 from tests.conformance.scenarios import OPENSEARCH_SCENARIOS, SCENARIOS
+from tests.conformance.scenarios_ml import ML_SCENARIOS
 from tests.support.live import LiveServer, unavailable
 from tests.support.opensearch.ml import MEMORY_INDICES, ml_node
+from tests.support.scripted_openai import ScriptedOpenAI, scripted_openai
 
 pytestmark = pytest.mark.opensearch
 
 ANALYZER_ANSWERS = Path(__file__).parents[1] / "unit" / "data" / "standard_analyzer_answers.json"
+
+#: ml-commons' config indices of remote models; deleting them gives the judge no connectors, models or tasks.
+ML_INDICES = ".plugins-ml-connector,.plugins-ml-model,.plugins-ml-model-group,.plugins-ml-task"
+#: Connectors may call the scripted LLM, on any loopback port: the judge's setting and ours.
+TRUSTED_LOOPBACK = r"^http://127\.0\.0\.1:.*$"
+JUDGE_ML_SETTINGS = {
+    "persistent": {
+        "plugins.ml_commons.trusted_connector_endpoints_regex": [TRUSTED_LOOPBACK],
+        "plugins.ml_commons.connector.private_ip_enabled": True,
+    }
+}
 
 
 @pytest.fixture(scope="module")  # stopped after the suite: the ml node must not weigh on later tests
@@ -45,18 +62,40 @@ def judge() -> Iterator[str]:
 
 # A server per scenario: on the OpenSearch store BM25 statistics are index-wide, so a scenario's
 # scores must not count the documents earlier scenarios left, as the judge's reset ensures there.
+def our_config(request: pytest.FixtureRequest, base: Path, *settings: str) -> Path | None:
+    """Our TOML config: ``settings`` (top-level lines), and on the OpenSearch store its region; None if empty."""
+    text = "".join(f"{line}\n" for line in settings)
+    if request.param == "opensearch":
+        node = request.getfixturevalue("opensearch_nodes")[0]
+        text += f'[regions.USA]\nstore = "opensearch"\nhosts = ["{node.url}"]\nindex_prefix = "conf-{uuid.uuid4().hex[:8]}"\n'
+    if not text:
+        return None
+    config = base / "memory-plugin.toml"
+    config.write_text(text)
+    return config
+
+
 @pytest.fixture(params=["sqlite", "opensearch"])
 def ours(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp(f"conformance-{request.param}")
-    config = None
-    if request.param == "opensearch":
-        node = request.getfixturevalue("opensearch_nodes")[0]
-        config = base / "memory-plugin.toml"
-        config.write_text(
-            f'[regions.USA]\nstore = "opensearch"\nhosts = ["{node.url}"]\nindex_prefix = "conf-{uuid.uuid4().hex[:8]}"\n'
-        )
-    with LiveServer(base / "data", config=config) as server:
+    with LiveServer(base / "data", config=our_config(request, base)) as server:
         yield server
+
+
+@pytest.fixture(params=["sqlite", "opensearch"])
+def ours_ml(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """Our server, trusting the scripted LLM on loopback as the judge does."""
+    base = tmp_path_factory.mktemp(f"conformance-ml-{request.param}")
+    trust = (f"ml_trusted_endpoints_regex = ['{TRUSTED_LOOPBACK}']", "ml_allow_private_addresses = true")
+    with LiveServer(base / "data", config=our_config(request, base, *trust)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def scripted_llm() -> Iterator[ScriptedOpenAI]:
+    """The OpenAI-compatible server both sides' connectors call, on a free loopback port."""
+    with scripted_openai() as llm:
+        yield llm
 
 
 async def fresh_principal(session: aiohttp.ClientSession, server: LiveServer) -> dict[str, str]:
@@ -81,6 +120,34 @@ async def differ(judge: str, ours: LiveServer) -> AsyncIterator[Differ]:
         await differ.close()
 
 
+async def reset_judge_ml(session: aiohttp.ClientSession, judge: str) -> None:
+    """Trust the scripted LLM, undeploy what is still deployed (a model outlives its index in memory), drop the indices."""
+    async with session.put(f"{judge}/_cluster/settings", json=JUDGE_ML_SETTINGS) as response:
+        assert response.status == 200, await response.text()
+    async with session.get(f"{judge}/_plugins/_ml/profile/models") as response:
+        assert response.status == 200, await response.text()
+        profile = await response.json()
+    deployed = sorted({model for node in profile.get("nodes", {}).values() for model in node.get("models", {})})
+    if deployed:
+        async with session.post(f"{judge}/_plugins/_ml/models/_undeploy", json={"model_ids": deployed}) as response:
+            assert response.status == 200, await response.text()
+        await asyncio.sleep(1)  # its state writes land before the indices go, not after (they would re-create them)
+    async with session.delete(f"{judge}/{ML_INDICES}?ignore_unavailable=true") as response:
+        assert response.status == 200, await response.text()
+
+
+@pytest.fixture
+async def ml_differ(judge: str, ours_ml: LiveServer, scripted_llm: ScriptedOpenAI) -> AsyncIterator[Differ]:
+    async with aiohttp.ClientSession() as session:
+        await reset_judge_ml(session, judge)
+        scripted_llm.fail_with = None
+        scripted_llm.take()  # what earlier scenarios' calls left is not this one's
+        real, ours = Side(judge, {}), Side(ours_ml.url, await fresh_principal(session, ours_ml))
+        differ = Differ(session, real, ours, observe=scripted_llm.take)
+        yield differ
+        await differ.close()
+
+
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 async def test_scenario_matches_the_real_node(differ: Differ, scenario: str) -> None:
     await SCENARIOS[scenario](differ)
@@ -93,6 +160,15 @@ async def test_scenario_matches_the_real_node(differ: Differ, scenario: str) -> 
 async def test_search_scenario_matches_the_real_node(differ: Differ, scenario: str) -> None:
     await OPENSEARCH_SCENARIOS[scenario](differ)
     left = unexplained(differ.differences)
+    assert not left, f"{len(left)} differences from the real ml-commons node:\n" + "\n".join(map(str, left))
+
+
+@pytest.mark.parametrize("scenario", list(ML_SCENARIOS))
+async def test_ml_scenario_matches_the_real_node(
+    ml_differ: Differ, scripted_llm: ScriptedOpenAI, scenario: str
+) -> None:
+    await ML_SCENARIOS[scenario](ml_differ, scripted_llm)
+    left = unexplained(ml_differ.differences)
     assert not left, f"{len(left)} differences from the real ml-commons node:\n" + "\n".join(map(str, left))
 
 

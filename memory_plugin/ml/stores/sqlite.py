@@ -28,11 +28,17 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
             user_id TEXT NOT NULL,
             version INTEGER NOT NULL,
             source TEXT NOT NULL,
+            written INTEGER NOT NULL,
             PRIMARY KEY (kind, id)
         );
-        CREATE INDEX documents_by_owner ON documents (organization_id, user_id, kind);
+        CREATE INDEX documents_by_owner ON documents (organization_id, user_id, kind, written);
+        CREATE UNIQUE INDEX documents_by_write ON documents (written);
         """,
     )
+
+
+#: Documents list in the order they were last written, as a Lucene index lists them (a write re-indexes at the end).
+_NEXT_WRITE = "(SELECT COALESCE(MAX(written), 0) + 1 FROM documents)"
 
 
 def _owner(owner: Principal) -> tuple[str, str]:
@@ -73,7 +79,7 @@ class SqliteMLStore(MLStore):
         def insert(connection: sqlite3.Connection) -> None:
             try:
                 connection.execute(
-                    "INSERT INTO documents VALUES (?, ?, ?, ?, 1, ?)",
+                    f"INSERT INTO documents VALUES (?, ?, ?, ?, 1, ?, {_NEXT_WRITE})",
                     (kind, doc_id, *_owner(owner), json.dumps(source, ensure_ascii=False)),
                 )
             except sqlite3.IntegrityError:
@@ -95,7 +101,8 @@ class SqliteMLStore(MLStore):
     async def replace(self, kind: Kind, owner: Principal, current: Stored, source: dict[str, Any]) -> bool:
         def update(connection: sqlite3.Connection) -> bool:
             cursor = connection.execute(
-                "UPDATE documents SET source = ?, version = version + 1 WHERE kind = ? AND id = ? "
+                f"UPDATE documents SET source = ?, version = version + 1, written = {_NEXT_WRITE} "
+                "WHERE kind = ? AND id = ? "
                 "AND organization_id = ? AND user_id = ? AND version = ?",
                 (json.dumps(source, ensure_ascii=False), kind, current.id, *_owner(owner), current.version),
             )
@@ -117,7 +124,7 @@ class SqliteMLStore(MLStore):
         def select(connection: sqlite3.Connection) -> list[Stored]:
             rows = connection.execute(
                 "SELECT id, source, version FROM documents WHERE kind = ? AND organization_id = ? AND user_id = ? "
-                "ORDER BY rowid",
+                "ORDER BY written",
                 (kind, *_owner(owner)),
             ).fetchall()
             return [Stored(row[0], json.loads(row[1]), row[2]) for row in rows]

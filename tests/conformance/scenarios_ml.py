@@ -1,0 +1,374 @@
+"""Conformance scenarios of remote models: connectors, models, tasks and predict, as the ml-commons docs use them.
+
+Each scenario is an async function over a :class:`Differ` and the scripted
+OpenAI-compatible server both sides' connectors call (its URL is only known at
+run time, so it comes in as an argument).  The differ compares the replies and,
+through its ``observe`` hook, the requests each side's connector sent to that
+server (method, path, ``Authorization``, ``x-scripted``, body).
+
+Ids are ``<id:n>``: the n-th id a side showed, in the order its replies showed
+them (a register reply names ``task_id`` before ``model_id``; a model, its
+``model_group_id`` after its own id).  The comments say which alias is what.
+
+The real node writes a model's or a task's state after it answered (a register's
+task is ``CREATED`` for a moment, a deployed model ``DEPLOYING``; a predict on an
+undeployed model deploys it in the background), and its searches see a write
+only after the next refresh (every second): :func:`settle` waits those out
+before any read that depends on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tests.conformance.differ import Differ
+from tests.support.scripted_openai import ScriptedOpenAI
+
+CONNECTORS = "/_plugins/_ml/connectors"
+MODELS = "/_plugins/_ml/models"
+TASKS = "/_plugins/_ml/tasks"
+CREATE = f"{CONNECTORS}/_create"
+REGISTER = f"{MODELS}/_register"
+EMBED = "/_plugins/_ml/_predict/text_embedding"
+
+MLScenario = Callable[[Differ, ScriptedOpenAI], Awaitable[None]]
+
+#: Long enough for the real node's background state writes and its next refresh (1 s).
+SETTLE_SECONDS = 2.0
+
+
+async def settle() -> None:
+    await asyncio.sleep(SETTLE_SECONDS)
+
+
+def chat_connector(llm: ScriptedOpenAI, **changes: Any) -> dict[str, Any]:
+    """The docs' OpenAI chat connector (blueprint ``openai_connector_chat_blueprint``), aimed at the scripted server."""
+    body = {
+        "name": "OpenAI Chat Connector",
+        "description": "The connector to the scripted OpenAI chat model",
+        "version": 1,
+        "protocol": "http",
+        "parameters": {
+            "endpoint": llm.url.removeprefix("http://"),
+            "model": "gpt-scripted",
+            "temperature": 0.5,
+            "max_tokens": 16,
+        },
+        "credential": {"openAI_key": "sk-chat-one"},
+        "actions": [
+            {
+                "action_type": "predict",
+                "method": "POST",
+                "url": "http://${parameters.endpoint}/v1/chat/completions",
+                "headers": {"Authorization": "Bearer ${credential.openAI_key}", "x-scripted": "${parameters.model}"},
+                "request_body": '{ "model": "${parameters.model}", "messages": ${parameters.messages}, '
+                '"temperature": ${parameters.temperature}, "max_tokens": ${parameters.max_tokens} }',
+            }
+        ],
+    }
+    return {**body, **changes}
+
+
+def embedding_connector(llm: ScriptedOpenAI, **changes: Any) -> dict[str, Any]:
+    """The docs' OpenAI embedding connector, with the built-in OpenAI pre- and post-process functions."""
+    body = {
+        "name": "OpenAI embedding connector",
+        "description": "The connector to the scripted OpenAI embedding model",
+        "version": "1.0",
+        "protocol": "http",
+        "parameters": {"model": "text-embedding-scripted"},
+        "credential": {"openAI_key": "sk-embed-one"},
+        "actions": [
+            {
+                "action_type": "predict",
+                "method": "POST",
+                "url": f"{llm.url}/v1/embeddings",
+                "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+                "request_body": '{ "input": ${parameters.input}, "model": "${parameters.model}" }',
+                "pre_process_function": "connector.pre_process.openai.embedding",
+                "post_process_function": "connector.post_process.openai.embedding",
+            }
+        ],
+    }
+    return {**body, **changes}
+
+
+def ask(*contents: str) -> dict[str, Any]:
+    """A chat predict body: ``parameters.messages`` as the docs send it, a list of messages."""
+    return {"parameters": {"messages": [{"role": "user", "content": c} for c in contents]}}
+
+
+async def connectors(d: Differ, llm: ScriptedOpenAI) -> None:
+    """Create, get, search, update and delete connectors that no model uses."""
+    await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
+    await d.send("POST", CREATE, embedding_connector(llm))  # <id:1>
+    await d.send("GET", f"{CONNECTORS}/<id:0>")
+    await d.send("GET", f"{CONNECTORS}/<id:1>")
+    await d.send("POST", f"{CONNECTORS}/_search", {"query": {"match_all": {}}})
+    await d.send("GET", f"{CONNECTORS}/_search", {"query": {"match_all": {}}, "size": 1})
+    await d.send("POST", f"{CONNECTORS}/_search", {"query": {"match": {"name": "embedding"}}})
+    await d.send("POST", f"{CONNECTORS}/_search", {"query": {"term": {"protocol": "http"}}})
+    await d.send("GET", f"{CONNECTORS}/_search")
+    await d.send("PUT", f"{CONNECTORS}/<id:0>", {"description": "updated", "parameters": {"model": "gpt-other"}})
+    await d.send("GET", f"{CONNECTORS}/<id:0>")
+    await d.send("PUT", f"{CONNECTORS}/<id:0>", {"credential": {"openAI_key": "sk-chat-two"}})
+    await d.send("GET", f"{CONNECTORS}/<id:0>")
+    await d.send("PUT", f"{CONNECTORS}/not-a-connector", {"description": "x"})
+    await d.send("DELETE", f"{CONNECTORS}/<id:1>")
+    await d.send("GET", f"{CONNECTORS}/<id:1>")
+    await d.send("DELETE", f"{CONNECTORS}/<id:1>")
+    await d.send("DELETE", f"{CONNECTORS}/not-a-connector")
+    await d.send("GET", f"{CONNECTORS}/not-a-connector")
+    await d.send("POST", f"{CONNECTORS}/_search", {"query": {"match_all": {}}})
+
+
+async def connector_errors(d: Differ, llm: ScriptedOpenAI) -> None:
+    """What create refuses (and the odd things it accepts), after one valid create so that the index exists."""
+    await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
+    good = chat_connector(llm)
+    action = good["actions"][0]
+    for missing in ("name", "version", "protocol", "credential", "actions"):
+        await d.send("POST", CREATE, {k: v for k, v in good.items() if k != missing}, step=f"create without {missing}")
+    await d.send("POST", CREATE, {**good, "credential": {}})
+    await d.send("POST", CREATE, {**good, "protocol": "ftp"})
+    await d.send("POST", CREATE, {**good, "protocol": "aws_sigv4"})
+    await d.send("POST", CREATE, {**good, "actions": [{**action, "action_type": "train"}]})
+    await d.send("POST", CREATE, {**good, "actions": [{**action, "action_type": "bogus"}]})
+    await d.send("POST", CREATE, {**good, "actions": [{k: v for k, v in action.items() if k != "method"}]})
+    await d.send("POST", CREATE, {**good, "actions": [{k: v for k, v in action.items() if k != "url"}]})
+    await d.send("POST", CREATE, {**good, "actions": [{k: v for k, v in action.items() if k != "action_type"}]})
+    await d.send("POST", CREATE, {**good, "actions": action})
+    await d.send("POST", CREATE, {**good, "actions": "predict"})
+    await d.send("POST", CREATE, {**good, "actions": [{**action, "url": "http://example.com/v1/chat/completions"}]})
+    await d.send("POST", CREATE, {**good, "parameters": {**good["parameters"], "endpoint": "example.com"}})
+    await d.send("POST", CREATE, raw="{bad json")
+    await d.send("POST", CREATE, raw='{"name": ')
+    await d.send("POST", CREATE, raw="")
+    await d.send("POST", CREATE, {**good, "description": None})
+    # accepted as they are
+    await d.send("POST", CREATE, {**good, "actions": []})  # <id:1>
+    await d.send("POST", CREATE, {**good, "name": 5, "unknown_field": 1})  # <id:2>
+    await d.send("GET", f"{CONNECTORS}/<id:1>")
+    await d.send("GET", f"{CONNECTORS}/<id:2>")
+
+
+async def chat_model(d: Differ, llm: ScriptedOpenAI) -> None:
+    """The docs' walk-through: connector, register, task, deploy, predict, undeploy, delete."""
+    await d.send("POST", CREATE, chat_connector(llm))  # <id:0> connector
+    register = {
+        "name": "scripted chat",
+        "function_name": "remote",
+        "description": "chat over the scripted LLM",
+        "connector_id": "<id:0>",
+    }
+    await d.send("POST", REGISTER, register)  # <id:1> task, <id:2> model
+    await settle()
+    await d.send("GET", f"{TASKS}/<id:1>")
+    await d.send("GET", f"{MODELS}/<id:2>")  # <id:3> model group
+    await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:4> task
+    await settle()
+    await d.send("GET", f"{TASKS}/<id:4>")
+    await d.send("GET", f"{MODELS}/<id:2>")
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("hello"))
+    await d.send(
+        "POST",
+        f"{MODELS}/<id:2>/_predict",
+        {
+            "parameters": {
+                "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": 'héllo "quoted"'}],
+                "model": "gpt-other",
+                "temperature": 1,
+            }
+        },
+    )
+    await d.send(
+        "POST", f"{MODELS}/<id:2>/_predict", {"parameters": {"messages": '[{"role": "user", "content": "x"}]'}}
+    )
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", {**ask("extra field"), "bogus": 1})
+    # what predict refuses
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", {"parameters": {"prompt": "no messages"}})
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", {"parameters": {"messages": "not json"}})
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", {})
+    await d.send("POST", f"{MODELS}/<id:2>/_predict")
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", raw='{"parameters": ')
+    await d.send("POST", f"{EMBED}/<id:2>", {"text_docs": ["a chat model has no embeddings"]})
+    # a deployed model holds its connector and itself
+    await d.send("DELETE", f"{CONNECTORS}/<id:0>")
+    await d.send("PUT", f"{CONNECTORS}/<id:0>", {"description": "while deployed"})
+    await d.send("DELETE", f"{MODELS}/<id:2>")
+    await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
+    await settle()
+    await d.send("GET", f"{MODELS}/<id:2>")
+    await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
+    # a new key: the next call carries it
+    await d.send("PUT", f"{CONNECTORS}/<id:0>", {"credential": {"openAI_key": "sk-chat-two"}})
+    await d.send("DELETE", f"{CONNECTORS}/<id:0>")  # an undeployed model still holds its connector
+    await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:5> task
+    await settle()
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("with the new key"))
+    await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
+    await settle()
+    await d.send("DELETE", f"{MODELS}/<id:2>")
+    await d.send("GET", f"{MODELS}/<id:2>")
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("gone"))
+    await d.send("GET", f"{TASKS}/<id:1>")
+    await d.send("DELETE", f"{CONNECTORS}/<id:0>")
+    await d.send("GET", f"{CONNECTORS}/<id:0>")
+
+
+async def predict_deploys_on_demand(d: Differ, llm: ScriptedOpenAI) -> None:
+    """A remote model answers a predict without a deploy, and is deployed by it (in the background)."""
+    await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
+    await d.send(
+        "POST", REGISTER, {"name": "lazy", "function_name": "remote", "connector_id": "<id:0>"}
+    )  # <id:1>, <id:2>
+    await settle()
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("never deployed"))
+    await settle()
+    await d.send("GET", f"{MODELS}/<id:2>")  # <id:3> model group
+    await d.send("PUT", f"{CONNECTORS}/<id:0>", {"description": "while deployed"})
+    await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
+    await settle()
+    await d.send("GET", f"{MODELS}/<id:2>")
+    await d.send("DELETE", f"{MODELS}/<id:2>")
+
+
+async def embedding_model(d: Differ, llm: ScriptedOpenAI) -> None:
+    """A model registered with its connector inline, asked through the text_embedding API."""
+    register = {
+        "name": "scripted embeddings",
+        "function_name": "remote",
+        "description": "embeddings over the scripted LLM",
+        "connector": embedding_connector(llm),
+    }
+    await d.send("POST", REGISTER, register)  # <id:0> task, <id:1> model
+    await settle()
+    await d.send("GET", f"{TASKS}/<id:0>")
+    await d.send("GET", f"{MODELS}/<id:1>")  # <id:2> model group
+    await d.send("POST", f"{MODELS}/<id:1>/_deploy")  # <id:3> task
+    await settle()
+    await d.send("GET", f"{MODELS}/<id:1>")
+    await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": ["hello", "world"]})
+    await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": ["hello"], "return_number": True})
+    await d.send(
+        "POST", f"{EMBED}/<id:1>", {"text_docs": ["héllo wörld", ""], "target_response": ["sentence_embedding"]}
+    )
+    await d.send("POST", f"{MODELS}/<id:1>/_predict", {"parameters": {"input": ["hello"]}})
+    await d.send("POST", f"{MODELS}/<id:1>/_predict", {"text_docs": ["hello"]})
+    await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": []})
+    await d.send("POST", f"{EMBED}/<id:1>", {})
+    await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": "hello"})
+    await d.send("POST", f"{MODELS}/<id:1>/_undeploy")
+    await settle()
+    await d.send("DELETE", f"{MODELS}/<id:1>")
+    await d.send("GET", f"{TASKS}/<id:3>")
+
+
+async def model_search(d: Differ, llm: ScriptedOpenAI) -> None:
+    """Several models: one model group per new name, a second version under a name already used, searches."""
+    await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
+    await d.send("POST", REGISTER, {"name": "alpha chat", "function_name": "remote", "connector_id": "<id:0>"})  # 1, 2
+    await d.send("POST", REGISTER, {"name": "beta chat", "function_name": "remote", "connector_id": "<id:0>"})  # 3, 4
+    await settle()
+    await d.send("POST", REGISTER, {"name": "alpha chat", "function_name": "remote", "connector_id": "<id:0>"})  # 5, 6
+    await settle()
+    await d.send("GET", f"{MODELS}/<id:2>")  # <id:7> alpha's group
+    await d.send("GET", f"{MODELS}/<id:6>")
+    await d.send("GET", f"{MODELS}/<id:4>")  # <id:8> beta's group
+    await d.send("POST", f"{MODELS}/<id:4>/_deploy")  # <id:9>
+    await settle()
+    await d.send("POST", f"{MODELS}/_search", {"query": {"match_all": {}}})
+    await d.send("GET", f"{MODELS}/_search", {"query": {"match_all": {}}, "size": 2})
+    await d.send("POST", f"{MODELS}/_search", {"query": {"match": {"name": "beta"}}})
+    await d.send("POST", f"{MODELS}/_search", {"query": {"term": {"model_state": "DEPLOYED"}}})
+    await d.send("POST", f"{MODELS}/_search", {"query": {"term": {"model_group_id": "<id:7>"}}})
+    await d.send("POST", f"{MODELS}/_search", {"query": {"match": {"connector_id": "<id:0>"}}, "_source": ["name"]})
+    await d.send("GET", f"{MODELS}/_search")
+    await d.send("DELETE", f"{CONNECTORS}/<id:0>")
+    await d.send("POST", f"{MODELS}/<id:4>/_undeploy")
+    await settle()
+    for model in (2, 4, 6):
+        await d.send("DELETE", f"{MODELS}/<id:{model}>")
+    await d.send("DELETE", f"{CONNECTORS}/<id:0>")
+
+
+async def register_errors(d: Differ, llm: ScriptedOpenAI) -> None:
+    """What register refuses (and accepts), after one valid connector so that the indices exist."""
+    await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
+    await d.send("POST", REGISTER, {"name": "x", "function_name": "remote", "connector_id": "not-a-connector"})
+    await d.send("POST", REGISTER, {"name": "x", "function_name": "remote"})
+    await d.send("POST", REGISTER, {"function_name": "remote", "connector_id": "<id:0>"})
+    await d.send("POST", REGISTER, {"name": "x", "connector_id": "<id:0>"})
+    await d.send("POST", REGISTER, {"name": "x", "function_name": "bogus", "connector_id": "<id:0>"})
+    await d.send(
+        "POST", REGISTER, {"name": "x", "function_name": "remote", "connector_id": "<id:0>", "model_group_id": "nope"}
+    )
+    inline = {"name": "x", "function_name": "remote"}
+    bad_action = {**chat_connector(llm)["actions"][0], "action_type": "bogus"}
+    await d.send("POST", REGISTER, {**inline, "connector": {"name": "only a name"}})
+    await d.send("POST", REGISTER, {**inline, "connector": chat_connector(llm, actions=[bad_action])})
+    untrusted = {**chat_connector(llm)["actions"][0], "url": "http://example.com/v1/chat/completions"}
+    await d.send("POST", REGISTER, {**inline, "connector": chat_connector(llm, actions=[untrusted])})
+    await d.send("POST", REGISTER, {})
+    await d.send("POST", REGISTER)
+    await d.send("POST", REGISTER, raw="{bad json")
+    # accepted as they are
+    await d.send("POST", REGISTER, {"name": "upper", "function_name": "REMOTE", "connector_id": "<id:0>"})  # 1, 2
+    await d.send("POST", REGISTER, {"name": 5, "function_name": "remote", "connector_id": "<id:0>"})  # 3, 4
+    await settle()
+    await d.send("GET", f"{MODELS}/<id:2>")
+    await d.send("GET", f"{MODELS}/<id:4>")
+
+
+async def unknown_ids(d: Differ, llm: ScriptedOpenAI) -> None:
+    """Every API on an id nobody handed out, once the indices exist (a connector and a model were made)."""
+    await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
+    await d.send("POST", REGISTER, {"name": "known", "function_name": "remote", "connector_id": "<id:0>"})  # 1, 2
+    await settle()
+    await d.send("GET", f"{CONNECTORS}/nope")
+    await d.send("PUT", f"{CONNECTORS}/nope", {"description": "x"})
+    await d.send("DELETE", f"{CONNECTORS}/nope")
+    await d.send("GET", f"{MODELS}/nope")
+    await d.send("DELETE", f"{MODELS}/nope")
+    await d.send("POST", f"{MODELS}/nope/_deploy")
+    await d.send("POST", f"{MODELS}/nope/_undeploy")
+    await d.send("POST", f"{MODELS}/nope/_predict", ask("anyone?"))
+    await d.send("POST", f"{EMBED}/nope", {"text_docs": ["anyone?"]})
+    await d.send("GET", f"{TASKS}/nope")
+    await d.send("GET", f"{TASKS}/<id:2>")  # a model's id is not a task's
+    await d.send("GET", f"{MODELS}/<id:1>")  # nor a task's a model's
+    await d.send("GET", f"{CONNECTORS}/<id:2>")
+    await d.send("POST", f"{MODELS}/<id:2>/_undeploy")  # known, never deployed
+
+
+async def remote_errors(d: Differ, llm: ScriptedOpenAI) -> None:
+    """The remote service fails: its status and body come back inside the node's error."""
+    await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
+    await d.send("POST", REGISTER, {"name": "flaky", "function_name": "remote", "connector_id": "<id:0>"})  # 1, 2
+    await settle()
+    await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:3>
+    await settle()
+    try:
+        for status in (429, 401, 500):
+            llm.fail_with = status
+            await d.send("POST", f"{MODELS}/<id:2>/_predict", ask(f"fail with {status}"))
+    finally:
+        llm.fail_with = None
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("recovered"))
+    await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
+    await settle()
+
+
+ML_SCENARIOS: dict[str, MLScenario] = {
+    "connectors": connectors,
+    "connector_errors": connector_errors,
+    "chat_model": chat_model,
+    "predict_deploys_on_demand": predict_deploys_on_demand,
+    "embedding_model": embedding_model,
+    "model_search": model_search,
+    "register_errors": register_errors,
+    "unknown_ids": unknown_ids,
+    "remote_errors": remote_errors,
+}

@@ -10,6 +10,7 @@ import pytest
 
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
+from memory_plugin.ml.budget import SWEEP_ABOVE, CallBudget, Throttled
 from memory_plugin.ml.connectors import fill, masked, prepare
 from memory_plugin.ml.remote import literal_private_host, private
 from memory_plugin.ml.requests import Action
@@ -100,3 +101,30 @@ def test_private_addresses(address, refused):
 def test_literal_private_hosts_in_urls():
     assert literal_private_host("http://127.0.0.1:9/x") and literal_private_host("http://[::1]:9/x")
     assert not literal_private_host("https://api.openai.com/v1") and not literal_private_host("not a url")
+
+
+async def test_the_call_budget_slides_with_the_minute_and_forgets_idle_organisations():
+    now = [0.0]
+    budget = CallBudget(per_minute=2, concurrent=0, clock=lambda: now[0])
+    for _ in range(2):
+        async with budget.spend("org"):
+            pass
+    with pytest.raises(Throttled):
+        async with budget.spend("org"):
+            pass
+    async with budget.spend("other"):  # organisations are apart
+        pass
+    now[0] = 59.9
+    with pytest.raises(Throttled):
+        async with budget.spend("org"):
+            pass
+    now[0] = 60.0  # the first two calls left the window
+    async with budget.spend("org"):
+        pass
+    for n in range(SWEEP_ABOVE + 1):
+        async with budget.spend(f"many-{n}"):
+            pass
+    now[0] = 200.0
+    async with budget.spend("late"):
+        pass
+    assert set(budget._recent) == {"late"}

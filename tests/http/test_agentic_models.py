@@ -1,0 +1,170 @@
+"""Agentic memory with the organisations' own registered models: the ml-commons documentation's flow, unchanged.
+
+Each organisation creates a connector to its own OpenAI-compatible server with its own key,
+registers the LLM, creates a container whose ``llm_id`` is that model, adds messages with
+``infer: true``, and finds the inferred facts by semantic search.  The operator's default LLM
+is not configured at all, so every LLM call here is one an organisation pays for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from memory_plugin.agentic.routes import AGENTIC
+from memory_plugin.app import create_app
+from tests.http.test_agentic import conversation
+from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
+
+#: Ranking is the point of the last step, and container dimensions are checked against the real model.
+pytestmark = pytest.mark.model
+
+ML = "/_plugins/_ml"
+CONTAINERS = ML + "/memory_containers"
+LOOPBACK = r"^http://127\.0\.0\.1:.*$"
+
+
+def connector(url: str, key: str) -> dict[str, Any]:
+    """The docs' OpenAI chat connector, with ml-commons' agentic memory parameters in the messages."""
+    return {
+        "name": "my LLM",
+        "version": 1,
+        "protocol": "http",
+        "parameters": {"model": "gpt-4o-mini"},
+        "credential": {"openAI_key": key},
+        "actions": [
+            {
+                "action_type": "predict",
+                "method": "POST",
+                "url": f"{url}/v1/chat/completions",
+                "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+                "request_body": '{ "model": "${parameters.model}", "messages": [{"role": "system", "content": '
+                '"${parameters.system_prompt}"}, {"role": "user", "content": "${parameters.user_prompt}"}] }',
+            }
+        ],
+    }
+
+
+async def call(api, caller, method: str, path: str, body: Any = None, status: int = 200) -> Any:
+    response = await api.request(method, path, json=body, headers=caller.headers)
+    payload = await response.json()
+    assert response.status == status, payload
+    return payload
+
+
+async def registered_llm(api, caller, url: str, key: str) -> str:
+    connector_id = (await call(api, caller, "POST", ML + "/connectors/_create", connector(url, key)))["connector_id"]
+    body = {"name": "llm", "function_name": "remote", "connector_id": connector_id}
+    model_id = (await call(api, caller, "POST", ML + "/models/_register?deploy=true", body))["model_id"]
+    assert (await call(api, caller, "GET", f"{ML}/models/{model_id}"))["model_state"] == "DEPLOYED"
+    return model_id
+
+
+@pytest.fixture
+async def tenants(aiohttp_client, aiohttp_server, settings, embedder, alice, carol):  # type: ignore[no-untyped-def]
+    """The app with no operator LLM, and one scripted LLM server per organisation."""
+    llms = [ScriptedLLM(), ScriptedLLM()]
+    for llm in llms:
+        llm.url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")  # type: ignore[attr-defined]
+    trusting = settings.replace(ml_trusted_endpoints_regex=(LOOPBACK,), ml_allow_private_addresses=True)
+    api = await aiohttp_client(create_app(trusting, embedder=embedder))
+    return api, llms
+
+
+async def test_each_organisation_infers_with_its_own_registered_llm(tenants, alice, carol):
+    api, (alices_llm, carols_llm) = tenants
+    facts = {"alice": ["Bob drinks green tea every morning"], "carol": ["Dana keeps a red bicycle"]}
+    alices_llm.facts = lambda kind, messages: facts["alice"]
+    carols_llm.facts = lambda kind, messages: facts["carol"]
+    found = {}
+    for caller, llm, user in ((alice, alices_llm, "alice"), (carol, carols_llm, "carol")):
+        model_id = await registered_llm(api, caller, llm.url, f"sk-{user}")
+        config = {**SEMANTIC_CONFIG, "llm_id": model_id}
+        cid = (await call(api, caller, "POST", CONTAINERS + "/_create", {"name": "agent", "configuration": config}))[
+            "memory_container_id"
+        ]
+        added = await call(
+            api,
+            caller,
+            "POST",
+            f"{CONTAINERS}/{cid}/memories",
+            {"messages": conversation("something personal", "Noted!"), "namespace": {"user_id": "u"}, "infer": True},
+        )
+        assert added["session_id"]  # llm_id is set: the organisation's LLM titled the session
+        await api.app[AGENTIC].settled()
+        query = {"query": facts[user][0].split()[1] + " " + facts[user][0].split()[-1]}
+        hits = await call(api, caller, "POST", f"{CONTAINERS}/{cid}/memories/long-term/_semantic_search", query)
+        found[user] = [hit["_source"]["memory"] for hit in hits["hits"]["hits"]]
+    assert found == facts
+    # every LLM call went to its organisation's server, with its organisation's key, and nowhere else
+    assert alices_llm.api_keys and set(alices_llm.api_keys) == {"Bearer sk-alice"}
+    assert carols_llm.api_keys and set(carols_llm.api_keys) == {"Bearer sk-carol"}
+    # ml-commons' prompts reach the remote model as its system_prompt and user_prompt, escaped into the JSON
+    extraction = next(r for r in alices_llm.requests if "facts" in r["messages"][0]["content"])
+    assert "Analyze the following conversation" in extraction["messages"][1]["content"]
+
+
+async def test_another_organisations_model_id_is_not_yours(tenants, alice, carol):
+    api, (alices_llm, _) = tenants
+    alices_model = await registered_llm(api, alice, alices_llm.url, "sk-alice")
+    config = {**SEMANTIC_CONFIG, "llm_id": alices_model}
+    cid = (await call(api, carol, "POST", CONTAINERS + "/_create", {"name": "agent", "configuration": config}))[
+        "memory_container_id"
+    ]
+    body = {"messages": conversation("hi", "hello"), "namespace": {"user_id": "u"}, "infer": True}
+    refused = await call(api, carol, "POST", f"{CONTAINERS}/{cid}/memories", body, status=400)
+    assert refused["error"]["reason"].startswith("infer=true needs an LLM connector")
+    assert alices_llm.api_keys == []  # alice's key was never used for carol
+
+
+async def test_a_spent_budget_is_a_429_and_calls_are_counted_per_organisation(
+    aiohttp_client, aiohttp_server, settings, embedder, alice, carol
+):
+    llm = ScriptedLLM()
+    llm.raw_content = "fine"
+    llm.url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")  # type: ignore[attr-defined]
+    limited = settings.replace(
+        ml_trusted_endpoints_regex=(LOOPBACK,),
+        ml_allow_private_addresses=True,
+        ml_org_calls_per_minute=3,
+        metrics_token="operator-secret",
+    )
+    api = await aiohttp_client(create_app(limited, embedder=embedder))
+    model_id = await registered_llm(api, alice, llm.url, "sk-alice")
+    carols = await registered_llm(api, carol, llm.url, "sk-carol")
+    body = {"parameters": {"system_prompt": "s", "user_prompt": "u"}}
+    answers = [await api.post(f"{ML}/models/{model_id}/_predict", json=body, headers=alice.headers) for _ in range(5)]
+    assert [a.status for a in answers] == [200, 200, 200, 429, 429]
+    throttled = await answers[-1].json()
+    assert throttled["status"] == 429 and throttled["error"]["type"] == "status_exception"
+    assert throttled["error"]["reason"].startswith("Request is throttled at organization level")
+    assert (await api.post(f"{ML}/models/{carols}/_predict", json=body, headers=carol.headers)).status == 200
+    assert len(llm.requests) == 4  # a refused call never reaches the remote model
+    metrics = await (await api.get("/_metrics", headers={"Authorization": "Bearer operator-secret"})).text()
+    assert 'memory_plugin_ml_remote_calls_total{organization="org-1",outcome="ok"} 3.0' in metrics
+    assert 'memory_plugin_ml_remote_calls_total{organization="org-1",outcome="throttled"} 2.0' in metrics
+    assert 'memory_plugin_ml_remote_calls_total{organization="org-2",outcome="ok"} 1.0' in metrics
+
+
+async def test_concurrent_calls_beyond_the_budget_are_refused_not_queued(
+    aiohttp_client, aiohttp_server, settings, embedder, alice
+):
+    llm = ScriptedLLM()
+    llm.hang = {"SEMANTIC"}  # extraction prompts wait until released
+    llm.url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")  # type: ignore[attr-defined]
+    limited = settings.replace(
+        ml_trusted_endpoints_regex=(LOOPBACK,), ml_allow_private_addresses=True, ml_org_concurrent_calls=2
+    )
+    api = await aiohttp_client(create_app(limited, embedder=embedder))
+    model_id = await registered_llm(api, alice, llm.url, "sk-alice")
+    hanging = {"parameters": {"system_prompt": "extract facts", "user_prompt": "```json\n[{}, {}]\n```"}}
+    url = f"{ML}/models/{model_id}/_predict"
+    waiting = [asyncio.create_task(api.post(url, json=hanging, headers=alice.headers)) for _ in range(2)]
+    while len(llm.requests) < 2:
+        await asyncio.sleep(0.01)
+    third = await api.post(url, json=hanging, headers=alice.headers)
+    assert third.status == 429 and "at once" in (await third.json())["error"]["reason"]
+    llm.release.set()
+    assert [(await w).status for w in waiting] == [200, 200]

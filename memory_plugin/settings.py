@@ -9,12 +9,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import re2
 
 REGIONS = ("USA", "DEU", "AUS", "UAE")
 ENV_PREFIX = "MEMORY_PLUGIN_"
@@ -253,9 +254,11 @@ def load_settings(
     settings = Settings(**values)
     for pattern in settings.ml_trusted_endpoints_regex:
         try:
-            re.compile(pattern)
-        except re.error as error:
-            raise ValueError(f"setting 'ml_trusted_endpoints_regex': {pattern!r} is not a regex: {error}") from error
+            re2.compile(pattern)
+        except re2.error as error:
+            raise ValueError(
+                f"setting 'ml_trusted_endpoints_regex': {pattern!r} is not a regex RE2 runs: {error}"
+            ) from error
     for name in ("body_read_timeout", "idle_timeout", "bridge_retry_max_seconds", "ml_connector_timeout"):
         if not getattr(settings, name) > 0:
             raise ValueError(f"setting {name!r} must be a positive number of seconds")

@@ -290,6 +290,10 @@ def merged(base: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str
     return {**base, **(extra or {})}
 
 
+#: Bodies up to this size get a line and column in a ``parsing_exception``; larger ones get the words alone.
+POSITION_SCAN_BYTES = 64 * 1024
+
+
 class JsonObject(dict[str, Any]):
     """A parsed request body that remembers its bytes, for errors that name a line and column."""
 
@@ -299,7 +303,7 @@ class JsonObject(dict[str, Any]):
 def value_position(body: Any, key: str) -> tuple[int, int] | None:
     """Where the value of the top-level ``key`` starts in the body (line, column), as OpenSearch reports it."""
     raw = getattr(body, "raw", b"")
-    if not raw:
+    if not raw or len(raw) > POSITION_SCAN_BYTES:  # the scan is Python on the event loop: small bodies only
         return None
     lexer = Lexer(raw)
     try:

@@ -128,3 +128,13 @@ async def test_the_call_budget_slides_with_the_minute_and_forgets_idle_organisat
     async with budget.spend("late"):
         pass
     assert set(budget._recent) == {"late"}
+
+
+def test_trusted_endpoint_patterns_are_checked_when_settings_load():
+    from memory_plugin.settings import load_settings
+
+    settings = load_settings(environ={"MEMORY_PLUGIN_ML_TRUSTED_ENDPOINTS_REGEX": r'["^https://a\\.example/.*$"]'})
+    assert settings.ml_trusted_endpoints_regex == (r"^https://a\.example/.*$",)
+    # a backreference would need a backtracking engine, whose time a long URL could make unbounded
+    with pytest.raises(ValueError, match="not a regex RE2 runs"):
+        load_settings(environ={"MEMORY_PLUGIN_ML_TRUSTED_ENDPOINTS_REGEX": r'["^(a+)\\1$"]'})

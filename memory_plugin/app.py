@@ -38,7 +38,7 @@ from memory_plugin.ml import routes as ml_routes
 from memory_plugin.ml.routes import ML
 from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
-from memory_plugin.settings import Settings
+from memory_plugin.settings import LUCENE_VERSIONS, Settings
 from memory_plugin.web import (
     API,
     BODY_READ_TIMEOUT,
@@ -57,8 +57,6 @@ METRICS = web.AppKey("metrics", Metrics)
 BRIDGE = web.AppKey("bridge", HistoryBridge)
 MODEL = web.AppKey("model", Mapping[str, Any])
 
-#: What ``GET /`` reports as the OpenSearch version: the API level we serve.
-COMPATIBLE_OPENSEARCH = "2.19.1"
 OPENAPI = openapi_document()
 
 
@@ -86,12 +84,12 @@ async def root(request: web.Request) -> web.Response:
             "cluster_uuid": "memory-plugin",
             "version": {
                 "distribution": "opensearch",
-                "number": COMPATIBLE_OPENSEARCH,
+                "number": settings.reported_version,
                 "build_type": "memory-plugin",
                 "build_hash": __version__,
                 "build_date": "2026-11-30T00:00:00Z",
                 "build_snapshot": False,
-                "lucene_version": "9.12.1",
+                "lucene_version": LUCENE_VERSIONS[settings.reported_version],
                 "minimum_wire_compatibility_version": "7.10.0",
                 "minimum_index_compatibility_version": "7.0.0",
             },

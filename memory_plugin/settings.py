@@ -53,6 +53,9 @@ def _default_regions() -> dict[str, RegionSettings]:
     return {name: EmbeddedRegion() for name in REGIONS}
 
 
+#: The versions ``GET /`` may report, with the Lucene version each OpenSearch release ships (its pom).
+LUCENE_VERSIONS = {"2.19.1": "9.12.1", "3.3.0": "10.3.1"}
+
 #: ml-commons 2.19's default trusted connector endpoints.
 TRUSTED_ENDPOINTS = (
     r"^https://runtime\.sagemaker\..*[a-z0-9-]\.amazonaws\.com/.*$",
@@ -109,6 +112,9 @@ class Settings:
     #: What ``GET /`` reports, as an OpenSearch node would.
     cluster_name: str = "memory-plugin"
     node_name: str = "memory-plugin-0"
+    #: The OpenSearch version ``GET /`` reports, for clients that branch on it: 3.3.0, the first with
+    #: every API served here (agentic memory is 3.3+); ``2.19.1`` for clients of the memory API alone.
+    reported_version: str = "3.3.0"
     #: Agentic memory (``/_plugins/_ml/memory_containers``); false answers 403 as ml-commons does.
     agentic_memory_enabled: bool = True
     #: Accept ``retention_policy`` and ``pinned`` (ml-commons' ``memory.retention_enabled``); stored, not enforced.
@@ -169,6 +175,7 @@ _SCALARS: dict[str, type] = {
     "log_level": str,
     "cluster_name": str,
     "node_name": str,
+    "reported_version": str,
     "agentic_memory_enabled": bool,
     "agentic_retention_enabled": bool,
     "agentic_llm_url": str,
@@ -262,6 +269,8 @@ def load_settings(
     for name in ("body_read_timeout", "idle_timeout", "bridge_retry_max_seconds", "ml_connector_timeout"):
         if not getattr(settings, name) > 0:
             raise ValueError(f"setting {name!r} must be a positive number of seconds")
+    if settings.reported_version not in LUCENE_VERSIONS:
+        raise ValueError(f"setting 'reported_version' must be one of {sorted(LUCENE_VERSIONS)}")
     if settings.ml_org_calls_per_minute < 0 or settings.ml_org_concurrent_calls < 0:
         raise ValueError(
             "settings 'ml_org_calls_per_minute' and 'ml_org_concurrent_calls' must be 0 (no limit) or more"

@@ -363,3 +363,18 @@ async def test_a_users_erasure_removes_their_models_and_connectors(ml, alice, bo
     assert response.status == 200 and erased["deleted_ml_documents"] == 4  # connector, model, group, task
     assert (await call(ml, alice, "POST", "/models/_search", {}))["hits"]["hits"] == []
     await call(ml, bob, "GET", f"/models/{bobs}")
+
+
+async def test_the_reported_version_is_one_with_every_api_served_and_configurable(
+    aiohttp_client, settings, embedder, alice, tmp_path
+):
+    from memory_plugin.settings import load_settings
+
+    for reported, lucene in ((None, "10.3.1"), ("2.19.1", "9.12.1")):
+        changed = settings.replace(keys_file=settings.resolved_keys_file, data_dir=tmp_path / str(reported))
+        changed = changed if reported is None else changed.replace(reported_version=reported)
+        api = await aiohttp_client(create_app(changed, embedder=embedder))
+        version = (await (await api.get("/", headers=alice.headers)).json())["version"]
+        assert (version["number"], version["lucene_version"]) == (reported or "3.3.0", lucene)  # agentic is 3.3+
+    with pytest.raises(ValueError, match="reported_version"):
+        load_settings(environ={"MEMORY_PLUGIN_REPORTED_VERSION": "9.9.9"})

@@ -188,7 +188,10 @@ def _api_app(api: str, prefix: str, *tables: web.RouteTableDef) -> web.Applicati
     for table in tables:
         for route in table:
             assert isinstance(route, web.RouteDef) and route.path.startswith(prefix + "/"), route
-            sub.router.add_route(route.method, route.path.removeprefix(prefix), route.handler, **route.kwargs)
+            path = route.path.removeprefix(prefix)
+            sub.router.add_route(route.method, path, route.handler, **route.kwargs)
+            if api == "opensearch":  # OpenSearch's router ignores a trailing slash; clients send one (opensearch-py-ml)
+                sub.router.add_route(route.method, path + "/", route.handler, **route.kwargs)
     return sub
 
 

@@ -669,13 +669,26 @@ def _ml_operations() -> Schema:
             "post": MODELS.op("Deploy a model", _object(_each(STRING, "task_id", "task_type", "status")))
         },
         models + "/{model_id}/_undeploy": {"post": MODELS.op("Undeploy a model", ANY_OBJECT)},
+        models + "/_undeploy": {
+            "post": MODELS.op(
+                "Undeploy models (model_ids; without it, every deployed one)",
+                ANY_OBJECT,
+                _object({"model_ids": _array(STRING)}),
+                body_required=False,
+                errors=UNSCOPED,
+            )
+        },
         models + "/{model_id}/_predict": {
             "post": MODELS.op("Call a model: parameters for a remote one, text_docs to embed", results, predict)
         },
         "/_plugins/_ml/_predict/{algorithm}/{model_id}": {
             "post": MODELS.op("Embed text_docs (algorithm text_embedding)", results, predict)
         },
-        "/_plugins/_ml/tasks/{task_id}": {"get": MODELS.op("Get a register or deploy task", ANY_OBJECT)},
+        "/_plugins/_ml/tasks/{task_id}": {
+            "get": MODELS.op("Get a register or deploy task", ANY_OBJECT),
+            "delete": MODELS.op("Delete a task", write),
+        },
+        "/_plugins/_ml/tasks/_search": {"get": search, "post": search},
     }
 
 

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from yarl import URL
 
 from memory_plugin.errors import InvalidArgument
@@ -135,3 +139,23 @@ def error_of(answer: Answer) -> StatusError | None:
         return None
     status = answer.status if 400 <= answer.status < 600 else 502
     return StatusError("Error from remote service: " + answer.body[:2000].decode("utf-8", "replace"), status)
+
+
+def signed_v4(request: Prepared, credential: Mapping[str, str], parameters: Mapping[str, str]) -> Prepared:
+    """An ``aws_sigv4`` connector's request, signed by botocore's SigV4 as ml-commons' ``AwsConnector`` signs it:
+    the keys (and ``session_token``) from the credential, ``region`` and ``service_name`` from the credential
+    or the connector's parameters."""
+    region = credential.get("region") or parameters.get("region")
+    service = credential.get("service_name") or parameters.get("service_name")
+    if not region or not service:
+        raise InvalidArgument("an aws_sigv4 connector needs region and service_name", parameter="parameters")
+    body = request.body.encode("utf-8", "surrogatepass") if request.body is not None else b""
+    aws = AWSRequest(
+        method=request.method,
+        url=request.url,
+        data=body,
+        headers={"Content-Type": "application/json", **request.headers},
+    )
+    keys = Credentials(credential["access_key"], credential["secret_key"], credential.get("session_token"))
+    SigV4Auth(keys, service, region).add_auth(aws)
+    return Prepared(request.method, request.url, dict(aws.headers.items()), request.body)

@@ -115,6 +115,11 @@ async def search_models(request: web.Request) -> web.Response:
     return await _answer(request, MLService.search_models, body=_search_body, params=SEARCH_PARAMS)
 
 
+@routes.post(MODELS + "/_undeploy")
+async def undeploy_models(request: web.Request) -> web.Response:
+    return await _answer(request, MLService.undeploy_many, body=_body)
+
+
 @routes.get(MODELS + "/{model_id}")
 async def get_model(request: web.Request) -> web.Response:
     return await _answer(request, MLService.get_model, ("model_id",))
@@ -150,6 +155,17 @@ async def predict_by_algorithm(request: web.Request) -> web.Response:
     return await _answer(request, MLService.predict, ("model_id",), _required_body, text_embedding=True)
 
 
+@routes.route("*", BASE + "/tasks/_search")
+async def search_tasks(request: web.Request) -> web.Response:
+    _search_methods(request)
+    return await _answer(request, MLService.search_tasks, body=_search_body, params=SEARCH_PARAMS)
+
+
 @routes.get(BASE + "/tasks/{task_id}")
 async def get_task(request: web.Request) -> web.Response:
     return await _answer(request, MLService.get_task, ("task_id",))
+
+
+@routes.delete(BASE + "/tasks/{task_id}")
+async def delete_task(request: web.Request) -> web.Response:
+    return await _answer(request, MLService.delete_task, ("task_id",))

@@ -29,7 +29,7 @@ from memory_plugin.ml.budget import CallBudget, Throttled
 from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
 from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
 from memory_plugin.ml.metrics import MLMetrics
-from memory_plugin.ml.remote import RemoteCaller, error_of
+from memory_plugin.ml.remote import RemoteCaller, error_of, signed_v4
 from memory_plugin.ml.requests import (
     ConnectorInput,
     PredictInput,
@@ -46,6 +46,9 @@ from memory_plugin.ml.stores.base import Kind, MLStore, Stored
 CONNECTOR_INDEX = ".plugins-ml-connector"
 MODEL_INDEX = ".plugins-ml-model"
 MODEL_GROUP_INDEX = ".plugins-ml-model-group"
+TASK_INDEX = ".plugins-ml-task"
+#: Models one ``_undeploy`` call may name.
+MAX_BULK_UNDEPLOY = 1000
 #: Writes a document has had since its create, kept in it: what its ``_version`` counts.
 WRITES = "_writes"
 #: The built-in embedding model answers to this id without being registered.
@@ -170,8 +173,23 @@ MODEL_FIELDS: Fields = {
 }
 
 
+TASK_FIELDS: Fields = {
+    "model_id": KEYWORD,
+    "task_type": KEYWORD,
+    "function_name": KEYWORD,
+    "state": KEYWORD,
+    "worker_node": KEYWORD,
+    "create_time": DATE,
+    "last_update_time": DATE,
+}
+
+
 def _ordered(source: Mapping[str, Any], order: Sequence[str]) -> dict[str, Any]:
     return {key: source[key] for key in order if key in source}
+
+
+def _task_view(source: Mapping[str, Any]) -> dict[str, Any]:
+    return _ordered(source, TASK_ORDER)
 
 
 def connector_view(source: Mapping[str, Any]) -> dict[str, Any]:
@@ -375,7 +393,7 @@ class MLService:
     async def _model_group(self, owner: Principal, found: RegisterInput) -> tuple[str, str]:
         """The group a new model joins, and its version there: the named group, else the owner's group of
         the model's name, else a new one of that name."""
-        group_id = found.model_group_id
+        group_id = found.model_group_id or None  # ml-commons: an empty id is none (``StringUtils.isEmpty``)
         if group_id is None:
             named = [g for g in await self.store.all("model_group", owner) if g.source.get("name") == found.name]
             group_id = named[0].id if named else None
@@ -483,11 +501,35 @@ class MLService:
     async def search_models(self, owner: Principal, body: Any) -> dict[str, Any]:
         return await self._search(owner, "model", body, MODEL_INDEX, _model_source_view, MODEL_FIELDS)
 
+    async def search_tasks(self, owner: Principal, body: Any) -> dict[str, Any]:
+        return await self._search(owner, "task", body, TASK_INDEX, _task_view, TASK_FIELDS)
+
+    async def delete_task(self, owner: Principal, task_id: str) -> dict[str, Any]:
+        stored = await self.store.get("task", owner, task_id)
+        if stored is None or not await self.store.delete("task", owner, task_id):
+            raise NotFound("Failed to find task")
+        return _write_result(TASK_INDEX, task_id, _api_version(stored), "deleted", refresh=True)
+
+    async def undeploy_many(self, owner: Principal, body: Any) -> dict[str, Any]:
+        """``POST /models/_undeploy`` with ``model_ids``: each of the owner's models, as one undeploy does."""
+        ids = body.get("model_ids") if isinstance(body, dict) else None
+        if ids is None:
+            ids = [m.id for m in await self.store.all("model", owner) if m.source.get("model_state") == "DEPLOYED"]
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise InvalidArgument("[model_ids] must be an array of model ids", parameter="model_ids")
+        stats: dict[str, str] = {}
+        for model_id in ids[:MAX_BULK_UNDEPLOY]:
+            if await self.store.get("model", owner, model_id) is None:
+                stats[model_id] = "not_found"
+                continue
+            stats.update((await self.undeploy(owner, model_id))[self.node_id]["stats"])
+        return {self.node_id: {"stats": stats}} if stats else {}
+
     async def get_task(self, owner: Principal, task_id: str) -> dict[str, Any]:
         stored = await self.store.get("task", owner, task_id)
         if stored is None:
             raise NotFound("Failed to find task")
-        return _ordered(stored.source, TASK_ORDER)
+        return _task_view(stored.source)
 
     # -- predict ------------------------------------------------------------------------
 
@@ -530,11 +572,6 @@ class MLService:
         else:
             connector = (await self._connector(owner, model["connector_id"])).source
             context = _context(owner, model["connector_id"])
-        if connector.get("protocol") == "aws_sigv4":
-            raise InvalidArgument(
-                "calling an aws_sigv4 connector is not supported here yet: it is stored, and http connectors are called",
-                parameter="protocol",
-            )
         actions = [parse_action(a, "actions") for a in connector.get("actions", [])]
         action = next((a for a in actions if a.action_type == "PREDICT"), None)
         if action is None:
@@ -542,6 +579,8 @@ class MLService:
         parameters = {**connector.get("parameters", {}), **(request.parameters or {})}
         credential = {key: self.box.open(value, context) for key, value in connector.get("credential", {}).items()}
         prepared = prepare(action, connector.get("parameters", {}), request.parameters, credential, request.text_docs)
+        if connector.get("protocol") == "aws_sigv4":
+            prepared = signed_v4(prepared, credential, parameters)
         if not trusted(prepared.url, self.settings.trusted_endpoints):  # parameters given now may move it
             raise InvalidArgument(
                 "Connector URL is not matching the trusted connector endpoint regex, URL is: "

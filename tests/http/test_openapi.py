@@ -18,7 +18,7 @@ METHODS = {"get", "post", "put", "delete", "patch", "head", "options"}
 def routed_operations(app) -> set[tuple[str, str]]:
     operations = set()
     for route in app.router.routes():
-        path = route.resource.canonical
+        path = route.resource.canonical.rstrip("/") or "/"  # a trailing slash is the same operation
         methods = ["get", "post"] if route.method == "*" else [route.method.lower()]
         operations |= {(method, path) for method in methods if method != "head"}
     return operations

@@ -378,3 +378,58 @@ async def test_the_reported_version_is_one_with_every_api_served_and_configurabl
         assert (version["number"], version["lucene_version"]) == (reported or "3.3.0", lucene)  # agentic is 3.3+
     with pytest.raises(ValueError, match="reported_version"):
         load_settings(environ={"MEMORY_PLUGIN_REPORTED_VERSION": "9.9.9"})
+
+
+async def test_an_aws_sigv4_connector_signs_each_call_with_its_keys(aiohttp_server, ml, alice):
+    """The remote end checks the signature as AWS does: botocore recomputes it from what arrived."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    seen: list[bool] = []
+
+    async def bedrock(request: web.Request) -> web.Response:
+        body = await request.read()
+        authorization = request.headers["Authorization"]
+        signed = authorization.split("SignedHeaders=")[1].split(",")[0].split(";")
+        headers = {name: request.headers[name] for name in signed}
+        aws = AWSRequest(method=request.method, url=str(request.url), data=body, headers=headers)
+        aws.context["timestamp"] = request.headers["X-Amz-Date"]
+        auth = SigV4Auth(Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI", "session-1"), "bedrock", "us-east-1")
+        signature = auth.signature(auth.string_to_sign(aws, auth.canonical_request(aws)), aws)
+        seen.append(authorization.endswith(f"Signature={signature}"))
+        assert "/us-east-1/bedrock/aws4_request" in authorization and request.headers["X-Amz-Security-Token"]
+        if not seen[-1]:
+            return web.json_response({"message": "SignatureDoesNotMatch"}, status=403)
+        return web.json_response({"embedding": [0.5, -0.25]})
+
+    remote = web.Application()
+    remote.router.add_post("/model/titan/invoke", bedrock)
+    url = str((await aiohttp_server(remote)).make_url("")).rstrip("/")
+    connector = {
+        "name": "bedrock",
+        "version": "1",
+        "protocol": "aws_sigv4",
+        "parameters": {"region": "us-east-1", "service_name": "bedrock"},
+        "credential": {"access_key": "AKIDEXAMPLE", "secret_key": "wJalrXUtnFEMI", "session_token": "session-1"},
+        "actions": [
+            {
+                "action_type": "predict",
+                "method": "POST",
+                "url": f"{url}/model/titan/invoke",
+                "request_body": '{ "inputText": "${parameters.inputText}" }',
+                "pre_process_function": "connector.pre_process.bedrock.embedding",
+                "post_process_function": "connector.post_process.bedrock.embedding",
+            }
+        ],
+    }
+    _, model_id = await remote_model(ml, alice, connector)
+    answer = await call(ml, alice, "POST", f"/_predict/text_embedding/{model_id}", {"text_docs": ['say "hi"']})
+    assert answer["inference_results"][0]["output"][0]["data"] == [0.5, -0.25]
+    assert seen == [True]
+    # a wrong secret is seen as such by the remote end: the signature is the keys', not decoration
+    wrong = {**connector, "credential": {**connector["credential"], "secret_key": "not-the-secret"}}
+    _, other = await remote_model(ml, alice, wrong)
+    refused = await call(ml, alice, "POST", f"/_predict/text_embedding/{other}", {"text_docs": ["x"]}, status=403)
+    assert refused["error"]["reason"] == 'Error from remote service: {"message": "SignatureDoesNotMatch"}'
+    assert seen == [True, False]

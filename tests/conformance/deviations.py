@@ -80,7 +80,7 @@ def _delete_tombstone(d: Difference) -> bool:
 def _superseded_statistics(d: Difference) -> bool:
     """Model search scores: the real node's BM25 statistics still count superseded versions of models it rewrote."""
     return (
-        d.step.split(" ", 2)[1] == "/_plugins/_ml/models/_search"
+        re.match(r"^\S+ /_plugins/_ml/models/_search\b", d.step) is not None
         and bool(re.search(r"(\.max_score|\._score)$", d.where))
         and all(isinstance(v, float) and v > 0 for v in (d.real, d.ours))
     )

@@ -18,53 +18,11 @@ from memory_plugin.app import create_app
 from memory_plugin.auth import Principal
 from memory_plugin.ml.routes import ML as ML_SERVICE
 from memory_plugin.ml.stores.base import KINDS
-from tests.support.scripted_openai import ScriptedOpenAI, embedding_of
+from tests.support.scripted_openai import ScriptedOpenAI, chat_connector, embedding_connector, embedding_of
 
 ML = "/_plugins/_ml"
 LOOPBACK = r"^http://127\.0\.0\.1:.*$"
 JSON = {"Content-Type": "application/json"}
-
-
-def chat_connector(url: str, key: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "name": "chat",
-        "description": "an OpenAI-compatible chat model",
-        "version": 1,
-        "protocol": "http",
-        "parameters": {"endpoint": url.removeprefix("http://"), "model": "gpt-4o-mini"},
-        "credential": {"openAI_key": key},
-        "actions": [
-            {
-                "action_type": "predict",
-                "method": "POST",
-                "url": "http://${parameters.endpoint}/v1/chat/completions",
-                "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
-                "request_body": '{ "model": "${parameters.model}", "messages": ${parameters.messages} }',
-            }
-        ],
-        **extra,
-    }
-
-
-def embedding_connector(url: str, key: str) -> dict[str, Any]:
-    return {
-        "name": "embeddings",
-        "version": "1",
-        "protocol": "http",
-        "parameters": {"model": "text-embedding-3-small"},
-        "credential": {"openAI_key": key},
-        "actions": [
-            {
-                "action_type": "predict",
-                "method": "POST",
-                "url": f"{url}/v1/embeddings",
-                "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
-                "request_body": '{ "input": ${parameters.input}, "model": "${parameters.model}" }',
-                "pre_process_function": "connector.pre_process.openai.embedding",
-                "post_process_function": "connector.post_process.openai.embedding",
-            }
-        ],
-    }
 
 
 @pytest.fixture

@@ -136,6 +136,50 @@ class ScriptedOpenAI:
         )
 
 
+def chat_connector(url: str, key: str, **extra: Any) -> dict[str, Any]:
+    """ml-commons' documented OpenAI chat connector blueprint, pointed at a server at ``url`` with the key ``key``."""
+    return {
+        "name": "scripted chat",
+        "description": "an OpenAI-compatible chat model",
+        "version": 1,
+        "protocol": "http",
+        "parameters": {"endpoint": url.removeprefix("http://"), "model": "gpt-4o-mini"},
+        "credential": {"openAI_key": key},
+        "actions": [
+            {
+                "action_type": "predict",
+                "method": "POST",
+                "url": "http://${parameters.endpoint}/v1/chat/completions",
+                "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+                "request_body": '{ "model": "${parameters.model}", "messages": ${parameters.messages} }',
+            }
+        ],
+        **extra,
+    }
+
+
+def embedding_connector(url: str, key: str) -> dict[str, Any]:
+    """ml-commons' documented OpenAI embedding connector blueprint, pointed at a server at ``url``."""
+    return {
+        "name": "scripted embeddings",
+        "version": "1",
+        "protocol": "http",
+        "parameters": {"model": "text-embedding-3-small"},
+        "credential": {"openAI_key": key},
+        "actions": [
+            {
+                "action_type": "predict",
+                "method": "POST",
+                "url": f"{url}/v1/embeddings",
+                "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+                "request_body": '{ "input": ${parameters.input}, "model": "${parameters.model}" }',
+                "pre_process_function": "connector.pre_process.openai.embedding",
+                "post_process_function": "connector.post_process.openai.embedding",
+            }
+        ],
+    }
+
+
 @contextmanager
 def scripted_openai() -> Iterator[ScriptedOpenAI]:
     """A :class:`ScriptedOpenAI` on a free loopback port, served in a thread of its own (``url`` set)."""

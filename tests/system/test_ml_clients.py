@@ -19,7 +19,13 @@ from opensearchpy import AsyncOpenSearch, NotFoundError, OpenSearch
 from embedder import Embedder, ensure_default_model
 from memory_plugin.auth import KeyStore
 from tests.support.live import LiveServer
-from tests.support.scripted_openai import ScriptedOpenAI, embedding_of, scripted_openai
+from tests.support.scripted_openai import (
+    ScriptedOpenAI,
+    chat_connector,
+    embedding_connector,
+    embedding_of,
+    scripted_openai,
+)
 
 DEFAULT_MODEL = "multilingual-e5-small"
 DIMENSION = 384
@@ -55,49 +61,6 @@ def client(server: LiveServer) -> Iterator[OpenSearch]:
     os_client = OpenSearch(hosts=[server.url], headers=server.headers)
     yield os_client
     os_client.close()
-
-
-def chat_connector(llm_url: str, key: str) -> dict[str, Any]:
-    """ml-commons' documented OpenAI chat connector blueprint, pointed at the scripted server."""
-    return {
-        "name": "scripted chat",
-        "description": "an OpenAI-compatible chat model",
-        "version": 1,
-        "protocol": "http",
-        "parameters": {"endpoint": llm_url.removeprefix("http://"), "model": "gpt-4o-mini"},
-        "credential": {"openAI_key": key},
-        "actions": [
-            {
-                "action_type": "predict",
-                "method": "POST",
-                "url": "http://${parameters.endpoint}/v1/chat/completions",
-                "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
-                "request_body": '{ "model": "${parameters.model}", "messages": ${parameters.messages} }',
-            }
-        ],
-    }
-
-
-def embedding_connector(llm_url: str, key: str) -> dict[str, Any]:
-    """ml-commons' documented OpenAI embedding connector blueprint, pointed at the scripted server."""
-    return {
-        "name": "scripted embeddings",
-        "version": "1",
-        "protocol": "http",
-        "parameters": {"model": "text-embedding-3-small"},
-        "credential": {"openAI_key": key},
-        "actions": [
-            {
-                "action_type": "predict",
-                "method": "POST",
-                "url": f"{llm_url}/v1/embeddings",
-                "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
-                "request_body": '{ "input": ${parameters.input}, "model": "${parameters.model}" }',
-                "pre_process_function": "connector.pre_process.openai.embedding",
-                "post_process_function": "connector.post_process.openai.embedding",
-            }
-        ],
-    }
 
 
 def assert_real_embeddings(answer: Any, sentences: list[str], embedder: Embedder) -> None:

@@ -6,8 +6,9 @@ The same service and stored data as the 2.11 form, under the names that
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -19,6 +20,7 @@ from memory_plugin.memory.routes_v211 import MEMORY, PAGING, message_page, pagin
 from memory_plugin.memory.service import check_search_window
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211
 from memory_plugin.web import (
+    PARSE_IN_THREAD_BYTES,
     SEARCH_PARAMS,
     check_params,
     check_sound,
@@ -27,6 +29,8 @@ from memory_plugin.web import (
     read_body,
     search_body,
 )
+
+T = TypeVar("T")
 
 BASE = "/_plugins/_ml/memory"
 
@@ -76,6 +80,14 @@ def _window(request: web.Request, noun: str, index: str) -> tuple[int, int]:
     return next_token, max_results
 
 
+async def _parsed(read: Callable[..., T], raw: bytes, *args: Any) -> T:
+    """``read(raw, *args)``, in a thread for a large body: where Python's JSON fails, Jackson's error is found by
+    a lexer written in Python, which must not hold the event loop for the seconds a megabyte takes it."""
+    if len(raw) > PARSE_IN_THREAD_BYTES:
+        return await asyncio.to_thread(read, raw, *args)
+    return read(raw, *args)
+
+
 async def _query_body(request: web.Request) -> dict[str, Any] | None:
     """A ``_search`` request's body: GET or POST, as OpenSearch takes either."""
     if request.method not in ("GET", "POST"):
@@ -89,14 +101,14 @@ async def _query_body(request: web.Request) -> dict[str, Any] | None:
         return await search_body(request)
     except ParseFailure:
         if raw:
-            requests_v212.check_search_syntax(raw)
+            await _parsed(requests_v212.check_search_syntax, raw)
         raise
 
 
 async def _update(request: web.Request, kind: str, id_name: str, index: str) -> web.Response:
     """Apply an update's body, read as ml-commons reads it; answer as OpenSearch's update API does."""
     check_params(request)
-    changes = requests_v212.update(await read_body(request), kind)
+    changes = await _parsed(requests_v212.update, await read_body(request), kind)
     check_sound(changes)
     document_id = request.match_info[id_name]
     service = request.config_dict[MEMORY]
@@ -112,7 +124,7 @@ async def _update(request: web.Request, kind: str, id_name: str, index: str) -> 
 @renamed
 async def create_memory(request: web.Request) -> web.Response:
     check_params(request)
-    memory = requests_v212.new_memory(await read_body(request))
+    memory = await _parsed(requests_v212.new_memory, await read_body(request))
     check_sound(memory.__dict__)
     conversation = await request.config_dict[MEMORY].create_conversation(
         principal_of(request),
@@ -200,7 +212,7 @@ async def delete_memory(request: web.Request) -> web.Response:
 @renamed
 async def create_message(request: web.Request) -> web.Response:
     check_params(request)
-    message = requests_v212.new_message(await read_body(request))
+    message = await _parsed(requests_v212.new_message, await read_body(request))
     check_sound(message.__dict__)
     interaction = await request.config_dict[MEMORY].create_interaction(
         principal_of(request),

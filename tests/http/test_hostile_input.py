@@ -384,3 +384,33 @@ async def test_a_million_spaces_do_not_make_a_million_character_chunk(client, ad
     found = await client.get(HISTORIES, params={"q": "refund invoice", "record_type": "voice"}, headers=admin.headers)
     texts = sorted(hit["text"].strip() for hit in (await found.json())["data"])
     assert texts == ["invoice", "refund"]
+
+
+@pytest.mark.parametrize(
+    "reader, method, path",
+    [
+        ("check_search_syntax", "POST", "/_plugins/_ml/memory/_search"),
+        ("new_memory", "POST", "/_plugins/_ml/memory"),
+    ],
+)
+async def test_a_large_broken_body_is_read_for_its_error_off_the_event_loop(
+    client, alice, monkeypatch, reader, method, path
+):
+    """Jackson's error for a body Python's JSON refuses comes from a lexer written in Python: for a body of
+    megabytes that takes seconds, so it runs in a thread, never on the loop that serves everyone else."""
+    import threading
+
+    from memory_plugin.memory import requests_v212
+
+    real, threads = getattr(requests_v212, reader), []
+
+    def recording(*args):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread() is threading.main_thread())
+        return real(*args)
+
+    monkeypatch.setattr(requests_v212, reader, recording)
+    body = b'{"query": {"match": {"name": "' + b"x" * (1024 * 1024) + b'"}}'  # truncated at the very end
+    headers = {**alice.headers, "Content-Type": "application/json"}
+    response = await client.request(method, path, data=body, headers=headers)
+    assert response.status == 400, await response.text()
+    assert threads == [False]

@@ -11,21 +11,19 @@ already ``COMPLETED`` when the caller reads them.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
-
-import numpy as np
+from collections.abc import Mapping
+from typing import Any
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.dsl.execute import bounded, execute, search_response
-from memory_plugin.dsl.mapping import DATE, FLAT_OBJECT, KEYWORD, LONG, TEXT, Fields
+from memory_plugin.dsl.mapping import Fields
 from memory_plugin.dsl.parse import parse_search
 from memory_plugin.errors import InvalidArgument, ServiceError
 from memory_plugin.ml.budget import CallBudget, Throttled
+from memory_plugin.ml.chat import RemoteChat
+from memory_plugin.ml.config import Embeddings, MLSettings, now_millis
 from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
 from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
 from memory_plugin.ml.metrics import MLMetrics
@@ -42,174 +40,31 @@ from memory_plugin.ml.requests import (
 )
 from memory_plugin.ml.secrets import SecretBox, new_master_key
 from memory_plugin.ml.stores.base import Kind, MLStore, Stored
+from memory_plugin.ml.views import (
+    CONNECTOR_FIELDS,
+    CONNECTOR_INDEX,
+    MODEL_FIELDS,
+    MODEL_INDEX,
+    TASK_FIELDS,
+    TASK_INDEX,
+    WRITES,
+    api_version,
+    connector_view,
+    model_search_view,
+    model_view,
+    task_view,
+    write_result,
+)
 
-CONNECTOR_INDEX = ".plugins-ml-connector"
-MODEL_INDEX = ".plugins-ml-model"
-MODEL_GROUP_INDEX = ".plugins-ml-model-group"
-TASK_INDEX = ".plugins-ml-task"
 #: Models one ``_undeploy`` call may name.
 MAX_BULK_UNDEPLOY = 1000
-#: Writes a document has had since its create, kept in it: what its ``_version`` counts.
-WRITES = "_writes"
 #: The built-in embedding model answers to this id without being registered.
 BUILT_IN = "built-in"
-
-
-class Embeddings(Protocol):
-    """The server's batched embedder (``embedder.AsyncEmbedder``)."""
-
-    @property
-    def dimension(self) -> int: ...
-
-    async def passages(self, texts: Sequence[str], *, tenant: Any = None) -> np.ndarray: ...
-
-
-@dataclass(frozen=True)
-class MLSettings:
-    trusted_endpoints: tuple[str, ...]
-    allow_private_addresses: bool
-    timeout: float
-    #: Per organisation and process: remote calls a minute, and at once (0: no limit).
-    calls_per_minute: int
-    concurrent_calls: int
-    #: The names the built-in model registers under (its own, and ``BUILT_IN``).
-    built_in_names: tuple[str, ...]
-    node_name: str
-
-
-def now_millis() -> int:
-    return int(time.time() * 1000)
 
 
 def _context(owner: Principal, connector_id: str) -> str:
     """What a sealed credential is bound to: its owner and its connector."""
     return f"{owner.organization_id}\x00{owner.user_id or ''}\x00{connector_id}"
-
-
-def _without_credential(source: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in source.items() if key != "credential"}
-
-
-CONNECTOR_ORDER = (
-    "name",
-    "version",
-    "description",
-    "protocol",
-    "parameters",
-    "actions",
-    "created_time",
-    "last_updated_time",
-    "client_config",
-)
-MODEL_ORDER = (
-    "name",
-    "model_group_id",
-    "algorithm",
-    "model_version",
-    "model_format",
-    "description",
-    "model_state",
-    "model_config",
-    "created_time",
-    "last_updated_time",
-    "last_deployed_time",
-    "last_undeployed_time",
-    "auto_redeploy_retry_times",
-    "planning_worker_node_count",
-    "current_worker_node_count",
-    "planning_worker_nodes",
-    "deploy_to_all_nodes",
-    "is_hidden",
-    "connector_id",
-    "connector",
-)
-TASK_ORDER = (
-    "model_id",
-    "task_type",
-    "function_name",
-    "state",
-    "worker_node",
-    "create_time",
-    "last_update_time",
-    "is_async",
-)
-
-
-#: ml-commons' index mappings (``index-mappings/ml_connector.json``, ``ml_model.json``), as far as our documents
-#: hold the fields; a field they leave out is mapped dynamically on the real node (text with a keyword).
-CONNECTOR_FIELDS: Fields = {
-    "name": TEXT,
-    "name.keyword": KEYWORD,
-    "version": KEYWORD,
-    "description": TEXT,
-    "protocol": KEYWORD,
-    "parameters": FLAT_OBJECT,
-    "actions": FLAT_OBJECT,
-    "client_config": FLAT_OBJECT,
-    "created_time": DATE,
-    "last_updated_time": DATE,
-}
-MODEL_FIELDS: Fields = {
-    "algorithm": KEYWORD,
-    "name": TEXT,
-    "name.keyword": KEYWORD,
-    "model_version": KEYWORD,
-    "model_group_id": KEYWORD,
-    "description": TEXT,
-    "model_format": KEYWORD,
-    "model_state": KEYWORD,
-    "planning_worker_node_count": LONG,
-    "current_worker_node_count": LONG,
-    "planning_worker_nodes": KEYWORD,
-    "auto_redeploy_retry_times": LONG,
-    "created_time": DATE,
-    "last_updated_time": DATE,
-    "last_deployed_time": DATE,
-    "last_undeployed_time": DATE,
-    "connector_id": TEXT,
-    "connector_id.keyword": KEYWORD,
-    "connector": FLAT_OBJECT,
-    "model_config": FLAT_OBJECT,
-}
-
-
-TASK_FIELDS: Fields = {
-    "model_id": KEYWORD,
-    "task_type": KEYWORD,
-    "function_name": KEYWORD,
-    "state": KEYWORD,
-    "worker_node": KEYWORD,
-    "create_time": DATE,
-    "last_update_time": DATE,
-}
-
-
-def _ordered(source: Mapping[str, Any], order: Sequence[str]) -> dict[str, Any]:
-    return {key: source[key] for key in order if key in source}
-
-
-def _task_view(source: Mapping[str, Any]) -> dict[str, Any]:
-    return _ordered(source, TASK_ORDER)
-
-
-def connector_view(source: Mapping[str, Any]) -> dict[str, Any]:
-    return _ordered(source, CONNECTOR_ORDER)
-
-
-def _model_source_view(source: Mapping[str, Any]) -> dict[str, Any]:
-    """A model as ``_search`` shows it: its stored fields, the inline connector without its credential."""
-    view = _ordered(source, MODEL_ORDER)
-    if isinstance(view.get("connector"), Mapping):
-        view["connector"] = connector_view(view["connector"])
-    return view
-
-
-def model_view(source: Mapping[str, Any]) -> dict[str, Any]:
-    """A model as ``GET`` shows it: ml-commons' ``MLModel.toXContent`` leaves out an empty node list."""
-    view = _model_source_view(source)
-    if view.get("planning_worker_nodes") == []:
-        del view["planning_worker_nodes"]
-    return view
 
 
 class MLService:
@@ -218,13 +73,11 @@ class MLService:
         store: MLStore,
         embedder: Embeddings,
         settings: MLSettings,
-        model_info: Mapping[str, Any],
         metrics: MLMetrics | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.settings = settings
-        self.model_info = dict(model_info)
         self.node_id = hashlib.sha256(settings.node_name.encode()).hexdigest()[:22]
         self.remote = RemoteCaller(timeout=settings.timeout, allow_private=settings.allow_private_addresses)
         self.budget = CallBudget(settings.calls_per_minute, settings.concurrent_calls)
@@ -308,7 +161,7 @@ class MLService:
         source["last_updated_time"] = now_millis()
         source[WRITES] = stored.source.get(WRITES, 0) + 1
         await self._replace("connector", owner, stored, source)
-        return _write_result(CONNECTOR_INDEX, connector_id, _api_version(stored), "updated", refresh=False)
+        return write_result(CONNECTOR_INDEX, connector_id, api_version(stored), "updated", refresh=False)
 
     async def delete_connector(self, owner: Principal, connector_id: str) -> dict[str, Any]:
         in_use = [m.id for m in await self.store.all("model", owner) if _uses(m.source, connector_id, deployed=False)]
@@ -320,8 +173,8 @@ class MLService:
             )
         stored = await self.store.get("connector", owner, connector_id)
         if stored is None or not await self.store.delete("connector", owner, connector_id):
-            return _write_result(CONNECTOR_INDEX, connector_id, 0, "not_found", refresh=True)
-        return _write_result(CONNECTOR_INDEX, connector_id, _api_version(stored), "deleted", refresh=True)
+            return write_result(CONNECTOR_INDEX, connector_id, 0, "not_found", refresh=True)
+        return write_result(CONNECTOR_INDEX, connector_id, api_version(stored), "deleted", refresh=True)
 
     async def search_connectors(self, owner: Principal, body: Any) -> dict[str, Any]:
         return await self._search(owner, "connector", body, CONNECTOR_INDEX, connector_view, CONNECTOR_FIELDS)
@@ -496,19 +349,19 @@ class MLService:
                 "Model cannot be deleted in deploying or deployed state. Try undeploy model first then delete"
             )
         deleted = await self.store.delete("model", owner, model_id)
-        return _write_result(MODEL_INDEX, model_id, _api_version(stored), "deleted" if deleted else "not_found", True)
+        return write_result(MODEL_INDEX, model_id, api_version(stored), "deleted" if deleted else "not_found", True)
 
     async def search_models(self, owner: Principal, body: Any) -> dict[str, Any]:
-        return await self._search(owner, "model", body, MODEL_INDEX, _model_source_view, MODEL_FIELDS)
+        return await self._search(owner, "model", body, MODEL_INDEX, model_search_view, MODEL_FIELDS)
 
     async def search_tasks(self, owner: Principal, body: Any) -> dict[str, Any]:
-        return await self._search(owner, "task", body, TASK_INDEX, _task_view, TASK_FIELDS)
+        return await self._search(owner, "task", body, TASK_INDEX, task_view, TASK_FIELDS)
 
     async def delete_task(self, owner: Principal, task_id: str) -> dict[str, Any]:
         stored = await self.store.get("task", owner, task_id)
         if stored is None or not await self.store.delete("task", owner, task_id):
             raise NotFound("Failed to find task")
-        return _write_result(TASK_INDEX, task_id, _api_version(stored), "deleted", refresh=True)
+        return write_result(TASK_INDEX, task_id, api_version(stored), "deleted", refresh=True)
 
     async def undeploy_many(self, owner: Principal, body: Any) -> dict[str, Any]:
         """``POST /models/_undeploy`` with ``model_ids``: each of the owner's models, as one undeploy does."""
@@ -529,7 +382,7 @@ class MLService:
         stored = await self.store.get("task", owner, task_id)
         if stored is None:
             raise NotFound("Failed to find task")
-        return _task_view(stored.source)
+        return task_view(stored.source)
 
     # -- predict ------------------------------------------------------------------------
 
@@ -618,7 +471,7 @@ class MLService:
     ) -> dict[str, Any]:
         query = parse_search(body, fields=fields)
         started = time.perf_counter()
-        documents = [(s.id, view(s.source), _api_version(s)) for s in await self.store.all(kind, owner)]
+        documents = [(s.id, view(s.source), api_version(s)) for s in await self.store.all(kind, owner)]
         results = await bounded(lambda budget: execute(query, documents, budget=budget))
         return search_response(results, int((time.perf_counter() - started) * 1000), index=index)
 
@@ -630,53 +483,7 @@ class MLService:
         return await self.store.erase(Principal(organization_id, user_id))
 
 
-class RemoteChat:
-    """A registered remote model called as ml-commons' agentic memory calls it: ``_predict`` with the
-    parameters ``system_prompt`` and ``user_prompt`` (and ``messages``, the two as an OpenAI chat list, for
-    connectors written for chat completions).  The answer is the remote JSON, as ``dataAsMap`` shows it."""
-
-    def __init__(self, service: MLService, owner: Principal, model_id: str) -> None:
-        self.service, self.owner, self.model_id = service, owner, model_id
-
-    async def complete(self, system_prompt: str, user_prompt: str) -> dict[str, Any]:
-        model = await self.service._model(self.owner, self.model_id, "Failed to find model")  # it may be gone since
-        messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]
-        parameters = {
-            "system_prompt": system_prompt,
-            "user_prompt": user_prompt,
-            "messages": json.dumps(messages, ensure_ascii=False),
-        }
-        result = await self.service._call_remote(
-            self.owner, self.model_id, model.source, PredictInput(parameters, None)
-        )
-        output = result["output"][0] if result.get("output") else {}
-        answer = output.get("dataAsMap")
-        if not isinstance(answer, dict):
-            raise StatusError("the remote model's answer is not a JSON object", 502)
-        return answer
-
-    async def close(self) -> None:
-        """Nothing to close: calls go through the service's client."""
-
-
 def _uses(model: Mapping[str, Any], connector_id: str, *, deployed: bool) -> bool:
     if model.get("connector_id") != connector_id:
         return False
     return not deployed or model.get("model_state") == "DEPLOYED"
-
-
-def _api_version(stored: Stored) -> int:
-    """The ``_version`` the real node shows: one for the create, and one for each write, counting those
-    ml-commons makes of a model in the background (a deploy is two).  Kept in the document, so that it reads
-    the same on both stores (the OpenSearch store's own version packs ``_seq_no``)."""
-    return 1 + int(stored.source.get(WRITES, 0))
-
-
-def _write_result(index: str, doc_id: str, version: int, result: str, refresh: bool) -> dict[str, Any]:
-    body: dict[str, Any] = {"_index": index, "_id": doc_id, "_version": version + 1, "result": result}
-    if refresh:
-        body["forced_refresh"] = True
-    body["_shards"] = {"total": 1, "successful": 1, "failed": 0}
-    body["_seq_no"] = version
-    body["_primary_term"] = 1
-    return body

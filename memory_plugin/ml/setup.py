@@ -7,8 +7,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from memory_plugin.metrics import Metrics
+from memory_plugin.ml.config import Embeddings, MLSettings
 from memory_plugin.ml.metrics import MLMetrics
-from memory_plugin.ml.service import BUILT_IN, Embeddings, MLService, MLSettings
+from memory_plugin.ml.service import BUILT_IN, MLService
 from memory_plugin.ml.stores.base import MLStore
 from memory_plugin.settings import OpenSearchRegion, Settings
 
@@ -43,7 +44,6 @@ async def open_ml(
             built_in_names=names,
             node_name=settings.node_name,
         ),
-        model,
         MLMetrics(metrics.registry if metrics else None),
     )
     try:

@@ -137,6 +137,16 @@ def _stall(report: dict[str, Any]) -> None:
     assert report["searches"]["count"] > 0
 
 
+@benchmark("bench_ml.py", "--requests", "10", "--concurrency", "1,2")
+def _ml(report: dict[str, Any]) -> None:
+    cases = ("remote endpoint direct", "predict via connector", "hello-world POST", "text_embedding built-in")
+    assert cells(report, "case", "concurrency") == {(case, n) for case in cases for n in (1, 2)}
+    for row in report["results"]:
+        assert row["statuses"] == {"200": 10}, row  # every call answered, through JSON (string keys)
+        if row["case"] == "predict via connector":
+            assert isinstance(row["added_p50_ms"], float), row
+
+
 def test_every_benchmark_script_is_smoke_tested() -> None:
     elsewhere = {"loadtest.py", "bench_memory_search.py"}
     scripts = {path.name for path in (ROOT / "scripts").glob("*.py") if path.name.startswith("bench_")}

@@ -128,6 +128,16 @@ async def llm(aiohttp_server):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+async def embeddings(aiohttp_server):  # type: ignore[no-untyped-def]
+    """A local OpenAI-compatible embeddings server, deterministic (tests/support/scripted_openai.py)."""
+    from tests.support.scripted_openai import ScriptedOpenAI
+
+    server = ScriptedOpenAI()
+    server.url = str((await aiohttp_server(server.app())).make_url("")).rstrip("/")
+    return server
+
+
+@pytest.fixture
 async def api(aiohttp_client, settings, embedder, llm, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
     """The app, with agentic memory's LLM connector pointed at ``llm``."""
     settings = settings.replace(

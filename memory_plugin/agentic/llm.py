@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
+
+import numpy as np
 
 from memory_plugin.auth import Principal
 
@@ -30,11 +33,25 @@ class ChatModel(Protocol):
     async def close(self) -> None: ...
 
 
+class TextEmbedding(Protocol):
+    """What embeds a container's long-term memories and its queries: the built-in model
+    (``embedder.AsyncEmbedder``) or a registered remote one."""
+
+    async def passages(self, texts: Sequence[str], *, tenant: Hashable = None) -> np.ndarray: ...
+
+    async def query(self, text: str) -> np.ndarray: ...
+
+
 class RegisteredModels(Protocol):
-    """The owner's registered remote models (the ml service): a container's ``llm_id`` names one."""
+    """The owner's registered remote models (the ml service): a container's ``llm_id`` and
+    ``embedding_model_id`` name them."""
 
     async def chat_model(self, owner: Principal, model_id: str) -> ChatModel | None:
         """The owner's remote model ``model_id``, or None when they registered none by that id."""
+        ...
+
+    async def embedding_model(self, owner: Principal, model_id: str) -> TextEmbedding | None:
+        """The owner's remote model ``model_id`` as an embedding model, or None when they registered none."""
         ...
 
 

@@ -25,4 +25,7 @@ class AgenticMetrics:
             "long_term_changes", "Long-term memory changes applied by infer, by event", ["event"]
         )
         self.embedded = counter("embedded", "Long-term memories embedded in the background")
+        self.embed_failures = counter(
+            "embed_failures", "Background embedding batches whose model failed (kept pending, tried again)"
+        )
         self.searches = counter("searches", "Semantic and hybrid searches over long-term memory", ["kind"])

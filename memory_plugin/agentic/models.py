@@ -29,6 +29,8 @@ DEFAULT_PREFIX = "default"
 MAX_INFER_SIZE_DEFAULT = 5
 MAX_INFER_SIZE_LIMIT = 10
 MAX_K = 10000
+#: The largest knn_vector dimension OpenSearch's lucene engine takes.
+MAX_DIMENSION = 16000
 #: ``namespace`` and ``tags`` terms one semantic or hybrid search may filter on: each is a term clause on
 #: OpenSearch, beside the store's own (owner, container), within ``indices.query.bool.max_clause_count`` (1024).
 MAX_SEARCH_TERMS = 1000
@@ -286,8 +288,10 @@ def _check_retention(policy: Any, retention_enabled: bool) -> dict[str, Any] | N
     return policy
 
 
-def parse_embedding(config: Mapping[str, Any], model_dimension: int) -> dict[str, Any]:
-    """The embedding fields: resolved onto the built-in model, whose dimension must match."""
+def parse_embedding(config: Mapping[str, Any], model_dimension: int | None) -> dict[str, Any]:
+    """The embedding fields.  ``model_dimension`` is the built-in model's, which the container's must match;
+    None when ``embedding_model_id`` names the owner's registered remote model, whose dimension the
+    container declares (as on ml-commons, where it sizes the knn_vector field)."""
     model_type = text(config, "embedding_model_type")
     model_id = text(config, "embedding_model_id")
     dimension = integer(config, "embedding_dimension")
@@ -306,13 +310,19 @@ def parse_embedding(config: Mapping[str, Any], model_dimension: int) -> dict[str
         if dimension is not None:
             raise InvalidArgument("Dimension is not allowed for SPARSE_ENCODING")
         raise InvalidArgument(
-            "SPARSE_ENCODING is not available here: the built-in embedding model is a TEXT_EMBEDDING model "
-            f"with {model_dimension} dimensions",
+            "SPARSE_ENCODING is not available here: long-term memories are embedded by TEXT_EMBEDDING models "
+            "(the built-in one, or a registered remote one)",
             parameter="embedding_model_type",
         )
     if dimension is None:
         raise InvalidArgument("Dimension is required for TEXT_EMBEDDING")
-    if dimension != model_dimension:
+    if model_dimension is None:
+        if not 1 <= dimension <= MAX_DIMENSION:
+            raise InvalidArgument(
+                f"embedding_dimension must be between 1 and {MAX_DIMENSION}, the knn_vector limit",
+                parameter="embedding_dimension",
+            )
+    elif dimension != model_dimension:
         raise InvalidArgument(
             f"embedding_dimension {dimension} does not match the built-in embedding model, "
             f"which has {model_dimension} dimensions; use {model_dimension} or configure model_dir",
@@ -338,7 +348,7 @@ def _max_infer_size(config: Mapping[str, Any]) -> int | None:
     return size
 
 
-def parse_configuration(raw: Any, model_dimension: int, retention_enabled: bool) -> dict[str, Any]:
+def parse_configuration(raw: Any, model_dimension: int | None, retention_enabled: bool) -> dict[str, Any]:
     """A create request's ``configuration``, with ml-commons' defaults filled in."""
     if raw is None:
         raw = {}
@@ -393,7 +403,7 @@ def container_view(source: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def new_container(
-    body: Mapping[str, Any], model_dimension: int, retention_enabled: bool, owner_id: str
+    body: Mapping[str, Any], model_dimension: int | None, retention_enabled: bool, owner_id: str
 ) -> dict[str, Any]:
     name = text(body, "name")
     if name is None:
@@ -417,7 +427,7 @@ _EMBEDDING_FIELDS = ("embedding_model_type", "embedding_model_id", "embedding_di
 
 
 def updated_container(
-    current: Mapping[str, Any], body: Mapping[str, Any], model_dimension: int, retention_enabled: bool
+    current: Mapping[str, Any], body: Mapping[str, Any], model_dimension: int | None, retention_enabled: bool
 ) -> dict[str, Any]:
     """A container after an update (AGENTIC.md 3.3): what may change is merged, the rest kept."""
     doc: dict[str, Any] = json.loads(json.dumps(current))

@@ -41,7 +41,7 @@ reject single items of a bulk; such failures are logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,7 @@ from memory_plugin.agentic.store import (
     LongTermChange,
     LongTermScope,
     MemoryAdd,
+    PendingEmbedding,
     StoredDoc,
     memory_text,
     normalised,
@@ -238,7 +239,8 @@ class OpenSearchAgenticStore(AgenticStore):
         self.root = f"{settings.index_prefix.lower()}-ml-am"
         self.container_index = f"{self.root}-memory-container"
         self.job_index = f"{self.root}-infer-jobs"
-        self.long_term_indices = f"{self.root}-*-memory-{LONG_TERM}"
+        #: Every container's long-term index, the built-in model's dimension's and the others'.
+        self.long_term_indices = f"{self.root}-*-memory-{LONG_TERM},{self.root}-*-memory-{LONG_TERM}-*d"
         self.dimension = 0
         self._client: AsyncOpenSearch | None = None
         self._created: set[str] = set()
@@ -278,19 +280,30 @@ class OpenSearchAgenticStore(AgenticStore):
         prefix = str(config.get("index_prefix", DEFAULT_PREFIX))
         return prefix if config.get("use_system_index", True) else f"user-{prefix}"
 
-    def _memory_index(self, prefix: str, memory_type: str) -> str:
-        return f"{self.root}-{prefix}-memory-{memory_type}"
+    def _dimension_of(self, source: Mapping[str, Any]) -> int:
+        return int(source.get("configuration", {}).get("embedding_dimension") or self.dimension)
+
+    def _memory_index(self, prefix: str, memory_type: str, dimension: int) -> str:
+        """A knn_vector's dimension is fixed at index creation: long-term memories embedded by a model of
+        another dimension than the built-in one's (a remote ``embedding_model_id``) have an index of their own."""
+        index = f"{self.root}-{prefix}-memory-{memory_type}"
+        return f"{index}-{dimension}d" if memory_type == LONG_TERM and dimension != self.dimension else index
 
     async def _index(self, owner: Principal, container_id: str, memory_type: str) -> str | None:
-        """The container's index of a type, created on first use; None if the owner has no such container."""
+        """The container's index of a type, created on first use; None if the owner has no such container.
+
+        The prefix never changes and is remembered; the long-term index also depends on the embedding
+        dimension, which an update may change, so it is read from the container every time."""
         prefix = self._prefixes.get(container_id)
-        if prefix is None:
+        dimension = self.dimension
+        if prefix is None or memory_type == LONG_TERM:
             container = await self.get_container(owner, container_id)
             if container is None:
                 return None
             prefix = self._prefixes[container_id] = self._prefix_of(container.source)
-        index = self._memory_index(prefix, memory_type)
-        await self._ensure(index, memory_mappings(memory_type, self.dimension), knn=memory_type == LONG_TERM)
+            dimension = self._dimension_of(container.source)
+        index = self._memory_index(prefix, memory_type, dimension)
+        await self._ensure(index, memory_mappings(memory_type, dimension), knn=memory_type == LONG_TERM)
         return index
 
     def _scope(self, owner: Principal, container_id: str) -> list[dict[str, Any]]:
@@ -376,9 +389,9 @@ class OpenSearchAgenticStore(AgenticStore):
         found = await self._get_owned(self.container_index, owner, container_id)
         if found is None:
             return None
-        prefix = self._prefix_of(found["_source"])
+        prefix, dimension = self._prefix_of(found["_source"]), self._dimension_of(found["_source"])
         result = await self.client.delete(index=self.container_index, id=container_id, refresh="true")
-        memory_indices = [self._memory_index(prefix, memory_type) for memory_type in MEMORY_TYPES]
+        memory_indices = [self._memory_index(prefix, memory_type, dimension) for memory_type in MEMORY_TYPES]
         await self._delete_matching([*memory_indices, self.job_index], self._scope(owner, container_id))
         self._prefixes.pop(container_id, None)
         return StoredDoc(container_id, _visible(found["_source"], True), result["_version"], result["_seq_no"])
@@ -509,12 +522,26 @@ class OpenSearchAgenticStore(AgenticStore):
 
     # -- background work ------------------------------------------------------------------
 
-    async def pending_embeddings(self, limit: int) -> list[tuple[Any, str]]:
-        body = {"size": limit, "_source": ["memory"], "query": _PENDING, "sort": [{"created_time": "asc"}]}
+    async def pending_embeddings(self, limit: int, skip: Iterable[str] = ()) -> list[PendingEmbedding]:
+        query = {"bool": {"filter": [_PENDING], "must_not": [{"terms": {"memory_container_id": sorted(skip)}}]}}
+        body = {
+            "size": limit,
+            "_source": ["memory", "memory_container_id", "tenant_id", "owner_id"],
+            "query": query,
+            "sort": [{"created_time": "asc"}],
+        }
         result = await self.client.search(
             index=self.long_term_indices, body=body, ignore_unavailable=True, allow_no_indices=True
         )
-        return [((hit["_index"], hit["_id"]), memory_text(hit["_source"])) for hit in result["hits"]["hits"]]
+        return [
+            PendingEmbedding(
+                (hit["_index"], hit["_id"]),
+                owner_of(hit["_source"]["tenant_id"], hit["_source"]["owner_id"]),
+                hit["_source"]["memory_container_id"],
+                memory_text(hit["_source"]),
+            )
+            for hit in result["hits"]["hits"]
+        ]
 
     async def pending_count(self) -> int:
         result = await self.client.count(

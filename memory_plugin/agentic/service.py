@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from embedder import AsyncEmbedder
 from memory_plugin.agentic import prompts
 from memory_plugin.agentic.errors import (
@@ -45,6 +47,7 @@ from memory_plugin.agentic.llm import (
     ChatModel,
     LLMError,
     RegisteredModels,
+    TextEmbedding,
     first_json_object,
     read_path,
 )
@@ -82,6 +85,7 @@ from memory_plugin.agentic.store import (
     LongTermChange,
     LongTermScope,
     MemoryAdd,
+    PendingEmbedding,
     SessionWrite,
     StoredDoc,
     owner_id,
@@ -113,6 +117,8 @@ NO_LLM = (
 )
 SHARDS = {"total": 2, "successful": 1, "failed": 0}
 EMBED_BATCH = 64
+#: A container whose embedding model failed is tried again after this long.
+EMBED_RETRY_SECONDS = 5.0
 INFER_BATCH = 8
 #: An infer job that keeps failing for reasons other than the LLM (a bug) is dropped after this many tries.
 MAX_INFER_ATTEMPTS = 5
@@ -223,6 +229,21 @@ class LongTermSearch:
     timed_out: bool = False
 
 
+def _checked(vectors: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
+    """A model's vectors, if they have the container's ``embedding_dimension`` and a direction (a cosine
+    needs one): a remote model may answer anything, and a container outlives a change of built-in model."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    dimension, model_id = config.get("embedding_dimension"), config.get("embedding_model_id")
+    if vectors.ndim != 2 or vectors.shape[1] != dimension:
+        raise UpstreamFailed(
+            f"The embedding model {model_id} answered {vectors.shape[-1]}-dimensional vectors; "
+            f"the memory container's embedding_dimension is {dimension}"
+        )
+    if not np.isfinite(vectors).all() or not np.linalg.norm(vectors, axis=1).all():
+        raise UpstreamFailed(f"The embedding model {model_id} answered a zero or non-finite vector")
+    return vectors
+
+
 class AgenticService:
     def __init__(
         self,
@@ -300,17 +321,61 @@ class AgenticService:
         raise TimeoutError("agentic background work did not settle")
 
     async def drain_embeddings(self) -> None:
+        """Embed what is pending, each container's with its own model.  A container whose model fails (a
+        remote model down, or answering the wrong dimension) keeps its memories pending and is skipped
+        until a retry a little later, so that it holds up no other container."""
         async with self._embed_lock:
-            while True:
-                pending = await self.store.pending_embeddings(EMBED_BATCH)
-                if not pending:
-                    return
-                # Background work for every organisation: one fairness key, one share of the embedder.
-                vectors = await self.embedder.passages([text for _, text in pending], tenant="agentic-background")
-                stored = await self.store.store_embeddings(
-                    [(seq, text, vector) for (seq, text), vector in zip(pending, vectors)]
-                )
-                self.metrics.embedded.inc(stored)
+            failed: set[str] = set()
+            while pending := await self.store.pending_embeddings(EMBED_BATCH, skip=failed):
+                groups: dict[str, list[PendingEmbedding]] = {}
+                for entry in pending:
+                    groups.setdefault(entry.container_id, []).append(entry)
+                for container_id, group in groups.items():
+                    try:
+                        vectors = await self._passages(group[0].owner, container_id, [entry.text for entry in group])
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as error:
+                        log.warning("embedding memory container %s failed, retrying later: %s", container_id, error)
+                        self.metrics.embed_failures.inc()
+                        failed.add(container_id)
+                        continue
+                    stored = await self.store.store_embeddings(
+                        [(entry.key, entry.text, vector) for entry, vector in zip(group, vectors)]
+                    )
+                    self.metrics.embedded.inc(stored)
+            if failed:
+                asyncio.get_running_loop().call_later(EMBED_RETRY_SECONDS, self._embed_wakeup.set)
+
+    async def _passages(self, owner: Principal, container_id: str, texts: list[str]) -> np.ndarray:
+        container = await self.store.get_container(owner, container_id)
+        if container is None:
+            raise LookupError(f"memory container {container_id} is gone")
+        config = container.source.get("configuration", {})
+        embedding = await self._embedding(owner, config)
+        # Background work for every organisation: one fairness key, one share of the built-in embedder.
+        return _checked(await embedding.passages(texts, tenant="agentic-background"), config)
+
+    async def _embedding(self, owner: Principal, config: Mapping[str, Any]) -> TextEmbedding:
+        """The model a container's ``embedding_model_id`` names: the owner's registered remote model of that
+        id, else the built-in model (which needs nothing registered)."""
+        model_id = config.get("embedding_model_id")
+        if self.models is not None and isinstance(model_id, str) and model_id:
+            remote = await self.models.embedding_model(owner, model_id)
+            if remote is not None:
+                return remote
+        return self.embedder
+
+    async def _query_vector(self, embedding: TextEmbedding, config: Mapping[str, Any], text: str) -> np.ndarray:
+        vector = np.asarray(await embedding.query(text)).reshape(1, -1)
+        return _checked(vector, config).reshape(-1)
+
+    async def _model_dimension(self, owner: Principal, body: Mapping[str, Any]) -> int | None:
+        """The dimension a container's ``embedding_dimension`` must have: the built-in model's, or None (any)
+        when its ``embedding_model_id`` names the owner's registered remote model."""
+        raw = body.get("configuration")
+        config = raw if isinstance(raw, dict) else {}
+        return None if await self._embedding(owner, config) is not self.embedder else self.embedder.dimension
 
     async def drain_infer(self) -> None:
         while True:
@@ -331,7 +396,8 @@ class AgenticService:
 
     async def create_container(self, owner: Principal, body: Body) -> dict[str, Any]:
         self._check()
-        doc = new_container(_required(body), self.embedder.dimension, self.retention_enabled, owner_id(owner))
+        body = _required(body)
+        doc = new_container(body, await self._model_dimension(owner, body), self.retention_enabled, owner_id(owner))
         while True:
             container_id = new_id()
             if await self.store.insert_container(owner, container_id, doc) is not None:
@@ -350,7 +416,7 @@ class AgenticService:
         self._check()
         body = _required(body)
         current = await self._container(owner, container_id)
-        doc = updated_container(current.source, body, self.embedder.dimension, self.retention_enabled)
+        doc = updated_container(current.source, body, await self._model_dimension(owner, body), self.retention_enabled)
         stored = _found_container(await self.store.replace_container(owner, container_id, doc))
         response = _write_response(CONTAINER_INDEX, stored, "updated")
         del response["forced_refresh"]
@@ -764,11 +830,15 @@ class AgenticService:
         result = DocumentResults(len(hits), top, tuple(hits), search.timed_out)
         return search_response(result, _took(started), index=index_name(search.container.source, LONG_TERM))
 
+    async def _container_query_vector(self, owner: Principal, container: StoredDoc, text: str) -> np.ndarray:
+        config = container.source.get("configuration", {})
+        return await self._query_vector(await self._embedding(owner, config), config, text)
+
     async def semantic_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
         search = await self._long_term_search(owner, container_id, body, "Semantic")
         started = time.perf_counter()
-        vector = await self.embedder.query(search.query)
+        vector = await self._container_query_vector(owner, search.container, search.query)
         found = await self.store.knn(search.scope, vector, search.k)
         self.metrics.searches.labels("semantic").inc()
         return self._search_response(search, [(doc, cosine_score(cosine)) for doc, cosine in found], started)
@@ -785,7 +855,7 @@ class AgenticService:
             raise InvalidArgument("bm25_weight and neural_weight must sum to 1.0", parameter="bm25_weight")
         search = await self._long_term_search(owner, container_id, body, "Hybrid")
         started = time.perf_counter()
-        vector = await self.embedder.query(search.query)
+        vector = await self._container_query_vector(owner, search.container, search.query)
         lexical = await self.store.bm25(search.scope, search.query, search.k)
         semantic = await self.store.knn(search.scope, vector, search.k)
         docs = {doc.id: doc for doc, _ in lexical + semantic}
@@ -820,7 +890,7 @@ class AgenticService:
                 scope = {key: namespace[key] for key in strategy["namespace"]}
                 try:
                     strategy_changes = await self._run_strategy(job, config, strategy, scope)
-                except LLMError as error:
+                except (LLMError, UpstreamFailed) as error:  # the LLM or the embedding model failed
                     outcome = "error"
                     history.append((new_id(), self._error_record(job, scope, str(error))))
                     continue
@@ -882,9 +952,10 @@ class AgenticService:
         terms += [("namespace_size", str(len(scope))), ("strategy_id", strategy["id"])]
         similar = LongTermScope(job.owner, job.container_id, terms)
         await self.drain_embeddings()  # earlier runs' memories must be findable
+        embedding = await self._embedding(job.owner, config)
         old: dict[str, tuple[str, float]] = {}
         for fact in facts[:max_infer]:
-            vector = await self.embedder.query(fact)
+            vector = await self._query_vector(embedding, config, fact)
             for doc, cosine in await self.store.knn(similar, vector, max_infer):
                 score = cosine_score(cosine)
                 if doc.id not in old or old[doc.id][1] < score:

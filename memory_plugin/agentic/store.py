@@ -107,6 +107,16 @@ class MemoryAdd:
 
 
 @dataclass(frozen=True)
+class PendingEmbedding:
+    """A long-term doc waiting for its vector: the container names the model that embeds it."""
+
+    key: Any  # the store's own
+    owner: Principal
+    container_id: str
+    text: str
+
+
+@dataclass(frozen=True)
 class LongTermScope:
     """The long-term docs a k-NN or BM25 search ranks: the owner's in one container, matching every
     ``(field, value)`` term, and among ``only_ids`` when given."""
@@ -158,7 +168,8 @@ class AgenticStore(abc.ABC):
     """What the agentic memory service needs from a store."""
 
     @abc.abstractmethod
-    async def open(self, dimension: int) -> None: ...
+    async def open(self, dimension: int) -> None:
+        """``dimension``: the built-in model's; a container with a remote embedding model has its own."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...
@@ -220,8 +231,9 @@ class AgenticStore(abc.ABC):
 
     # background work
     @abc.abstractmethod
-    async def pending_embeddings(self, limit: int) -> list[tuple[Any, str]]:
-        """``(key, memory text)`` of long-term docs waiting for their embedding (the key is the store's own)."""
+    async def pending_embeddings(self, limit: int, skip: Iterable[str] = ()) -> list[PendingEmbedding]:
+        """Long-term docs waiting for their embedding, oldest first, outside the containers in ``skip``
+        (whose model failed just now: they must not hold up everyone else's)."""
 
     @abc.abstractmethod
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
@@ -388,6 +400,10 @@ class _Matrix:
     def size(self) -> int:
         return len(self.position)
 
+    @property
+    def dimension(self) -> int:
+        return int(self.vectors.shape[1])
+
     def add(self, seqs: np.ndarray, vectors: np.ndarray) -> None:
         self.remove(seqs.tolist())
         end = self.n + len(seqs)
@@ -441,12 +457,10 @@ class _Matrix:
 class SqliteAgenticStore(AgenticStore):
     def __init__(self, path: Path) -> None:
         self.db = Database(path, MIGRATIONS)
-        self.dimension = 0
-        #: container id -> its vectors by seq (touched on the database thread only).
+        #: container id -> its vectors by seq, each container's of its own dimension (database thread only).
         self._indexes: dict[str, _Matrix] = {}
 
     async def open(self, dimension: int) -> None:
-        self.dimension = dimension
         await self.db.open()
         await self.db.run(self._load_vectors)
 
@@ -464,18 +478,20 @@ class SqliteAgenticStore(AgenticStore):
             seqs.append(seq)
             blobs.append(blob)
         for container_id, (seqs, blobs) in by_container.items():
+            if len({len(blob) for blob in blobs}) > 1:
+                raise RuntimeError(f"{self.db.path}: container {container_id} holds vectors of different dimensions")
             vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), -1)
-            if vectors.shape[1] != self.dimension:
-                raise RuntimeError(
-                    f"{self.db.path}: stored agentic vectors have {vectors.shape[1]} dimensions, "
-                    f"the model has {self.dimension}"
-                )
-            self._index(container_id).add(np.asarray(seqs, dtype=np.int64), vectors)
+            self._index(container_id, vectors.shape[1]).add(np.asarray(seqs, dtype=np.int64), vectors)
 
-    def _index(self, container_id: str) -> _Matrix:
+    def _index(self, container_id: str, dimension: int) -> _Matrix:
+        """The container's matrix: its dimension is its embedding model's, the built-in one's or a remote one's."""
         index = self._indexes.get(container_id)
-        if index is None:
-            index = self._indexes[container_id] = _Matrix(self.dimension)
+        if index is None or index.size == 0 and index.dimension != dimension:
+            index = self._indexes[container_id] = _Matrix(dimension)
+        elif index.dimension != dimension:
+            raise ValueError(
+                f"memory container {container_id} holds {index.dimension}-dimensional vectors, not {dimension}"
+            )
         return index
 
     def _unindex(self, container_id: str, seqs: Iterable[int]) -> None:
@@ -727,11 +743,20 @@ class SqliteAgenticStore(AgenticStore):
 
     # -- background work ------------------------------------------------------------------
 
-    async def pending_embeddings(self, limit: int) -> list[tuple[Any, str]]:
-        sql = "SELECT seq, doc FROM memories WHERE pending = 1 ORDER BY seq LIMIT ?"
-        return await self.db.run(
-            lambda c: [(row[0], memory_text(json.loads(row[1]))) for row in c.execute(sql, (limit,))]
+    async def pending_embeddings(self, limit: int, skip: Iterable[str] = ()) -> list[PendingEmbedding]:
+        skipped = sorted(skip)[:_BATCH]
+        sql = (
+            "SELECT seq, organization_id, user_id, container_id, doc FROM memories WHERE pending = 1 "
+            f"AND container_id NOT IN ({', '.join('?' * len(skipped))}) ORDER BY seq LIMIT ?"
         )
+
+        def read(c: sqlite3.Connection) -> list[PendingEmbedding]:
+            return [
+                PendingEmbedding(seq, owner_of(organization, user), container_id, memory_text(json.loads(doc)))
+                for seq, organization, user, container_id, doc in c.execute(sql, (*skipped, limit))
+            ]
+
+        return await self.db.run(read)
 
     async def pending_count(self) -> int:
         return int(
@@ -754,7 +779,7 @@ class SqliteAgenticStore(AgenticStore):
 
         def index(stored: list[tuple[str, int, np.ndarray]]) -> None:
             for container_id, seq, unit in stored:
-                self._index(container_id).add(np.asarray([seq], dtype=np.int64), unit.reshape(1, -1))
+                self._index(container_id, len(unit)).add(np.asarray([seq], dtype=np.int64), unit.reshape(1, -1))
 
         return len(await self._write(store, index))
 
@@ -857,6 +882,11 @@ class SqliteAgenticStore(AgenticStore):
             index = self._indexes.get(scope.container_id)
             if index is None or index.size == 0:
                 return []
+            if index.dimension != len(query):
+                raise ValueError(
+                    f"memory container {scope.container_id} holds {index.dimension}-dimensional vectors; "
+                    f"the query has {len(query)}"
+                )
             scored = index.search(query, k, self._candidates(c, scope))
             return self._hydrate(c, scope, scored)
 

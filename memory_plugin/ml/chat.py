@@ -1,9 +1,13 @@
-"""A registered remote model as agentic memory's chat model: what ``llm_id`` names."""
+"""A registered remote model as agentic memory's chat model (what ``llm_id`` names) and embedding model
+(what ``embedding_model_id`` names)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from memory_plugin.auth import Principal
 from memory_plugin.ml.errors import StatusError
@@ -40,3 +44,28 @@ class RemoteChat:
 
     async def close(self) -> None:
         """Nothing to close: calls go through the service's client."""
+
+
+class RemoteEmbedding:
+    """A registered remote model embedding texts as ``_predict/text_embedding`` does: all the texts in one
+    call (``text_docs``), one vector each back.  Queries and passages are embedded alike: a remote model
+    takes no e5-style prefixes."""
+
+    def __init__(self, service: MLService, owner: Principal, model_id: str) -> None:
+        self.service, self.owner, self.model_id = service, owner, model_id
+
+    async def passages(self, texts: Sequence[str], *, tenant: Hashable = None) -> np.ndarray:
+        model = await self.service._model(self.owner, self.model_id, "Failed to find model")
+        result = await self.service._call_remote(
+            self.owner, self.model_id, model.source, PredictInput(None, list(texts))
+        )
+        vectors = [tensor.get("data") for tensor in result.get("output", [])]
+        if len(vectors) != len(texts) or len({len(v) for v in vectors if isinstance(v, list)}) != 1:
+            raise StatusError(
+                f"the embedding model answered {len(vectors)} vectors of unequal or no length for {len(texts)} texts",
+                502,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    async def query(self, text: str) -> np.ndarray:
+        return (await self.passages([text])).reshape(-1)

@@ -22,7 +22,7 @@ from memory_plugin.dsl.mapping import Fields
 from memory_plugin.dsl.parse import parse_search
 from memory_plugin.errors import InvalidArgument, ServiceError
 from memory_plugin.ml.budget import CallBudget, Throttled
-from memory_plugin.ml.chat import RemoteChat
+from memory_plugin.ml.chat import RemoteChat, RemoteEmbedding
 from memory_plugin.ml.config import Embeddings, MLSettings, now_millis
 from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
 from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
@@ -457,12 +457,17 @@ class MLService:
             raise failure
         return outputs(action, answer.status, answer.body, request.text_docs)
 
+    async def _is_remote(self, owner: Principal, model_id: str) -> bool:
+        stored = await self.store.get("model", owner, model_id)
+        return stored is not None and stored.source.get("algorithm") == "REMOTE"
+
     async def chat_model(self, owner: Principal, model_id: str) -> RemoteChat | None:
         """``owner``'s remote model ``model_id`` as a chat model (for agentic memory's ``llm_id``), or None."""
-        stored = await self.store.get("model", owner, model_id)
-        if stored is None or stored.source.get("algorithm") != "REMOTE":
-            return None
-        return RemoteChat(self, owner, model_id)
+        return RemoteChat(self, owner, model_id) if await self._is_remote(owner, model_id) else None
+
+    async def embedding_model(self, owner: Principal, model_id: str) -> RemoteEmbedding | None:
+        """``owner``'s remote model ``model_id`` as an embedding model (agentic ``embedding_model_id``), or None."""
+        return RemoteEmbedding(self, owner, model_id) if await self._is_remote(owner, model_id) else None
 
     # -- shared -------------------------------------------------------------------------
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.app import create_app
 from tests.http.test_agentic import conversation
 from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
+from tests.support.scripted_openai import DIMENSION, ScriptedOpenAI, embedding_connector, embedding_of
 
 #: Ranking is the point of the last step, and container dimensions are checked against the real model.
 pytestmark = pytest.mark.model
@@ -60,6 +62,58 @@ async def registered_llm(api, caller, url: str, key: str) -> str:
     model_id = (await call(api, caller, "POST", ML + "/models/_register?deploy=true", body))["model_id"]
     assert (await call(api, caller, "GET", f"{ML}/models/{model_id}"))["model_state"] == "DEPLOYED"
     return model_id
+
+
+async def registered_embeddings(api, caller, url: str, key: str) -> str:
+    """ml-commons' documented OpenAI embedding connector, registered (not deployed: the first call deploys it)."""
+    connector_id = (await call(api, caller, "POST", ML + "/connectors/_create", embedding_connector(url, key)))[
+        "connector_id"
+    ]
+    body = {"name": "embeddings", "function_name": "remote", "connector_id": connector_id}
+    return str((await call(api, caller, "POST", ML + "/models/_register", body))["model_id"])
+
+
+FACTS = ["Bob drinks green tea every morning", "Dana keeps a red bicycle"]
+
+
+async def remote_embedding_container(api, caller, llm: ScriptedLLM, embeddings: ScriptedOpenAI, **config: Any) -> str:
+    """A container whose LLM and embedding model are the caller's registered remote models; one inferring add."""
+    llm.facts = lambda kind, messages: FACTS
+    llm_id = await registered_llm(api, caller, llm.url, "sk-chat")
+    embedding_id = await registered_embeddings(api, caller, embeddings.url, "sk-embed")
+    configuration = {
+        **SEMANTIC_CONFIG,
+        "llm_id": llm_id,
+        "embedding_model_id": embedding_id,
+        "embedding_dimension": DIMENSION,
+        **config,
+    }
+    body = {"name": "remote", "configuration": configuration}
+    cid = str((await call(api, caller, "POST", CONTAINERS + "/_create", body))["memory_container_id"])
+    add = {"messages": conversation("about my friends", "Noted!"), "namespace": {"user_id": "u"}, "infer": True}
+    await call(api, caller, "POST", f"{CONTAINERS}/{cid}/memories", add)
+    await api.app[AGENTIC].settled()
+    return cid
+
+
+async def check_remote_embeddings(api, caller, cid: str, embeddings: ScriptedOpenAI) -> None:
+    """Memories and queries are embedded by the remote model, with the organisation's key, unprefixed."""
+    for fact in FACTS:
+        hits = await call(
+            api, caller, "POST", f"{CONTAINERS}/{cid}/memories/long-term/_semantic_search", {"query": fact}
+        )
+        top = hits["hits"]["hits"][0]
+        # the query is embedded as the memory was: the same float32 unit vector, so cosine 1 and score (1+1)/2,
+        # within float32 rounding of three products
+        assert top["_source"]["memory"] == fact and abs(top["_score"] - 1.0) < 1e-6
+        shown = await call(api, caller, "GET", f"{CONTAINERS}/{cid}/memories/long-term/{top['_id']}")
+        expected = np.asarray(embedding_of(fact)) / np.linalg.norm(embedding_of(fact))
+        assert np.allclose(shown["memory_embedding"], expected, atol=1e-6)
+    inputs = [r.body["input"] for r in embeddings.requests]
+    assert sorted(FACTS) in [sorted(i) for i in inputs]  # the memories, in one background batch
+    assert all([fact] in inputs for fact in FACTS)  # each fact, to find similar memories, and each query
+    assert {r.authorization for r in embeddings.requests} == {"Bearer sk-embed"}
+    assert not any(text.startswith(("query: ", "passage: ")) for i in inputs for text in i)
 
 
 @pytest.fixture
@@ -168,3 +222,43 @@ async def test_concurrent_calls_beyond_the_budget_are_refused_not_queued(
     assert third.status == 429 and "at once" in (await third.json())["error"]["reason"]
     llm.release.set()
     assert [(await w).status for w in waiting] == [200, 200]
+
+
+async def test_a_container_embeds_with_its_registered_remote_embedding_model(tenants, embeddings, alice):
+    api, (llm, _) = tenants
+    cid = await remote_embedding_container(api, alice, llm, embeddings)
+    await check_remote_embeddings(api, alice, cid, embeddings)
+
+
+async def test_a_remote_model_of_another_dimension_than_declared_adds_nothing_and_says_why(tenants, embeddings, alice):
+    api, (llm, _) = tenants
+    cid = await remote_embedding_container(api, alice, llm, embeddings, embedding_dimension=DIMENSION + 1)
+    path = f"{CONTAINERS}/{cid}/memories"
+    assert (await call(api, alice, "POST", f"{path}/long-term/_search", {"query": {"match_all": {}}}))["hits"][
+        "hits"
+    ] == []
+    history = await call(api, alice, "POST", f"{path}/history/_search", {"query": {"match_all": {}}})
+    [record] = [hit["_source"] for hit in history["hits"]["hits"]]
+    assert record["error"].endswith(
+        f"answered {DIMENSION}-dimensional vectors; the memory container's embedding_dimension is {DIMENSION + 1}"
+    )
+    search = {"query": FACTS[0]}
+    failed = await call(api, alice, "POST", f"{path}/long-term/_semantic_search", search, status=502)
+    assert "embedding_dimension" in failed["error"]["reason"]
+
+
+async def test_a_remote_embedding_model_decides_the_dimension_and_only_its_owner_names_it(
+    tenants, embeddings, alice, carol
+):
+    api, _ = tenants
+    model_id = await registered_embeddings(api, alice, embeddings.url, "sk-embed")
+    embedding = {"embedding_model_type": "TEXT_EMBEDDING", "embedding_model_id": model_id}
+    for dimension in (0, 16001):
+        body = {"name": "c", "configuration": {**embedding, "embedding_dimension": dimension}}
+        refused = await call(api, alice, "POST", CONTAINERS + "/_create", body, status=400)
+        assert "between 1 and 16000" in refused["error"]["reason"]
+    body = {"name": "c", "configuration": {**embedding, "embedding_dimension": 1536}}
+    assert (await call(api, alice, "POST", CONTAINERS + "/_create", body))["status"] == "created"
+    # to carol the id names nothing of hers: the built-in model, whose dimension rules
+    refused = await call(api, carol, "POST", CONTAINERS + "/_create", body, status=400)
+    assert "does not match the built-in embedding model" in refused["error"]["reason"]

@@ -22,6 +22,7 @@ from memory_plugin.settings import OpenSearchRegion
 from tests.http.test_agentic import *  # noqa: F401,F403  (re-run the agentic suite here)
 from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, conversation, error, seed_long_term
 from tests.http.test_agentic_errors import *  # noqa: F401,F403
+from tests.http.test_agentic_models import LOOPBACK, check_remote_embeddings, remote_embedding_container
 from tests.http.test_hostile_agentic import (  # noqa: F401  (those that need no SQLite)
     test_a_nested_query_without_its_query_is_a_400_and_deletes_nothing,
     test_a_search_may_filter_on_a_thousand_tags_and_no_more,
@@ -29,6 +30,7 @@ from tests.http.test_hostile_agentic import (  # noqa: F401  (those that need no
     test_message_content_must_be_an_array_of_objects,
 )
 from tests.support.agentic_llm import ScriptedLLM
+from tests.support.scripted_openai import DIMENSION, ScriptedOpenAI
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.model]
 
@@ -123,3 +125,33 @@ async def test_a_write_racing_a_container_delete_leaves_nothing_behind(api, alic
     finally:
         client.index = index
     assert in_container() == 0
+
+
+async def test_a_remote_embedding_model_of_another_dimension_has_a_knn_index_of_its_own(  # type: ignore[no-untyped-def]
+    aiohttp_client, settings, embedder, llm, embeddings: ScriptedOpenAI, opensearch_nodes, index_prefix, alice
+):
+    settings = _on_opensearch(settings, opensearch_nodes, index_prefix).replace(
+        ml_trusted_endpoints_regex=(LOOPBACK,),
+        ml_allow_private_addresses=True,
+        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")),
+        agentic_llm_api_key="sk-test",
+    )
+    api = await aiohttp_client(create_app(settings, embedder=embedder))
+    built_in = await container(api, alice, SEMANTIC_CONFIG)  # the built-in model, in the same index prefix
+    await seed_long_term(api, alice, built_in, llm, ["Bob's router is a Fritzbox"])
+    llm.url = str(llm.server.make_url("")).rstrip("/")
+    cid = await remote_embedding_container(api, alice, llm, embeddings)
+    await check_remote_embeddings(api, alice, cid, embeddings)
+    node = opensearch_nodes[0]
+    dimensions = {}
+    for suffix in ("", f"-{DIMENSION}d"):
+        status, mapping = node.request("GET", f"/{index_prefix}-ml-am-default-memory-long-term{suffix}/_mapping")
+        assert status == 200, mapping
+        dimensions[suffix] = next(iter(mapping.values()))["mappings"]["properties"]["memory_embedding"]["dimension"]
+    assert dimensions == {"": 384, f"-{DIMENSION}d": DIMENSION}
+    found = await call(api, alice, "POST", f"/{built_in}/memories/long-term/_semantic_search", {"query": "router"})
+    assert [hit["_source"]["memory"] for hit in found["hits"]["hits"]] == ["Bob's router is a Fritzbox"]
+    # deleting the container removes the memories in its own index
+    await call(api, alice, "DELETE", f"/{cid}")
+    status, count = node.request("GET", f"/{index_prefix}-ml-am-default-memory-long-term-{DIMENSION}d/_count")
+    assert count["count"] == 0

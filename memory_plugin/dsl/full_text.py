@@ -158,8 +158,6 @@ def full_text_query(qname: str, build: Callable[[str, Any, float, FullText], Cla
 
 
 parse_match = full_text_query("match", match_clause)
-
-
 parse_match_phrase = full_text_query("match_phrase", phrase_clause)
 
 

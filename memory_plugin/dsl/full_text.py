@@ -23,32 +23,11 @@ from memory_plugin.dsl.clauses import (
     check_minimum_should_match,
     minimum_should_match_count,
 )
-from memory_plugin.dsl.mapping import (
-    DATE,
-    DYNAMIC,
-    FLAT_OBJECT,
-    KEYWORD,
-    LONG,
-    TEXT,
-    UNMAPPED,
-)
-from memory_plugin.dsl.parse_context import (
-    FIELD_OPTIONS,
-    check_clause_count,
-    check_options,
-    fields_in_scope,
-    kind_of,
-)
+from memory_plugin.dsl.mapping import DATE, DYNAMIC, FLAT_OBJECT, KEYWORD, LONG, TEXT, UNMAPPED
+from memory_plugin.dsl.parse_context import FIELD_OPTIONS, check_clause_count, check_options, fields_in_scope, kind_of
 from memory_plugin.dsl.query_strings import Builders, parse_query_string
 from memory_plugin.dsl.term_level import fuzziness, non_negative_int, wildcard_regex
-from memory_plugin.dsl.values import (
-    QueryParsingError,
-    as_float,
-    check_scalar,
-    parse_boost,
-    query_object,
-    single_field,
-)
+from memory_plugin.dsl.values import QueryParsingError, as_float, check_scalar, parse_boost, query_object, single_field
 
 
 @dataclass(frozen=True)

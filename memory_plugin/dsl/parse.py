@@ -9,27 +9,14 @@ from typing import Any
 import re2
 
 from memory_plugin.dsl.aggregations import Aggregation, parse_aggregations
-from memory_plugin.dsl.clauses import (
-    Clause,
-    MatchAll,
-)
+from memory_plugin.dsl.clauses import Clause, MatchAll
 from memory_plugin.dsl.highlight import Highlight, parse_highlight
-from memory_plugin.dsl.mapping import (
-    TEXT,
-    Fields,
-    field_kind,
-    text_field_data,
-)
-from memory_plugin.dsl.parse_context import (
-    mapped,
-)
+from memory_plugin.dsl.mapping import TEXT, Fields, field_kind, text_field_data
+from memory_plugin.dsl.parse_context import mapped
 from memory_plugin.dsl.queries import parse_query
 from memory_plugin.dsl.sort import SortSpec, parse_sort
 from memory_plugin.dsl.source import SourceFilter, parse_source
-from memory_plugin.dsl.values import (
-    QueryParsingError,
-    token_name,
-)
+from memory_plugin.dsl.values import QueryParsingError, token_name
 from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 

@@ -15,9 +15,7 @@ from memory_plugin.dsl.clauses import (
     check_minimum_should_match,
 )
 from memory_plugin.dsl.full_text import parse_lucene_syntax, parse_match, parse_match_phrase, parse_multi_match
-from memory_plugin.dsl.parse_context import (
-    check_clause_count,
-)
+from memory_plugin.dsl.parse_context import check_clause_count
 from memory_plugin.dsl.term_level import (
     parse_exists,
     parse_fuzzy,
@@ -29,13 +27,7 @@ from memory_plugin.dsl.term_level import (
     parse_terms,
     parse_wildcard,
 )
-from memory_plugin.dsl.values import (
-    QueryParsingError,
-    as_float,
-    parse_boost,
-    query_object,
-    token_name,
-)
+from memory_plugin.dsl.values import QueryParsingError, as_float, parse_boost, query_object, token_name
 
 #: Real OpenSearch query types this evaluator does not implement.
 UNSUPPORTED_QUERIES = frozenset(

@@ -8,26 +8,9 @@ from typing import Any
 import re2
 
 from memory_plugin.dates import OUT_OF_RANGE, DateError
-from memory_plugin.dsl.clauses import (
-    Clause,
-    Exists,
-    Fuzzy,
-    Ids,
-    MatchNone,
-    Pattern,
-    Range,
-    Term,
-    TermScore,
-)
-from memory_plugin.dsl.mapping import (
-    DYNAMIC,
-    TEXT,
-    UNMAPPED,
-)
-from memory_plugin.dsl.parse_context import (
-    check_options,
-    kind_of,
-)
+from memory_plugin.dsl.clauses import Clause, Exists, Fuzzy, Ids, MatchNone, Pattern, Range, Term, TermScore
+from memory_plugin.dsl.mapping import DYNAMIC, TEXT, UNMAPPED
+from memory_plugin.dsl.parse_context import check_options, kind_of
 from memory_plugin.dsl.values import (
     DATE_SHAPED,
     QueryParsingError,

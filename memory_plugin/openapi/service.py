@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 from memory_plugin.console import ASSETS as CONSOLE_ASSETS
-from memory_plugin.openapi.shapes import (
-    ANY_OBJECT,
-    STRING,
-    Api,
-    Schema,
-    json_object,
-)
+from memory_plugin.openapi.shapes import ANY_OBJECT, STRING, Api, Schema, json_object
 
 SERVICE = Api("service", ("401",))
 

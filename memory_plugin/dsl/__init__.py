@@ -11,7 +11,8 @@ Supported: ``query`` (``match_all``, ``match_none``, ``match``,
 ``match_phrase``, ``multi_match``, ``term``, ``terms``, ``fuzzy``, ``range``,
 ``exists``, ``prefix``, ``wildcard``, ``regexp``, ``ids``, ``bool``,
 ``dis_max``, ``constant_score``, ``query_string``, ``simple_query_string``:
-``clauses``, ``query_strings``), ``sort`` and ``search_after`` (``sort``),
+parsed in ``queries``, ``full_text`` and ``term_level``, evaluated in
+``clauses`` and ``query_strings``), ``sort`` and ``search_after`` (``sort``),
 ``from``, ``size``, ``_source`` (``source``), ``highlight`` (``highlight``),
 ``aggs`` (``aggregations``), and ``track_total_hits``, ``version``,
 ``seq_no_primary_term``, ``timeout`` (accepted).  Text fields are analysed

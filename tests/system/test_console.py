@@ -79,7 +79,7 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        unavailable("playwright is not installed (pip install -e '.[test]')")
+        unavailable("playwright is not installed (pip install -c constraints.txt -e '.[test]')")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_FLAGS)
         yield browser

@@ -1,0 +1,235 @@
+"""Term-level queries: whole values, ranges, patterns and edit distances, compared unanalysed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import re2
+
+from memory_plugin.dates import OUT_OF_RANGE, DateError
+from memory_plugin.dsl.clauses import Clause, Exists, Fuzzy, Ids, MatchNone, Pattern, Range, Term, TermScore
+from memory_plugin.dsl.mapping import DYNAMIC, TEXT, UNMAPPED
+from memory_plugin.dsl.parse_context import check_options, kind_of
+from memory_plugin.dsl.values import (
+    DATE_SHAPED,
+    QueryParsingError,
+    as_float,
+    check_scalar,
+    checked_date,
+    is_number,
+    parse_boost,
+    query_object,
+    single_field,
+    token_name,
+)
+from memory_plugin.errors import ParseFailure
+
+
+def fuzziness(qname: str, value: Any, term: str) -> int:
+    """``fuzziness`` as a maximum number of edits for ``term``: 0-2, or ``AUTO[:low,high]`` by length."""
+    text = str(value).strip() if not isinstance(value, bool) else ""
+    if text.upper().startswith("AUTO"):
+        low, high = 3, 6
+        if text[4:]:
+            bounds = text[5:].split(",") if text[4] == ":" else []
+            if len(bounds) != 2 or not all(b.strip().isdigit() for b in bounds):
+                raise ParseFailure("failed to find low and high distance values")
+            low, high = int(bounds[0]), int(bounds[1])
+        length = len(term)
+        return 0 if length < low else 1 if length < high else 2
+    number = as_float(text)
+    if number is None or number < 0:
+        raise QueryParsingError(f"[{qname}] query: invalid [fuzziness] value [{value}]")
+    return min(2, int(number))
+
+
+def non_negative_int(qname: str, name: str, value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().lstrip("+").isdigit():
+        raise QueryParsingError(f"[{qname}] query: [{name}] must be a non-negative integer, found [{value}]")
+    return min(int(str(value).strip()), 2**31 - 1)
+
+
+def parse_term(body: Any) -> Clause:
+    fname, value, extra = single_field("term", body)
+    opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"value": value}
+    check_options("term", opts)
+    if "value" not in opts:
+        raise QueryParsingError("[term] query malformed, no [value] specified")
+    if opts["value"] is None:
+        raise QueryParsingError("value cannot be null")
+    wanted = check_scalar("term", opts["value"])
+    boost = parse_boost("term", opts.get("boost", extra.get("boost", 1.0)))
+    case_insensitive = bool(opts.get("case_insensitive", False))
+    kind = kind_of(fname)
+    if kind == TEXT and not case_insensitive:
+        return TermScore(field=fname, kind=TEXT, term=str(wanted), boost=boost)
+    if kind == TEXT:
+        regex = re2.compile("(?is)" + re2.escape(str(wanted)))
+        return Pattern(field=fname, regex=regex, kind=TEXT, boost=boost)
+    return Term(
+        field=fname,
+        values=[wanted],
+        kind=kind,
+        case_insensitive=case_insensitive,
+        constant=case_insensitive or kind == DYNAMIC,
+        boost=boost,
+    )
+
+
+def parse_terms(body: Any) -> Clause:
+    body = query_object("terms", body)
+    fields = [k for k in body if k not in ("boost", "_name")]
+    if not fields:
+        raise QueryParsingError("[terms] query malformed, no field specified")
+    if len(fields) > 1:
+        raise QueryParsingError(
+            f"[terms] query does not support multiple fields, found [{fields[0]}] and [{fields[1]}]"
+        )
+    fname = fields[0]
+    values = body[fname]
+    if not isinstance(values, list | tuple):
+        raise QueryParsingError(f"[terms] query does not support [{fname}]")
+    for v in values:
+        if v is None:
+            raise QueryParsingError("No value specified for terms query")
+        check_scalar("terms", v)
+    return Term(
+        field=fname, values=list(values), kind=kind_of(fname), boost=parse_boost("terms", body.get("boost", 1.0))
+    )
+
+
+def parse_range(body: Any) -> Clause:
+    fname, opts, extra = single_field("range", body)
+    if not isinstance(opts, Mapping):
+        raise QueryParsingError(f"[range] query does not support [{fname}]")
+    check_options("range", opts)
+    bounds: list[tuple[str, Any]] = []
+    for op in ("gt", "gte", "lt", "lte"):
+        if op in opts and opts[op] is not None:
+            bounds.append((op, check_range_bound(opts[op])))
+    include_lower = bool(opts.get("include_lower", True))
+    include_upper = bool(opts.get("include_upper", True))
+    if opts.get("from") is not None:
+        bounds.append(("gte" if include_lower else "gt", check_range_bound(opts["from"])))
+    if opts.get("to") is not None:
+        bounds.append(("lte" if include_upper else "lt", check_range_bound(opts["to"])))
+    return Range(field=fname, bounds=bounds, boost=parse_boost("range", opts.get("boost", extra.get("boost", 1.0))))
+
+
+def check_range_bound(value: Any) -> Any:
+    if isinstance(value, Mapping | list | tuple):
+        raise QueryParsingError(f"[range] query does not support value of type [{token_name(value)}]")
+    if isinstance(value, str) and DATE_SHAPED.match(value):
+        try:
+            checked_date(value)
+        except DateError as error:
+            detail = f": {error}" if OUT_OF_RANGE in str(error) else ""
+            raise QueryParsingError(f"failed to parse date field [{value}]{detail}") from None
+    if is_number(value) and as_float(value) is None:
+        raise QueryParsingError(f"[range] query: bound [{value}] must be a finite number within a double's range")
+    return value
+
+
+def parse_exists(body: Any) -> Clause:
+    body = query_object("exists", body, ("field", "boost", "_name"))
+    fname = body.get("field")
+    if not isinstance(fname, str) or not fname:
+        raise QueryParsingError("[exists] must be provided with a [field]")
+    return Exists(field=fname, kind=kind_of(fname), boost=parse_boost("exists", body.get("boost", 1.0)))
+
+
+def pattern_clause(qname: str, body: Any, translate: Callable[[str], str]) -> Clause:
+    """``prefix``/``wildcard`` compiled for RE2: matching takes time linear in the text, whatever the pattern."""
+    fname, value, extra = single_field(qname, body)
+    opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"value": value}
+    check_options(qname, opts)
+    raw = opts.get("value", opts.get("wildcard") if qname == "wildcard" else None)
+    if raw is None:
+        raise QueryParsingError(f"[{qname}] query malformed, no [value] specified")
+    raw = str(check_scalar(qname, raw))
+    flags = "(?is)" if opts.get("case_insensitive") else "(?s)"
+    try:
+        regex = re2.compile(flags + translate(raw))
+    except re2.error:
+        raise QueryParsingError(f"[{qname}] query: the pattern is too large to evaluate") from None
+    boost = parse_boost(qname, opts.get("boost", extra.get("boost", 1.0)))
+    return Pattern(field=fname, regex=regex, kind=kind_of(fname), boost=boost)
+
+
+def wildcard_regex(pattern: str) -> str:
+    """A Lucene wildcard (``*``, ``?``, ``\\`` escapes) as an RE2 pattern; runs of ``*`` collapse to one."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(re2.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if ch == "*":
+            if not out or out[-1] != ".*":
+                out.append(".*")
+        else:
+            out.append("." if ch == "?" else re2.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+def parse_prefix(body: Any) -> Clause:
+    return pattern_clause("prefix", body, lambda p: re2.escape(p) + ".*")
+
+
+def parse_wildcard(body: Any) -> Clause:
+    return pattern_clause("wildcard", body, wildcard_regex)
+
+
+def parse_regexp(body: Any) -> Clause:
+    """Lucene's regular expressions share RE2's core syntax; RE2 keeps matching linear in the text."""
+    return pattern_clause("regexp", body, lambda p: p)
+
+
+def parse_ids(body: Any) -> Clause:
+    body = query_object("ids", body, ("values", "boost", "_name", "type"))
+    values = body.get("values", [])
+    if not isinstance(values, list | tuple):
+        raise QueryParsingError("[ids] query malformed, [values] must be an array")
+    for v in values:
+        if isinstance(v, Mapping | list | tuple) or v is None:
+            raise QueryParsingError("[ids] query malformed, values must be strings")
+    return Ids(values=frozenset(str(v) for v in values), boost=parse_boost("ids", body.get("boost", 1.0)))
+
+
+def parse_fuzzy(body: Any) -> Clause:
+    fname, value, extra = single_field("fuzzy", body)
+    opts: Mapping[str, Any] = value if isinstance(value, Mapping) else {"value": value}
+    for k in opts:
+        if k not in {
+            "value",
+            "fuzziness",
+            "prefix_length",
+            "max_expansions",
+            "transpositions",
+            "rewrite",
+            "boost",
+            "_name",
+        }:
+            raise QueryParsingError(f"[fuzzy] query does not support [{k}]")
+    if opts.get("value") is None:
+        raise QueryParsingError("[fuzzy] query malformed, no [value] specified")
+    term = str(check_scalar("fuzzy", opts["value"]))
+    kind = kind_of(fname)
+    if kind == UNMAPPED:
+        return MatchNone()
+    return Fuzzy(
+        field=fname,
+        kind=TEXT if kind == DYNAMIC else kind,
+        term=term,
+        max_edits=fuzziness("fuzzy", opts.get("fuzziness", "AUTO"), term),
+        prefix_length=non_negative_int("fuzzy", "prefix_length", opts.get("prefix_length"), 0),
+        max_expansions=max(1, min(non_negative_int("fuzzy", "max_expansions", opts.get("max_expansions"), 50), 1024)),
+        transpositions=bool(opts.get("transpositions", True)),
+        boost=parse_boost("fuzzy", opts.get("boost", extra.get("boost", 1.0))),
+    )

@@ -31,7 +31,12 @@ from memory_plugin.errors import Forbidden, InvalidArgument
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.routes import HISTORIES
+from memory_plugin.http.apis import API, OPENSEARCH, TELNYX, Api
+from memory_plugin.http.body import BODY_READ_TIMEOUT, MAX_BODY_BYTES
+from memory_plugin.http.json import json_response
+from memory_plugin.http.middleware import front_door
 from memory_plugin.memory import routes_v211, routes_v212
+from memory_plugin.memory.pages import RenderedPages
 from memory_plugin.memory.routes_v211 import MEMORY, MESSAGE_PAGES
 from memory_plugin.metrics import Metrics
 from memory_plugin.ml import routes as ml_routes
@@ -39,15 +44,6 @@ from memory_plugin.ml.routes import ML
 from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
 from memory_plugin.settings import LUCENE_VERSIONS, Settings
-from memory_plugin.web import (
-    API,
-    BODY_READ_TIMEOUT,
-    MAX_BODY_BYTES,
-    RenderedPages,
-    encode_json,
-    front_door,
-    json_response,
-)
 
 log = logging.getLogger("memory_plugin")
 
@@ -167,7 +163,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.add_subapp(
         "/_plugins",
         _api_app(
-            "opensearch",
+            OPENSEARCH,
             "/_plugins",
             routes_v211.routes,
             routes_v212.routes,
@@ -175,11 +171,11 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             ml_routes.routes,
         ),
     )
-    app.add_subapp("/v2", _api_app("v2", "/v2", history_routes.routes))
+    app.add_subapp("/v2", _api_app(TELNYX, "/v2", history_routes.routes))
     return app
 
 
-def _api_app(api: str, prefix: str, *tables: web.RouteTableDef) -> web.Application:
+def _api_app(api: Api, prefix: str, *tables: web.RouteTableDef) -> web.Application:
     """One API's routes as a sub-app mounted at ``prefix``: the sub-app, not the path's text,
     tells the front door which error format and parameter rules apply.  Route modules keep
     their full paths, as the API's documentation writes them."""
@@ -190,7 +186,7 @@ def _api_app(api: str, prefix: str, *tables: web.RouteTableDef) -> web.Applicati
             assert isinstance(route, web.RouteDef) and route.path.startswith(prefix + "/"), route
             path = route.path.removeprefix(prefix)
             sub.router.add_route(route.method, path, route.handler, **route.kwargs)
-            if api == "opensearch":  # OpenSearch's router ignores a trailing slash; clients send one (opensearch-py-ml)
+            if api is OPENSEARCH:  # OpenSearch's router ignores a trailing slash; clients send one (opensearch-py-ml)
                 sub.router.add_route(route.method, path + "/", route.handler, **route.kwargs)
     return sub
 
@@ -219,9 +215,8 @@ class _JsonErrorRequestHandler(RequestHandler):
             reason = f"malformed HTTP request: {exc.message}".splitlines()[0]
             v2 = False
         log.info("malformed request refused", extra={"status": status, "reason": reason})
-        error = InvalidArgument(reason)  # aiohttp's parse errors are all 400s
-        body = error.telnyx_body() if v2 else error.opensearch_body()
-        response = web.Response(body=encode_json(body), status=error.status, content_type="application/json")
+        api = TELNYX if v2 else OPENSEARCH
+        response = api.error_response(InvalidArgument(reason))  # aiohttp's parse errors are all 400s
         response.force_close()
         return response
 

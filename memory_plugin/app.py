@@ -159,7 +159,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/_health", health)
     app.router.add_get("/_metrics", metrics)
     app.router.add_get("/_openapi.json", openapi)
-    console.add_routes(app)
+    # Each API is a sub-app that carries its error format; the console's errors read as the root's.
+    app.add_subapp(console.PATH, _with_api(console.app(), OPENSEARCH))
     app.add_subapp(
         "/_plugins",
         _api_app(
@@ -179,8 +180,7 @@ def _api_app(api: Api, prefix: str, *tables: web.RouteTableDef) -> web.Applicati
     """One API's routes as a sub-app mounted at ``prefix``: the sub-app, not the path's text,
     tells the front door which error format and parameter rules apply.  Route modules keep
     their full paths, as the API's documentation writes them."""
-    sub = web.Application()
-    sub[API] = api
+    sub = _with_api(web.Application(), api)
     for table in tables:
         for route in table:
             assert isinstance(route, web.RouteDef) and route.path.startswith(prefix + "/"), route
@@ -188,6 +188,11 @@ def _api_app(api: Api, prefix: str, *tables: web.RouteTableDef) -> web.Applicati
             sub.router.add_route(route.method, path, route.handler, **route.kwargs)
             if api is OPENSEARCH:  # OpenSearch's router ignores a trailing slash; clients send one (opensearch-py-ml)
                 sub.router.add_route(route.method, path + "/", route.handler, **route.kwargs)
+    return sub
+
+
+def _with_api(sub: web.Application, api: Api) -> web.Application:
+    sub[API] = api
     return sub
 
 

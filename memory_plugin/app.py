@@ -17,9 +17,6 @@ from typing import Any
 
 import uvloop
 from aiohttp import web
-from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
 
 from embedder import Embedder
 from memory_plugin import console, logs
@@ -27,7 +24,7 @@ from memory_plugin._version import __version__
 from memory_plugin.agentic import routes as agentic_routes
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.auth import KeyStore
-from memory_plugin.errors import Forbidden, InvalidArgument
+from memory_plugin.errors import Forbidden
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.routes import HISTORIES
@@ -35,6 +32,7 @@ from memory_plugin.http.apis import API, OPENSEARCH, TELNYX, Api
 from memory_plugin.http.body import BODY_READ_TIMEOUT, MAX_BODY_BYTES
 from memory_plugin.http.json import json_response
 from memory_plugin.http.middleware import front_door
+from memory_plugin.http.runner import JsonErrorRunner
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.pages import RenderedPages
 from memory_plugin.memory.routes_v211 import MEMORY, MESSAGE_PAGES
@@ -202,45 +200,9 @@ def _with_api(sub: web.Application, api: Api) -> web.Application:
 GIL_SWITCH_INTERVAL = 0.001
 
 
-class _JsonErrorRequestHandler(RequestHandler):
-    """Requests aiohttp refuses before routing (a URL over 8190 bytes, a malformed header)
-    get the API's JSON error, and one log line instead of a traceback each."""
-
-    __slots__ = ()
-
-    def handle_error(
-        self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
-    ) -> web.StreamResponse:
-        if not isinstance(exc, BadHttpMessage) or status >= 500:
-            return super().handle_error(request, status, exc, message)
-        if isinstance(exc, LineTooLong):
-            reason = f"the request line or a header is longer than {exc.args[1]} bytes"
-            v2 = b"/v2/" in bytes(exc.args[0])[:16] if isinstance(exc.args[0], (bytes, bytearray)) else False
-        else:
-            reason = f"malformed HTTP request: {exc.message}".splitlines()[0]
-            v2 = False
-        log.info("malformed request refused", extra={"status": status, "reason": reason})
-        api = TELNYX if v2 else OPENSEARCH
-        response = api.error_response(InvalidArgument(reason))  # aiohttp's parse errors are all 400s
-        response.force_close()
-        return response
-
-
-class _JsonErrorServer(web.Server):
-    def __call__(self) -> RequestHandler:
-        return _JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)
-
-
-class _Runner(web.AppRunner):
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        server.__class__ = _JsonErrorServer
-        return server
-
-
 async def _serve(settings: Settings) -> None:
-    """``web.run_app``, with the runner above: serve until SIGINT or SIGTERM, then finish in-flight requests."""
-    runner = _Runner(
+    """``web.run_app``, with ``JsonErrorRunner``: serve until SIGINT or SIGTERM, then finish in-flight requests."""
+    runner = JsonErrorRunner(
         create_app(settings),
         handle_signals=True,
         access_log=None,  # the request-id middleware logs each request, structured

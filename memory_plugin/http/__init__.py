@@ -2,5 +2,6 @@
 
 ``apis`` (each API's error format, chosen by its sub-app), ``middleware`` (the
 front door around every request), ``params`` (query parameters), ``body``
-(request bodies), ``json`` (strict JSON in and out).
+(request bodies), ``json`` (strict JSON in and out), ``runner`` (JSON for
+requests aiohttp cannot parse).
 """

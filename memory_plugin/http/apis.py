@@ -78,7 +78,3 @@ def api_of(request: web.Request) -> Api:
         if api is not None:
             return api
     return OPENSEARCH
-
-
-def error_response(request: web.Request, error: ServiceError) -> web.Response:
-    return api_of(request).error_response(error)

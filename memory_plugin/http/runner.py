@@ -37,6 +37,7 @@ class _JsonErrorRequestHandler(RequestHandler):
             return super().handle_error(request, status, exc, message)
         if isinstance(exc, LineTooLong):
             reason = f"the request line or a header is longer than {exc.args[1]} bytes"
+            # Nothing is routed yet, so no sub-app can say: the request line's start is all there is.
             v2 = b"/v2/" in bytes(exc.args[0])[:16] if isinstance(exc.args[0], (bytes, bytearray)) else False
         else:
             reason = f"malformed HTTP request: {exc.message}".splitlines()[0]
@@ -54,6 +55,8 @@ class _JsonErrorServer(web.Server):
 
 
 class JsonErrorRunner(web.AppRunner):
+    """``web.AppRunner`` whose connections answer unparseable requests in the API's JSON."""
+
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
         server.__class__ = _JsonErrorServer

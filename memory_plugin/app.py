@@ -17,9 +17,6 @@ from typing import Any
 
 import uvloop
 from aiohttp import web
-from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
 
 from embedder import Embedder
 from memory_plugin import console, logs
@@ -27,11 +24,17 @@ from memory_plugin._version import __version__
 from memory_plugin.agentic import routes as agentic_routes
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.auth import KeyStore
-from memory_plugin.errors import Forbidden, InvalidArgument
+from memory_plugin.errors import Forbidden
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.routes import HISTORIES
+from memory_plugin.http.apis import API, OPENSEARCH, TELNYX, Api
+from memory_plugin.http.body import BODY_READ_TIMEOUT, MAX_BODY_BYTES
+from memory_plugin.http.json import json_response
+from memory_plugin.http.middleware import front_door
+from memory_plugin.http.runner import JsonErrorRunner
 from memory_plugin.memory import routes_v211, routes_v212
+from memory_plugin.memory.pages import RenderedPages
 from memory_plugin.memory.routes_v211 import MEMORY, MESSAGE_PAGES
 from memory_plugin.metrics import Metrics
 from memory_plugin.ml import routes as ml_routes
@@ -39,15 +42,6 @@ from memory_plugin.ml.routes import ML
 from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
 from memory_plugin.settings import LUCENE_VERSIONS, Settings
-from memory_plugin.web import (
-    API,
-    BODY_READ_TIMEOUT,
-    MAX_BODY_BYTES,
-    RenderedPages,
-    encode_json,
-    front_door,
-    json_response,
-)
 
 log = logging.getLogger("memory_plugin")
 
@@ -163,11 +157,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/_health", health)
     app.router.add_get("/_metrics", metrics)
     app.router.add_get("/_openapi.json", openapi)
-    console.add_routes(app)
+    # Each API is a sub-app that carries its error format; the console's errors read as the root's.
+    app.add_subapp(console.PATH, _with_api(console.app(), OPENSEARCH))
     app.add_subapp(
         "/_plugins",
         _api_app(
-            "opensearch",
+            OPENSEARCH,
             "/_plugins",
             routes_v211.routes,
             routes_v212.routes,
@@ -175,23 +170,27 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             ml_routes.routes,
         ),
     )
-    app.add_subapp("/v2", _api_app("v2", "/v2", history_routes.routes))
+    app.add_subapp("/v2", _api_app(TELNYX, "/v2", history_routes.routes))
     return app
 
 
-def _api_app(api: str, prefix: str, *tables: web.RouteTableDef) -> web.Application:
+def _api_app(api: Api, prefix: str, *tables: web.RouteTableDef) -> web.Application:
     """One API's routes as a sub-app mounted at ``prefix``: the sub-app, not the path's text,
     tells the front door which error format and parameter rules apply.  Route modules keep
     their full paths, as the API's documentation writes them."""
-    sub = web.Application()
-    sub[API] = api
+    sub = _with_api(web.Application(), api)
     for table in tables:
         for route in table:
             assert isinstance(route, web.RouteDef) and route.path.startswith(prefix + "/"), route
             path = route.path.removeprefix(prefix)
             sub.router.add_route(route.method, path, route.handler, **route.kwargs)
-            if api == "opensearch":  # OpenSearch's router ignores a trailing slash; clients send one (opensearch-py-ml)
+            if api is OPENSEARCH:  # OpenSearch's router ignores a trailing slash; clients send one (opensearch-py-ml)
                 sub.router.add_route(route.method, path + "/", route.handler, **route.kwargs)
+    return sub
+
+
+def _with_api(sub: web.Application, api: Api) -> web.Application:
+    sub[API] = api
     return sub
 
 
@@ -201,46 +200,9 @@ def _api_app(api: str, prefix: str, *tables: web.RouteTableDef) -> web.Applicati
 GIL_SWITCH_INTERVAL = 0.001
 
 
-class _JsonErrorRequestHandler(RequestHandler):
-    """Requests aiohttp refuses before routing (a URL over 8190 bytes, a malformed header)
-    get the API's JSON error, and one log line instead of a traceback each."""
-
-    __slots__ = ()
-
-    def handle_error(
-        self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
-    ) -> web.StreamResponse:
-        if not isinstance(exc, BadHttpMessage) or status >= 500:
-            return super().handle_error(request, status, exc, message)
-        if isinstance(exc, LineTooLong):
-            reason = f"the request line or a header is longer than {exc.args[1]} bytes"
-            v2 = b"/v2/" in bytes(exc.args[0])[:16] if isinstance(exc.args[0], (bytes, bytearray)) else False
-        else:
-            reason = f"malformed HTTP request: {exc.message}".splitlines()[0]
-            v2 = False
-        log.info("malformed request refused", extra={"status": status, "reason": reason})
-        error = InvalidArgument(reason)  # aiohttp's parse errors are all 400s
-        body = error.telnyx_body() if v2 else error.opensearch_body()
-        response = web.Response(body=encode_json(body), status=error.status, content_type="application/json")
-        response.force_close()
-        return response
-
-
-class _JsonErrorServer(web.Server):
-    def __call__(self) -> RequestHandler:
-        return _JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)
-
-
-class _Runner(web.AppRunner):
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        server.__class__ = _JsonErrorServer
-        return server
-
-
 async def _serve(settings: Settings) -> None:
-    """``web.run_app``, with the runner above: serve until SIGINT or SIGTERM, then finish in-flight requests."""
-    runner = _Runner(
+    """``web.run_app``, with ``JsonErrorRunner``: serve until SIGINT or SIGTERM, then finish in-flight requests."""
+    runner = JsonErrorRunner(
         create_app(settings),
         handle_signals=True,
         access_log=None,  # the request-id middleware logs each request, structured

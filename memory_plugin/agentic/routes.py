@@ -16,15 +16,10 @@ from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, parse_memory_
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.web import (
-    SEARCH_PARAMS,
-    check_params,
-    json_response,
-    principal_of,
-    read_json,
-    read_json_object,
-    search_body,
-)
+from memory_plugin.http.body import read_json, read_json_object, search_body
+from memory_plugin.http.json import json_response
+from memory_plugin.http.middleware import principal_of
+from memory_plugin.http.params import SEARCH_PARAMS, check_params
 
 AGENTIC = web.AppKey("agentic", AgenticService)
 CONTAINER = BASE + "/{memory_container_id}"

@@ -43,9 +43,12 @@ async def asset(request: web.Request) -> web.Response:
     return web.Response(body=_read(name), content_type=ASSETS[name], charset="utf-8", headers=HEADERS)
 
 
-def add_routes(app: web.Application) -> None:
-    app.router.add_get(PATH, page)
-    app.router.add_get(PATH + "/{asset}", asset)
+def app() -> web.Application:
+    """The console as a sub-app, mounted at ``PATH``: the page at ``PATH`` itself, its assets below."""
+    console = web.Application()
+    console.router.add_get("", page)
+    console.router.add_get("/{asset}", asset)
+    return console
 
 
 #: Handlers that answer without a credential (they serve only the page's own files).

@@ -9,17 +9,12 @@ from aiohttp import web
 from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.service import HistoryService, SearchQuery
+from memory_plugin.http.body import check_fields, read_json_object
+from memory_plugin.http.json import json_response
+from memory_plugin.http.middleware import principal_of
+from memory_plugin.http.params import check_params, float_param, int_param
 from memory_plugin.stores.filters import parse_filters
 from memory_plugin.stores.records import Hit
-from memory_plugin.web import (
-    check_fields,
-    check_params,
-    float_param,
-    int_param,
-    json_response,
-    principal_of,
-    read_json_object,
-)
 
 BASE = "/v2/ai/conversation_histories"
 SEARCH_PARAMS = ("q", "record_type", "region", "top_k", "min_score", "page[number]", "page[size]")

@@ -7,18 +7,14 @@ from typing import Any
 
 from aiohttp import web
 
+from memory_plugin.http.body import read_json_object, string_field
+from memory_plugin.http.json import json_response
+from memory_plugin.http.middleware import principal_of
+from memory_plugin.http.params import check_params, int_param
 from memory_plugin.memory.models import Interaction
+from memory_plugin.memory.pages import RenderedPages
 from memory_plugin.memory.service import DEFAULT_MAX_RESULTS, MemoryService
 from memory_plugin.memory.views import conversation_v211, interaction_v211, page_v211
-from memory_plugin.web import (
-    RenderedPages,
-    check_params,
-    int_param,
-    json_response,
-    principal_of,
-    read_json_object,
-    string_field,
-)
 
 BASE = "/_plugins/_ml/memory/conversation"
 PAGING = ("max_results", "next_token")

@@ -14,21 +14,15 @@ from aiohttp import web
 
 from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.errors import NotFound, ParseFailure
+from memory_plugin.http.body import PARSE_IN_THREAD_BYTES, read_body, search_body
+from memory_plugin.http.json import check_sound, json_response
+from memory_plugin.http.middleware import principal_of
+from memory_plugin.http.params import SEARCH_PARAMS, check_params
 from memory_plugin.memory import requests_v212
 from memory_plugin.memory.models import Updated
 from memory_plugin.memory.routes_v211 import MEMORY, PAGING, message_page, paging
 from memory_plugin.memory.service import check_search_window
 from memory_plugin.memory.views import memory_v212, message_v212, page_v211
-from memory_plugin.web import (
-    PARSE_IN_THREAD_BYTES,
-    SEARCH_PARAMS,
-    check_params,
-    check_sound,
-    json_response,
-    principal_of,
-    read_body,
-    search_body,
-)
 
 T = TypeVar("T")
 

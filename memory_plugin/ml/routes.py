@@ -13,9 +13,12 @@ from typing import Any
 from aiohttp import web
 
 from memory_plugin.errors import InvalidArgument, ParseFailure
+from memory_plugin.http.body import PARSE_IN_THREAD_BYTES, read_body
+from memory_plugin.http.json import json_response
+from memory_plugin.http.middleware import principal_of
+from memory_plugin.http.params import SEARCH_PARAMS, check_params
 from memory_plugin.ml.requests import parse_body
 from memory_plugin.ml.service import MLService
-from memory_plugin.web import PARSE_IN_THREAD_BYTES, SEARCH_PARAMS, check_params, json_response, principal_of, read_body
 
 ML = web.AppKey("ml", MLService)
 BASE = "/_plugins/_ml"

@@ -84,3 +84,48 @@ async def test_mounted_under_a_prefix_that_contains_v2(aiohttp_client, settings,
     assert v2_unrouted.status == 404
     assert_v2_error(await v2_unrouted.json())
     await client.close()
+
+
+async def test_mounted_under_v2_routing_errors_and_the_console_answer_as_at_the_root(
+    aiohttp_client, settings, embedder, alice
+):
+    """Every sub-app (``/_plugins``, ``/v2``, the console) and the root keep their own format under a ``/v2/`` mount."""
+    host = web.Application()
+    host.add_subapp("/v2/x", create_app(settings, embedder=embedder))
+    client = await aiohttp_client(host)
+    base = "/v2/x"
+
+    unknown = await client.get(base + "/nope", headers=alice.headers)
+    assert unknown.status == 400
+    assert await unknown.json() == {"error": "no handler found for uri [/v2/x/nope] and method [GET]"}
+
+    page = await client.get(base + "/_console")
+    assert page.status == 200 and page.content_type == "text/html"
+    no_asset = await client.get(base + "/_console/nope")
+    assert no_asset.status == 404
+    assert_opensearch_error(await no_asset.json(), 404)
+    console_method = await client.post(base + "/_console", headers=alice.headers)
+    assert console_method.status == 405
+    assert await console_method.json() == {
+        "error": "Incorrect HTTP method for uri [/v2/x/_console] and method [POST], allowed: [GET]",
+        "status": 405,
+    }
+
+    plugins_method = await client.put(base + "/_plugins/_ml/memory", headers=alice.headers)
+    assert plugins_method.status == 405
+    assert await plugins_method.json() == {
+        "error": "Incorrect HTTP method for uri [/v2/x/_plugins/_ml/memory] and method [PUT], allowed: [GET, POST]",
+        "status": 405,
+    }
+    not_json = await client.post(
+        base + "/_plugins/_ml/memory", data="{}", headers={**alice.headers, "Content-Type": "text/plain"}
+    )
+    assert not_json.status == 406
+    assert await not_json.json() == {"error": "Content-Type header [text/plain] is not supported", "status": 406}
+
+    v2_method = await client.put(base + "/v2/ai/conversation_histories", headers=alice.headers)
+    assert v2_method.status == 405
+    assert_v2_error(body := await v2_method.json())
+    assert body["errors"][0]["code"] == "invalid_parameter"
+    assert "[/v2/x/v2/ai/conversation_histories] and method [PUT]" in body["errors"][0]["detail"]
+    await client.close()

@@ -8,8 +8,8 @@ from pathlib import Path
 from memory_plugin.auth import Principal
 from memory_plugin.clock import now
 from memory_plugin.memory.models import Conversation, Interaction
+from memory_plugin.memory.pages import RenderedPages
 from memory_plugin.memory.stores.sqlite import SqliteMemoryStore, Versions
-from memory_plugin.web import RenderedPages
 
 KIB = 1024
 

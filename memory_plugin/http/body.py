@@ -1,0 +1,118 @@
+"""Request bodies: read within the size limit and the read timeout, as JSON objects with known fields."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from aiohttp import web
+
+from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure, PayloadTooLarge, RequestTimeout
+from memory_plugin.http.apis import TELNYX, api_of
+from memory_plugin.http.json import parse_json
+from memory_plugin.opensearch_rest import JSON_MEDIA_TYPES
+
+MAX_BODY_BYTES = web.AppKey("max_body_bytes", int)
+#: Seconds a client may take to send the whole body before it gets a 408.
+BODY_READ_TIMEOUT = web.AppKey("body_read_timeout", float)
+
+#: Bodies larger than this are parsed off the event loop.
+PARSE_IN_THREAD_BYTES = 256 * 1024
+
+
+MEDIA_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]+/[a-z0-9!#$&^_.+-]+")
+
+
+class UnsupportedContentType(Exception):
+    """A body OpenSearch would not read: its Content-Type is not JSON (a 406 under ``/_plugins``)."""
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The raw body, within the size limit and the read timeout; under ``/_plugins``, JSON only."""
+    try:
+        if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
+            raw = await request.read()
+        else:
+            async with asyncio.timeout(request.config_dict[BODY_READ_TIMEOUT]):
+                raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(f"request body is larger than {request.config_dict[MAX_BODY_BYTES]} bytes") from None
+    except TimeoutError as timeout:
+        # Fail the stream too: aiohttp then closes the connection right after the
+        # 408, instead of lingering 10 s more for a body that is not coming.
+        request.content.set_exception(timeout)
+        raise RequestTimeout(
+            f"the request body did not arrive within {request.config_dict[BODY_READ_TIMEOUT]:g} s"
+        ) from None
+    if raw and api_of(request) is not TELNYX:
+        check_content_type(request.headers.get("Content-Type"))
+    return raw
+
+
+def check_content_type(header: str | None) -> None:
+    """OpenSearch reads a body only as a media type it knows: a malformed header is a 400, another type a 406."""
+    if header is None:
+        raise UnsupportedContentType("")
+    media_type = header.split(";")[0].strip().lower()
+    if not MEDIA_TYPE.fullmatch(media_type):
+        raise OpenSearchBadRequest(
+            f"java.lang.IllegalArgumentException: invalid Content-Type header [{header}]",
+            exception="content_type_header_exception",
+            caused_by={"type": "illegal_argument_exception", "reason": f"invalid Content-Type header [{header}]"},
+        )
+    if not JSON_MEDIA_TYPES.fullmatch(media_type):
+        raise UnsupportedContentType(header)
+
+
+async def read_json(request: web.Request, *, required: bool) -> Any:
+    """The body as JSON, or None when it is empty and not required."""
+    raw = await read_body(request)
+    if not raw.strip():
+        if required:
+            raise ParseFailure("request body is required")
+        return None
+    if len(raw) > PARSE_IN_THREAD_BYTES:  # megabytes of JSON take a while: keep the loop free
+        return await asyncio.to_thread(parse_json, raw)
+    return parse_json(raw)
+
+
+async def read_json_object(request: web.Request, *, required: bool) -> dict[str, Any] | None:
+    value = await read_json(request, required=required)
+    if value is not None and not isinstance(value, dict):
+        raise ParseFailure(f"request body must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+async def search_body(request: web.Request) -> dict[str, Any] | None:
+    """A search body, or the ``source`` parameter that stands in for it (OpenSearch accepts both)."""
+    body = await read_json(request, required=False)
+    if body is None and "source" in request.query:
+        body = parse_json(request.query["source"], what="[source] parameter", parameter="source")
+    if body is not None and not isinstance(body, dict):
+        raise ParseFailure("search body must be a JSON object", parameter="body")
+    return body
+
+
+def string_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    if name not in body or body[name] is None:
+        if required:
+            raise InvalidArgument(f"[{name}] is required", parameter=name)
+        return None
+    value = body[name]
+    if not isinstance(value, str):
+        raise InvalidArgument(f"[{name}] must be a string, not {_json_type(value)}", parameter=name)
+    return value
+
+
+def check_fields(body: dict[str, Any], allowed: Iterable[str]) -> None:
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown field {unknown} in request body; known fields are {sorted(allowed)}", parameter=unknown[0]
+        )
+
+
+def _json_type(value: Any) -> str:
+    return {bool: "boolean", int: "number", float: "number", dict: "object", list: "array"}.get(type(value), "null")

@@ -1,0 +1,138 @@
+"""The middleware around every request: a request id, metrics and a log line, the key check,
+and every error rendered in the API's own format (``apis.Api``, chosen by the sub-app)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Iterable
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from memory_plugin.auth import KeyStore, Principal
+from memory_plugin.errors import NotFound, PayloadTooLarge, ServiceError
+from memory_plugin.http.apis import TELNYX, Api, api_of
+from memory_plugin.http.body import MAX_BODY_BYTES, UnsupportedContentType
+from memory_plugin.http.json import encode_json
+from memory_plugin.http.params import check_text
+from memory_plugin.metrics import Metrics
+from memory_plugin.opensearch_rest import filter_path
+
+log = logging.getLogger("memory_plugin.http")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+PRINCIPAL = web.RequestKey("principal", Principal)
+REQUEST_ID = web.RequestKey("request_id", str)
+#: What a request id may be: printable ASCII, so that it is safe in headers and logs.
+REQUEST_ID_PATTERN = re.compile(r"[!-~]{1,128}")
+
+
+def principal_of(request: web.Request) -> Principal:
+    return request[PRINCIPAL]
+
+
+def front_door(keys: KeyStore, metrics: Metrics, public: Iterable[Handler] = ()) -> Middleware:
+    """Everything every request needs around its handler, in one middleware: one frame per request, not six.
+
+    Outermost first: a request id (``X-Request-Id``, on errors too), the request's
+    metrics and log line, then errors in the API's own format around the key
+    check (every route but the ``public`` handlers needs one), strict text in the
+    URL, the handler, and ``filter_path``.
+    """
+    public = frozenset(public)
+
+    @web.middleware
+    async def serve(request: web.Request, handler: Handler) -> web.StreamResponse:
+        request_id = request.headers.get("X-Request-Id", "")
+        if not REQUEST_ID_PATTERN.fullmatch(request_id):
+            request_id = f"{random.getrandbits(128):032x}"  # a label for logs, not a secret: no system call for it
+        request[REQUEST_ID] = request_id
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await _answer(request, handler, keys, public)
+            status = response.status
+        except web.HTTPException as exc:
+            status = exc.status
+            exc.headers["X-Request-Id"] = request_id
+            raise
+        finally:
+            metrics.observe_request(request, status, time.perf_counter() - started)
+        response.headers["X-Request-Id"] = request_id
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "request",
+                extra={
+                    "request_id": request_id,
+                    "method": request.method,
+                    "path": request.path,
+                    "status": status,
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                },
+            )
+        return response
+
+    return serve
+
+
+async def _answer(
+    request: web.Request, handler: Handler, keys: KeyStore, public: frozenset[Handler]
+) -> web.StreamResponse:
+    """The handler's answer, or the error it raised as the API words it."""
+    api = api_of(request)
+    try:
+        if request.match_info.handler not in public:
+            request[PRINCIPAL] = keys.authenticate(request.headers.get("Authorization"))
+        check_text(request)
+        return _filter_path(request, api, await handler(request))
+    except ServiceError as error:
+        return api.error_response(error)
+    except web.HTTPRequestEntityTooLarge:
+        return api.error_response(
+            PayloadTooLarge(f"request body is larger than {request.config_dict[MAX_BODY_BYTES]} bytes")
+        )
+    except UnsupportedContentType as exc:
+        return api.unsupported_content_type(f"Content-Type header [{exc}] is not supported")
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods - {"HEAD"}))
+        reason = (
+            f"Incorrect HTTP method for uri [{request.raw_path}] and method [{request.method}], allowed: [{allowed}]"
+        )
+        return api.method_not_allowed(reason)
+    except web.HTTPNotFound as exc:
+        if request.match_info.http_exception is None:  # a route matched and answered 404 itself
+            return api.error_response(NotFound("resource", request.path, reason=exc.text or "not found"))
+        return api.no_handler(
+            request.path, f"no handler found for uri [{request.raw_path}] and method [{request.method}]"
+        )
+    except web.HTTPException:
+        raise
+    except Exception as exc:  # a bug: log it, and still answer in the API's format
+        return _internal_error(request, api, exc)
+
+
+def _filter_path(request: web.Request, api: Api, response: web.StreamResponse) -> web.StreamResponse:
+    """``filter_path`` trims successful JSON answers under ``/_plugins``, as OpenSearch does (errors stay whole)."""
+    expression = request.query.get("filter_path")
+    if (
+        expression is None
+        or api is TELNYX
+        or not isinstance(response, web.Response)
+        or response.status >= 300
+        or response.content_type != "application/json"
+        or response.body is None
+    ):
+        return response
+    assert isinstance(response.body, bytes)
+    trimmed = filter_path(json.loads(response.body), expression)
+    return web.Response(body=encode_json(trimmed), status=response.status, content_type="application/json")
+
+
+def _internal_error(request: web.Request, api: Api, exc: BaseException) -> web.Response:
+    log.error("unhandled error", exc_info=exc, extra={"request_id": request.get(REQUEST_ID)})
+    return api.error_response(ServiceError("internal error; the request id is in the X-Request-Id header"))

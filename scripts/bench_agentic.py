@@ -40,7 +40,7 @@ from bench_memory import drive  # noqa: E402
 from embedder import AsyncEmbedder, Embedder, ensure_default_model  # noqa: E402
 from memory_plugin.agentic.models import LONG_TERM, new_container  # noqa: E402
 from memory_plugin.agentic.service import AgenticService  # noqa: E402
-from memory_plugin.agentic.store import SqliteAgenticStore  # noqa: E402
+from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore  # noqa: E402
 from memory_plugin.auth import KeyStore, Principal  # noqa: E402
 from tests.support.agentic_llm import SEMANTIC_CONFIG  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402

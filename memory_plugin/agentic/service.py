@@ -79,7 +79,7 @@ from memory_plugin.agentic.models import (
     updated_container,
     valid_unicode,
 )
-from memory_plugin.agentic.store import (
+from memory_plugin.agentic.stores.base import (
     AgenticStore,
     InferJob,
     LongTermChange,
@@ -251,6 +251,7 @@ class AgenticService:
         embedder: AsyncEmbedder,
         llm: ChatModel | None = None,
         *,
+        models: RegisteredModels | None = None,
         enabled: bool = True,
         retention_enabled: bool = False,
         metrics: AgenticMetrics | None = None,
@@ -258,8 +259,8 @@ class AgenticService:
         self.store = store
         self.embedder = embedder
         self.llm = llm
-        #: Set by ``open_services``: a container's ``llm_id`` that names the owner's registered model calls it.
-        self.models: RegisteredModels | None = None
+        #: A container's ``llm_id`` or ``embedding_model_id`` that names the owner's registered model calls it.
+        self.models = models
         self.enabled = enabled
         self.retention_enabled = retention_enabled
         self.metrics = metrics or AgenticMetrics()

@@ -50,7 +50,7 @@ from opensearchpy.exceptions import ConflictError, NotFoundError
 from opensearchpy.helpers import async_scan
 
 from memory_plugin.agentic.models import DEFAULT_PREFIX, HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING
-from memory_plugin.agentic.store import (
+from memory_plugin.agentic.stores.base import (
     AgenticStore,
     InferJob,
     LongTermChange,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from memory_plugin.agentic.errors import ContentParseError, Forbidden, IndexNameError
+from memory_plugin.agentic.errors import ContentParseError, IndexNameError, StatusForbidden
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.opensearch_client import MAX_ID_BYTES, id_bytes
 
@@ -262,7 +262,7 @@ def _check_retention(policy: Any, retention_enabled: bool) -> dict[str, Any] | N
     if policy is None:
         return None
     if not retention_enabled:
-        raise Forbidden(
+        raise StatusForbidden(
             "Memory retention is not enabled. To enable, please update the setting agentic_retention_enabled "
             "(plugins.ml_commons.memory.retention_enabled)"
         )

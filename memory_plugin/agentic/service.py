@@ -37,8 +37,8 @@ from embedder import AsyncEmbedder
 from memory_plugin.agentic import prompts
 from memory_plugin.agentic.errors import (
     Conflict,
-    Forbidden,
     StatusBadRequest,
+    StatusForbidden,
     StatusNotFound,
     UpstreamFailed,
 )
@@ -388,7 +388,7 @@ class AgenticService:
 
     def _check(self) -> None:
         if not self.enabled:
-            raise Forbidden(DISABLED)
+            raise StatusForbidden(DISABLED)
 
     # -- containers ---------------------------------------------------------------------
 
@@ -676,7 +676,7 @@ class AgenticService:
         changes = {key: body[key] for key in UPDATABLE[memory_type] if key in body}
         if "pinned" in changes:
             if not self.retention_enabled:
-                raise Forbidden(
+                raise StatusForbidden(
                     "Pinning needs memory retention. To enable, please update the setting agentic_retention_enabled "
                     "(plugins.ml_commons.memory.retention_enabled)"
                 )

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,7 +48,7 @@ from memory_plugin.agentic.stores.base import (
     text_changed,
 )
 from memory_plugin.auth import Principal
-from memory_plugin.sqlite import Database, run_script, transaction
+from memory_plugin.sqlite import Database, run_script
 
 T = TypeVar("T")
 
@@ -219,16 +220,28 @@ class _Matrix:
         self.vectors, self.seqs, self.live, self.n = vectors, seqs, live, len(keep)
         self.position = {seq: position for position, seq in enumerate(seqs[: self.n].tolist())}
 
+    def rows(self) -> _Rows:
+        """The matrix as it is now, for a search on the reader thread while the event loop changes it: rows
+        below ``n`` are never written again (a resize makes new arrays), and ``live`` is copied."""
+        return _Rows(self.vectors[: self.n], self.seqs[: self.n], self.live[: self.n].copy())
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A matrix's rows at one moment (``_Matrix.rows``)."""
+
+    vectors: np.ndarray
+    seqs: np.ndarray
+    live: np.ndarray
+
     def search(self, query: np.ndarray, k: int, candidates: np.ndarray | None) -> list[tuple[int, float]]:
         """Top ``k`` ``(seq, cosine)`` among ``candidates`` (None: all), ties by seq."""
         if candidates is None:
-            scores = self.vectors[: self.n] @ query
-            scores[~self.live[: self.n]] = -np.inf
-            seqs = self.seqs[: self.n]
+            scores = self.vectors @ query
+            scores[~self.live] = -np.inf
+            seqs = self.seqs
         else:
-            positions = np.fromiter(
-                (self.position[seq] for seq in candidates.tolist() if seq in self.position), dtype=np.int64
-            )
+            positions = np.flatnonzero(self.live & np.isin(self.seqs, candidates))
             if len(positions) == 0:
                 return []
             scores = self.vectors[positions] @ query
@@ -239,34 +252,40 @@ class _Matrix:
         return [(int(seqs[i]), float(scores[i])) for i in ordered if scores[i] > -np.inf]
 
 
+def _load_vectors(c: sqlite3.Connection, path: Path) -> dict[str, _Matrix]:
+    """Every container's matrix, from the stored vectors."""
+    by_container: dict[str, tuple[list[int], list[bytes]]] = {}
+    rows = c.execute("SELECT seq, container_id, vector FROM memories WHERE vector IS NOT NULL ORDER BY seq")
+    for seq, container_id, blob in rows:
+        seqs, blobs = by_container.setdefault(container_id, ([], []))
+        seqs.append(seq)
+        blobs.append(blob)
+    indexes: dict[str, _Matrix] = {}
+    for container_id, (seqs, blobs) in by_container.items():
+        if len({len(blob) for blob in blobs}) > 1:
+            raise RuntimeError(f"{path}: container {container_id} holds vectors of different dimensions")
+        vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), -1)
+        indexes[container_id] = _Matrix(vectors.shape[1])
+        indexes[container_id].add(np.asarray(seqs, dtype=np.int64), vectors)
+    return indexes
+
+
 class SqliteAgenticStore(AgenticStore):
     def __init__(self, path: Path) -> None:
         self.db = Database(path, MIGRATIONS)
-        #: container id -> its vectors by seq, each container's of its own dimension (database thread only).
+        #: container id -> its vectors by seq, each container's of its own dimension.  Changed on the event
+        #: loop only, once the write that changes them has committed; searched in snapshots (``_Matrix.rows``).
         self._indexes: dict[str, _Matrix] = {}
 
     async def open(self, dimension: int) -> None:
         await self.db.open()
-        await self.db.run(self._load_vectors)
+        self._indexes = await self.db.read(lambda c: _load_vectors(c, self.db.path))
 
     async def close(self) -> None:
         await self.db.close()
         self._indexes.clear()
 
-    # -- the vector mirror (database thread) -------------------------------------------
-
-    def _load_vectors(self, c: sqlite3.Connection) -> None:
-        by_container: dict[str, tuple[list[int], list[bytes]]] = {}
-        rows = c.execute("SELECT seq, container_id, vector FROM memories WHERE vector IS NOT NULL ORDER BY seq")
-        for seq, container_id, blob in rows:
-            seqs, blobs = by_container.setdefault(container_id, ([], []))
-            seqs.append(seq)
-            blobs.append(blob)
-        for container_id, (seqs, blobs) in by_container.items():
-            if len({len(blob) for blob in blobs}) > 1:
-                raise RuntimeError(f"{self.db.path}: container {container_id} holds vectors of different dimensions")
-            vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), -1)
-            self._index(container_id, vectors.shape[1]).add(np.asarray(seqs, dtype=np.int64), vectors)
+    # -- the vector mirror (event loop) ------------------------------------------------
 
     def _index(self, container_id: str, dimension: int) -> _Matrix:
         """The container's matrix: its dimension is its embedding model's, the built-in one's or a remote one's."""
@@ -284,17 +303,19 @@ class SqliteAgenticStore(AgenticStore):
         if index is not None:
             index.remove(seqs)
 
-    async def _write(self, work: Callable[[sqlite3.Connection], T], after: Callable[[Any], None] | None = None) -> T:
-        """``work`` in one transaction; ``after`` (the vector mirror) once it has committed."""
+    async def _write(self, work: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None) -> T:
+        """``work`` in one transaction; ``after`` (the vector mirror) on the event loop once it has settled,
+        also when the caller stopped waiting, so that the mirror follows every write that committed (a group
+        whose COMMIT fails, a full disk, may leave it ahead of the file until the next open)."""
+        if after is None:
+            return await self.db.write(work)
+        results: list[T] = []
 
         def run(c: sqlite3.Connection) -> T:
-            with transaction(c):
-                result = work(c)
-            if after is not None:
-                after(result)
-            return result
+            results.append(work(c))
+            return results[0]
 
-        return await self.db.run(run)
+        return await self.db.write(run, settled=lambda: after(results[0]) if results else None)
 
     # -- containers -------------------------------------------------------------------
 
@@ -318,7 +339,7 @@ class SqliteAgenticStore(AgenticStore):
             ).fetchone()
             return _doc(row, "container_id") if row else None
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
         def replace(c: sqlite3.Connection) -> StoredDoc | None:
@@ -356,7 +377,7 @@ class SqliteAgenticStore(AgenticStore):
 
     async def containers(self, owner: Principal) -> list[StoredDoc]:
         sql = "SELECT * FROM containers WHERE organization_id = ? AND user_id = ? ORDER BY rowid"
-        return await self.db.run(lambda c: [_doc(row, "container_id") for row in c.execute(sql, owner_key(owner))])
+        return await self.db.read(lambda c: [_doc(row, "container_id") for row in c.execute(sql, owner_key(owner))])
 
     # -- memories -----------------------------------------------------------------------
 
@@ -447,7 +468,7 @@ class SqliteAgenticStore(AgenticStore):
             row = self._select(c, owner, container_id, memory_type, memory_id)
             return _doc(row, "memory_id") if row else None
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def replace(
         self, owner: Principal, container_id: str, memory_type: str, memory_id: str, doc: dict[str, Any]
@@ -488,7 +509,7 @@ class SqliteAgenticStore(AgenticStore):
     async def docs(self, owner: Principal, container_id: str, memory_type: str) -> list[StoredDoc]:
         sql = f"SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE {_MEMORY_OWNER} ORDER BY seq"
         params = (container_id, memory_type, *owner_key(owner))
-        return await self.db.run(lambda c: [_doc(row, "memory_id") for row in c.execute(sql, params)])
+        return await self.db.read(lambda c: [_doc(row, "memory_id") for row in c.execute(sql, params)])
 
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:
         def delete(c: sqlite3.Connection) -> list[int]:
@@ -509,7 +530,8 @@ class SqliteAgenticStore(AgenticStore):
             if memory_type == LONG_TERM:
                 self._unindex(container_id, seqs)
 
-        return len(await self._write(delete, unindex))
+        deleted = await self._write(delete, unindex)
+        return len(deleted)
 
     async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
         def read(c: sqlite3.Connection) -> dict[str, list[float]]:
@@ -524,7 +546,7 @@ class SqliteAgenticStore(AgenticStore):
                     out[memory_id] = [round(float(x), 7) for x in np.frombuffer(blob, dtype=np.float32)]
             return out
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     # -- background work ------------------------------------------------------------------
 
@@ -541,11 +563,11 @@ class SqliteAgenticStore(AgenticStore):
                 for seq, organization, user, container_id, doc in c.execute(sql, (*skipped, limit))
             ]
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def pending_count(self) -> int:
         return int(
-            await self.db.run(lambda c: c.execute("SELECT count(*) FROM memories WHERE pending = 1").fetchone()[0])
+            await self.db.read(lambda c: c.execute("SELECT count(*) FROM memories WHERE pending = 1").fetchone()[0])
         )
 
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
@@ -566,7 +588,8 @@ class SqliteAgenticStore(AgenticStore):
             for container_id, seq, unit in stored:
                 self._index(container_id, len(unit)).add(np.asarray([seq], dtype=np.int64), unit.reshape(1, -1))
 
-        return len(await self._write(store, index))
+        stored = await self._write(store, index)
+        return len(stored)
 
     async def infer_jobs(self, limit: int) -> list[InferJob]:
         def read(c: sqlite3.Connection) -> list[InferJob]:
@@ -582,7 +605,7 @@ class SqliteAgenticStore(AgenticStore):
                 for row in rows
             ]
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def count_infer_attempt(self, job: InferJob) -> None:
         await self._write(
@@ -662,20 +685,20 @@ class SqliteAgenticStore(AgenticStore):
 
     async def knn(self, scope: LongTermScope, vector: np.ndarray, k: int) -> list[tuple[StoredDoc, float]]:
         query = normalised(vector)
+        index = self._indexes.get(scope.container_id)
+        if scope.empty or index is None or index.size == 0:
+            return []
+        if index.dimension != len(query):
+            raise ValueError(
+                f"memory container {scope.container_id} holds {index.dimension}-dimensional vectors; "
+                f"the query has {len(query)}"
+            )
+        rows = index.rows()
 
         def search(c: sqlite3.Connection) -> list[tuple[StoredDoc, float]]:
-            index = self._indexes.get(scope.container_id)
-            if index is None or index.size == 0:
-                return []
-            if index.dimension != len(query):
-                raise ValueError(
-                    f"memory container {scope.container_id} holds {index.dimension}-dimensional vectors; "
-                    f"the query has {len(query)}"
-                )
-            scored = index.search(query, k, self._candidates(c, scope))
-            return self._hydrate(c, scope, scored)
+            return self._hydrate(c, scope, rows.search(query, k, self._candidates(c, scope)))
 
-        return [] if scope.empty else await self.db.run(search)
+        return await self.db.read(search)
 
     async def bm25(self, scope: LongTermScope, query: str, k: int) -> list[tuple[StoredDoc, float]]:
         match = fts_query(query)
@@ -700,7 +723,7 @@ class SqliteAgenticStore(AgenticStore):
                 cursor.close()
             return kept
 
-        return [] if match is None or scope.empty else await self.db.run(search)
+        return [] if match is None or scope.empty else await self.db.read(search)
 
 
 def fts_query(text: str) -> str | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from memory_plugin.agentic.errors import Conflict, StatusNotFound
 from memory_plugin.agentic.llm import ContainerModels
-from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, index_name, parse_memory_type
+from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name, parse_memory_type
 from memory_plugin.agentic.requests import Body, new_container, required, updated_container, without_nested
 from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc, owner_id
 from memory_plugin.agentic.views import container_view, hit_extras, took, write_response
@@ -29,9 +29,10 @@ class Containers:
         self.models = models
         self.retention_enabled = retention_enabled
 
-    async def load(self, owner: Principal, container_id: str) -> StoredDoc:
+    async def load(self, owner: Principal, container_id: str) -> Container:
         """The owner's container, which every memory call reads first (a 404 when it is not theirs)."""
-        return found_container(await self.store.get_container(owner, container_id))
+        stored = found_container(await self.store.get_container(owner, container_id))
+        return Container(stored.id, stored.source)
 
     async def create(self, owner: Principal, body: Body) -> dict[str, Any]:
         body = required(body)
@@ -69,12 +70,11 @@ class Containers:
         types = [parse_memory_type(name.strip()) for name in delete_memories or () if name.strip()]
         container = await self.load(owner, container_id)
         if delete_all_memories or types:
-            config = container.source.get("configuration", {})
+            config = container.config
             sharing = [
                 other
                 for other in await self.store.containers(owner)
-                if other.id != container_id
-                and index_name(other.source, WORKING) == index_name(container.source, WORKING)
+                if other.id != container_id and index_name(other.source, WORKING) == container.index(WORKING)
             ]
             if sharing:
                 raise Conflict(

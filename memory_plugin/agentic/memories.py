@@ -19,9 +19,8 @@ from memory_plugin.agentic.models import (
     LONG_TERM,
     UPDATABLE,
     WORKING,
+    Container,
     check_session_id,
-    enabled_types,
-    index_name,
     now_millis,
     parse_memory_type,
     valid_unicode,
@@ -76,7 +75,7 @@ class Memories:
     async def add(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         body = required(body)
         container = await self.containers.load(owner, container_id)
-        config = container.source.get("configuration", {})
+        config = container.config
         payload_type = (text(body, "payload_type") or "conversational").lower()
         if payload_type not in ("conversational", "data"):
             raise InvalidArgument(
@@ -147,7 +146,7 @@ class Memories:
     async def _session_for(
         self,
         owner: Principal,
-        container: StoredDoc,
+        container: Container,
         payload_type: str,
         messages: list[dict[str, Any]] | None,
         namespace: dict[str, str],
@@ -155,7 +154,7 @@ class Memories:
         created: int,
     ) -> SessionWrite | None:
         """The session an add creates (and writes into ``namespace.session_id``) or touches."""
-        config = container.source.get("configuration", {})
+        config = container.config
         if config.get("disable_session", False):
             return None
         base = {"owner_id": owner_id(owner), "memory_container_id": container.id}
@@ -203,7 +202,7 @@ class Memories:
     async def create_session(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         body = required(body)
         container = await self.containers.load(owner, container_id)
-        if container.source.get("configuration", {}).get("disable_session", False):
+        if container.config.get("disable_session", False):
             raise StatusBadRequest("Session is disabled for this container")
         chosen = text(body, "session_id")
         session_id = check_session_id(chosen, "session_id") if chosen else new_id()
@@ -228,10 +227,10 @@ class Memories:
 
     # -- one memory ------------------------------------------------------------------------
 
-    async def _typed(self, owner: Principal, container_id: str, raw_type: str) -> tuple[StoredDoc, str]:
+    async def _typed(self, owner: Principal, container_id: str, raw_type: str) -> tuple[Container, str]:
         memory_type = parse_memory_type(raw_type)
         container = await self.containers.load(owner, container_id)
-        if memory_type not in enabled_types(container.source):
+        if not container.has(memory_type):
             raise StatusNotFound("Memory index not found")
         return container, memory_type
 
@@ -284,12 +283,12 @@ class Memories:
         replaced = found_memory(await self.store.replace(owner, container_id, memory_type, memory_id, doc))
         if memory_type == LONG_TERM:
             self.embeddings.wake()
-        return write_response(index_name(container.source, memory_type), replaced, "updated")
+        return write_response(container.index(memory_type), replaced, "updated")
 
     async def delete(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
         container, memory_type = await self._typed(owner, container_id, raw_type)
         stored = found_memory(await self.store.delete(owner, container_id, memory_type, memory_id))
-        return write_response(index_name(container.source, memory_type), stored, "deleted")
+        return write_response(container.index(memory_type), stored, "deleted")
 
     # -- search and delete by query ------------------------------------------------------------
 
@@ -322,7 +321,7 @@ class Memories:
         return search_response(
             result,
             took(started),
-            index=index_name(container.source, memory_type),
+            index=container.index(memory_type),
             hit_extras=hit_extras(docs).__getitem__,
         )
 
@@ -335,7 +334,7 @@ class Memories:
             )
         query = parse_search({"query": without_nested(body["query"]), "size": 0})
         container = await self.containers.load(owner, container_id)
-        if memory_type not in enabled_types(container.source):
+        if not container.has(memory_type):
             raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")
         started = time.perf_counter()
         docs = await self.store.docs(owner, container_id, memory_type)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from memory_plugin.errors import InvalidArgument
@@ -109,3 +110,23 @@ def flat_object_terms(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
         for key, value in (doc.get(field) or {}).items():
             pairs.append((f"{field}.{key}", str(value)))
     return pairs
+
+
+@dataclass(frozen=True)
+class Container:
+    """A memory container as its memories see it: its configuration, the indices its memory types live in,
+    and which types it has."""
+
+    id: str
+    source: Mapping[str, Any]
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        config: Mapping[str, Any] = self.source.get("configuration", {})
+        return config
+
+    def index(self, memory_type: str) -> str:
+        return index_name(self.source, memory_type)
+
+    def has(self, memory_type: str) -> bool:
+        return memory_type in enabled_types(self.source)

@@ -17,9 +17,8 @@ from memory_plugin.agentic.models import (
     LONG_TERM,
     MAX_K,
     MAX_SEARCH_TERMS,
-    enabled_types,
+    Container,
     flat_object_terms,
-    index_name,
 )
 from memory_plugin.agentic.requests import Body, integer, number, required, string_map, text, without_nested
 from memory_plugin.agentic.stores.base import AgenticStore, LongTermScope, StoredDoc
@@ -61,7 +60,7 @@ def hybrid_scores(
 class LongTermSearch:
     """A checked semantic or hybrid search: its container, the docs it ranks, its text, ``k`` and ``min_score``."""
 
-    container: StoredDoc
+    container: Container
     scope: LongTermScope
     query: str
     k: int
@@ -70,7 +69,7 @@ class LongTermSearch:
     timed_out: bool = False
 
     def response(self, scored: list[tuple[StoredDoc, float]], started: float) -> dict[str, Any]:
-        index = index_name(self.container.source, LONG_TERM)
+        index = self.container.index(LONG_TERM)
         return ranked_response(index, scored, self.min_score, self.timed_out, started)
 
 
@@ -117,7 +116,7 @@ class LongTermSearcher:
         return search.response([(docs[key], score) for key, score in ranked], started)
 
     async def _query_vector(self, owner: Principal, search: LongTermSearch) -> np.ndarray:
-        config = search.container.source.get("configuration", {})
+        config = search.container.config
         return await self.models.query_vector(await self.models.embedding(owner, config), config, search.query)
 
     async def _checked(self, owner: Principal, container_id: str, body: Body, kind: str) -> LongTermSearch:
@@ -142,12 +141,8 @@ class LongTermSearcher:
             raise InvalidArgument("[filter] must be a query object", parameter="filter")
         parsed_filter = parse_search({"query": without_nested(dsl_filter), "size": 0}) if dsl_filter else None
         container = await self.containers.load(owner, container_id)
-        config = container.source.get("configuration", {})
-        if (
-            not config.get("embedding_model_id")
-            or not config.get("strategies")
-            or LONG_TERM not in enabled_types(container.source)
-        ):
+        config = container.config
+        if not config.get("embedding_model_id") or not config.get("strategies") or not container.has(LONG_TERM):
             raise InvalidArgument(
                 f"{kind} search needs a memory container with an embedding model, an LLM and at least one strategy; "
                 f"memory container {container_id} has no long-term memory"

@@ -432,7 +432,7 @@ class SqliteAgenticStore(AgenticStore):
         rows = index.rows()
 
         def search(c: sqlite3.Connection) -> list[tuple[StoredDoc, float]]:
-            return hydrate(c, scope, rows.search(query, k, candidates(c, scope)))
+            return hydrate(c, scope, rows.search(query, k, candidates(c, scope)), embedded=True)
 
         return await self.db.read(search)
 

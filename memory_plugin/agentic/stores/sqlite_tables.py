@@ -182,17 +182,24 @@ def candidates(c: sqlite3.Connection, scope: LongTermScope) -> np.ndarray | None
 
 
 def hydrate(
-    c: sqlite3.Connection, scope: LongTermScope, scored: list[tuple[int, float]], limit: int | None = None
+    c: sqlite3.Connection,
+    scope: LongTermScope,
+    scored: list[tuple[int, float]],
+    limit: int | None = None,
+    *,
+    embedded: bool = False,
 ) -> list[tuple[StoredDoc, float]]:
-    """The scored seqs' docs, in order, keeping only the owner's long-term docs of the container."""
+    """The scored seqs' docs, in order, keeping only the owner's long-term docs of the container, and with
+    ``embedded`` only those with a vector: a k-NN search ranks a snapshot of the vectors, and a doc whose text
+    changed since has none until it is embedded again."""
     out: list[tuple[StoredDoc, float]] = []
+    sql = f"SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE seq = ? AND {MEMORY_OWNER}"
+    if embedded:
+        sql += " AND vector IS NOT NULL"
     for seq, score in scored:
         if limit is not None and len(out) >= limit:
             break
-        row = c.execute(
-            f"SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE seq = ? AND {MEMORY_OWNER}",
-            (seq, scope.container_id, LONG_TERM, *owner_key(scope.owner)),
-        ).fetchone()
+        row = c.execute(sql, (seq, scope.container_id, LONG_TERM, *owner_key(scope.owner))).fetchone()
         if row is not None:
             out.append((row_doc(row, "memory_id"), score))
     return out

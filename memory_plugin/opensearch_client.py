@@ -3,7 +3,7 @@
 Client construction, race-safe index creation, reads by id, checked bulk
 requests, and deletion by query.  The region store (``stores/opensearch.py``),
 the memory store (``memory/stores/opensearch.py``) and the agentic store
-(``agentic/opensearch_store.py``) all use it, so they share one retry policy
+(``agentic/stores/opensearch.py``) all use it, so they share one retry policy
 and one answer to the distribution's missing reindex module.
 """
 

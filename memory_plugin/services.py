@@ -134,10 +134,9 @@ async def open_services(
             await bridge.start()
             stack.push_async_callback(bridge.stop)
             memory.bridge = bridge
-        agentic = await stack.enter_async_context(open_agentic(settings, batcher, metrics))
-        histories.containers = agentic
         described = model.describe() if isinstance(model, Embedder) else {"name": type(model).__name__}
         ml = await stack.enter_async_context(open_ml(settings, batcher, described, metrics))
         histories.models = ml
-        agentic.models = ml
+        agentic = await stack.enter_async_context(open_agentic(settings, batcher, ml, metrics))
+        histories.containers = agentic
         yield Services(memory, histories, agentic, ml, bridge, described)

@@ -38,9 +38,10 @@ from _vectors import from_seed, real_texts  # noqa: E402
 from bench_memory import drive  # noqa: E402
 
 from embedder import AsyncEmbedder, Embedder, ensure_default_model  # noqa: E402
-from memory_plugin.agentic.models import LONG_TERM, new_container  # noqa: E402
+from memory_plugin.agentic.models import LONG_TERM  # noqa: E402
+from memory_plugin.agentic.requests import new_container  # noqa: E402
 from memory_plugin.agentic.service import AgenticService  # noqa: E402
-from memory_plugin.agentic.store import SqliteAgenticStore  # noqa: E402
+from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore  # noqa: E402
 from memory_plugin.auth import KeyStore, Principal  # noqa: E402
 from tests.support.agentic_llm import SEMANTIC_CONFIG  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402

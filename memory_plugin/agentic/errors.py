@@ -1,10 +1,12 @@
-"""The error types ml-commons' agentic memory answers with (``status_exception`` and friends)."""
+"""The error types ml-commons' agentic memory answers with (``status_exception`` and friends), each a kind of
+the service error of its status in ``memory_plugin.errors``."""
 
 from __future__ import annotations
 
 from http import HTTPStatus
 from typing import Any
 
+from memory_plugin import errors
 from memory_plugin.errors import InvalidArgument, ParseFailure, ServiceError
 
 
@@ -20,19 +22,20 @@ class StatusException(ServiceError):
 
 
 class StatusBadRequest(InvalidArgument):
-    """A 400 that ml-commons raises as an ``OpenSearchStatusException``."""
+    """A 400 that ml-commons raises as an ``OpenSearchStatusException`` (an invalid parameter's code and title)."""
 
     type = "status_exception"
 
 
-class StatusNotFound(StatusException):
+class StatusNotFound(StatusException, errors.NotFound):
     """A 404 in ml-commons' own words (no ``kind [id] not found`` template)."""
 
-    status = 404
+    def __init__(self, reason: str) -> None:
+        errors.NotFound.__init__(self, "memory", "", reason=reason)
 
 
-class Forbidden(StatusException):
-    status = 403
+class StatusForbidden(StatusException, errors.Forbidden):
+    """A 403 as ml-commons raises it: a ``status_exception``, not the security plugin's."""
 
 
 class Conflict(StatusException):

@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from embedder import AsyncEmbedder
+from memory_plugin.agentic.errors import UpstreamFailed
 from memory_plugin.auth import Principal
 
 DEFAULT_RESULT_PATH = "$.choices[0].message.content"
+NO_LLM = (
+    "infer=true needs an LLM connector, and none is configured: set agentic_llm_url "
+    "(MEMORY_PLUGIN_AGENTIC_LLM_URL) to an OpenAI-compatible chat completions endpoint, or register a "
+    "remote model (/_plugins/_ml/models/_register) and name it as the container's llm_id"
+)
 _PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]")
 
 
@@ -88,3 +95,67 @@ def first_json_object(text: Any) -> dict[str, Any]:
         if isinstance(value, dict):
             return value
     raise LLMError("The LLM answer holds no JSON object")
+
+
+class ContainerModels:
+    """The models a container names: its ``llm_id`` and ``embedding_model_id`` are the owner's registered
+    remote models of those ids, else the operator's default LLM and the built-in embedding model."""
+
+    def __init__(self, embedder: AsyncEmbedder, llm: ChatModel | None, registered: RegisteredModels | None) -> None:
+        self.embedder = embedder
+        self.llm = llm
+        self.registered = registered
+
+    async def chat(self, owner: Principal, llm_id: Any) -> ChatModel | None:
+        """The owner's registered model ``llm_id``, called with their connector and key; else the operator's
+        default LLM (``agentic_llm_url``), or None without one."""
+        if self.registered is not None and isinstance(llm_id, str) and llm_id:
+            registered = await self.registered.chat_model(owner, llm_id)
+            if registered is not None:
+                return registered
+        return self.llm
+
+    async def embedding(self, owner: Principal, config: Mapping[str, Any]) -> TextEmbedding:
+        """The owner's registered remote model the ``embedding_model_id`` names, else the built-in model
+        (which needs nothing registered)."""
+        model_id = config.get("embedding_model_id")
+        if self.registered is not None and isinstance(model_id, str) and model_id:
+            remote = await self.registered.embedding_model(owner, model_id)
+            if remote is not None:
+                return remote
+        return self.embedder
+
+    async def dimension(self, owner: Principal, body: Mapping[str, Any]) -> int | None:
+        """The dimension a container's ``embedding_dimension`` must have: the built-in model's, or None (any)
+        when its ``embedding_model_id`` names the owner's registered remote model."""
+        raw = body.get("configuration")
+        config = raw if isinstance(raw, dict) else {}
+        return None if await self.embedding(owner, config) is not self.embedder else self.embedder.dimension
+
+    async def passages(self, owner: Principal, config: Mapping[str, Any], texts: list[str]) -> np.ndarray:
+        embedding = await self.embedding(owner, config)
+        # Background work for every organisation: one fairness key, one share of the built-in embedder.
+        return checked(await embedding.passages(texts, tenant="agentic-background"), config)
+
+    async def query_vector(self, embedding: TextEmbedding, config: Mapping[str, Any], text: str) -> np.ndarray:
+        vector = np.asarray(await embedding.query(text)).reshape(1, -1)
+        return checked(vector, config).reshape(-1)
+
+    async def close(self) -> None:
+        if self.llm is not None:
+            await self.llm.close()
+
+
+def checked(vectors: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
+    """A model's vectors, if they have the container's ``embedding_dimension`` and a direction (a cosine
+    needs one): a remote model may answer anything, and a container outlives a change of built-in model."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    dimension, model_id = config.get("embedding_dimension"), config.get("embedding_model_id")
+    if vectors.ndim != 2 or vectors.shape[1] != dimension:
+        raise UpstreamFailed(
+            f"The embedding model {model_id} answered {vectors.shape[-1]}-dimensional vectors; "
+            f"the memory container's embedding_dimension is {dimension}"
+        )
+    if not np.isfinite(vectors).all() or not np.linalg.norm(vectors, axis=1).all():
+        raise UpstreamFailed(f"The embedding model {model_id} answered a zero or non-finite vector")
+    return vectors

@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from memory_plugin.agentic.models import BASE, LONG_TERM, boolean, parse_memory_type
+from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
+from memory_plugin.agentic.requests import boolean
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument

@@ -7,50 +7,41 @@ from contextlib import asynccontextmanager
 
 from embedder import AsyncEmbedder
 from memory_plugin.agentic.connector import LLMSettings, OpenAIChat
+from memory_plugin.agentic.llm import RegisteredModels
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.service import AgenticService
-from memory_plugin.agentic.store import AgenticStore, SqliteAgenticStore
+from memory_plugin.agentic.stores import open_agentic_store
 from memory_plugin.metrics import Metrics
-from memory_plugin.settings import OpenSearchRegion, Settings
-
-
-def agentic_store_for(settings: Settings) -> AgenticStore:
-    """Agentic memory lives in the home region, as conversational memory does: its cluster, or SQLite."""
-    home = settings.regions.get(settings.home_region)
-    if isinstance(home, OpenSearchRegion):
-        from memory_plugin.agentic.opensearch_store import OpenSearchAgenticStore
-
-        return OpenSearchAgenticStore(home)
-    return SqliteAgenticStore(settings.data_dir / "agentic.sqlite3")
+from memory_plugin.settings import Settings
 
 
 @asynccontextmanager
 async def open_agentic(
-    settings: Settings, embedder: AsyncEmbedder, metrics: Metrics | None
+    settings: Settings, embedder: AsyncEmbedder, models: RegisteredModels, metrics: Metrics | None
 ) -> AsyncIterator[AgenticService]:
-    store = agentic_store_for(settings)
-    await store.open(embedder.dimension)
-    llm = None
-    if settings.agentic_llm_url:
-        llm = OpenAIChat(
-            LLMSettings(
-                settings.agentic_llm_url,
-                settings.agentic_llm_api_key,
-                settings.agentic_llm_model,
-                settings.agentic_llm_timeout,
+    """``models``: the owners' registered models, which a container's ``llm_id`` and ``embedding_model_id`` name."""
+    async with open_agentic_store(settings, embedder.dimension) as store:
+        llm = None
+        if settings.agentic_llm_url:
+            llm = OpenAIChat(
+                LLMSettings(
+                    settings.agentic_llm_url,
+                    settings.agentic_llm_api_key,
+                    settings.agentic_llm_model,
+                    settings.agentic_llm_timeout,
+                )
             )
+        service = AgenticService(
+            store,
+            embedder,
+            llm,
+            models=models,
+            enabled=settings.agentic_memory_enabled,
+            retention_enabled=settings.agentic_retention_enabled,
+            metrics=AgenticMetrics(metrics.registry if metrics else None),
         )
-    service = AgenticService(
-        store,
-        embedder,
-        llm,
-        enabled=settings.agentic_memory_enabled,
-        retention_enabled=settings.agentic_retention_enabled,
-        metrics=AgenticMetrics(metrics.registry if metrics else None),
-    )
-    try:
-        await service.start()
-        yield service
-    finally:
-        await service.stop()
-        await store.close()
+        try:
+            await service.start()
+            yield service
+        finally:
+            await service.stop()

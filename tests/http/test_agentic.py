@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memory_plugin.agentic.routes import AGENTIC
-from memory_plugin.agentic.service import hybrid_scores, min_max
+from memory_plugin.agentic.search import hybrid_scores, min_max
 from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
 
 #: Container embedding dimensions are checked against the real model (384), and ranking is the point.

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from memory_plugin.agentic.opensearch_store import OpenSearchAgenticStore
 from memory_plugin.agentic.routes import AGENTIC
+from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
 from memory_plugin.app import create_app
 from memory_plugin.auth import Principal
 from memory_plugin.settings import OpenSearchRegion

@@ -10,7 +10,8 @@ import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM
 from memory_plugin.agentic.service import AgenticService
-from memory_plugin.agentic.store import LongTermScope, SqliteAgenticStore
+from memory_plugin.agentic.stores.base import LongTermScope
+from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.auth import Principal
 from memory_plugin.ml.errors import StatusError
 
@@ -48,8 +49,7 @@ async def test_each_container_is_embedded_by_its_model_and_a_failing_one_waits_a
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(8)
     built_in, remote, down = Model(8), Model(3), Model(3, down=True)
-    service = AgenticService(store, built_in)  # type: ignore[arg-type]
-    service.models = Registered({"remote": remote, "down": down})
+    service = AgenticService(store, built_in, models=Registered({"remote": remote, "down": down}))  # type: ignore[arg-type]
     containers = {"c-built-in": ("built-in", 8), "c-remote": ("remote", 3), "c-down": ("down", 3)}
     for cid, (model_id, dimension) in containers.items():
         config = {"embedding_model_type": "TEXT_EMBEDDING", "embedding_model_id": model_id}

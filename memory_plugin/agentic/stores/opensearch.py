@@ -1,6 +1,6 @@
 """Agentic memory in a real OpenSearch cluster, in ml-commons' index layout, mappings and queries.
 
-Chosen when the home region is an OpenSearch cluster (``setup.py``); it answers
+Chosen when the home region is an OpenSearch cluster (``open_agentic_store``); it answers
 exactly like ``SqliteAgenticStore``.
 
 Layout, as ml-commons creates it, under the region's ``index_prefix`` (``R``)
@@ -16,20 +16,7 @@ this store                                  ml-commons
 ``R-ml-am-infer-jobs``                      (a thread pool; here a durable queue)
 ==========================================  ============================================
 
-The mappings are ml-commons' (``ml_memory_*.json``): ``flat_object`` for
-``namespace``, ``tags``, ``metadata`` and the other maps, ``nested`` messages,
-``text`` memory and summary, keywords for ids, and in long-term
-``memory_embedding`` a ``knn_vector`` (lucene HNSW, cosinesimil, the model's
-dimension).  ``dynamic`` is false, so a field of an unexpected shape is kept in
-``_source`` and never breaks a write.  Two fields of ours:
-
-- ``tenant_id`` (ml-commons has it for multi-tenancy) holds the organisation;
-  with ``owner_id`` (the user, empty for an organisation-wide key) and
-  ``memory_container_id`` it is a ``term`` filter wrapped around **every**
-  search, k-NN, BM25, scan and delete by query this store sends, and checked on
-  every read by id.  It is not shown in answers.
-- ``embedding_pending`` marks a long-term memory whose embedding is still to be
-  computed (the durable queue of the embedder drain); not shown either.
+The mappings and the two fields of ours are in ``opensearch_documents``.
 
 Writes use ``refresh=true``.  An infer run is applied as **one** bulk request
 that ends with the deletion of its queued job: this process dying cannot split
@@ -50,7 +37,7 @@ from opensearchpy.exceptions import ConflictError, NotFoundError
 from opensearchpy.helpers import async_scan
 
 from memory_plugin.agentic.models import DEFAULT_PREFIX, HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING
-from memory_plugin.agentic.store import (
+from memory_plugin.agentic.stores.base import (
     AgenticStore,
     InferJob,
     LongTermChange,
@@ -60,177 +47,27 @@ from memory_plugin.agentic.store import (
     StoredDoc,
     memory_text,
     normalised,
-    owner_key,
     owner_of,
     text_changed,
+)
+from memory_plugin.agentic.stores.opensearch_documents import (
+    CONTAINER_MAPPINGS,
+    INDEX_SETTINGS,
+    JOB_MAPPINGS,
+    PENDING,
+    if_unchanged,
+    memory_mappings,
+    owned,
+    owner_terms,
+    stored_doc,
+    visible,
+    with_owner,
 )
 from memory_plugin.auth import Principal
 from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
 from memory_plugin.settings import OpenSearchRegion
 
 log = logging.getLogger("memory_plugin.agentic")
-
-_KEYWORD = {"type": "keyword"}
-_FLAT = {"type": "flat_object"}
-_DATE = {"type": "date", "format": "strict_date_time||epoch_millis"}
-_STORED_ONLY = {"type": "object", "enabled": False}
-_HIDDEN = ("tenant_id", "embedding_pending")
-_COMMON = {
-    "owner_id": _KEYWORD,
-    "memory_container_id": _KEYWORD,
-    "tenant_id": _KEYWORD,
-    "namespace": _FLAT,
-    "namespace_size": {"type": "integer"},
-    "tags": _FLAT,
-    "created_time": _DATE,
-    "last_updated_time": _DATE,
-}
-INDEX_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0}
-
-CONTAINER_MAPPINGS: dict[str, Any] = {
-    "dynamic": False,
-    "properties": {
-        "name": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}},
-        "description": {"type": "text"},
-        "created_time": _DATE,
-        "last_updated_time": _DATE,
-        "configuration": {
-            "type": "object",
-            "properties": {
-                "index_prefix": _KEYWORD,
-                "embedding_model_type": _KEYWORD,
-                "embedding_model_id": _KEYWORD,
-                "embedding_dimension": {"type": "integer"},
-                "llm_id": _KEYWORD,
-                "disable_history": {"type": "boolean"},
-                "disable_session": {"type": "boolean"},
-                "use_system_index": {"type": "boolean"},
-                "max_infer_size": {"type": "integer"},
-                "strategies": {
-                    "type": "nested",
-                    "properties": {
-                        "id": _KEYWORD,
-                        "enabled": {"type": "boolean"},
-                        "type": _KEYWORD,
-                        "namespace": _KEYWORD,
-                        "configuration": _FLAT,
-                    },
-                },
-                "index_settings": _FLAT,
-            },
-        },
-        "owner": _KEYWORD,
-        "owner_id": _KEYWORD,
-        "backend_roles": {"type": "text", "fields": {"keyword": _KEYWORD}},
-        "tenant_id": _KEYWORD,
-    },
-}
-
-
-_HISTORY_SIDE = {
-    "type": "object",
-    "properties": {"memory": {"type": "text"}, "memory_type": _KEYWORD, "namespace": _FLAT, "tags": _FLAT},
-}
-#: Each memory type's own fields (``ml_memory_*.json``); long-term's vector is added with the model's dimension.
-_TYPE_PROPERTIES: dict[str, dict[str, Any]] = {
-    SESSIONS: {
-        "summary": {"type": "text"},
-        "metadata": _FLAT,
-        "agents": _FLAT,
-        "additional_info": _FLAT,
-        "pinned": {"type": "boolean"},
-    },
-    WORKING: {
-        "payload_type": _KEYWORD,
-        "session_id": _KEYWORD,
-        "checkpoint_id": _KEYWORD,
-        "messages": {"type": "nested", "properties": {"role": _KEYWORD, "content": _FLAT}},
-        "message_id": {"type": "integer"},
-        "binary_data": {"type": "keyword", "index": False, "doc_values": False},
-        "structured_data": _FLAT,
-        "structured_data_blob": _STORED_ONLY,
-        "metadata": _FLAT,
-        "parameters": _FLAT,
-        "infer": {"type": "boolean"},
-    },
-    LONG_TERM: {
-        "memory": {"type": "text"},
-        "strategy_type": _KEYWORD,
-        "strategy_id": _KEYWORD,
-        "pinned": {"type": "boolean"},
-        "embedding_pending": {"type": "boolean"},
-    },
-    HISTORY: {
-        "memory_id": _KEYWORD,
-        "action": _KEYWORD,
-        "before": _HISTORY_SIDE,
-        "after": _HISTORY_SIDE,
-        "error": {"type": "text"},
-    },
-}
-
-
-def memory_mappings(memory_type: str, dimension: int) -> dict[str, Any]:
-    """ml-commons' mappings of one memory type (``ml_memory_*.json``), plus our hidden fields."""
-    properties: dict[str, Any] = {**_COMMON, **_TYPE_PROPERTIES[memory_type]}
-    if memory_type == LONG_TERM:
-        properties["memory_embedding"] = {
-            "type": "knn_vector",
-            "dimension": dimension,
-            "method": {
-                "name": "hnsw",
-                "engine": "lucene",
-                "space_type": "cosinesimil",
-                "parameters": {"m": 16, "ef_construction": 100},
-            },
-        }
-    return {"dynamic": False, "properties": properties}
-
-
-JOB_MAPPINGS: dict[str, Any] = {
-    "dynamic": False,
-    "properties": {
-        "memory_container_id": _KEYWORD,
-        "tenant_id": _KEYWORD,
-        "owner_id": _KEYWORD,
-        "created_time": _DATE,
-        "attempts": {"type": "integer"},
-        "request": _STORED_ONLY,
-    },
-}
-
-
-#: Long-term memories whose embedding is still to be computed.
-_PENDING = {"term": {"embedding_pending": True}}
-
-
-def _owner_terms(owner: Principal) -> list[dict[str, Any]]:
-    organization_id, user = owner_key(owner)
-    return [{"term": {"tenant_id": organization_id}}, {"term": {"owner_id": user}}]
-
-
-def _owned(source: Mapping[str, Any], owner: Principal) -> bool:
-    return (source.get("tenant_id"), source.get("owner_id")) == owner_key(owner)
-
-
-def _with_owner(owner: Principal, doc: Mapping[str, Any]) -> dict[str, Any]:
-    """``doc`` as indexed: with the owner fields every read and query checks."""
-    organization_id, user = owner_key(owner)
-    return {**doc, "tenant_id": organization_id, "owner_id": user}
-
-
-def _visible(source: Mapping[str, Any], container: bool = False) -> dict[str, Any]:
-    hidden = (*_HIDDEN, "owner_id", "memory_embedding") if container else (*_HIDDEN, "memory_embedding")
-    return {key: value for key, value in source.items() if key not in hidden}
-
-
-def _stored(hit: Mapping[str, Any], container: bool = False) -> StoredDoc:
-    return StoredDoc(hit["_id"], _visible(hit["_source"], container), hit.get("_version", 1), hit.get("_seq_no", 0))
-
-
-def _if_unchanged(found: Mapping[str, Any]) -> dict[str, Any]:
-    """The optimistic-concurrency condition of a write over the version ``found`` was read at."""
-    return {"if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]}
 
 
 class OpenSearchAgenticStore(AgenticStore):
@@ -308,14 +145,14 @@ class OpenSearchAgenticStore(AgenticStore):
 
     def _scope(self, owner: Principal, container_id: str) -> list[dict[str, Any]]:
         """The filter wrapped around every memory query: the owner and the container."""
-        return [*_owner_terms(owner), {"term": {"memory_container_id": container_id}}]
+        return [*owner_terms(owner), {"term": {"memory_container_id": container_id}}]
 
     async def _get_owned(
         self, index: str | None, owner: Principal, doc_id: str, container_id: str | None = None
     ) -> dict[str, Any] | None:
         """The doc if it is the owner's (and, for a memory, the container's); None otherwise or without an index."""
         found = await get_document(self.client, index, doc_id) if index else None
-        if found is None or not _owned(found["_source"], owner):
+        if found is None or not owned(found["_source"], owner):
             return None
         if container_id is not None and found["_source"].get("memory_container_id") != container_id:
             return None
@@ -325,7 +162,7 @@ class OpenSearchAgenticStore(AgenticStore):
         """Every doc matching ``filters``, oldest first."""
         query = {"query": {"bool": {"filter": filters}}, "_source": {"excludes": ["memory_embedding"]}}
         hits = async_scan(self.client, index=index, query=query, seq_no_primary_term=True, version=True)
-        docs = [_stored(hit, container) async for hit in hits]
+        docs = [stored_doc(hit, container) async for hit in hits]
         return sorted(docs, key=lambda doc: (doc.source.get("created_time", 0), doc.id))
 
     async def _bulk(self, actions: list[dict[str, Any]]) -> None:
@@ -359,7 +196,7 @@ class OpenSearchAgenticStore(AgenticStore):
             result = await self.client.index(
                 index=self.container_index,
                 id=container_id,
-                body=_with_owner(owner, doc),
+                body=with_owner(owner, doc),
                 op_type="create",
                 refresh="true",
             )
@@ -370,7 +207,7 @@ class OpenSearchAgenticStore(AgenticStore):
 
     async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         found = await self._get_owned(self.container_index, owner, container_id)
-        return _stored(found, container=True) if found else None
+        return stored_doc(found, container=True) if found else None
 
     async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
         found = await self._get_owned(self.container_index, owner, container_id)
@@ -379,9 +216,9 @@ class OpenSearchAgenticStore(AgenticStore):
         result = await self.client.index(
             index=self.container_index,
             id=container_id,
-            body=_with_owner(owner, doc),
+            body=with_owner(owner, doc),
             refresh="true",
-            **_if_unchanged(found),
+            **if_unchanged(found),
         )
         return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
 
@@ -394,15 +231,15 @@ class OpenSearchAgenticStore(AgenticStore):
         memory_indices = [self._memory_index(prefix, memory_type, dimension) for memory_type in MEMORY_TYPES]
         await self._delete_matching([*memory_indices, self.job_index], self._scope(owner, container_id))
         self._prefixes.pop(container_id, None)
-        return StoredDoc(container_id, _visible(found["_source"], True), result["_version"], result["_seq_no"])
+        return StoredDoc(container_id, visible(found["_source"], True), result["_version"], result["_seq_no"])
 
     async def containers(self, owner: Principal) -> list[StoredDoc]:
-        return await self._scan(self.container_index, _owner_terms(owner), container=True)
+        return await self._scan(self.container_index, owner_terms(owner), container=True)
 
     # -- memories -----------------------------------------------------------------------
 
     def _source(self, owner: Principal, doc: Mapping[str, Any], memory_type: str) -> dict[str, Any]:
-        source = _with_owner(owner, doc)
+        source = with_owner(owner, doc)
         if memory_type == LONG_TERM:
             source["embedding_pending"] = True
         return source
@@ -428,7 +265,7 @@ class OpenSearchAgenticStore(AgenticStore):
                 session.created = True
             elif found is not None:
                 actions += [
-                    {"index": {"_index": sessions, "_id": session.session_id, **_if_unchanged(found)}},
+                    {"index": {"_index": sessions, "_id": session.session_id, **if_unchanged(found)}},
                     session.touched(found["_source"]),
                 ]
         actions += [{"create": {"_index": index, "_id": add.working_id}}, self._source(owner, add.working, WORKING)]
@@ -439,7 +276,7 @@ class OpenSearchAgenticStore(AgenticStore):
                 "attempts": 0,
                 "request": add.infer_request,
             }
-            actions += [{"index": {"_index": self.job_index}}, _with_owner(owner, job)]
+            actions += [{"index": {"_index": self.job_index}}, with_owner(owner, job)]
         await self._bulk(actions)
         return await self._container_kept(owner, container_id, written)
 
@@ -460,7 +297,7 @@ class OpenSearchAgenticStore(AgenticStore):
     async def get(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
         index = await self._index(owner, container_id, memory_type)
         found = await self._get_owned(index, owner, memory_id, container_id)
-        return _stored(found) if found else None
+        return stored_doc(found) if found else None
 
     async def replace(
         self, owner: Principal, container_id: str, memory_type: str, memory_id: str, doc: dict[str, Any]
@@ -474,7 +311,7 @@ class OpenSearchAgenticStore(AgenticStore):
             source["embedding_pending"] = found["_source"].get("embedding_pending", False)
             if "memory_embedding" in found["_source"]:
                 source["memory_embedding"] = found["_source"]["memory_embedding"]
-        result = await self.client.index(index=index, id=memory_id, body=source, refresh="true", **_if_unchanged(found))
+        result = await self.client.index(index=index, id=memory_id, body=source, refresh="true", **if_unchanged(found))
         return StoredDoc(memory_id, doc, result["_version"], result["_seq_no"])
 
     async def delete(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
@@ -483,10 +320,10 @@ class OpenSearchAgenticStore(AgenticStore):
         if found is None:
             return None
         try:
-            result = await self.client.delete(index=index, id=memory_id, refresh="true", **_if_unchanged(found))
+            result = await self.client.delete(index=index, id=memory_id, refresh="true", **if_unchanged(found))
         except (NotFoundError, ConflictError):
             return None
-        return StoredDoc(memory_id, _visible(found["_source"]), result["_version"], result["_seq_no"])
+        return StoredDoc(memory_id, visible(found["_source"]), result["_version"], result["_seq_no"])
 
     async def docs(self, owner: Principal, container_id: str, memory_type: str) -> list[StoredDoc]:
         index = await self._index(owner, container_id, memory_type)
@@ -523,7 +360,7 @@ class OpenSearchAgenticStore(AgenticStore):
     # -- background work ------------------------------------------------------------------
 
     async def pending_embeddings(self, limit: int, skip: Iterable[str] = ()) -> list[PendingEmbedding]:
-        query = {"bool": {"filter": [_PENDING], "must_not": [{"terms": {"memory_container_id": sorted(skip)}}]}}
+        query = {"bool": {"filter": [PENDING], "must_not": [{"terms": {"memory_container_id": sorted(skip)}}]}}
         body = {
             "size": limit,
             "_source": ["memory", "memory_container_id", "tenant_id", "owner_id"],
@@ -545,7 +382,7 @@ class OpenSearchAgenticStore(AgenticStore):
 
     async def pending_count(self) -> int:
         result = await self.client.count(
-            index=self.long_term_indices, body={"query": _PENDING}, ignore_unavailable=True, allow_no_indices=True
+            index=self.long_term_indices, body={"query": PENDING}, ignore_unavailable=True, allow_no_indices=True
         )
         return int(result["count"])
 
@@ -558,7 +395,7 @@ class OpenSearchAgenticStore(AgenticStore):
             unit = [float(x) for x in normalised(vector)]
             source = {**found["_source"], "embedding_pending": False, "memory_embedding": unit}
             try:
-                await self.client.index(index=index, id=memory_id, body=source, refresh="true", **_if_unchanged(found))
+                await self.client.index(index=index, id=memory_id, body=source, refresh="true", **if_unchanged(found))
             except (ConflictError, NotFoundError):
                 continue  # changed meanwhile: the newer text is pending
             stored += 1
@@ -631,7 +468,7 @@ class OpenSearchAgenticStore(AgenticStore):
             "query": {"bool": {"must": [clause], "filter": self._filters(scope)}},
         }
         result = await self.client.search(index=index, body=body)
-        return [(_stored(hit), float(hit["_score"])) for hit in result["hits"]["hits"]]
+        return [(stored_doc(hit), float(hit["_score"])) for hit in result["hits"]["hits"]]
 
     def _filters(self, scope: LongTermScope) -> list[dict[str, Any]]:
         filters = [

@@ -1,0 +1,104 @@
+"""Memory containers: create, read, update, delete and search them, always as their owner."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from memory_plugin.agentic.errors import Conflict, StatusNotFound
+from memory_plugin.agentic.llm import ContainerModels
+from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name, parse_memory_type
+from memory_plugin.agentic.requests import Body, new_container, required, updated_container, without_nested
+from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc, owner_id
+from memory_plugin.agentic.views import container_view, hit_extras, took, write_response
+from memory_plugin.auth import Principal
+from memory_plugin.clock import new_id
+from memory_plugin.dsl import bounded, execute, parse_search, search_response
+
+
+def found_container(stored: StoredDoc | None) -> StoredDoc:
+    """The container a store call found; a 404 in ml-commons' words when it is absent or not the caller's."""
+    if stored is None:
+        raise StatusNotFound("Memory container not found")
+    return stored
+
+
+class Containers:
+    def __init__(self, store: AgenticStore, models: ContainerModels, *, retention_enabled: bool) -> None:
+        self.store = store
+        self.models = models
+        self.retention_enabled = retention_enabled
+
+    async def load(self, owner: Principal, container_id: str) -> Container:
+        """The owner's container, which every memory call reads first (a 404 when it is not theirs)."""
+        stored = found_container(await self.store.get_container(owner, container_id))
+        return Container(stored.id, stored.source)
+
+    async def create(self, owner: Principal, body: Body) -> dict[str, Any]:
+        body = required(body)
+        doc = new_container(body, await self.models.dimension(owner, body), self.retention_enabled, owner_id(owner))
+        while True:
+            container_id = new_id()
+            if await self.store.insert_container(owner, container_id, doc) is not None:
+                return {"memory_container_id": container_id, "status": "created"}
+
+    async def get(self, owner: Principal, container_id: str) -> dict[str, Any]:
+        stored = await self.store.get_container(owner, container_id)
+        if stored is None:
+            raise StatusNotFound(
+                f"Failed to find memory container with the provided memory container id: {container_id}"
+            )
+        return container_view(stored.source)
+
+    async def update(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
+        body = required(body)
+        current = await self.load(owner, container_id)
+        dimension = await self.models.dimension(owner, body)
+        doc = updated_container(current.source, body, dimension, self.retention_enabled)
+        stored = found_container(await self.store.replace_container(owner, container_id, doc))
+        response = write_response(CONTAINER_INDEX, stored, "updated")
+        del response["forced_refresh"]
+        return response
+
+    async def delete(
+        self,
+        owner: Principal,
+        container_id: str,
+        delete_all_memories: bool = False,
+        delete_memories: list[str] | None = None,
+    ) -> dict[str, Any]:
+        types = [parse_memory_type(name.strip()) for name in delete_memories or () if name.strip()]
+        container = await self.load(owner, container_id)
+        if delete_all_memories or types:
+            config = container.config
+            sharing = [
+                other
+                for other in await self.store.containers(owner)
+                if other.id != container_id and index_name(other.source, WORKING) == container.index(WORKING)
+            ]
+            if sharing:
+                raise Conflict(
+                    "Cannot delete memory indices as multiple containers share the index prefix "
+                    f"'{config.get('index_prefix')}'. Delete the memories of this container by query instead, "
+                    "or delete the container without delete_all_memories or delete_memories."
+                )
+        # The container's memories go with it: no path could reach them afterwards.
+        stored = found_container(await self.store.delete_container(owner, container_id))
+        return write_response(CONTAINER_INDEX, stored, "deleted")
+
+    async def erase_user(self, organization_id: str, user_id: str) -> int:
+        """Delete a user's containers in one organisation, every memory in them included: how many went."""
+        owner, erased = Principal(organization_id, user_id), 0
+        for container in await self.store.containers(owner):
+            erased += await self.store.delete_container(owner, container.id) is not None
+        return erased
+
+    async def search(self, owner: Principal, body: Body) -> dict[str, Any]:
+        query = parse_search(without_nested(body))
+        started = time.perf_counter()
+        containers = await self.store.containers(owner)
+        rows = [(c.id, container_view(c.source)) for c in containers]
+        result = await bounded(lambda budget: execute(query, rows, budget=budget))
+        return search_response(
+            result, took(started), index=CONTAINER_INDEX, hit_extras=hit_extras(containers).__getitem__
+        )

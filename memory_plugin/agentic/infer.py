@@ -1,0 +1,230 @@
+"""The infer worker: runs queued inferring adds (extract facts, find similar memories, decide, apply), as
+ml-commons' strategies do (AGENTIC.md 6), and applies each run in one write with its history, dropping its job
+in the same write: a SIGKILL never leaves half of a run applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from memory_plugin.agentic import prompts
+from memory_plugin.agentic.errors import UpstreamFailed
+from memory_plugin.agentic.llm import (
+    DEFAULT_RESULT_PATH,
+    NO_LLM,
+    ChatModel,
+    ContainerModels,
+    LLMError,
+    first_json_object,
+    read_path,
+)
+from memory_plugin.agentic.metrics import AgenticMetrics
+from memory_plugin.agentic.models import flat_object_terms, now_millis, valid_unicode
+from memory_plugin.agentic.stores.base import AgenticStore, InferJob, LongTermChange, LongTermScope, owner_id
+from memory_plugin.agentic.views import cosine_score
+from memory_plugin.agentic.workers import EmbeddingWorker, Worker
+from memory_plugin.clock import new_id
+
+log = logging.getLogger("memory_plugin.agentic")
+
+INFER_BATCH = 8
+#: An infer job that keeps failing for reasons other than the LLM (a bug) is dropped after this many tries.
+MAX_INFER_ATTEMPTS = 5
+
+
+class InferWorker(Worker):
+    def __init__(
+        self, store: AgenticStore, models: ContainerModels, embeddings: EmbeddingWorker, metrics: AgenticMetrics
+    ) -> None:
+        super().__init__("agentic-infer")
+        self.store = store
+        self.models = models
+        self.embeddings = embeddings
+        self.metrics = metrics
+
+    async def drain(self) -> None:
+        while True:
+            jobs = await self.store.infer_jobs(INFER_BATCH)
+            if not jobs:
+                return
+            for job in jobs:
+                await self.run(job)
+
+    async def run(self, job: InferJob) -> None:
+        """Run a job's strategies and apply their changes with their history, dropping the job, in one write."""
+        started = time.perf_counter()
+        container = await self.store.get_container(job.owner, job.container_id)
+        if container is None:
+            await self.store.apply_infer(job, [], [])
+            return
+        config = container.source.get("configuration", {})
+        request = job.request
+        namespace: dict[str, str] = request.get("namespace", {})
+        changes: list[LongTermChange] = []
+        history: list[tuple[str, dict[str, Any]]] = []
+        outcome = "applied"
+        try:
+            for strategy in config.get("strategies", []):
+                if not strategy.get("enabled", True) or not all(key in namespace for key in strategy["namespace"]):
+                    continue  # AGENTIC.md 5: a strategy fires only when all its keys are present
+                scope = {key: namespace[key] for key in strategy["namespace"]}
+                try:
+                    strategy_changes = await self._run_strategy(job, config, strategy, scope)
+                except (LLMError, UpstreamFailed) as error:  # the LLM or the embedding model failed
+                    outcome = "error"
+                    history.append((new_id(), _error_record(job, scope, str(error))))
+                    continue
+                changes += strategy_changes
+                history += [(new_id(), _history_record(job, change, scope)) for change in strategy_changes]
+        except Exception as error:  # a bug or a store failure: retried, then recorded
+            if job.attempts + 1 < MAX_INFER_ATTEMPTS:
+                await self.store.count_infer_attempt(job)
+                raise
+            log.exception("infer job %s failed %d times; recording the error", job.job_id, MAX_INFER_ATTEMPTS)
+            changes, history, outcome = (
+                [],
+                [(new_id(), _error_record(job, {}, f"internal error: {error}"))],
+                "error",
+            )
+        if config.get("disable_history", False):
+            history = []
+        await self.store.apply_infer(job, changes, history)
+        self.metrics.infer_runs.labels(outcome).inc()
+        self.metrics.infer_seconds.observe(time.perf_counter() - started)
+        for change in changes:
+            self.metrics.long_term_changes.labels(change.event).inc()
+        if changes:
+            self.embeddings.wake()
+
+    async def _llm_json(
+        self, chat: ChatModel | None, system_prompt: str, user_prompt: str, path: str
+    ) -> dict[str, Any]:
+        if chat is None:
+            raise LLMError(NO_LLM)
+        answer = await chat.complete(system_prompt, user_prompt)
+        return first_json_object(read_path(answer, path))
+
+    async def _run_strategy(
+        self, job: InferJob, config: Mapping[str, Any], strategy: Mapping[str, Any], scope: dict[str, str]
+    ) -> list[LongTermChange]:
+        """Extract facts, find similar memories, decide, and return the changes (AGENTIC.md 6, steps 1-6)."""
+        strategy_config = strategy.get("configuration") or {}
+        request_parameters = job.request.get("parameters") or {}
+        path = (
+            strategy_config.get("llm_result_path") or request_parameters.get("llm_result_path") or DEFAULT_RESULT_PATH
+        )
+        system_prompt = strategy_config.get("system_prompt") or prompts.EXTRACTION[strategy["type"]]
+        if strategy_config.get("system_prompt") and not prompts.custom_prompt_usable(system_prompt):
+            raise LLMError('The strategy system_prompt must ask for JSON with a "facts" array')
+        # AGENTIC.md 6: the strategy's own llm_id, else the container's
+        chat = await self.models.chat(job.owner, strategy_config.get("llm_id") or config.get("llm_id"))
+        extracted = await self._llm_json(
+            chat, system_prompt, prompts.extraction_user_prompt(job.request["messages"]), path
+        )
+        facts = extracted.get("facts")
+        if not isinstance(facts, list) or not all(isinstance(fact, str) for fact in facts):
+            raise LLMError('The LLM answer has no "facts" array of strings')
+        facts = [valid_unicode(fact.strip()) for fact in facts if fact.strip()]
+        if not facts:
+            return []
+        max_infer = int(config.get("max_infer_size") or 5)
+        terms = flat_object_terms({"namespace": scope})
+        terms += [("namespace_size", str(len(scope))), ("strategy_id", strategy["id"])]
+        similar = LongTermScope(job.owner, job.container_id, terms)
+        await self.embeddings.drain()  # earlier runs' memories must be findable
+        embedding = await self.models.embedding(job.owner, config)
+        old: dict[str, tuple[str, float]] = {}
+        for fact in facts[:max_infer]:
+            vector = await self.models.query_vector(embedding, config, fact)
+            for doc, cosine in await self.store.knn(similar, vector, max_infer):
+                score = cosine_score(cosine)
+                if doc.id not in old or old[doc.id][1] < score:
+                    old[doc.id] = (str(doc.source.get("memory", "")), score)
+        now = now_millis()
+        if not old:
+            return [_add(job, strategy, scope, fact, now) for fact in facts]
+        old_memory = [{"id": key, "text": memory, "score": round(score, 6)} for key, (memory, score) in old.items()]
+        decided = await self._llm_json(chat, prompts.DECISION, prompts.decision_user_prompt(old_memory, facts), path)
+        decisions = decided.get("memory_decision")
+        if not isinstance(decisions, list):
+            raise LLMError('The LLM answer has no "memory_decision" array')
+        changes: list[LongTermChange] = []
+        for decision in decisions:
+            if not isinstance(decision, dict):
+                continue
+            event = str(decision.get("event", "")).upper()
+            memory_text = decision.get("text")
+            target = str(decision.get("id", ""))
+            if isinstance(memory_text, str):
+                memory_text = valid_unicode(memory_text)
+            if event == "ADD" and isinstance(memory_text, str) and memory_text.strip():
+                changes.append(_add(job, strategy, scope, memory_text.strip(), now))
+            elif event in ("UPDATE", "DELETE") and target in old:  # only memories this run retrieved
+                before = old[target][0]
+                if event == "UPDATE" and isinstance(memory_text, str) and memory_text.strip():
+                    changes.append(
+                        LongTermChange(
+                            "UPDATE", target, memory=memory_text.strip(), last_updated_time=now, doc={"before": before}
+                        )
+                    )
+                elif event == "DELETE":
+                    changes.append(LongTermChange("DELETE", target, doc={"before": before}))
+        return changes
+
+
+def _add(job: InferJob, strategy: Mapping[str, Any], scope: dict[str, str], fact: str, now: int) -> LongTermChange:
+    doc: dict[str, Any] = {
+        "memory": fact,
+        "strategy_type": strategy["type"],
+        "strategy_id": strategy["id"],
+        "namespace": scope,
+        "namespace_size": len(scope),
+    }
+    if job.request.get("tags"):
+        doc["tags"] = job.request["tags"]
+    doc.update(
+        {
+            "owner_id": owner_id(job.owner),
+            "memory_container_id": job.container_id,
+            "created_time": now,
+            "last_updated_time": now,
+        }
+    )
+    return LongTermChange("ADD", new_id(), doc=doc)
+
+
+def _history_record(job: InferJob, change: LongTermChange, scope: dict[str, str]) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "owner_id": owner_id(job.owner),
+        "memory_container_id": job.container_id,
+        "memory_id": change.memory_id,
+        "action": change.event,
+        "namespace": scope,
+        "namespace_size": len(scope),
+    }
+    if job.request.get("tags"):
+        record["tags"] = job.request["tags"]
+    record["created_time"] = now_millis()
+    if change.event == "ADD" and change.doc is not None:
+        record["after"] = {"memory": change.doc["memory"]}
+    elif change.event == "UPDATE":
+        record["before"] = {"memory": (change.doc or {}).get("before")}
+        record["after"] = {"memory": change.memory}
+    elif change.event == "DELETE":
+        record["before"] = {"memory": (change.doc or {}).get("before")}
+    return record
+
+
+def _error_record(job: InferJob, scope: dict[str, str], error: str) -> dict[str, Any]:
+    record: dict[str, Any] = {"memory_container_id": job.container_id, "created_time": now_millis()}
+    if scope:
+        record["namespace"] = scope
+        record["namespace_size"] = len(scope)
+    if job.request.get("tags"):
+        record["tags"] = job.request["tags"]
+    record["owner_id"] = owner_id(job.owner)
+    record["error"] = error
+    return record

@@ -1,0 +1,343 @@
+"""Memories of a container: adding them (with the session an add creates or touches, and its infer job),
+sessions, one memory by id, and search and delete by query over a memory type."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from memory_plugin.agentic import prompts
+from memory_plugin.agentic.containers import Containers, found_container
+from memory_plugin.agentic.errors import StatusBadRequest, StatusForbidden, StatusNotFound, UpstreamFailed
+from memory_plugin.agentic.llm import DEFAULT_RESULT_PATH, NO_LLM, ChatModel, ContainerModels, LLMError, read_path
+from memory_plugin.agentic.models import (
+    BUMPS,
+    HISTORY,
+    LONG_TERM,
+    UPDATABLE,
+    WORKING,
+    Container,
+    check_session_id,
+    now_millis,
+    parse_memory_type,
+    valid_unicode,
+)
+from memory_plugin.agentic.requests import (
+    Body,
+    boolean,
+    integer,
+    obj,
+    parse_messages,
+    required,
+    string_map,
+    text,
+    without_nested,
+)
+from memory_plugin.agentic.search import matching_ids
+from memory_plugin.agentic.stores.base import AgenticStore, MemoryAdd, SessionWrite, StoredDoc, owner_id
+from memory_plugin.agentic.views import by_query_response, hit_extras, memory_view, took, write_response
+from memory_plugin.agentic.workers import Worker
+from memory_plugin.auth import Principal
+from memory_plugin.clock import new_id
+from memory_plugin.dsl import DocumentHit, bounded, execute, parse_search, search_response
+from memory_plugin.errors import InvalidArgument
+
+
+def found_memory(stored: StoredDoc | None) -> StoredDoc:
+    """The memory a store call found; a 404 in ml-commons' words when it is absent or not the caller's."""
+    if stored is None:
+        raise StatusNotFound("Memory not found")
+    return stored
+
+
+class Memories:
+    def __init__(
+        self,
+        store: AgenticStore,
+        containers: Containers,
+        models: ContainerModels,
+        *,
+        embeddings: Worker,
+        infer: Worker,
+        retention_enabled: bool,
+    ) -> None:
+        self.store = store
+        self.containers = containers
+        self.models = models
+        #: Woken when a long-term memory's text changes, and when an add queues an infer job.
+        self.embeddings = embeddings
+        self.infer = infer
+        self.retention_enabled = retention_enabled
+
+    async def add(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
+        body = required(body)
+        container = await self.containers.load(owner, container_id)
+        config = container.config
+        payload_type = (text(body, "payload_type") or "conversational").lower()
+        if payload_type not in ("conversational", "data"):
+            raise InvalidArgument(
+                f"Invalid payload_type: {body.get('payload_type')}. Must be one of: conversational, data",
+                parameter="payload_type",
+            )
+        messages = parse_messages(body)
+        infer = boolean(body, "infer", False)
+        if "pinned" in body:
+            raise InvalidArgument("Working memory cannot be pinned", parameter="pinned")
+        if infer and not messages:
+            raise InvalidArgument("No messages provided when inferring memory", parameter="messages")
+        if infer and not config.get("llm_id"):
+            raise InvalidArgument(
+                "infer=true requires llm_model_id to be configured in memory storage", parameter="infer"
+            )
+        if infer and await self.models.chat(owner, config.get("llm_id")) is None:
+            raise InvalidArgument(NO_LLM, parameter="infer")
+        namespace = string_map(body, "namespace") or {}
+        if "session_id" in namespace:
+            check_session_id(namespace["session_id"], "namespace.session_id")
+        metadata, tags = string_map(body, "metadata"), string_map(body, "tags")
+        parameters = {**config.get("parameters", {}), **(obj(body, "parameters") or {})}
+        created = now_millis()
+        session = await self._session_for(owner, container, payload_type, messages, namespace, parameters, created)
+        working: dict[str, Any] = {
+            "owner_id": owner_id(owner),
+            "memory_container_id": container_id,
+            "payload_type": payload_type,
+        }
+        optional = {
+            "messages": messages,
+            "message_id": integer(body, "message_id"),
+            "binary_data": text(body, "binary_data"),
+            "structured_data": obj(body, "structured_data"),
+            "structured_data_blob": obj(body, "structured_data_blob"),
+            "namespace": namespace or None,
+            "namespace_size": len(namespace) or None,
+            "infer": infer,
+            "metadata": metadata or None,
+            "tags": tags or None,
+            "parameters": obj(body, "parameters") or None,
+            "checkpoint_id": text(body, "checkpoint_id"),
+            "session_id": namespace.get("session_id"),
+        }
+        working.update({key: value for key, value in optional.items() if value is not None})
+        working["created_time"] = created
+        working["last_updated_time"] = created
+        working_id = new_id()
+        infer_request = None
+        if infer:
+            infer_request = {
+                "working_memory_id": working_id,
+                "messages": messages,
+                "namespace": namespace,
+                "tags": tags or {},
+                "parameters": parameters,
+            }
+        if not await self.store.add_memory(owner, container_id, MemoryAdd(working_id, working, session, infer_request)):
+            found_container(None)  # deleted since it was read above
+        if infer:
+            self.infer.wake()
+        response = {"working_memory_id": working_id}
+        if "session_id" in namespace:
+            response = {"session_id": namespace["session_id"], **response}
+        return response
+
+    async def _session_for(
+        self,
+        owner: Principal,
+        container: Container,
+        payload_type: str,
+        messages: list[dict[str, Any]] | None,
+        namespace: dict[str, str],
+        parameters: Mapping[str, Any],
+        created: int,
+    ) -> SessionWrite | None:
+        """The session an add creates (and writes into ``namespace.session_id``) or touches."""
+        config = container.config
+        if config.get("disable_session", False):
+            return None
+        base = {"owner_id": owner_id(owner), "memory_container_id": container.id}
+        if "session_id" in namespace:
+            doc = {
+                **base,
+                "namespace": {"session_id": namespace["session_id"]},
+                "namespace_size": 1,
+                "created_time": created,
+                "last_updated_time": created,
+            }
+            return SessionWrite(namespace["session_id"], doc, touched_time=created)
+        if payload_type != "conversational" or not config.get("llm_id"):
+            return None
+        chat = await self.models.chat(owner, config.get("llm_id"))
+        summary = await self._summarise(chat, messages or [], parameters) if chat is not None and messages else None
+        session_id = new_id()
+        doc = {**base, **({"summary": summary} if summary else {})}
+        if namespace:
+            doc["namespace"] = dict(namespace)
+        doc["created_time"] = created
+        doc["last_updated_time"] = created
+        namespace["session_id"] = session_id
+        return SessionWrite(session_id, doc)
+
+    async def _summarise(self, chat: ChatModel, messages: list[dict[str, Any]], parameters: Mapping[str, Any]) -> str:
+        session_parameters = parameters.get("session") if isinstance(parameters.get("session"), dict) else {}
+        words = session_parameters.get("max_summary_size", 10) if session_parameters else 10
+        if not isinstance(words, int) or isinstance(words, bool) or words < 1:
+            words = 10
+        path = parameters.get("llm_result_path") if isinstance(parameters.get("llm_result_path"), str) else None
+        try:
+            answer = await chat.complete(
+                prompts.SUMMARY_SYSTEM.format(words=words), prompts.summary_user_prompt(messages, words)
+            )
+            summary = read_path(answer, path or DEFAULT_RESULT_PATH)
+        except LLMError as error:
+            if "llm_result_path" in str(error):
+                raise InvalidArgument(
+                    f"Failed to summarise the session: {error}", parameter="llm_result_path"
+                ) from None
+            raise UpstreamFailed(f"Failed to summarise the session: {error}") from None
+        return valid_unicode(summary.strip() if isinstance(summary, str) else json.dumps(summary, ensure_ascii=False))
+
+    async def create_session(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
+        body = required(body)
+        container = await self.containers.load(owner, container_id)
+        if container.config.get("disable_session", False):
+            raise StatusBadRequest("Session is disabled for this container")
+        chosen = text(body, "session_id")
+        session_id = check_session_id(chosen, "session_id") if chosen else new_id()
+        namespace = string_map(body, "namespace")
+        created = now_millis()
+        doc: dict[str, Any] = {"owner_id": owner_id(owner), "memory_container_id": container_id}
+        optional = {
+            "summary": text(body, "summary"),
+            "metadata": obj(body, "metadata"),
+            "agents": obj(body, "agents"),
+            "additional_info": obj(body, "additional_info"),
+            "namespace": namespace or None,
+            "namespace_size": len(namespace) if namespace else None,
+        }
+        doc.update({key: value for key, value in optional.items() if value is not None})
+        doc["created_time"] = created
+        doc["last_updated_time"] = created
+        created_now = await self.store.create_session(owner, container_id, session_id, doc)
+        if created_now is None:
+            found_container(None)  # deleted since it was read above
+        return {"session_id": session_id, "status": "created" if created_now else "exists"}
+
+    # -- one memory ------------------------------------------------------------------------
+
+    async def _typed(self, owner: Principal, container_id: str, raw_type: str) -> tuple[Container, str]:
+        memory_type = parse_memory_type(raw_type)
+        container = await self.containers.load(owner, container_id)
+        if not container.has(memory_type):
+            raise StatusNotFound("Memory index not found")
+        return container, memory_type
+
+    async def get(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
+        _, memory_type = await self._typed(owner, container_id, raw_type)
+        stored = found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
+        embedding = None
+        if memory_type == LONG_TERM:
+            embedding = (await self.store.embeddings(owner, container_id, [memory_id])).get(memory_id)
+        return memory_view(memory_type, stored.source, embedding)
+
+    async def update(
+        self, owner: Principal, container_id: str, raw_type: str, memory_id: str, body: Any
+    ) -> dict[str, Any]:
+        if not isinstance(body, dict) or not body:
+            raise InvalidArgument("Text cannot be null or empty")
+        memory_type = parse_memory_type(raw_type)
+        if memory_type == HISTORY:
+            raise StatusNotFound("Can't update memory history")
+        container, memory_type = await self._typed(owner, container_id, raw_type)
+        stored = found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
+        doc = dict(stored.source)
+        changes = {key: body[key] for key in UPDATABLE[memory_type] if key in body}
+        if "pinned" in changes:
+            if not self.retention_enabled:
+                raise StatusForbidden(
+                    "Pinning needs memory retention. To enable, please update the setting agentic_retention_enabled "
+                    "(plugins.ml_commons.memory.retention_enabled)"
+                )
+            doc["pinned"] = boolean(changes, "pinned")
+        if memory_type == LONG_TERM and "memory" in changes:
+            memory = text(changes, "memory")
+            if not memory or not memory.strip():
+                raise InvalidArgument("[memory] cannot be null or empty", parameter="memory")
+            doc["memory"] = memory
+        if memory_type == WORKING and "messages" in changes:
+            doc["messages"] = parse_messages(changes)
+        for key in ("summary", "binary_data"):
+            if key in changes:
+                doc[key] = text(changes, key)
+        for key in ("metadata", "agents", "additional_info", "structured_data", "structured_data_blob"):
+            if key in changes and not (key == "metadata" and memory_type == WORKING):
+                doc[key] = obj(changes, key)
+        for key in ("tags",) + (("metadata",) if memory_type == WORKING else ()):
+            if key in changes:
+                doc[key] = string_map(changes, key)
+        doc = {key: value for key, value in doc.items() if value is not None}
+        if any(key in changes for key in BUMPS[memory_type]):
+            doc["last_updated_time"] = now_millis()
+        replaced = found_memory(await self.store.replace(owner, container_id, memory_type, memory_id, doc))
+        if memory_type == LONG_TERM:
+            self.embeddings.wake()
+        return write_response(container.index(memory_type), replaced, "updated")
+
+    async def delete(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
+        container, memory_type = await self._typed(owner, container_id, raw_type)
+        stored = found_memory(await self.store.delete(owner, container_id, memory_type, memory_id))
+        return write_response(container.index(memory_type), stored, "deleted")
+
+    # -- search and delete by query ------------------------------------------------------------
+
+    async def search(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
+        if body is None:
+            raise InvalidArgument("Search memories request has empty body")
+        query = parse_search(without_nested(body))
+        container, memory_type = await self._typed(owner, container_id, raw_type)
+        started = time.perf_counter()
+        docs = await self.store.docs(owner, container_id, memory_type)
+        # A big container's evaluation runs off the event loop, which keeps answering meanwhile, within budget.
+        rows = [(doc.id, doc.source) for doc in docs]
+        result = await bounded(lambda budget: execute(query, rows, budget=budget))
+        if memory_type == LONG_TERM and query.source.enabled and result.hits:
+            # The raw _source holds the embedding, as on a real node; only the hits' vectors are read.
+            sources = {doc.id: doc.source for doc in docs}
+            vectors = await self.store.embeddings(owner, container_id, [hit.id for hit in result.hits])
+            hits = tuple(
+                DocumentHit(
+                    hit.id,
+                    hit.score,
+                    query.source.apply(
+                        {**sources[hit.id], **({"memory_embedding": vectors[hit.id]} if hit.id in vectors else {})}
+                    ),
+                    hit.sort,
+                )
+                for hit in result.hits
+            )
+            result = replace(result, hits=hits)
+        return search_response(
+            result,
+            took(started),
+            index=container.index(memory_type),
+            hit_extras=hit_extras(docs).__getitem__,
+        )
+
+    async def delete_by_query(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
+        memory_type = parse_memory_type(raw_type)
+        if body is None or body.get("query") is None:
+            raise InvalidArgument(
+                "Query parameter is required for delete by query operation. "
+                'To delete all memories, use {"query": {"match_all": {}}}'
+            )
+        query = parse_search({"query": without_nested(body["query"]), "size": 0})
+        container = await self.containers.load(owner, container_id)
+        if not container.has(memory_type):
+            raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")
+        started = time.perf_counter()
+        docs = await self.store.docs(owner, container_id, memory_type)
+        matched, timed_out = await matching_ids(query, docs)
+        deleted = await self.store.delete_ids(owner, container_id, memory_type, matched)
+        return by_query_response(started, timed_out, len(matched), deleted)

@@ -1,0 +1,465 @@
+"""Request validation of the agentic memory API: JSON field readers with ml-commons' own error strings, and
+the container and message documents built from a request."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from memory_plugin.agentic.errors import ContentParseError, IndexNameError, StatusForbidden, StatusNotFound
+from memory_plugin.agentic.models import (
+    DEFAULT_PREFIX,
+    EMBEDDING_TYPES,
+    HISTORY,
+    LONG_TERM,
+    MAX_DIMENSION,
+    MAX_INFER_SIZE_DEFAULT,
+    MAX_INFER_SIZE_LIMIT,
+    SESSIONS,
+    STRATEGY_TYPES,
+    now_millis,
+)
+from memory_plugin.errors import InvalidArgument
+
+T = TypeVar("T")
+
+#: A request's JSON object body; None when the request had none.
+Body = Mapping[str, Any] | None
+
+_BACKEND_ROLE = re.compile(r"[A-Za-z0-9:+=,.@\-_/]{1,128}")
+_INDEX_NAME_FORBIDDEN = set('\\/*?"<>| ,#:')
+
+
+def required(body: Body) -> Mapping[str, Any]:
+    if body is None:
+        raise InvalidArgument("Request body is required")
+    return body
+
+
+def without_nested(query: Any) -> Any:
+    """``nested`` queries evaluate their inner query (objects of an array are matched as one flattened doc).
+
+    Only an inner query that is an object is unwrapped: a ``nested`` without one stays, for the parser's 400
+    (unwrapped, ``"query": null`` would read as no query, and a delete by query would delete everything)."""
+    if isinstance(query, dict):
+        if (
+            set(query) == {"nested"}
+            and isinstance(query["nested"], dict)
+            and isinstance(query["nested"].get("query"), dict)
+        ):
+            return without_nested(query["nested"]["query"])
+        return {key: without_nested(value) for key, value in query.items()}
+    if isinstance(query, list):
+        return [without_nested(item) for item in query]
+    return query
+
+
+# -- JSON field readers ---------------------------------------------------------------
+
+
+def _kind(value: Any) -> str:
+    return {
+        bool: "VALUE_BOOLEAN",
+        int: "VALUE_NUMBER",
+        float: "VALUE_NUMBER",
+        dict: "START_OBJECT",
+        list: "START_ARRAY",
+        str: "VALUE_STRING",
+    }.get(type(value), "VALUE_NULL")
+
+
+def _of_type(body: Mapping[str, Any], name: str, kind: type[T], expected: str) -> T | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, kind):
+        raise ContentParseError(f"[{name}] must be {expected}, found [{_kind(value)}]", parameter=name)
+    return value
+
+
+def text(body: Mapping[str, Any], name: str) -> str | None:
+    return _of_type(body, name, str, "a string")
+
+
+def boolean(body: Mapping[str, Any], name: str, default: bool | None = None) -> bool | None:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise ContentParseError(f"[{name}] must be a boolean, found [{_kind(value)}]", parameter=name)
+    return value
+
+
+def integer(body: Mapping[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not value.is_integer())
+    ):
+        raise ContentParseError(f"[{name}] must be an integer, found [{_kind(value)}]", parameter=name)
+    if not -(2**31) <= value < 2**31:
+        raise ContentParseError(f"[{name}] is out of range for an int: [{value}]", parameter=name)
+    return int(value)
+
+
+def number(body: Mapping[str, Any], name: str) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) == float("inf"):
+        raise ContentParseError(f"[{name}] must be a finite number, found [{_kind(value)}]", parameter=name)
+    return float(value)
+
+
+def obj(body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    return _of_type(body, name, dict, "an object")
+
+
+def string_map(body: Mapping[str, Any], name: str) -> dict[str, str] | None:
+    """A flat string map; other values are stringified as ml-commons does (objects as compact JSON)."""
+    value = obj(body, name)
+    if value is None:
+        return None
+    out: dict[str, str] = {}
+    for key, item in value.items():
+        if item is None:
+            continue
+        if isinstance(item, str):
+            out[key] = item
+        elif isinstance(item, bool):
+            out[key] = "true" if item else "false"
+        elif isinstance(item, int | float):
+            out[key] = str(item)
+        else:
+            out[key] = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+    return out
+
+
+def string_list(body: Mapping[str, Any], name: str) -> list[str] | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ContentParseError(f"[{name}] must be an array of strings", parameter=name)
+    return list(value)
+
+
+# -- containers -----------------------------------------------------------------------
+
+
+def check_backend_roles(roles: list[str] | None) -> list[str] | None:
+    for role in roles or ():
+        if not _BACKEND_ROLE.fullmatch(role):
+            raise IndexNameError(
+                f"Invalid backend role: [{role}]. A backend role is 1 to 128 letters, digits or :+=,.@-_/",
+                parameter="backend_roles",
+            )
+    return roles
+
+
+def check_index_prefix(prefix: str) -> str:
+    bad = not prefix or prefix != prefix.lower() or prefix.startswith(("_", "-", "+")) or prefix in (".", "..")
+    if bad or any(c in _INDEX_NAME_FORBIDDEN for c in prefix) or len(prefix.encode()) > 200:
+        raise IndexNameError(
+            f'Invalid index_prefix [{prefix}]: it must be a lowercase index name without spaces or \\/*?"<>|,#:',
+            parameter="index_prefix",
+        )
+    return prefix
+
+
+def new_strategy_id(strategy_type: str) -> str:
+    return f"{strategy_type.lower()}_{secrets.token_hex(4)}"
+
+
+def parse_strategy(raw: Any, *, keep_id: bool = False) -> dict[str, Any]:
+    """One strategy: type upper-cased, namespace key names, enabled, optional configuration."""
+    if not isinstance(raw, dict):
+        raise ContentParseError("[strategies] must be an array of objects", parameter="strategies")
+    raw_type = text(raw, "type")
+    if raw_type is None or raw_type.upper() not in STRATEGY_TYPES:
+        raise InvalidArgument(
+            f"Invalid memory type: {raw_type}. Must be SEMANTIC, USER_PREFERENCE, or SUMMARY", parameter="type"
+        )
+    namespace = string_list(raw, "namespace")
+    if not namespace:
+        raise InvalidArgument(
+            "Strategy namespace is required. Please provide a non-empty array of namespace keys "
+            '(for example ["user_id"]).',
+            parameter="namespace",
+        )
+    strategy: dict[str, Any] = {}
+    strategy_id = text(raw, "id")
+    if strategy_id and keep_id:
+        strategy["id"] = strategy_id
+    strategy["enabled"] = boolean(raw, "enabled", True)
+    strategy["type"] = raw_type.upper()
+    strategy["namespace"] = namespace
+    configuration = obj(raw, "configuration")
+    if configuration:
+        for key in ("llm_id", "llm_result_path", "system_prompt"):
+            text(configuration, key)
+        strategy["configuration"] = configuration
+    return strategy
+
+
+def _check_retention(policy: Any, retention_enabled: bool) -> dict[str, Any] | None:
+    if policy is None:
+        return None
+    if not retention_enabled:
+        raise StatusForbidden(
+            "Memory retention is not enabled. To enable, please update the setting agentic_retention_enabled "
+            "(plugins.ml_commons.memory.retention_enabled)"
+        )
+    if not isinstance(policy, dict):
+        raise ContentParseError("[retention_policy] must be an object", parameter="retention_policy")
+    for memory_type, rules in policy.items():
+        if memory_type not in (SESSIONS, LONG_TERM, HISTORY):
+            raise InvalidArgument(
+                f"Invalid retention policy memory type: {memory_type}. Must be one of: sessions, long-term, history",
+                parameter="retention_policy",
+            )
+        if not isinstance(rules, dict):
+            raise ContentParseError(f"[retention_policy.{memory_type}] must be an object", parameter="retention_policy")
+        for key in rules:
+            allowed = ("max_count",) if memory_type == HISTORY else ("retention_days", "max_count")
+            if key not in allowed:
+                raise InvalidArgument(
+                    f"Invalid retention field [{key}] for {memory_type}", parameter="retention_policy"
+                )
+            value = integer(rules, key)
+            if value is None or value <= 0:
+                raise InvalidArgument(f"[{memory_type}.{key}] must be a positive integer", parameter="retention_policy")
+    return policy
+
+
+def parse_embedding(config: Mapping[str, Any], model_dimension: int | None) -> dict[str, Any]:
+    """The embedding fields.  ``model_dimension`` is the built-in model's, which the container's must match;
+    None when ``embedding_model_id`` names the owner's registered remote model, whose dimension the
+    container declares (as on ml-commons, where it sizes the knn_vector field)."""
+    model_type = text(config, "embedding_model_type")
+    model_id = text(config, "embedding_model_id")
+    dimension = integer(config, "embedding_dimension")
+    if model_type is None and model_id is None:
+        if dimension is not None:
+            raise InvalidArgument("Field embedding_dimension is not allowed when semantic storage is disabled")
+        return {}
+    if model_type is not None and model_type.upper() not in EMBEDDING_TYPES:
+        raise InvalidArgument("Wrong function name", parameter="embedding_model_type")
+    if model_type is None:
+        raise InvalidArgument("Embedding model type is required when embedding model ID is provided")
+    if model_id is None:
+        raise InvalidArgument("Embedding model ID is required when embedding model type is provided")
+    model_type = model_type.upper()
+    if model_type == "SPARSE_ENCODING":
+        if dimension is not None:
+            raise InvalidArgument("Dimension is not allowed for SPARSE_ENCODING")
+        raise InvalidArgument(
+            "SPARSE_ENCODING is not available here: long-term memories are embedded by TEXT_EMBEDDING models "
+            "(the built-in one, or a registered remote one)",
+            parameter="embedding_model_type",
+        )
+    if dimension is None:
+        raise InvalidArgument("Dimension is required for TEXT_EMBEDDING")
+    if model_dimension is None:
+        if not 1 <= dimension <= MAX_DIMENSION:
+            raise InvalidArgument(
+                f"embedding_dimension must be between 1 and {MAX_DIMENSION}, the knn_vector limit",
+                parameter="embedding_dimension",
+            )
+    elif dimension != model_dimension:
+        raise InvalidArgument(
+            f"embedding_dimension {dimension} does not match the built-in embedding model, "
+            f"which has {model_dimension} dimensions; use {model_dimension} or configure model_dir",
+            parameter="embedding_dimension",
+        )
+    return {"embedding_model_type": model_type, "embedding_model_id": model_id, "embedding_dimension": dimension}
+
+
+def _check_strategies_need_models(config: Mapping[str, Any]) -> None:
+    if config.get("strategies") and not (config.get("llm_id") and config.get("embedding_model_id")):
+        raise InvalidArgument(
+            "Strategies require both an LLM model and embedding model to be configured. "
+            "Please provide llm_id, embedding_model_id and embedding_model_type in the configuration."
+        )
+
+
+def _max_infer_size(config: Mapping[str, Any]) -> int | None:
+    size = integer(config, "max_infer_size")
+    if size is not None and size > MAX_INFER_SIZE_LIMIT:
+        raise InvalidArgument("Maximum infer size cannot exceed 10", parameter="max_infer_size")
+    if size is not None and size < 1:
+        raise InvalidArgument("Maximum infer size must be at least 1", parameter="max_infer_size")
+    return size
+
+
+def parse_configuration(raw: Any, model_dimension: int | None, retention_enabled: bool) -> dict[str, Any]:
+    """A create request's ``configuration``, with ml-commons' defaults filled in."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ContentParseError("[configuration] must be an object", parameter="configuration")
+    use_system_index = boolean(raw, "use_system_index", True)
+    prefix = text(raw, "index_prefix")
+    if prefix is None:
+        prefix = DEFAULT_PREFIX if use_system_index else secrets.token_hex(4)
+    config: dict[str, Any] = {"index_prefix": check_index_prefix(prefix)}
+    config.update(parse_embedding(raw, model_dimension))
+    llm_id = text(raw, "llm_id")
+    max_infer_size = _max_infer_size(raw)
+    if llm_id:
+        config["llm_id"] = llm_id
+        config["max_infer_size"] = max_infer_size or MAX_INFER_SIZE_DEFAULT
+    strategies = raw.get("strategies")
+    if strategies is not None and not isinstance(strategies, list):
+        raise ContentParseError("[strategies] must be an array", parameter="strategies")
+    config["strategies"] = []
+    for item in strategies or ():
+        strategy = parse_strategy(item)
+        config["strategies"].append({"id": new_strategy_id(strategy["type"]), **strategy})
+    config["disable_history"] = boolean(raw, "disable_history", False)
+    config["disable_session"] = boolean(raw, "disable_session", False)
+    config["use_system_index"] = use_system_index
+    for name in ("index_settings", "parameters"):
+        value = obj(raw, name)
+        if value:
+            config[name] = value
+    policy = _check_retention(raw.get("retention_policy"), retention_enabled)
+    if policy:
+        config["retention_policy"] = policy
+    _check_strategies_need_models(config)
+    return config
+
+
+def new_container(
+    body: Mapping[str, Any], model_dimension: int | None, retention_enabled: bool, owner_id: str
+) -> dict[str, Any]:
+    name = text(body, "name")
+    if name is None:
+        raise InvalidArgument("name is null", parameter="name")
+    created = now_millis()
+    doc: dict[str, Any] = {"name": name}
+    description = text(body, "description")
+    if description is not None:
+        doc["description"] = description
+    doc["owner"] = owner_id
+    doc["created_time"] = created
+    doc["last_updated_time"] = created
+    doc["configuration"] = parse_configuration(body.get("configuration"), model_dimension, retention_enabled)
+    roles = check_backend_roles(string_list(body, "backend_roles"))
+    if roles:
+        doc["backend_roles"] = roles
+    return doc
+
+
+_EMBEDDING_FIELDS = ("embedding_model_type", "embedding_model_id", "embedding_dimension")
+
+
+def updated_container(
+    current: Mapping[str, Any], body: Mapping[str, Any], model_dimension: int | None, retention_enabled: bool
+) -> dict[str, Any]:
+    """A container after an update (AGENTIC.md 3.3): what may change is merged, the rest kept."""
+    doc: dict[str, Any] = json.loads(json.dumps(current))
+    for name in ("name", "description"):
+        value = text(body, name)
+        if value is not None:
+            doc[name] = value
+    if "backend_roles" in body:
+        doc["backend_roles"] = check_backend_roles(string_list(body, "backend_roles")) or []
+    raw = body.get("configuration")
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise ContentParseError("[configuration] must be an object", parameter="configuration")
+        config = doc["configuration"]
+        if any(raw.get(name) is not None for name in _EMBEDDING_FIELDS):
+            if config.get("strategies"):
+                raise InvalidArgument(
+                    "Cannot change embedding configuration once strategies are configured. "
+                    "Create a new memory container to use another embedding model."
+                )
+            for name in _EMBEDDING_FIELDS:
+                config.pop(name, None)
+            config.update(parse_embedding(raw, model_dimension))
+        llm_id = text(raw, "llm_id")
+        if llm_id:
+            config["llm_id"] = llm_id
+        max_infer_size = _max_infer_size(raw)
+        if max_infer_size is not None:
+            config["max_infer_size"] = max_infer_size
+        if config.get("llm_id"):
+            config.setdefault("max_infer_size", MAX_INFER_SIZE_DEFAULT)
+        if "retention_policy" in raw:
+            policy = raw["retention_policy"]
+            if policy is None:
+                config.pop("retention_policy", None)
+            else:
+                checked = _check_retention(policy, retention_enabled) or {}
+                merged = config.get("retention_policy", {})
+                for memory_type, rules in checked.items():
+                    merged[memory_type] = {**merged.get(memory_type, {}), **rules}
+                config["retention_policy"] = merged
+        strategies = raw.get("strategies")
+        if strategies is not None:
+            if not isinstance(strategies, list):
+                raise ContentParseError("[strategies] must be an array", parameter="strategies")
+            config["strategies"] = _merge_strategies(config.get("strategies", []), strategies)
+        _check_strategies_need_models(config)
+    doc["last_updated_time"] = now_millis()
+    return doc
+
+
+def _merge_strategies(current: list[dict[str, Any]], updates: list[Any]) -> list[dict[str, Any]]:
+    merged = [dict(strategy) for strategy in current]
+    by_id = {strategy["id"]: strategy for strategy in merged}
+    for raw in updates:
+        if isinstance(raw, dict) and raw.get("id") is not None:
+            strategy_id = text(raw, "id")
+            existing = by_id.get(strategy_id or "")
+            if existing is None:
+                raise StatusNotFound(f"Strategy with id {strategy_id} not found")
+            if raw.get("type") is not None and str(raw["type"]).upper() != existing["type"]:
+                raise InvalidArgument(
+                    f"Cannot change the type of strategy {strategy_id} from {existing['type']} to {raw['type']}"
+                )
+            parsed = parse_strategy({"type": existing["type"], "namespace": existing["namespace"], **raw})
+            existing["enabled"] = parsed["enabled"] if "enabled" in raw else existing.get("enabled", True)
+            existing["namespace"] = parsed["namespace"]
+            if "configuration" in raw:
+                if parsed.get("configuration"):
+                    existing["configuration"] = parsed["configuration"]
+                else:
+                    existing.pop("configuration", None)
+        else:
+            strategy = parse_strategy(raw)
+            merged.append({"id": new_strategy_id(strategy["type"]), **strategy})
+    return merged
+
+
+# -- memories --------------------------------------------------------------------------
+
+
+def parse_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    messages = body.get("messages")
+    if messages is None:
+        return None
+    if not isinstance(messages, list):
+        raise ContentParseError("[messages] must be an array", parameter="messages")
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") is None or message.get("content") is None:
+            raise InvalidArgument("Message must have role and content", parameter="messages")
+        if not isinstance(message["role"], str):
+            raise ContentParseError("[role] must be a string", parameter="messages")
+        content = message["content"]
+        # An array of objects, as ml-commons parses it (a string would be a 500 from OpenSearch's flat_object).
+        if not isinstance(content, list) or not all(isinstance(part, dict) for part in content):
+            raise ContentParseError("[content] must be an array of objects", parameter="messages")
+    return messages

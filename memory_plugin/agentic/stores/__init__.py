@@ -1,0 +1,30 @@
+"""The agentic stores: one interface (base), SQLite and OpenSearch behind it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from memory_plugin.agentic.stores.base import AgenticStore
+from memory_plugin.settings import OpenSearchRegion, Settings
+
+
+@asynccontextmanager
+async def open_agentic_store(settings: Settings, dimension: int) -> AsyncIterator[AgenticStore]:
+    """Agentic memory lives in the home region, as conversational memory does: its cluster, or SQLite.
+    ``dimension`` is the built-in embedding model's."""
+    home = settings.regions.get(settings.home_region)
+    store: AgenticStore
+    if isinstance(home, OpenSearchRegion):
+        from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
+
+        store = OpenSearchAgenticStore(home)
+    else:
+        from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
+
+        store = SqliteAgenticStore(settings.data_dir / "agentic.sqlite3")
+    await store.open(dimension)
+    try:
+        yield store
+    finally:
+        await store.close()

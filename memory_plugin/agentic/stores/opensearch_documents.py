@@ -1,0 +1,189 @@
+"""The OpenSearch agentic store's documents: ml-commons' mappings, and our documents as indexed, with the
+owner fields every read and query checks and the fields no answer shows.
+
+The mappings are ml-commons' (``ml_memory_*.json``): ``flat_object`` for
+``namespace``, ``tags``, ``metadata`` and the other maps, ``nested`` messages,
+``text`` memory and summary, keywords for ids, and in long-term
+``memory_embedding`` a ``knn_vector`` (lucene HNSW, cosinesimil, the model's
+dimension).  ``dynamic`` is false, so a field of an unexpected shape is kept in
+``_source`` and never breaks a write.  Two fields of ours:
+
+- ``tenant_id`` (ml-commons has it for multi-tenancy) holds the organisation;
+  with ``owner_id`` (the user, empty for an organisation-wide key) and
+  ``memory_container_id`` it is a ``term`` filter wrapped around **every**
+  search, k-NN, BM25, scan and delete by query this store sends, and checked on
+  every read by id.  It is not shown in answers.
+- ``embedding_pending`` marks a long-term memory whose embedding is still to be
+  computed (the durable queue of the embedder drain); not shown either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
+from memory_plugin.agentic.stores.base import StoredDoc, owner_key
+from memory_plugin.auth import Principal
+
+_KEYWORD = {"type": "keyword"}
+_FLAT = {"type": "flat_object"}
+_DATE = {"type": "date", "format": "strict_date_time||epoch_millis"}
+_STORED_ONLY = {"type": "object", "enabled": False}
+_HIDDEN = ("tenant_id", "embedding_pending")
+_COMMON = {
+    "owner_id": _KEYWORD,
+    "memory_container_id": _KEYWORD,
+    "tenant_id": _KEYWORD,
+    "namespace": _FLAT,
+    "namespace_size": {"type": "integer"},
+    "tags": _FLAT,
+    "created_time": _DATE,
+    "last_updated_time": _DATE,
+}
+INDEX_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0}
+
+CONTAINER_MAPPINGS: dict[str, Any] = {
+    "dynamic": False,
+    "properties": {
+        "name": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}},
+        "description": {"type": "text"},
+        "created_time": _DATE,
+        "last_updated_time": _DATE,
+        "configuration": {
+            "type": "object",
+            "properties": {
+                "index_prefix": _KEYWORD,
+                "embedding_model_type": _KEYWORD,
+                "embedding_model_id": _KEYWORD,
+                "embedding_dimension": {"type": "integer"},
+                "llm_id": _KEYWORD,
+                "disable_history": {"type": "boolean"},
+                "disable_session": {"type": "boolean"},
+                "use_system_index": {"type": "boolean"},
+                "max_infer_size": {"type": "integer"},
+                "strategies": {
+                    "type": "nested",
+                    "properties": {
+                        "id": _KEYWORD,
+                        "enabled": {"type": "boolean"},
+                        "type": _KEYWORD,
+                        "namespace": _KEYWORD,
+                        "configuration": _FLAT,
+                    },
+                },
+                "index_settings": _FLAT,
+            },
+        },
+        "owner": _KEYWORD,
+        "owner_id": _KEYWORD,
+        "backend_roles": {"type": "text", "fields": {"keyword": _KEYWORD}},
+        "tenant_id": _KEYWORD,
+    },
+}
+
+
+_HISTORY_SIDE = {
+    "type": "object",
+    "properties": {"memory": {"type": "text"}, "memory_type": _KEYWORD, "namespace": _FLAT, "tags": _FLAT},
+}
+#: Each memory type's own fields (``ml_memory_*.json``); long-term's vector is added with the model's dimension.
+_TYPE_PROPERTIES: dict[str, dict[str, Any]] = {
+    SESSIONS: {
+        "summary": {"type": "text"},
+        "metadata": _FLAT,
+        "agents": _FLAT,
+        "additional_info": _FLAT,
+        "pinned": {"type": "boolean"},
+    },
+    WORKING: {
+        "payload_type": _KEYWORD,
+        "session_id": _KEYWORD,
+        "checkpoint_id": _KEYWORD,
+        "messages": {"type": "nested", "properties": {"role": _KEYWORD, "content": _FLAT}},
+        "message_id": {"type": "integer"},
+        "binary_data": {"type": "keyword", "index": False, "doc_values": False},
+        "structured_data": _FLAT,
+        "structured_data_blob": _STORED_ONLY,
+        "metadata": _FLAT,
+        "parameters": _FLAT,
+        "infer": {"type": "boolean"},
+    },
+    LONG_TERM: {
+        "memory": {"type": "text"},
+        "strategy_type": _KEYWORD,
+        "strategy_id": _KEYWORD,
+        "pinned": {"type": "boolean"},
+        "embedding_pending": {"type": "boolean"},
+    },
+    HISTORY: {
+        "memory_id": _KEYWORD,
+        "action": _KEYWORD,
+        "before": _HISTORY_SIDE,
+        "after": _HISTORY_SIDE,
+        "error": {"type": "text"},
+    },
+}
+
+
+def memory_mappings(memory_type: str, dimension: int) -> dict[str, Any]:
+    """ml-commons' mappings of one memory type (``ml_memory_*.json``), plus our hidden fields."""
+    properties: dict[str, Any] = {**_COMMON, **_TYPE_PROPERTIES[memory_type]}
+    if memory_type == LONG_TERM:
+        properties["memory_embedding"] = {
+            "type": "knn_vector",
+            "dimension": dimension,
+            "method": {
+                "name": "hnsw",
+                "engine": "lucene",
+                "space_type": "cosinesimil",
+                "parameters": {"m": 16, "ef_construction": 100},
+            },
+        }
+    return {"dynamic": False, "properties": properties}
+
+
+JOB_MAPPINGS: dict[str, Any] = {
+    "dynamic": False,
+    "properties": {
+        "memory_container_id": _KEYWORD,
+        "tenant_id": _KEYWORD,
+        "owner_id": _KEYWORD,
+        "created_time": _DATE,
+        "attempts": {"type": "integer"},
+        "request": _STORED_ONLY,
+    },
+}
+
+
+#: Long-term memories whose embedding is still to be computed.
+PENDING = {"term": {"embedding_pending": True}}
+
+
+def owner_terms(owner: Principal) -> list[dict[str, Any]]:
+    organization_id, user = owner_key(owner)
+    return [{"term": {"tenant_id": organization_id}}, {"term": {"owner_id": user}}]
+
+
+def owned(source: Mapping[str, Any], owner: Principal) -> bool:
+    return (source.get("tenant_id"), source.get("owner_id")) == owner_key(owner)
+
+
+def with_owner(owner: Principal, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` as indexed: with the owner fields every read and query checks."""
+    organization_id, user = owner_key(owner)
+    return {**doc, "tenant_id": organization_id, "owner_id": user}
+
+
+def visible(source: Mapping[str, Any], container: bool = False) -> dict[str, Any]:
+    hidden = (*_HIDDEN, "owner_id", "memory_embedding") if container else (*_HIDDEN, "memory_embedding")
+    return {key: value for key, value in source.items() if key not in hidden}
+
+
+def stored_doc(hit: Mapping[str, Any], container: bool = False) -> StoredDoc:
+    return StoredDoc(hit["_id"], visible(hit["_source"], container), hit.get("_version", 1), hit.get("_seq_no", 0))
+
+
+def if_unchanged(found: Mapping[str, Any]) -> dict[str, Any]:
+    """The optimistic-concurrency condition of a write over the version ``found`` was read at."""
+    return {"if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]}

@@ -1,0 +1,462 @@
+"""The embedded agentic store: SQLite + FTS5, with in-memory vectors (its tables: ``sqlite_tables``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING, valid_unicode
+from memory_plugin.agentic.stores.base import (
+    AgenticStore,
+    InferJob,
+    LongTermChange,
+    LongTermScope,
+    MemoryAdd,
+    PendingEmbedding,
+    StoredDoc,
+    memory_text,
+    normalised,
+    owner_key,
+    owner_of,
+    text_changed,
+)
+from memory_plugin.agentic.stores.sqlite_tables import (
+    BATCH,
+    CONTAINER_OWNER,
+    MEMORY_OWNER,
+    MIGRATIONS,
+    batches,
+    candidates,
+    dumps,
+    fts_query,
+    hydrate,
+    index_terms,
+    next_seq_no,
+    remove_memory,
+    rewrite,
+    row_doc,
+)
+from memory_plugin.agentic.stores.vectors import Matrix, load_vectors
+from memory_plugin.auth import Principal
+from memory_plugin.sqlite import Database
+
+T = TypeVar("T")
+
+
+class SqliteAgenticStore(AgenticStore):
+    def __init__(self, path: Path) -> None:
+        self.db = Database(path, MIGRATIONS)
+        #: container id -> its vectors by seq, each container's of its own dimension.  Changed on the event
+        #: loop only, once the write that changes them has committed; searched in snapshots (``Matrix.rows``).
+        self._indexes: dict[str, Matrix] = {}
+
+    async def open(self, dimension: int) -> None:
+        await self.db.open()
+        self._indexes = await self.db.read(lambda c: load_vectors(c, self.db.path))
+
+    async def close(self) -> None:
+        await self.db.close()
+        self._indexes.clear()
+
+    # -- the vector mirror (event loop) ------------------------------------------------
+
+    def _index(self, container_id: str, dimension: int) -> Matrix:
+        """The container's matrix: its dimension is its embedding model's, the built-in one's or a remote one's."""
+        index = self._indexes.get(container_id)
+        if index is None or index.size == 0 and index.dimension != dimension:
+            index = self._indexes[container_id] = Matrix(dimension)
+        elif index.dimension != dimension:
+            raise ValueError(
+                f"memory container {container_id} holds {index.dimension}-dimensional vectors, not {dimension}"
+            )
+        return index
+
+    def _unindex(self, container_id: str, seqs: Iterable[int]) -> None:
+        index = self._indexes.get(container_id)
+        if index is not None:
+            index.remove(seqs)
+
+    async def _write(self, work: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None) -> T:
+        """``work`` in one transaction; ``after`` (the vector mirror) on the event loop once it has settled,
+        also when the caller stopped waiting, so that the mirror follows every write that committed (a group
+        whose COMMIT fails, a full disk, may leave it ahead of the file until the next open)."""
+        if after is None:
+            return await self.db.write(work)
+        results: list[T] = []
+
+        def run(c: sqlite3.Connection) -> T:
+            results.append(work(c))
+            return results[0]
+
+        return await self.db.write(run, settled=lambda: after(results[0]) if results else None)
+
+    # -- containers -------------------------------------------------------------------
+
+    async def insert_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
+        def insert(c: sqlite3.Connection) -> StoredDoc | None:
+            if c.execute("SELECT 1 FROM containers WHERE container_id = ?", (container_id,)).fetchone():
+                return None
+            seq_no = next_seq_no(c)
+            c.execute(
+                "INSERT INTO containers VALUES (?, ?, ?, ?, 1, ?)",
+                (container_id, *owner_key(owner), dumps(doc), seq_no),
+            )
+            return StoredDoc(container_id, doc, 1, seq_no)
+
+        return await self._write(insert)
+
+    async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
+        def read(c: sqlite3.Connection) -> StoredDoc | None:
+            row = c.execute(
+                f"SELECT * FROM containers WHERE {CONTAINER_OWNER}", (container_id, *owner_key(owner))
+            ).fetchone()
+            return row_doc(row, "container_id") if row else None
+
+        return await self.db.read(read)
+
+    async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
+        def replace(c: sqlite3.Connection) -> StoredDoc | None:
+            seq_no = next_seq_no(c)
+            row = c.execute(
+                f"UPDATE containers SET doc = ?, version = version + 1, seq_no = ? WHERE {CONTAINER_OWNER} "
+                "RETURNING version",
+                (dumps(doc), seq_no, container_id, *owner_key(owner)),
+            ).fetchone()
+            return StoredDoc(container_id, doc, row[0], seq_no) if row else None
+
+        return await self._write(replace)
+
+    async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
+        def delete(c: sqlite3.Connection) -> StoredDoc | None:
+            row = c.execute(
+                f"DELETE FROM containers WHERE {CONTAINER_OWNER} RETURNING *", (container_id, *owner_key(owner))
+            ).fetchone()
+            if row is None:
+                return None
+            c.execute(
+                "DELETE FROM lt_fts WHERE rowid IN (SELECT seq FROM memories WHERE container_id = ? AND memory_type = ?)",
+                (container_id, LONG_TERM),
+            )
+            c.execute("DELETE FROM memories WHERE container_id = ?", (container_id,))
+            c.execute("DELETE FROM infer_jobs WHERE container_id = ?", (container_id,))
+            seq_no = next_seq_no(c)
+            return StoredDoc(container_id, json.loads(row["doc"]), row["version"] + 1, seq_no)
+
+        def forget(result: StoredDoc | None) -> None:
+            if result is not None:
+                self._indexes.pop(container_id, None)
+
+        return await self._write(delete, forget)
+
+    async def containers(self, owner: Principal) -> list[StoredDoc]:
+        sql = "SELECT * FROM containers WHERE organization_id = ? AND user_id = ? ORDER BY rowid"
+        return await self.db.read(lambda c: [row_doc(row, "container_id") for row in c.execute(sql, owner_key(owner))])
+
+    # -- memories -----------------------------------------------------------------------
+
+    def _insert(
+        self,
+        c: sqlite3.Connection,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        memory_id: str,
+        doc: dict[str, Any],
+    ) -> StoredDoc:
+        seq_no = next_seq_no(c)
+        seq = c.execute(
+            "INSERT INTO memories (container_id, memory_type, memory_id, organization_id, user_id, doc, version, seq_no, "
+            "pending) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?) RETURNING seq",
+            (
+                container_id,
+                memory_type,
+                memory_id,
+                *owner_key(owner),
+                dumps(doc),
+                seq_no,
+                int(memory_type == LONG_TERM),
+            ),
+        ).fetchone()[0]
+        if memory_type == LONG_TERM:
+            index_terms(c, seq, doc)
+            c.execute("INSERT INTO lt_fts (rowid, memory) VALUES (?, ?)", (seq, valid_unicode(memory_text(doc))))
+        return StoredDoc(memory_id, doc, 1, seq_no, seq)
+
+    def _select(
+        self, c: sqlite3.Connection, owner: Principal, container_id: str, memory_type: str, memory_id: str
+    ) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = c.execute(
+            f"SELECT * FROM memories WHERE {MEMORY_OWNER} AND memory_id = ?",
+            (container_id, memory_type, *owner_key(owner), memory_id),
+        ).fetchone()
+        return row
+
+    def _has_container(self, c: sqlite3.Connection, owner: Principal, container_id: str) -> bool:
+        """Checked inside a write's transaction, so a container deleted meanwhile gets nothing written."""
+        sql = f"SELECT 1 FROM containers WHERE {CONTAINER_OWNER}"
+        return c.execute(sql, (container_id, *owner_key(owner))).fetchone() is not None
+
+    async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> bool:
+        session = add.session
+
+        def write(c: sqlite3.Connection) -> bool:
+            if not self._has_container(c, owner, container_id):
+                return False
+            if session is not None:
+                row = self._select(c, owner, container_id, SESSIONS, session.session_id)
+                if row is None and session.doc is not None:
+                    self._insert(c, owner, container_id, SESSIONS, session.session_id, session.doc)
+                    session.created = True
+                elif row is not None:
+                    rewrite(c, row["seq"], session.touched(json.loads(row["doc"])))
+            self._insert(c, owner, container_id, WORKING, add.working_id, add.working)
+            if add.infer_request is not None:
+                c.execute(
+                    "INSERT INTO infer_jobs (container_id, organization_id, user_id, request) VALUES (?, ?, ?, ?)",
+                    (container_id, *owner_key(owner), dumps(add.infer_request)),
+                )
+            return True
+
+        return await self._write(write)
+
+    async def create_session(
+        self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]
+    ) -> bool | None:
+        def create(c: sqlite3.Connection) -> bool | None:
+            if not self._has_container(c, owner, container_id):
+                return None
+            # Session ids are unique per container, whoever asks: a custom id never overwrites.
+            if c.execute(
+                "SELECT 1 FROM memories WHERE container_id = ? AND memory_type = ? AND memory_id = ?",
+                (container_id, SESSIONS, session_id),
+            ).fetchone():
+                return False
+            self._insert(c, owner, container_id, SESSIONS, session_id, doc)
+            return True
+
+        return await self._write(create)
+
+    async def get(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
+        def read(c: sqlite3.Connection) -> StoredDoc | None:
+            row = self._select(c, owner, container_id, memory_type, memory_id)
+            return row_doc(row, "memory_id") if row else None
+
+        return await self.db.read(read)
+
+    async def replace(
+        self, owner: Principal, container_id: str, memory_type: str, memory_id: str, doc: dict[str, Any]
+    ) -> StoredDoc | None:
+        def replace(c: sqlite3.Connection) -> tuple[StoredDoc | None, bool]:
+            row = self._select(c, owner, container_id, memory_type, memory_id)
+            if row is None:
+                return None, False
+            seq = row["seq"]
+            reembed = text_changed(memory_type, json.loads(row["doc"]), doc)
+            seq_no = rewrite(c, seq, doc, reembed=reembed)
+            if memory_type == LONG_TERM:
+                index_terms(c, seq, doc)
+            return StoredDoc(memory_id, doc, row["version"] + 1, seq_no, seq), reembed
+
+        def unindex(result: tuple[StoredDoc | None, bool]) -> None:
+            stored, reembed = result
+            if stored is not None and reembed:
+                self._unindex(container_id, [stored.seq])
+
+        stored, _ = await self._write(replace, unindex)
+        return stored
+
+    async def delete(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
+        def delete(c: sqlite3.Connection) -> StoredDoc | None:
+            row = self._select(c, owner, container_id, memory_type, memory_id)
+            if row is None:
+                return None
+            remove_memory(c, row["seq"], memory_type)
+            return StoredDoc(memory_id, json.loads(row["doc"]), row["version"] + 1, next_seq_no(c), row["seq"])
+
+        def unindex(result: StoredDoc | None) -> None:
+            if result is not None and memory_type == LONG_TERM:
+                self._unindex(container_id, [result.seq])
+
+        return await self._write(delete, unindex)
+
+    async def docs(self, owner: Principal, container_id: str, memory_type: str) -> list[StoredDoc]:
+        sql = f"SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE {MEMORY_OWNER} ORDER BY seq"
+        params = (container_id, memory_type, *owner_key(owner))
+        return await self.db.read(lambda c: [row_doc(row, "memory_id") for row in c.execute(sql, params)])
+
+    async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:
+        def delete(c: sqlite3.Connection) -> list[int]:
+            seqs: list[int] = []
+            for part, marks in batches(ids):
+                rows = c.execute(
+                    f"DELETE FROM memories WHERE {MEMORY_OWNER} AND memory_id IN ({marks}) RETURNING seq",
+                    (container_id, memory_type, *owner_key(owner), *part),
+                ).fetchall()
+                seqs.extend(row[0] for row in rows)
+            if memory_type == LONG_TERM:
+                c.executemany("DELETE FROM lt_fts WHERE rowid = ?", [(seq,) for seq in seqs])
+            if seqs:
+                next_seq_no(c)
+            return seqs
+
+        def unindex(seqs: list[int]) -> None:
+            if memory_type == LONG_TERM:
+                self._unindex(container_id, seqs)
+
+        deleted = await self._write(delete, unindex)
+        return len(deleted)
+
+    async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        def read(c: sqlite3.Connection) -> dict[str, list[float]]:
+            out: dict[str, list[float]] = {}
+            for part, marks in batches(ids):
+                rows = c.execute(
+                    f"SELECT memory_id, vector FROM memories WHERE {MEMORY_OWNER} AND memory_id IN ({marks}) "
+                    "AND vector IS NOT NULL",
+                    (container_id, LONG_TERM, *owner_key(owner), *part),
+                )
+                for memory_id, blob in rows:
+                    out[memory_id] = [round(float(x), 7) for x in np.frombuffer(blob, dtype=np.float32)]
+            return out
+
+        return await self.db.read(read)
+
+    # -- background work ------------------------------------------------------------------
+
+    async def pending_embeddings(self, limit: int, skip: Iterable[str] = ()) -> list[PendingEmbedding]:
+        skipped = sorted(skip)[:BATCH]
+        sql = (
+            "SELECT seq, organization_id, user_id, container_id, doc FROM memories WHERE pending = 1 "
+            f"AND container_id NOT IN ({', '.join('?' * len(skipped))}) ORDER BY seq LIMIT ?"
+        )
+
+        def read(c: sqlite3.Connection) -> list[PendingEmbedding]:
+            return [
+                PendingEmbedding(seq, owner_of(organization, user), container_id, memory_text(json.loads(doc)))
+                for seq, organization, user, container_id, doc in c.execute(sql, (*skipped, limit))
+            ]
+
+        return await self.db.read(read)
+
+    async def pending_count(self) -> int:
+        return int(
+            await self.db.read(lambda c: c.execute("SELECT count(*) FROM memories WHERE pending = 1").fetchone()[0])
+        )
+
+    async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
+        def store(c: sqlite3.Connection) -> list[tuple[str, int, np.ndarray]]:
+            stored = []
+            for seq, text, vector in rows:
+                row = c.execute(
+                    "SELECT container_id, doc FROM memories WHERE seq = ? AND pending = 1", (seq,)
+                ).fetchone()
+                if row is None or memory_text(json.loads(row[1])) != text:
+                    continue  # deleted or changed meanwhile: a newer embedding is pending
+                unit = normalised(vector)
+                c.execute("UPDATE memories SET vector = ?, pending = 0 WHERE seq = ?", (unit.tobytes(), seq))
+                stored.append((row[0], seq, unit))
+            return stored
+
+        def index(stored: list[tuple[str, int, np.ndarray]]) -> None:
+            for container_id, seq, unit in stored:
+                self._index(container_id, len(unit)).add(np.asarray([seq], dtype=np.int64), unit.reshape(1, -1))
+
+        stored = await self._write(store, index)
+        return len(stored)
+
+    async def infer_jobs(self, limit: int) -> list[InferJob]:
+        def read(c: sqlite3.Connection) -> list[InferJob]:
+            rows = c.execute("SELECT * FROM infer_jobs ORDER BY job_id LIMIT ?", (limit,))
+            return [
+                InferJob(
+                    row["job_id"],
+                    owner_of(row["organization_id"], row["user_id"]),
+                    row["container_id"],
+                    json.loads(row["request"]),
+                    row["attempts"],
+                )
+                for row in rows
+            ]
+
+        return await self.db.read(read)
+
+    async def count_infer_attempt(self, job: InferJob) -> None:
+        await self._write(
+            lambda c: c.execute("UPDATE infer_jobs SET attempts = attempts + 1 WHERE job_id = ?", (job.job_id,))
+        )
+
+    async def apply_infer(
+        self, job: InferJob, changes: Sequence[LongTermChange], history: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        owner, container_id = job.owner, job.container_id
+
+        def apply(c: sqlite3.Connection) -> list[int]:
+            if c.execute("DELETE FROM infer_jobs WHERE job_id = ? RETURNING 1", (job.job_id,)).fetchone() is None:
+                return []  # applied already, or its container is gone
+            unindex: list[int] = []
+            for change in changes:
+                if change.event == "ADD" and change.doc is not None:
+                    self._insert(c, owner, container_id, LONG_TERM, change.memory_id, change.doc)
+                    continue
+                row = self._select(c, owner, container_id, LONG_TERM, change.memory_id)
+                if row is None:
+                    continue
+                if change.event == "UPDATE":
+                    rewrite(c, row["seq"], change.applied_to(json.loads(row["doc"])), reembed=True)
+                elif change.event == "DELETE":
+                    remove_memory(c, row["seq"], LONG_TERM)
+                unindex.append(row["seq"])
+            for history_id, doc in history:
+                self._insert(c, owner, container_id, HISTORY, history_id, doc)
+            return unindex
+
+        await self._write(apply, lambda seqs: self._unindex(container_id, seqs))
+
+    # -- search -----------------------------------------------------------------------------
+
+    async def knn(self, scope: LongTermScope, vector: np.ndarray, k: int) -> list[tuple[StoredDoc, float]]:
+        query = normalised(vector)
+        index = self._indexes.get(scope.container_id)
+        if scope.empty or index is None or index.size == 0:
+            return []
+        if index.dimension != len(query):
+            raise ValueError(
+                f"memory container {scope.container_id} holds {index.dimension}-dimensional vectors; "
+                f"the query has {len(query)}"
+            )
+        rows = index.rows()
+
+        def search(c: sqlite3.Connection) -> list[tuple[StoredDoc, float]]:
+            return hydrate(c, scope, rows.search(query, k, candidates(c, scope)), embedded=True)
+
+        return await self.db.read(search)
+
+    async def bm25(self, scope: LongTermScope, query: str, k: int) -> list[tuple[StoredDoc, float]]:
+        match = fts_query(query)
+
+        def search(c: sqlite3.Connection) -> list[tuple[StoredDoc, float]]:
+            matching = candidates(c, scope)
+            allowed = None if matching is None else set(matching.tolist())
+            if allowed is not None and not allowed:
+                return []
+            # FTS5 ranks its matches fastest on its own; the ranked rows are read lazily and only the owner's
+            # docs of this container (and of the term filter) are kept, until there are k.
+            cursor = c.execute("SELECT rowid, -rank FROM lt_fts WHERE lt_fts MATCH ? ORDER BY rank", (match,))
+            kept: list[tuple[StoredDoc, float]] = []
+            try:
+                while len(kept) < k:
+                    rows = cursor.fetchmany(256)
+                    if not rows:
+                        break
+                    scored = [(int(seq), float(score)) for seq, score in rows if allowed is None or seq in allowed]
+                    kept += hydrate(c, scope, scored, limit=k - len(kept))
+            finally:
+                cursor.close()
+            return kept
+
+        return [] if match is None or scope.empty else await self.db.read(search)

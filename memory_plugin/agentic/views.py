@@ -1,0 +1,105 @@
+"""The wire shapes of agentic memory answers: OpenSearch's write and by-query responses, containers and memories
+as ml-commons shows them, and ranked long-term hits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memory_plugin.agentic.models import LONG_TERM, WORKING
+from memory_plugin.agentic.stores.base import StoredDoc
+from memory_plugin.dsl import DocumentHit, DocumentResults, search_response
+
+SHARDS = {"total": 2, "successful": 1, "failed": 0}
+
+
+def took(started: float) -> int:
+    """Milliseconds since ``started`` (a ``time.perf_counter()``)."""
+    return int((time.perf_counter() - started) * 1000)
+
+
+def write_response(index: str, stored: StoredDoc, result: str) -> dict[str, Any]:
+    return {
+        "_index": index,
+        "_id": stored.id,
+        "_version": stored.version,
+        "result": result,
+        "forced_refresh": True,
+        "_shards": SHARDS,
+        "_seq_no": stored.seq_no,
+        "_primary_term": 1,
+    }
+
+
+def hit_extras(docs: Sequence[StoredDoc]) -> dict[str, dict[str, Any]]:
+    """What a search hit shows of each doc beside its source, by id."""
+    return {doc.id: {"_version": doc.version, "_seq_no": doc.seq_no, "_primary_term": 1} for doc in docs}
+
+
+def by_query_response(started: float, timed_out: bool, matched: int, deleted: int) -> dict[str, Any]:
+    return {
+        "took": took(started),
+        "timed_out": timed_out,
+        "total": matched,
+        "updated": 0,
+        "created": 0,
+        "deleted": deleted,
+        "batches": 1 if matched else 0,
+        "version_conflicts": 0,
+        "noops": 0,
+        "retries": {"bulk": 0, "search": 0},
+        "throttled_millis": 0,
+        "requests_per_second": -1.0,
+        "throttled_until_millis": 0,
+        "failures": [],
+    }
+
+
+def container_view(source: Mapping[str, Any]) -> dict[str, Any]:
+    """A container as ml-commons shows it: ``owner`` is a user object (``User.toXContent``), never the
+    bare name it is stored as, in get and in search hits alike (queries then see ``owner.name``).
+    Roles are not part of a key yet, so both role lists are empty."""
+    view = dict(source)
+    if isinstance(view.get("owner"), str):
+        view["owner"] = {
+            "name": view["owner"],
+            "backend_roles": [],
+            "roles": [],
+            "custom_attribute_names": [],
+            "user_requested_tenant": None,
+        }
+    return view
+
+
+def memory_view(memory_type: str, source: Mapping[str, Any], embedding: list[float] | None) -> dict[str, Any]:
+    """A memory as get shows it: working memory without our bookkeeping, long-term with its embedding."""
+    doc = dict(source)
+    if memory_type == WORKING:
+        for hidden in ("namespace_size", "parameters", "session_id", "tenant_id"):
+            doc.pop(hidden, None)
+    elif memory_type == LONG_TERM:
+        doc.pop("memory_container_id", None)
+        if embedding is not None:
+            doc["memory_embedding"] = embedding
+    return doc
+
+
+def ranked_response(
+    index: str, scored: Sequence[tuple[StoredDoc, float]], min_score: float | None, timed_out: bool, started: float
+) -> dict[str, Any]:
+    """A semantic or hybrid search's answer: the scored docs at or above ``min_score``, without their vectors."""
+    hits = []
+    for doc, score in scored:
+        if min_score is not None and score < min_score:
+            continue
+        source = {key: value for key, value in doc.source.items() if key != "memory_embedding"}
+        hits.append(DocumentHit(doc.id, score, source))
+    top = max((h.score or 0.0 for h in hits), default=None)
+    result = DocumentResults(len(hits), top, tuple(hits), timed_out)
+    return search_response(result, took(started), index=index)
+
+
+def cosine_score(cosine: float) -> float:
+    """OpenSearch's score of a ``cosinesimil`` k-NN hit."""
+    return (1.0 + cosine) / 2.0

@@ -1,0 +1,138 @@
+"""The background loops: what ml-commons does off the request path, drained from durable queues.
+
+Both queues (long-term memories marked pending, infer jobs) are written in the
+transaction that caused them, and every worker drains its queue at start, so a
+SIGKILL loses no acknowledged work.  This module has the loop and the
+**embedder drain**, which embeds pending long-term memories in micro-batches,
+each container's with its own model; ``infer`` has the infer worker.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from memory_plugin.agentic.llm import ContainerModels
+from memory_plugin.agentic.metrics import AgenticMetrics
+from memory_plugin.agentic.stores.base import AgenticStore, PendingEmbedding
+
+log = logging.getLogger("memory_plugin.agentic")
+
+EMBED_BATCH = 64
+#: A container whose embedding model failed is tried again after this long.
+EMBED_RETRY_SECONDS = 5.0
+
+
+class Worker(abc.ABC):
+    """A background task that drains its queue whenever woken, and once at start (what a previous run left)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        #: Drains in progress: a store's queue can look empty while a drain's write is in flight.
+        self._draining = 0
+
+    @abc.abstractmethod
+    async def drain(self) -> None: ...
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    @property
+    def busy(self) -> bool:
+        """Draining, or woken to drain."""
+        return bool(self._draining) or self._wakeup.is_set()
+
+    def start(self) -> None:
+        self._wakeup.set()
+        self._task = asyncio.create_task(self._loop(), name=self.name)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            self._draining += 1
+            try:
+                await self.drain()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a store failure (a full disk): keep the queue, try again shortly
+                log.exception("agentic background work failed; retrying")
+                await asyncio.sleep(1.0)
+                self._wakeup.set()
+            finally:
+                self._draining -= 1
+
+
+class EmbeddingWorker(Worker):
+    """Embeds the long-term memories marked pending (after an infer run or an update of their text)."""
+
+    def __init__(self, store: AgenticStore, models: ContainerModels, metrics: AgenticMetrics) -> None:
+        super().__init__("agentic-embed")
+        self.store = store
+        self.models = models
+        self.metrics = metrics
+        self._lock = asyncio.Lock()
+
+    async def drain(self) -> None:
+        """Embed what is pending, each container's with its own model.  A container whose model fails (a
+        remote model down, or answering the wrong dimension) keeps its memories pending and is skipped
+        until a retry a little later, so that it holds up no other container."""
+        async with self._lock:
+            failed: set[str] = set()
+            while pending := await self.store.pending_embeddings(EMBED_BATCH, skip=failed):
+                groups: dict[str, list[PendingEmbedding]] = {}
+                for entry in pending:
+                    groups.setdefault(entry.container_id, []).append(entry)
+                for container_id, group in groups.items():
+                    try:
+                        vectors = await self._passages(group)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as error:
+                        log.warning("embedding memory container %s failed, retrying later: %s", container_id, error)
+                        self.metrics.embed_failures.inc()
+                        failed.add(container_id)
+                        continue
+                    stored = await self.store.store_embeddings(
+                        [(entry.key, entry.text, vector) for entry, vector in zip(group, vectors)]
+                    )
+                    self.metrics.embedded.inc(stored)
+            if failed:
+                asyncio.get_running_loop().call_later(EMBED_RETRY_SECONDS, self.wake)
+
+    async def _passages(self, group: Sequence[PendingEmbedding]) -> np.ndarray:
+        owner, container_id = group[0].owner, group[0].container_id
+        container = await self.store.get_container(owner, container_id)
+        if container is None:
+            raise LookupError(f"memory container {container_id} is gone")
+        config = container.source.get("configuration", {})
+        return await self.models.passages(owner, config, [entry.text for entry in group])
+
+
+async def settled(store: AgenticStore, workers: Sequence[Worker], timeout: float = 60.0) -> None:
+    """Wait until no embedding or infer work is queued (tests and benchmarks)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        # On OpenSearch a bulk that adds memories and drops their job becomes visible shard by shard,
+        # so the queues alone can look empty mid-write: a drain in progress or pending is not settled.
+        busy = any(worker.busy for worker in workers)
+        # Jobs first: a job's changes (pending embeddings) commit in the transaction that drops it.
+        if not busy and not await store.infer_jobs(1) and not await store.pending_count():
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError("agentic background work did not settle")

@@ -19,6 +19,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -40,7 +41,7 @@ MAX_BATCH = 128
 class _Job(Generic[T]):
     """Work for a database thread, and what became of it."""
 
-    __slots__ = ("work", "future", "write", "settled", "result", "error")
+    __slots__ = ("work", "future", "write", "settled", "committed", "result", "error")
 
     def __init__(
         self,
@@ -48,11 +49,13 @@ class _Job(Generic[T]):
         future: asyncio.Future[T],
         write: bool,
         settled: Callable[[], None] | None = None,
+        committed: Callable[[T], None] | None = None,
     ) -> None:
         self.work = work
         self.future = future
         self.write = write
         self.settled = settled
+        self.committed = committed
         self.result: T | None = None
         self.error: BaseException | None = None
 
@@ -163,7 +166,13 @@ class Database:
         self._require_open()
         return await self._submit(self._reader, work, write=False)
 
-    async def write(self, work: Callable[[sqlite3.Connection], T], *, settled: Callable[[], None] | None = None) -> T:
+    async def write(
+        self,
+        work: Callable[[sqlite3.Connection], T],
+        *,
+        settled: Callable[[], None] | None = None,
+        committed: Callable[[T], None] | None = None,
+    ) -> T:
         """Run ``work`` inside a transaction: all of it is committed, or none.
 
         Writes queued together share one transaction and one fsync.  ``work`` runs
@@ -174,10 +183,11 @@ class Database:
         ``settled`` runs on the event loop once the transaction has ended, before
         the caller hears of it, and also when the caller stopped waiting (a
         cancelled request whose write still commits): what caches a read must
-        forget, it forgets there.
+        forget, it forgets there.  ``committed`` runs there too, with ``work``'s result, only if the
+        write is stored: what mirrors the file in memory follows it there, never ahead of it.
         """
         self._require_open()
-        return await self._submit(self._writer, work, write=True, settled=settled)
+        return await self._submit(self._writer, work, write=True, settled=settled, committed=committed)
 
     def _require_open(self) -> None:
         if self._writer.connection is None or self._reader.connection is None:
@@ -190,10 +200,11 @@ class Database:
         *,
         write: bool,
         settled: Callable[[], None] | None = None,
+        committed: Callable[[T], None] | None = None,
     ) -> T:
         assert self._loop is not None
         future: asyncio.Future[T] = self._loop.create_future()
-        lane.queue.put(_Job(work, future, write, settled))
+        lane.queue.put(_Job(work, future, write, settled, committed))
         try:
             return await future
         except (sqlite3.Error, OSError) as error:
@@ -290,11 +301,14 @@ class Database:
 
 def _settle(jobs: list[_Job[Any]]) -> None:
     for job in jobs:
-        if job.settled is not None:
+        hooks = [job.settled] if job.settled is not None else []
+        if job.committed is not None and job.error is None:
+            hooks.append(partial(job.committed, job.result))
+        for hook in hooks:
             try:
-                job.settled()
+                hook()
             except Exception:  # a bug in a hook must not leave the batch's callers waiting
-                log.exception("a write's settled hook failed on %s", job.work)
+                log.exception("a write's hook failed on %s", job.work)
         if job.future.done():  # the caller was cancelled
             continue
         if job.error is not None:

@@ -219,3 +219,30 @@ async def test_settled_runs_after_the_commit_before_the_caller_hears_and_also_fo
         await gone
     assert [name for name, _ in seen] == ["heard", "gone", "failed"]
     assert await _stored(db) == [1, 2]
+
+
+async def test_committed_runs_with_the_result_only_for_writes_that_are_stored(db: Database) -> None:
+    """What mirrors the file in memory (the agentic vector matrix) follows it in ``committed``: never for
+    a write that failed alone, nor for a group whose COMMIT failed, and also for a caller gone."""
+    stored: list[int] = []
+    release, hold = await _held(db)
+    kept = asyncio.ensure_future(db.write(lambda c: _insert(1)(c) and 1, committed=stored.append))
+    gone = asyncio.ensure_future(db.write(lambda c: _insert(2)(c) and 2, committed=stored.append))
+    alone = asyncio.ensure_future(db.write(lambda c: _insert(1)(c) and 3, committed=stored.append))  # a duplicate
+    await asyncio.sleep(0.05)
+    gone.cancel()
+    release.set()
+    await hold
+    assert await kept == 1
+    with pytest.raises(sqlite3.IntegrityError):
+        await alone
+    assert stored == [1, 2]
+    release, hold = await _held(db)
+    group = [asyncio.ensure_future(db.write(lambda c: _insert(5)(c) and 5, committed=stored.append))]
+    group.append(asyncio.ensure_future(db.write(lambda c: _insert(6, parent=999)(c) and 6, committed=stored.append)))
+    await asyncio.sleep(0.05)
+    release.set()
+    await hold
+    results = await asyncio.gather(*group, return_exceptions=True)
+    assert all(isinstance(r, sqlite3.IntegrityError) for r in results), results
+    assert stored == [1, 2] and await _stored(db) == [1, 2]

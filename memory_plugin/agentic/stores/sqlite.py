@@ -82,18 +82,9 @@ class SqliteAgenticStore(AgenticStore):
             index.remove(seqs)
 
     async def _write(self, work: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None) -> T:
-        """``work`` in one transaction; ``after`` (the vector mirror) on the event loop once it has settled,
-        also when the caller stopped waiting, so that the mirror follows every write that committed (a group
-        whose COMMIT fails, a full disk, may leave it ahead of the file until the next open)."""
-        if after is None:
-            return await self.db.write(work)
-        results: list[T] = []
-
-        def run(c: sqlite3.Connection) -> T:
-            results.append(work(c))
-            return results[0]
-
-        return await self.db.write(run, settled=lambda: after(results[0]) if results else None)
+        """``work`` in one transaction; ``after`` (the vector mirror) on the event loop once it is stored,
+        also when the caller stopped waiting: the mirror follows every write that committed, and no other."""
+        return await self.db.write(work, committed=after)
 
     # -- containers -------------------------------------------------------------------
 

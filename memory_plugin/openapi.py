@@ -16,10 +16,10 @@ from memory_plugin.agentic.models import BASE as AGENTIC_BASE
 from memory_plugin.agentic.models import MAX_K
 from memory_plugin.console import ASSETS as CONSOLE_ASSETS
 from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K
+from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
+from memory_plugin.histories.stores.records import RECORD_TYPES
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 from memory_plugin.settings import REGIONS
-from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
-from memory_plugin.stores.records import RECORD_TYPES
 
 Schema = dict[str, Any]
 

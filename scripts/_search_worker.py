@@ -25,11 +25,11 @@ import numpy as np
 
 async def serve(folder: Path, queries: np.ndarray, cases: dict[str, list[list[str]]]) -> None:
     import memory_plugin
-    from memory_plugin.stores.embedded import EmbeddedStore
-    from memory_plugin.stores.filters import parse_filters
+    from memory_plugin.histories.stores.filters import parse_filters
+    from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 
     wheres = {name: parse_filters([(key, value) for key, value in params]) for name, params in cases.items()}
-    store = EmbeddedStore(folder)
+    store = SqliteHistoryStore(folder)
     await store.open(queries.shape[1])
     try:
         print(json.dumps({"code": memory_plugin.__file__, "load_report": store.load_report}), flush=True)

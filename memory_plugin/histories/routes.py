@@ -9,8 +9,8 @@ from aiohttp import web
 from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.service import HistoryService, SearchQuery
-from memory_plugin.stores.filters import parse_filters
-from memory_plugin.stores.records import Hit
+from memory_plugin.histories.stores.filters import Filter, parse_filters
+from memory_plugin.histories.stores.records import Hit
 from memory_plugin.web import (
     check_fields,
     check_params,
@@ -51,7 +51,8 @@ def hit_view(hit: Hit) -> dict[str, Any]:
     return item
 
 
-def _filters(request: web.Request):  # type: ignore[no-untyped-def]
+def filters_of(request: web.Request) -> Filter:
+    """The request's ``filter[...]`` parameters."""
     return parse_filters((name, value) for name, value in request.query.items() if name.startswith("filter["))
 
 
@@ -67,7 +68,7 @@ async def search(request: web.Request) -> web.Response:
         region=request.query.get("region"),
         top_k=int_param(request, "top_k", 20),
         min_score=float_param(request, "min_score"),
-        where=_filters(request),
+        where=filters_of(request),
         page_number=int_param(request, "page[number]", 1),
         page_size=int_param(request, "page[size]", 20),
     )
@@ -110,18 +111,3 @@ async def delete_record(request: web.Request) -> web.Response:
     record_id = request.match_info["record_id"]
     deleted = await request.config_dict[HISTORIES].delete_record(principal_of(request), record_id)
     return json_response({"data": {"record_id": record_id, "deleted_chunks": deleted}})
-
-
-@routes.delete(BASE)
-async def delete_matching(request: web.Request) -> web.Response:
-    check_params(request, prefixes=("filter[",))
-    erased = await request.config_dict[HISTORIES].delete_matching(principal_of(request), _filters(request))
-    data = {
-        "deleted_records": erased.records,
-        "deleted_chunks": erased.chunks,
-        "deleted_memories": erased.memories,
-        "deleted_messages": erased.messages,
-        "deleted_memory_containers": erased.memory_containers,
-        "deleted_ml_documents": erased.ml_documents,
-    }
-    return json_response({"data": data})

@@ -62,6 +62,8 @@ def erased_users(principal: Principal, where: Filter) -> list[str]:
 
 
 class ErasureService:
+    """Deletes records by filter through the histories service, then erases each user it names whole."""
+
     def __init__(
         self, histories: HistoryService, memory: MemoryEraser, containers: ContainerEraser, models: ModelEraser
     ) -> None:

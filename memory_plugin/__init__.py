@@ -8,6 +8,7 @@ from memory_plugin._version import __version__
 from memory_plugin.api import FilterSpec, MemoryPlugin
 from memory_plugin.app import create_app
 from memory_plugin.auth import Principal
+from memory_plugin.erasure.service import Erasure
 from memory_plugin.errors import (
     InsufficientStorage,
     InvalidArgument,
@@ -19,10 +20,10 @@ from memory_plugin.errors import (
     Unavailable,
     ValidationFailed,
 )
-from memory_plugin.histories.service import Erasure, IngestedRecord, SearchResult
+from memory_plugin.histories.service import IngestedRecord, SearchResult
+from memory_plugin.histories.stores.records import DeleteCounts, Hit, Record
 from memory_plugin.memory.models import Conversation, Interaction, InteractionFields, Page
 from memory_plugin.settings import EmbeddedRegion, OpenSearchRegion, Settings, load_settings
-from memory_plugin.stores.records import DeleteCounts, Hit, Record
 
 __all__ = [
     "Conversation",

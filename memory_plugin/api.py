@@ -20,13 +20,14 @@ from typing import Any, Unpack
 from embedder import Embedder
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat
+from memory_plugin.erasure.service import Erasure
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.histories.service import Erasure, IngestedRecord, SearchQuery, SearchResult
+from memory_plugin.histories.service import IngestedRecord, SearchQuery, SearchResult
+from memory_plugin.histories.stores.filters import Condition, Filter, parse_filters
 from memory_plugin.memory.models import Conversation, Interaction, InteractionFields, Page
 from memory_plugin.memory.service import DEFAULT_MAX_RESULTS
 from memory_plugin.services import Services, open_services
 from memory_plugin.settings import Settings
-from memory_plugin.stores.filters import Condition, Filter, parse_filters
 
 #: A filter value: one value for ``eq``, or ``{"op": value}``; ``in`` takes a list.
 FilterSpec = Mapping[str, Any]
@@ -141,7 +142,7 @@ class MemoryPlugin:
     async def erase_user(self, principal: Principal, user_id: str) -> Erasure:
         """Delete every record of one user of the principal's organisation, and that user's memory and containers."""
         where = Filter((Condition("user_id", "eq", (user_id,)),))
-        return await self._services.histories.delete_matching(principal, where)
+        return await self._services.erasure.delete_matching(principal, where)
 
     async def search(
         self,

@@ -24,6 +24,8 @@ from memory_plugin._version import __version__
 from memory_plugin.agentic import routes as agentic_routes
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.auth import KeyStore
+from memory_plugin.erasure import routes as erasure_routes
+from memory_plugin.erasure.routes import ERASURE
 from memory_plugin.errors import Forbidden
 from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.bridge import HistoryBridge
@@ -145,6 +147,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
         async with open_services(settings, embedder=embedder, metrics=registry) as services:
             app[MEMORY] = services.memory
             app[HISTORIES] = services.histories
+            app[ERASURE] = services.erasure
             app[AGENTIC] = services.agentic
             app[ML] = services.ml
             app[MODEL] = services.model
@@ -170,7 +173,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             ml_routes.routes,
         ),
     )
-    app.add_subapp("/v2", _api_app(TELNYX, "/v2", history_routes.routes))
+    app.add_subapp("/v2", _api_app(TELNYX, "/v2", history_routes.routes, erasure_routes.routes))
     return app
 
 

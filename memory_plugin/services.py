@@ -18,17 +18,17 @@ from typing import Any
 from embedder import AsyncEmbedder, Embedder, ensure_default_model
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.setup import open_agentic
+from memory_plugin.erasure.service import ErasureService
 from memory_plugin.files import lock_exclusively
 from memory_plugin.histories.bridge import BridgeMetrics, HistoryBridge
 from memory_plugin.histories.service import HistoryService
+from memory_plugin.histories.stores import open_histories_store
 from memory_plugin.memory.service import MemoryService
-from memory_plugin.memory.stores.base import MemoryStore
-from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
+from memory_plugin.memory.stores import open_memory_store
 from memory_plugin.metrics import Metrics
 from memory_plugin.ml.service import MLService
 from memory_plugin.ml.setup import open_ml
 from memory_plugin.settings import EmbeddedRegion, OpenSearchRegion, Settings
-from memory_plugin.stores.factory import region_store
 
 log = logging.getLogger("memory_plugin")
 
@@ -39,6 +39,8 @@ class Services:
     histories: HistoryService
     agentic: AgenticService
     ml: MLService
+    #: Deleting histories by filter, and erasing a user from every API.
+    erasure: ErasureService
     #: The memory→histories indexer; None with the ``bridge`` setting off.
     bridge: HistoryBridge | None = None
     #: What embeds (``Embedder.describe``): model, precision, int8 kernels, CPU.
@@ -71,16 +73,6 @@ def embedded_folders(settings: Settings) -> list[Path]:
     return sorted(folders)
 
 
-def memory_store_for(settings: Settings) -> MemoryStore:
-    """Memory lives in the home region: its OpenSearch cluster, or SQLite under the data folder."""
-    home = settings.regions.get(settings.home_region)
-    if isinstance(home, OpenSearchRegion):
-        from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
-
-        return OpenSearchMemoryStore(home, outbox=settings.bridge)
-    return SqliteMemoryStore(settings.data_dir / "memory.sqlite3", outbox=settings.bridge)
-
-
 @asynccontextmanager
 async def open_services(
     settings: Settings, *, embedder: Embedder | None = None, metrics: Metrics | None = None
@@ -106,21 +98,19 @@ async def open_services(
         stack.push_async_callback(batcher.close)
         if metrics is not None:
             metrics.watch(settings.regions, lambda: batcher.pending)
-        stores = {name: region_store(settings, name) for name in settings.regions}
+        stores = {name: open_histories_store(settings, name) for name in settings.regions}
         for store in stores.values():
             await store.open(model.dimension)
             stack.push_async_callback(store.close)
-        memory_store = memory_store_for(settings)
+        memory_store = open_memory_store(settings)
         await memory_store.open()
         stack.push_async_callback(memory_store.close)
-        memory = MemoryService(memory_store)
         histories = HistoryService(
             stores,
             batcher,
             settings.home_region,
             settings.search_deadline,
             metrics.observe_region if metrics else None,
-            memory=memory,
         )
         bridge = None
         if settings.bridge:
@@ -133,10 +123,9 @@ async def open_services(
             )
             await bridge.start()
             stack.push_async_callback(bridge.stop)
-            memory.bridge = bridge
+        memory = MemoryService(memory_store, bridge)
         described = model.describe() if isinstance(model, Embedder) else {"name": type(model).__name__}
         ml = await stack.enter_async_context(open_ml(settings, batcher, described, metrics))
-        histories.models = ml
         agentic = await stack.enter_async_context(open_agentic(settings, batcher, ml, metrics))
-        histories.containers = agentic
-        yield Services(memory, histories, agentic, ml, bridge, described)
+        erasure = ErasureService(histories, memory, agentic, ml)
+        yield Services(memory, histories, agentic, ml, erasure, bridge, described)

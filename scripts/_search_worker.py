@@ -25,11 +25,16 @@ import numpy as np
 
 async def serve(folder: Path, queries: np.ndarray, cases: dict[str, list[list[str]]]) -> None:
     import memory_plugin
-    from memory_plugin.stores.embedded import EmbeddedStore
-    from memory_plugin.stores.filters import parse_filters
+
+    try:
+        from memory_plugin.histories.stores.filters import parse_filters
+        from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
+    except ImportError:  # a baseline from before the store moved under histories/ (and was named for SQLite)
+        from memory_plugin.stores.embedded import EmbeddedStore as SqliteHistoryStore  # type: ignore[no-redef]
+        from memory_plugin.stores.filters import parse_filters  # type: ignore[no-redef]
 
     wheres = {name: parse_filters([(key, value) for key, value in params]) for name, params in cases.items()}
-    store = EmbeddedStore(folder)
+    store = SqliteHistoryStore(folder)
     await store.open(queries.shape[1])
     try:
         print(json.dumps({"code": memory_plugin.__file__, "load_report": store.load_report}), flush=True)

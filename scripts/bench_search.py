@@ -8,7 +8,7 @@
     # this tree against an older commit on the same store, searches in turns:
     python scripts/bench_search.py --sizes 1000000 --queries 100 --store /tmp/bench-store --baseline d9e7a06^
 
-Each backend (an async factory of an opened :class:`VectorStore`) gets the
+Each backend (an async factory of an opened :class:`HistoryStore`) gets the
 same chunks and the same query vectors; add a real OpenSearch node as another
 entry of :data:`BACKENDS`.  Three cases per size: no filter, a filter passing
 1% of the chunks (``user_id`` = one of 100 users), one passing 30%
@@ -55,10 +55,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _plots import plot_search, write_report  # noqa: E402
 from _vectors import from_seed, mean_pairwise_cosine, synthetic  # noqa: E402
 
-from memory_plugin.stores.base import VectorStore  # noqa: E402
-from memory_plugin.stores.embedded import EmbeddedStore  # noqa: E402
-from memory_plugin.stores.filters import Filter, parse_filters  # noqa: E402
-from memory_plugin.stores.records import Chunk, Record  # noqa: E402
+from memory_plugin.histories.stores.base import HistoryStore  # noqa: E402
+from memory_plugin.histories.stores.filters import Filter, parse_filters  # noqa: E402
+from memory_plugin.histories.stores.records import Chunk, Record  # noqa: E402
+from memory_plugin.histories.stores.sqlite import SqliteHistoryStore  # noqa: E402
 
 DIM = 384
 ORG = "org-bench"
@@ -85,12 +85,12 @@ EXACT_QUERIES = 50
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "_search_worker.py"
 
-StoreFactory = Callable[[Path], AsyncIterator[VectorStore]]
+StoreFactory = Callable[[Path], AsyncIterator[HistoryStore]]
 
 
 @asynccontextmanager
-async def embedded(folder: Path) -> AsyncIterator[VectorStore]:
-    store = EmbeddedStore(folder / "embedded")
+async def embedded(folder: Path) -> AsyncIterator[HistoryStore]:
+    store = SqliteHistoryStore(folder / "embedded")
     await store.open(DIM)
     try:
         yield store
@@ -102,16 +102,16 @@ def opensearch_backend(url: str, engine: str = "lucene") -> Callable[[Path], Any
     """A factory of OpenSearchStores on ``url``, each with fresh indices dropped afterwards."""
 
     @asynccontextmanager
-    async def factory(folder: Path) -> AsyncIterator[VectorStore]:
+    async def factory(folder: Path) -> AsyncIterator[HistoryStore]:
         import uuid
 
+        from memory_plugin.histories.stores.opensearch import OpenSearchHistoryStore
         from memory_plugin.settings import OpenSearchRegion
-        from memory_plugin.stores.opensearch import OpenSearchStore
 
         settings = OpenSearchRegion(
             hosts=(url,), index_prefix=f"bench-{uuid.uuid4().hex[:8]}", timeout=120.0, knn_engine=engine
         )
-        store = OpenSearchStore(settings, "USA", create_indices=("voice",))
+        store = OpenSearchHistoryStore(settings, "USA", create_indices=("voice",))
         await store.open(DIM)
         try:
             yield store
@@ -126,7 +126,7 @@ def opensearch_backend(url: str, engine: str = "lucene") -> Callable[[Path], Any
 BACKENDS: list[tuple[str, Callable[[Path], Any]]] = [("embedded", embedded)]
 
 
-async def load(store: VectorStore, vectors: np.ndarray, batch: int) -> float:
+async def load(store: HistoryStore, vectors: np.ndarray, batch: int) -> float:
     """Write one single-chunk record per vector, ``batch`` records per call; return seconds."""
     started = time.perf_counter()
     with tqdm(total=len(vectors), unit="chunk", desc="loading", mininterval=2.0) as progress:
@@ -183,7 +183,7 @@ def exact_latency(vectors: np.ndarray, queries: np.ndarray, mask: np.ndarray, k:
 
 
 async def measure(
-    store: VectorStore,
+    store: HistoryStore,
     vectors: np.ndarray,
     queries: np.ndarray,
     params: list[tuple[str, str]],
@@ -245,13 +245,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     before: dict[str, Any] = {}
                     for case, (params, mask_of) in CASES.items():
                         backend[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
-                        if isinstance(store, EmbeddedStore):  # the same load, filters on SQL as before the columns
+                        if isinstance(store, SqliteHistoryStore):  # the same load, filters on SQL as before the columns
                             store.filter_target = "sql"
                             before[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
                             store.filter_target = "columns"
                     if before:
                         row[f"{name}-sql"] = before
-                if isinstance(store, EmbeddedStore):
+                if isinstance(store, SqliteHistoryStore):
                     backend["reopen_s"] = round(await reopen_seconds(folder), 2)
                     if args.baseline:
                         row.update(compare_revisions(folder / "embedded", vectors, queries, args.baseline))
@@ -387,7 +387,7 @@ def seed_from_model(count: int) -> np.ndarray:
 async def reopen_seconds(folder: Path) -> float:
     """Time to open the embedded store again from its snapshot (the restart cost)."""
     started = time.perf_counter()
-    store = EmbeddedStore(folder / "embedded")
+    store = SqliteHistoryStore(folder / "embedded")
     await store.open(DIM)
     seconds = time.perf_counter() - started
     assert set(store.load_report.values()) == {"snapshot"}, store.load_report

@@ -31,9 +31,9 @@ from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.service import MAX_TEXT_BYTES, HistoryService
+from memory_plugin.histories.stores.filters import Condition, Filter
 from memory_plugin.memory.models import Interaction
 from memory_plugin.memory.stores.base import MemoryStore, OutboxEntry, OutboxLag
-from memory_plugin.stores.filters import Condition, Filter
 
 log = logging.getLogger(__name__)
 

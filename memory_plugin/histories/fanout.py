@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from memory_plugin.stores.base import VectorStore
+from memory_plugin.histories.stores.base import HistoryStore
 
 log = logging.getLogger("memory_plugin.regions")
 
@@ -30,9 +30,9 @@ class FanOut(Generic[T]):
 
 
 async def fan_out(
-    stores: Mapping[str, VectorStore],
+    stores: Mapping[str, HistoryStore],
     regions: Sequence[str],
-    call: Callable[[str, VectorStore], Awaitable[T]],
+    call: Callable[[str, HistoryStore], Awaitable[T]],
     deadline: float,
     observe: RegionObserver | None = None,
 ) -> FanOut[T]:

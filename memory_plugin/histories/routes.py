@@ -9,12 +9,12 @@ from aiohttp import web
 from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.service import HistoryService, SearchQuery
+from memory_plugin.histories.stores.filters import Filter, parse_filters
+from memory_plugin.histories.stores.records import Hit
 from memory_plugin.http.body import check_fields, read_json_object
 from memory_plugin.http.json import json_response
 from memory_plugin.http.middleware import principal_of
 from memory_plugin.http.params import check_params, float_param, int_param
-from memory_plugin.stores.filters import parse_filters
-from memory_plugin.stores.records import Hit
 
 BASE = "/v2/ai/conversation_histories"
 SEARCH_PARAMS = ("q", "record_type", "region", "top_k", "min_score", "page[number]", "page[size]")
@@ -46,7 +46,8 @@ def hit_view(hit: Hit) -> dict[str, Any]:
     return item
 
 
-def _filters(request: web.Request):  # type: ignore[no-untyped-def]
+def filters_of(request: web.Request) -> Filter:
+    """The request's ``filter[...]`` parameters."""
     return parse_filters((name, value) for name, value in request.query.items() if name.startswith("filter["))
 
 
@@ -62,7 +63,7 @@ async def search(request: web.Request) -> web.Response:
         region=request.query.get("region"),
         top_k=int_param(request, "top_k", 20),
         min_score=float_param(request, "min_score"),
-        where=_filters(request),
+        where=filters_of(request),
         page_number=int_param(request, "page[number]", 1),
         page_size=int_param(request, "page[size]", 20),
     )
@@ -105,18 +106,3 @@ async def delete_record(request: web.Request) -> web.Response:
     record_id = request.match_info["record_id"]
     deleted = await request.config_dict[HISTORIES].delete_record(principal_of(request), record_id)
     return json_response({"data": {"record_id": record_id, "deleted_chunks": deleted}})
-
-
-@routes.delete(BASE)
-async def delete_matching(request: web.Request) -> web.Response:
-    check_params(request, prefixes=("filter[",))
-    erased = await request.config_dict[HISTORIES].delete_matching(principal_of(request), _filters(request))
-    data = {
-        "deleted_records": erased.records,
-        "deleted_chunks": erased.chunks,
-        "deleted_memories": erased.memories,
-        "deleted_messages": erased.messages,
-        "deleted_memory_containers": erased.memory_containers,
-        "deleted_ml_documents": erased.ml_documents,
-    }
-    return json_response({"data": data})

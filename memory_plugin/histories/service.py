@@ -1,7 +1,7 @@
 """Conversation histories: ingestion, deletion and semantic search across regions.
 
 Knows no HTTP.  Takes plain Python values, checks them (each rule lives
-here once), and speaks to the region stores through ``VectorStore``.
+here once), and speaks to the region stores through ``HistoryStore``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from embedder import AsyncEmbedder, TextChunk, chunk_text
 from memory_plugin.auth import Principal
@@ -22,9 +22,9 @@ from memory_plugin.dates import DateError, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
 from memory_plugin.histories.fanout import RegionObserver, fan_out
 from memory_plugin.histories.locks import KeyedLocks
-from memory_plugin.stores.base import VectorStore
-from memory_plugin.stores.filters import FIELD_NAME, Condition, Filter
-from memory_plugin.stores.records import RECORD_TYPES, Chunk, Hit, Record
+from memory_plugin.histories.stores.base import HistoryStore
+from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter
+from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
 RECORD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MAX_TEXT_BYTES = 1024 * 1024
@@ -71,42 +71,6 @@ class SearchResult:
     failed_regions: list[str]
 
 
-class MemoryEraser(Protocol):
-    """Erases a user's conversational memory (the memory service), so that erasing a user is whole."""
-
-    async def erase_user(self, organization_id: str, user_id: str) -> tuple[int, int]:
-        """``(memories, messages)`` removed."""
-        ...
-
-
-class ContainerEraser(Protocol):
-    """Erases a user's agentic memory containers, with every memory in them (the agentic service)."""
-
-    async def erase_user(self, organization_id: str, user_id: str) -> int:
-        """Containers removed."""
-        ...
-
-
-class ModelEraser(Protocol):
-    """Erases a user's connectors, models, model groups and tasks (the ml service)."""
-
-    async def erase_user(self, organization_id: str, user_id: str) -> int:
-        """Documents removed."""
-        ...
-
-
-@dataclass(frozen=True)
-class Erasure:
-    """What a filtered deletion removed: records and chunks, and for a user erasure their memory too."""
-
-    records: int
-    chunks: int
-    memories: int = 0
-    messages: int = 0
-    memory_containers: int = 0
-    ml_documents: int = 0
-
-
 @dataclass(frozen=True)
 class IngestedRecord:
     record_id: str
@@ -137,12 +101,11 @@ def scoped(principal: Principal, where: Filter) -> Filter:
 class HistoryService:
     def __init__(
         self,
-        stores: Mapping[str, VectorStore],
+        stores: Mapping[str, HistoryStore],
         embedder: AsyncEmbedder,
         home_region: str,
         deadline: float = 2.0,
         observe_region: RegionObserver | None = None,
-        memory: MemoryEraser | None = None,
     ) -> None:
         self.stores = dict(stores)
         self.embedder = embedder
@@ -150,10 +113,6 @@ class HistoryService:
         self.deadline = deadline
         self.observe_region = observe_region
         self.record_locks = KeyedLocks()
-        self.memory = memory
-        #: Set once the agentic service is open (it opens after this one).
-        self.containers: ContainerEraser | None = None
-        self.models: ModelEraser | None = None
 
     # -- validation ----------------------------------------------------------------
 
@@ -395,45 +354,16 @@ class HistoryService:
             raise NotFound("record", record_id, reason=f"record [{record_id}] not found", parameter="record_id")
         return deleted
 
-    async def delete_matching(self, principal: Principal, where: Filter) -> Erasure:
-        """Delete the organisation's records matching ``where`` (a user's key: only its own).
+    async def delete_matching(self, principal: Principal, where: Filter) -> DeleteCounts:
+        """Delete the organisation's records matching ``where`` (a user's key: only its own) in every region.
 
-        A filter on ``user_id`` alone is the erasure of those users: their
-        conversational memory goes too (memories, messages, traces), and their
-        agentic memory containers with everything in them, so that nothing
-        personal is left behind in any API.
+        Erasing a user whole, in every API, is ``memory_plugin.erasure``'s, which calls this first.
         """
         if not where:
             raise InvalidArgument("at least one filter is required, e.g. filter[user_id]=...", parameter="filter")
         organization_id, scoped_where = principal.organization_id, scoped(principal, where)
         counts = await self._everywhere(lambda _, store: store.delete_matching(organization_id, scoped_where))
-        memories = messages = containers = ml_documents = 0
-        for user_id in self._erased_users(principal, where):
-            if self.memory is not None:
-                erased_memories, erased_messages = await self.memory.erase_user(organization_id, user_id)
-                memories, messages = memories + erased_memories, messages + erased_messages
-            if self.containers is not None:
-                containers += await self.containers.erase_user(organization_id, user_id)
-            if self.models is not None:
-                ml_documents += await self.models.erase_user(organization_id, user_id)
-        return Erasure(
-            records=sum(c.records for c in counts),
-            chunks=sum(c.chunks for c in counts),
-            memories=memories,
-            messages=messages,
-            memory_containers=containers,
-            ml_documents=ml_documents,
-        )
-
-    @staticmethod
-    def _erased_users(principal: Principal, where: Filter) -> list[str]:
-        """The users a filter erases whole: it holds only ``user_id`` eq/in conditions (a user's key: only itself)."""
-        if not all(c.field == "user_id" and c.op in ("eq", "in") for c in where.conditions):
-            return []
-        users = set.intersection(*(set(map(str, c.values)) for c in where.conditions))
-        if principal.user_id is not None:
-            users &= {principal.user_id}
-        return sorted(users)
+        return DeleteCounts(records=sum(c.records for c in counts), chunks=sum(c.chunks for c in counts))
 
     # -- search --------------------------------------------------------------------
 

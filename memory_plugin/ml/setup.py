@@ -10,26 +10,15 @@ from memory_plugin.metrics import Metrics
 from memory_plugin.ml.config import Embeddings, MLSettings
 from memory_plugin.ml.metrics import MLMetrics
 from memory_plugin.ml.service import BUILT_IN, MLService
-from memory_plugin.ml.stores.base import MLStore
-from memory_plugin.settings import OpenSearchRegion, Settings
-
-
-def ml_store_for(settings: Settings) -> MLStore:
-    home = settings.regions.get(settings.home_region)
-    if isinstance(home, OpenSearchRegion):
-        from memory_plugin.ml.stores.opensearch import OpenSearchMLStore
-
-        return OpenSearchMLStore(home)
-    from memory_plugin.ml.stores.sqlite import SqliteMLStore
-
-    return SqliteMLStore(settings.data_dir / "ml.sqlite3")
+from memory_plugin.ml.stores import open_ml_store
+from memory_plugin.settings import Settings
 
 
 @asynccontextmanager
 async def open_ml(
     settings: Settings, embedder: Embeddings, model: Mapping[str, Any], metrics: Metrics | None = None
 ) -> AsyncIterator[MLService]:
-    store = ml_store_for(settings)
+    store = open_ml_store(settings)
     await store.open()
     names = tuple(dict.fromkeys(name for name in (str(model.get("name", "")), BUILT_IN) if name))
     service = MLService(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K
+from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
+from memory_plugin.histories.stores.records import RECORD_TYPES
 from memory_plugin.openapi.shapes import (
     DATE_TIME,
     INTEGER,
@@ -18,8 +20,6 @@ from memory_plugin.openapi.shapes import (
     ref,
 )
 from memory_plugin.settings import REGIONS
-from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
-from memory_plugin.stores.records import RECORD_TYPES
 
 HISTORIES = Api("conversation histories", ("400", "401", "503"), "TelnyxErrors")
 

@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from memory_plugin.histories.routes import HISTORIES
-from memory_plugin.stores.base import VectorStore
+from memory_plugin.histories.stores.base import HistoryStore
 
 BASE = "/v2/ai/conversation_histories"
 
@@ -367,10 +367,10 @@ async def test_delete_by_user_erases_everything_of_that_user(client, admin):
 # -- fan-out -------------------------------------------------------------------------
 
 
-class FailingStore(VectorStore):
+class FailingStore(HistoryStore):
     """A region that errors or hangs: what a broken or slow cluster looks like to us."""
 
-    def __init__(self, inner: VectorStore, hang: bool) -> None:
+    def __init__(self, inner: HistoryStore, hang: bool) -> None:
         self.inner, self.hang = inner, hang
 
     async def open(self, dimension: int) -> None: ...

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memory_plugin.stores.filters import MAX_CONDITIONS, MAX_IN_VALUES
+from memory_plugin.histories.stores.filters import MAX_CONDITIONS, MAX_IN_VALUES
 
 BASE = "/v2/ai/conversation_histories"
 

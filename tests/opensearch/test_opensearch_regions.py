@@ -14,8 +14,8 @@ import pytest
 from opensearchpy import AsyncOpenSearch
 
 from memory_plugin.app import create_app
+from memory_plugin.histories.stores.filters import MAX_IN_VALUES
 from memory_plugin.settings import OpenSearchRegion, Settings
-from memory_plugin.stores.filters import MAX_IN_VALUES
 from tests.conftest import make_caller
 from tests.support.erasure import erasure_scenario
 

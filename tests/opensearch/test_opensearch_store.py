@@ -11,31 +11,31 @@ from typing import Any
 import numpy as np
 import pytest
 
+from memory_plugin.histories.stores.filters import Filter, parse_filters
+from memory_plugin.histories.stores.opensearch import OpenSearchHistoryStore
+from memory_plugin.histories.stores.records import Chunk
+from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 from memory_plugin.settings import OpenSearchRegion
-from memory_plugin.stores.embedded import EmbeddedStore
-from memory_plugin.stores.filters import Filter, parse_filters
-from memory_plugin.stores.opensearch import OpenSearchStore
-from memory_plugin.stores.records import Chunk
 from tests.support.store_contract import DIM, FILTER_PARAMS, StoreContract, as_pairs, make_dataset, unit
 
 pytestmark = pytest.mark.opensearch
 
 
-async def open_store(url: str, **options: Any) -> OpenSearchStore:
+async def open_store(url: str, **options: Any) -> OpenSearchHistoryStore:
     """A store on ``url`` with a fresh index prefix (isolation between tests)."""
     settings = OpenSearchRegion(hosts=(url,), index_prefix=f"t-{uuid.uuid4().hex[:12]}", timeout=30.0, **options)
-    store = OpenSearchStore(settings, "USA", create_indices=("voice", "message"))
+    store = OpenSearchHistoryStore(settings, "USA", create_indices=("voice", "message"))
     await store.open(DIM)
     return store
 
 
-async def drop(store: OpenSearchStore) -> None:
+async def drop(store: OpenSearchHistoryStore) -> None:
     await store.client.indices.delete(index=f"{store.prefix}-*", ignore_unavailable=True)
     await store.close()
 
 
 @pytest.fixture
-async def os_store(opensearch_nodes) -> AsyncIterator[OpenSearchStore]:  # type: ignore[no-untyped-def]
+async def os_store(opensearch_nodes) -> AsyncIterator[OpenSearchHistoryStore]:  # type: ignore[no-untyped-def]
     store = await open_store(opensearch_nodes[0].url)
     yield store
     await drop(store)
@@ -43,14 +43,14 @@ async def os_store(opensearch_nodes) -> AsyncIterator[OpenSearchStore]:  # type:
 
 class TestOpenSearchStoreContract(StoreContract):
     @pytest.fixture
-    async def store(self, os_store: OpenSearchStore) -> OpenSearchStore:
+    async def store(self, os_store: OpenSearchHistoryStore) -> OpenSearchHistoryStore:
         return os_store
 
 
-async def test_same_results_as_embedded(os_store: OpenSearchStore, tmp_path: Path) -> None:
+async def test_same_results_as_embedded(os_store: OpenSearchHistoryStore, tmp_path: Path) -> None:
     """Same data in both stores: same order and scores within 1e-3, for several queries and filters."""
     dataset = make_dataset(seed=21, per_org=60)
-    embedded = EmbeddedStore(tmp_path / "embedded")
+    embedded = SqliteHistoryStore(tmp_path / "embedded")
     await embedded.open(DIM)
     try:
         await embedded.write_records(dataset)
@@ -70,7 +70,7 @@ async def test_same_results_as_embedded(os_store: OpenSearchStore, tmp_path: Pat
         await embedded.close()
 
 
-async def test_document_layout(os_store: OpenSearchStore) -> None:
+async def test_document_layout(os_store: OpenSearchHistoryStore) -> None:
     """Seed 003's layout: org-prefixed ids, top-level keywords, metadata under data.metadata."""
     record, chunks = make_dataset()[0]
     await os_store.write_records([(record, chunks)])
@@ -89,7 +89,7 @@ async def test_document_layout(os_store: OpenSearchStore) -> None:
     assert (method["engine"], method["space_type"]) == ("lucene", "cosinesimil")
 
 
-async def test_shrinking_rewrite_leaves_no_stale_chunks(os_store: OpenSearchStore) -> None:
+async def test_shrinking_rewrite_leaves_no_stale_chunks(os_store: OpenSearchHistoryStore) -> None:
     record, chunks = next(item for item in make_dataset() if len(item[1]) == 3)
     await os_store.write_records([(record, chunks)])
     await os_store.write_records([(replace(record, metadata={}), [Chunk(0, 1, "short", chunks[0].vector)])])
@@ -103,7 +103,7 @@ async def test_shrinking_rewrite_leaves_no_stale_chunks(os_store: OpenSearchStor
 async def test_prefixes_are_isolated(opensearch_nodes) -> None:  # type: ignore[no-untyped-def]
     """A store whose prefix extends another's never sees nor deletes the other's documents."""
     first = await open_store(opensearch_nodes[0].url)
-    second = OpenSearchStore(replace(first.settings, index_prefix=first.prefix + "-x"), "USA")
+    second = OpenSearchHistoryStore(replace(first.settings, index_prefix=first.prefix + "-x"), "USA")
     await second.open(DIM)
     try:
         record, chunks = make_dataset()[0]
@@ -137,7 +137,7 @@ async def test_unreachable_cluster_opens_and_fails_per_request() -> None:
         await store.close()
 
 
-async def test_injection_values_are_literal(os_store: OpenSearchStore) -> None:
+async def test_injection_values_are_literal(os_store: OpenSearchHistoryStore) -> None:
     """Wildcard and JSON characters in values match literally, never as patterns."""
     rng = np.random.default_rng(0)
     texts = ["a*b", "a?b", "a\\b", "axb", '"}, {"match_all": {}}', "O'Brien"]

@@ -1,4 +1,4 @@
-"""The behaviour every VectorStore must show, written once for all of them.
+"""The behaviour every HistoryStore must show, written once for all of them.
 
 Subclass :class:`StoreContract` in a ``test_*.py`` module and provide an async
 ``store`` fixture yielding an opened store of dimension :data:`DIM`.  Truth
@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memory_plugin.stores.base import VectorStore
-from memory_plugin.stores.filters import Condition, Filter, matches, parse_filters
-from memory_plugin.stores.records import Chunk, Hit, Record
+from memory_plugin.histories.stores.base import HistoryStore
+from memory_plugin.histories.stores.filters import Condition, Filter, matches, parse_filters
+from memory_plugin.histories.stores.records import Chunk, Hit, Record
 
 DIM = 16
 ORGS = ("org-a", "org-b")
@@ -91,7 +91,7 @@ def exact_hits(
 
 
 async def replace_and_delete(
-    store: VectorStore, dataset: list[tuple[Record, list[Chunk]]]
+    store: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]
 ) -> list[tuple[Record, list[Chunk]]]:
     """Rewrite every third record with other field values (some change type), delete some; return the survivors.
 
@@ -192,13 +192,13 @@ class StoreContract:
         return make_dataset()
 
     @pytest.fixture
-    async def loaded(self, store: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> VectorStore:
+    async def loaded(self, store: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]) -> HistoryStore:
         await store.write_records(dataset)
         return store
 
     @pytest.mark.parametrize("params", FILTER_PARAMS, ids=lambda p: "&".join(f"{k}={v}" for k, v in p) or "none")
     async def test_filters_match_brute_force(
-        self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]], params: list[tuple[str, str]]
+        self, loaded: HistoryStore, dataset: list[tuple[Record, list[Chunk]]], params: list[tuple[str, str]]
     ) -> None:
         where = parse_filters(params)
         queries = unit(np.random.default_rng(11), 3)
@@ -213,12 +213,12 @@ class StoreContract:
                     assert all(matches(where, hit.record) for hit in hits)
 
     async def test_filters_after_replaces_and_deletes(
-        self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]
+        self, loaded: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]
     ) -> None:
         survivors = await replace_and_delete(loaded, dataset)
         await self.assert_filters_match(loaded, survivors)
 
-    async def assert_filters_match(self, store: VectorStore, items: list[tuple[Record, list[Chunk]]]) -> None:
+    async def assert_filters_match(self, store: HistoryStore, items: list[tuple[Record, list[Chunk]]]) -> None:
         """Every filter case, both orgs and types: the store's hits are the brute-force ones over ``items``."""
         query = unit(np.random.default_rng(17), 1)[0]
         for params in FILTER_PARAMS:
@@ -229,7 +229,7 @@ class StoreContract:
                     self.assert_same(hits, exact_hits(items, org, record_type, query, where, 100))
 
     async def test_k_truncation_and_min_score(
-        self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]
+        self, loaded: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]
     ) -> None:
         query = unit(np.random.default_rng(3), 1)[0]
         for k in (1, 3, 10):
@@ -240,7 +240,7 @@ class StoreContract:
         assert all(hit.score >= 0.2 for hit in hits)
         assert await loaded.search("org-a", "voice", query, Filter(), 100, min_score=1.01) == []
 
-    async def test_hit_fields_round_trip(self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
+    async def test_hit_fields_round_trip(self, loaded: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
         record, chunks = next(item for item in dataset if len(item[1]) == 3 and item[0].organization_id == "org-a")
         hits = await loaded.search("org-a", record.record_type, chunks[2].vector, Filter(), 1)
         assert hits[0].id == f"{record.record_id}_chunk_2"
@@ -248,7 +248,7 @@ class StoreContract:
         assert (hits[0].chunk_index, hits[0].chunk_total, hits[0].text) == (2, 3, chunks[2].text)
         assert hits[0].record == record
 
-    async def test_organisation_isolation(self, loaded: VectorStore) -> None:
+    async def test_organisation_isolation(self, loaded: HistoryStore) -> None:
         query = unit(np.random.default_rng(5), 1)[0]
         for params in FILTER_PARAMS:
             where = parse_filters(params)
@@ -257,14 +257,14 @@ class StoreContract:
                 assert {hit.record.organization_id for hit in hits} <= {org}
         assert await loaded.search("org-unknown", "voice", query, Filter(), 10) == []
 
-    async def test_record_type_isolation(self, loaded: VectorStore) -> None:
+    async def test_record_type_isolation(self, loaded: HistoryStore) -> None:
         query = unit(np.random.default_rng(5), 1)[0]
         where = Filter((Condition("record_type", "eq", ("message",)),))
         assert await loaded.search("org-a", "voice", query, where, 100) == []
         assert await loaded.search("org-a", "kb-nothing", query, Filter(), 100) == []
 
     async def test_rewrite_replaces_all_chunks(
-        self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]
+        self, loaded: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]
     ) -> None:
         record, chunks = next(item for item in dataset if len(item[1]) == 3 and item[0].organization_id == "org-a")
         new_type = "message" if record.record_type == "voice" else "voice"
@@ -284,7 +284,7 @@ class StoreContract:
             assert record.record_id not in {hit.record.record_id for hit in hits}
 
     async def test_reingestion_is_idempotent(
-        self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]
+        self, loaded: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]
     ) -> None:
         query = unit(np.random.default_rng(8), 1)[0]
         before = as_pairs(await loaded.search("org-a", "voice", query, Filter(), 100))
@@ -295,7 +295,7 @@ class StoreContract:
         assert (await loaded.health())["records"] == len(dataset)
         assert (await loaded.health())["chunks"] == sum(len(chunks) for _, chunks in dataset)
 
-    async def test_delete_record(self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
+    async def test_delete_record(self, loaded: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
         record, chunks = next(item for item in dataset if len(item[1]) == 2 and item[0].organization_id == "org-a")
         assert await loaded.delete_record("org-a", record.record_id) == 2
         assert await loaded.delete_record("org-a", record.record_id) == 0
@@ -309,7 +309,7 @@ class StoreContract:
         hits = await loaded.search("org-b", record.record_type, chunks[0].vector, Filter(), 1)
         assert hits[0].record.record_id == record.record_id
 
-    async def test_record_owners(self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
+    async def test_record_owners(self, loaded: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
         wanted = ["rec-001", "rec-007", "rec-unknown"]
         expected = {
             r.record_id: r.user_id for r, _ in dataset if r.organization_id == "org-a" and r.record_id in wanted
@@ -319,7 +319,7 @@ class StoreContract:
         assert await loaded.record_owners("org-c", wanted) == {}
         assert await loaded.record_owners("org-a", []) == {}
 
-    async def test_delete_matching_user(self, loaded: VectorStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
+    async def test_delete_matching_user(self, loaded: HistoryStore, dataset: list[tuple[Record, list[Chunk]]]) -> None:
         where = parse_filters([("filter[user_id]", "user-1")])
         doomed = [item for item in dataset if item[0].organization_id == "org-a" and matches(where, item[0])]
         counts = await loaded.delete_matching("org-a", where)
@@ -334,7 +334,7 @@ class StoreContract:
                 self.assert_same(hits, exact_hits(rest, org, record_type, query, Filter(), 100))
         assert len(await loaded.search("org-b", "message", query, where, 100)) > 0
 
-    async def test_empty_store(self, store: VectorStore) -> None:
+    async def test_empty_store(self, store: HistoryStore) -> None:
         query = unit(np.random.default_rng(1), 1)[0]
         assert await store.search("org-a", "voice", query, Filter(), 10) == []
         assert (await store.health())["status"] == "green"

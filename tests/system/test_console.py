@@ -269,9 +269,9 @@ def test_the_pages_choices_are_the_apis() -> None:
     from html.parser import HTMLParser
     from importlib import resources
 
+    from memory_plugin.histories.stores.filters import OPERATORS, TOP_LEVEL_FIELDS
+    from memory_plugin.histories.stores.records import RECORD_TYPES
     from memory_plugin.settings import REGIONS
-    from memory_plugin.stores.filters import OPERATORS, TOP_LEVEL_FIELDS
-    from memory_plugin.stores.records import RECORD_TYPES
 
     class Options(HTMLParser):
         def __init__(self) -> None:

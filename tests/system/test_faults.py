@@ -277,7 +277,7 @@ def hanging_listener() -> Iterator[int]:
 async def test_a_hanging_region_is_reported_in_failed_regions_within_the_deadline(
     tmp_path: Path, server_env: dict[str, str]
 ) -> None:
-    pytest.importorskip("memory_plugin.stores.opensearch", reason="the OpenSearch store does not exist yet")
+    pytest.importorskip("memory_plugin.histories.stores.opensearch", reason="the OpenSearch store does not exist yet")
     data_dir = tmp_path / "data"
     headers = key_headers(data_dir, "org-1", None)
     deadline = 1.0

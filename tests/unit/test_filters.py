@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.stores.filters import Condition, Filter, matches, parse_filters
-from memory_plugin.stores.records import Record
+from memory_plugin.histories.stores.filters import Condition, Filter, matches, parse_filters
+from memory_plugin.histories.stores.records import Record
 
 UTC = UTC
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_plugin.stores.filters import Condition, Filter, parse_filters
-from memory_plugin.stores.opensearch_filters import compile_filter, escape_wildcard
+from memory_plugin.histories.stores.filters import Condition, Filter, parse_filters
+from memory_plugin.histories.stores.opensearch_filters import compile_filter, escape_wildcard
 
 
 def dsl(*pairs: tuple[str, str]) -> list[dict]:  # type: ignore[type-arg]

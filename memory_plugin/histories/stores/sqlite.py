@@ -1,4 +1,4 @@
-"""The embedded region store: SQLite as the source of truth, faiss HNSW beside it.
+"""The SQLite region store: SQLite as the source of truth, faiss HNSW beside it (``vector_index``).
 
 Layout of a region folder::
 
@@ -22,16 +22,16 @@ Why it looks like this:
   deleted meanwhile.
 * Filters select candidate positions *before* the vector search.  Filters on
   top-level fields are evaluated over in-memory columns kept beside each
-  index (``embedded_columns``: one row per position, filled from SQLite at
+  index (``filter_columns``: one row per position, filled from SQLite at
   ``open()`` and on every write; a selective string equality reads cached
   positions instead of every row); filters naming metadata compile to SQL
-  (``embedded_filters``) and yield chunk ids.  Few candidates (``<= exact_threshold``) are
+  (``sqlite_filters``) and yield chunk ids.  Few candidates (``<= exact_threshold``) are
   ranked exactly over an in-memory vector matrix, reading the candidate rows in
-  place on the search thread (``_scores``); many are searched
+  place on the search thread (``exact_scores``); many are searched
   with HNSW restricted by an ``IDSelectorBitmap`` and an ``efSearch`` scaled up
   by 1/selectivity.  Without a filter the organisation's bitmap comes from an
   in-memory org-code array (cached per index version), not from SQL.
-* Scores are recomputed (``_scores``) on the final candidates, so both paths
+* Scores are recomputed (``exact_scores``) on the final candidates, so both paths
   return the same cosine values; ties are broken by chunk id.
 """
 
@@ -43,10 +43,8 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
 from functools import partial
 from hashlib import sha1
 from pathlib import Path
@@ -56,21 +54,16 @@ import faiss
 import numpy as np
 
 from memory_plugin.dates import from_micros, to_micros
-from memory_plugin.files import fresh_private_file
+from memory_plugin.histories.stores.base import HistoryStore, unit_vector
+from memory_plugin.histories.stores.filter_columns import Row, can_compile
+from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Filter
+from memory_plugin.histories.stores.records import Chunk, DeleteCounts, Hit, Record, shown_score
+from memory_plugin.histories.stores.sqlite_filters import compile_filter, register_functions
+from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
 from memory_plugin.sqlite import Database, run_script
-from memory_plugin.stores.base import VectorStore, unit_vector
-from memory_plugin.stores.embedded_columns import FilterColumns, Row, can_compile
-from memory_plugin.stores.embedded_filters import compile_filter, register_functions
-from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Filter
-from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record, shown_score
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_MAX_EF = 2048
-#: Below this many candidates exact search always wins; above it, exact search
-#: is kept only for selective filters, where HNSW with a selector loses recall.
-_ALWAYS_EXACT = 2_000
-_EXACT_SELECTIVITY = 0.05
 
 
 def _schema_v1(connection: sqlite3.Connection) -> None:
@@ -109,306 +102,6 @@ _SCHEMA_V1 = """
 MIGRATIONS = [_schema_v1]
 
 
-class _RWLock:
-    """Many readers (searches) or one writer (index mutation); writers go first."""
-
-    def __init__(self) -> None:
-        self._condition = asyncio.Condition()
-        self._readers = 0
-        self._writing = False
-        self._waiting_writers = 0
-
-    @asynccontextmanager
-    async def read(self) -> AsyncIterator[None]:
-        async with self._condition:
-            await self._condition.wait_for(lambda: not self._writing and not self._waiting_writers)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            async with self._condition:
-                self._readers -= 1
-                self._condition.notify_all()
-
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[None]:
-        async with self._condition:
-            self._waiting_writers += 1
-            await self._condition.wait_for(lambda: not self._writing and not self._readers)
-            self._waiting_writers -= 1
-            self._writing = True
-        try:
-            yield
-        finally:
-            async with self._condition:
-                self._writing = False
-                self._condition.notify_all()
-
-
-@dataclass(frozen=True, slots=True)
-class _Params:
-    dimension: int
-    hnsw_m: int
-    ef_construction: int
-    ef_search: int
-    exact_threshold: int
-
-
-class _TypeIndex:
-    """One record_type's vectors: HNSW graph + matrix + position ↔ chunk id maps.
-
-    Positions are append-only; ``ids`` is strictly increasing, so a chunk id
-    maps to its position by binary search.  ``orgs[pos]`` is the organisation
-    code of a live chunk and -1 for a dead one.  Only the methods called under
-    the write lock mutate; readers take local references first.
-    """
-
-    def __init__(self, params: _Params, hnsw: faiss.Index, capacity: int) -> None:
-        self.params = params
-        self.hnsw = hnsw
-        capacity = max(capacity, 1024)
-        self.ids = np.zeros(capacity, dtype=np.int64)
-        self.vectors = np.zeros((capacity, params.dimension), dtype=np.float32)
-        self.orgs = np.full(capacity, -1, dtype=np.int32)
-        self.columns = FilterColumns(capacity)
-        self.n = 0
-        self.version = 0
-        self.unsaved = 0
-        self.lock = _RWLock()
-        self._org_cache: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
-
-    @staticmethod
-    def new_hnsw(params: _Params) -> faiss.Index:
-        hnsw = faiss.IndexHNSWFlat(params.dimension, params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        hnsw.hnsw.efConstruction = params.ef_construction
-        hnsw.hnsw.efSearch = params.ef_search
-        return hnsw
-
-    # -- mutation (write lock held) ---------------------------------------
-
-    def append(
-        self, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray, rows: Sequence[Row], *, to_hnsw: bool = True
-    ) -> None:
-        if len(ids) == 0:
-            return
-        if self.n and ids[0] <= self.ids[self.n - 1]:
-            raise RuntimeError("chunk ids must grow")
-        end = self.n + len(ids)
-        if end > len(self.ids):
-            self._grow(max(end, 2 * len(self.ids)))
-        self.ids[self.n : end] = ids
-        self.vectors[self.n : end] = vectors
-        self.orgs[self.n : end] = orgs
-        self.columns.assign(np.arange(self.n, end), rows)
-        if to_hnsw:
-            self.hnsw.add(np.ascontiguousarray(vectors, dtype=np.float32))
-        self.n = end
-        self.unsaved += len(ids)
-        self.version += 1
-
-    def kill(self, ids: np.ndarray) -> None:
-        positions = self.positions(ids)
-        if len(positions):
-            self.orgs[positions] = -1
-            self.version += 1
-
-    def _grow(self, capacity: int) -> None:
-        # New arrays: readers holding the old ones keep a valid (older) view.
-        ids = np.zeros(capacity, dtype=np.int64)
-        vectors = np.zeros((capacity, self.params.dimension), dtype=np.float32)
-        orgs = np.full(capacity, -1, dtype=np.int32)
-        ids[: self.n], vectors[: self.n], orgs[: self.n] = (
-            self.ids[: self.n],
-            self.vectors[: self.n],
-            self.orgs[: self.n],
-        )
-        self.columns.grow(capacity, self.n)
-        self.ids, self.vectors, self.orgs = ids, vectors, orgs
-
-    # -- reading ----------------------------------------------------------
-
-    def positions(self, chunk_ids: np.ndarray) -> np.ndarray:
-        """Positions of the given chunk ids; ids not (yet) indexed are dropped."""
-        n, ids = self.n, self.ids
-        if n == 0 or len(chunk_ids) == 0:
-            return np.empty(0, dtype=np.int64)
-        positions = np.searchsorted(ids[:n], chunk_ids)
-        inside = positions < n
-        positions, chunk_ids = positions[inside], chunk_ids[inside]
-        found: np.ndarray = positions[ids[positions] == chunk_ids]
-        return found
-
-    def org_positions(self, org: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(mask, positions)`` of the organisation's live chunks, cached per version."""
-        cached = self._org_cache.get(org)
-        if cached is not None and cached[0] == self.version:
-            return cached[1], cached[2]
-        version, n = self.version, self.n
-        mask = self.orgs[:n] == org
-        positions = np.flatnonzero(mask)
-        if len(self._org_cache) > 64:
-            self._org_cache.clear()
-        self._org_cache[org] = (version, mask, positions)
-        return mask, positions
-
-    def search(
-        self, query: np.ndarray, org: int, k: int, *, where: Filter | None = None, candidates: np.ndarray | None = None
-    ) -> list[tuple[int, float]]:
-        """Top ``k`` ``(chunk_id, score)`` of the org's chunks.
-
-        Restricted to ``candidates`` (positions, from SQL) when given, else to
-        the positions whose columns satisfy ``where`` (no metadata).
-        """
-        n = self.n
-        ids, vectors = self.ids[:n], self.vectors[:n]
-        mask: np.ndarray | None = None
-        if candidates is None:
-            mask, candidates = self.org_positions(org)
-            if where:
-                mask, candidates = self.columns.select(where, n, mask)
-        count = len(candidates)
-        if count == 0 or k <= 0:
-            return []
-        selectivity = count / max(self.hnsw.ntotal, 1)
-        if count <= self.params.exact_threshold and (count <= _ALWAYS_EXACT or selectivity <= _EXACT_SELECTIVITY):
-            return _top_k(ids[candidates], _scores(vectors, candidates, query), k)
-        if mask is None:
-            mask = np.zeros(n, dtype=bool)
-            mask[candidates] = True
-        ef = int(min(_MAX_EF, max(self.params.ef_search, k) / selectivity))
-        ef = max(ef, self.params.ef_search, k)
-        params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
-        params.efSearch = ef
-        bitmap = None
-        if count < self.hnsw.ntotal:
-            # Some positions are dead or belong to others: restrict the walk to ours.
-            bitmap = np.packbits(mask, bitorder="little")
-            params.sel = faiss.IDSelectorBitmap(n, faiss.swig_ptr(bitmap))
-        _, labels = self.hnsw.search(query[None, :], min(k, count), params=params)
-        found = labels[0][labels[0] >= 0]
-        del bitmap
-        return _top_k(ids[found], _scores(vectors, found, query), k)
-
-    # -- persistence ------------------------------------------------------
-
-    def save(self, base: Path) -> None:
-        """Write the snapshot atomically enough: any prefix of positions is valid."""
-        n = self.hnsw.ntotal
-        ids_tmp, index_tmp = base.with_suffix(".ids.npy.tmp"), base.with_suffix(".faiss.tmp")
-        try:
-            with os.fdopen(fresh_private_file(ids_tmp), "wb") as file:
-                np.save(file, self.ids[:n])
-                file.flush()
-                os.fsync(file.fileno())
-            os.close(fresh_private_file(index_tmp))  # faiss keeps the mode of the file it truncates
-            faiss.write_index(self.hnsw, str(index_tmp))
-            with open(index_tmp, "rb") as file:
-                os.fsync(file.fileno())
-        except BaseException:
-            # A full or read-only disk: leave no half-written files taking space.
-            for leftover in (ids_tmp, index_tmp):
-                with suppress(OSError):
-                    leftover.unlink()
-            raise
-        os.replace(ids_tmp, base.with_suffix(".ids.npy"))
-        os.replace(index_tmp, base.with_suffix(".faiss"))
-        self.unsaved = 0
-
-    @classmethod
-    def load(
-        cls, params: _Params, base: Path, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray, rows: list[Row]
-    ) -> tuple[_TypeIndex, str]:
-        """The index for the live chunks given (sorted by id), from the snapshot when it is sound."""
-        try:
-            index = cls._from_snapshot(params, base, ids, vectors, orgs, rows)
-            if index is not None:
-                return index, "snapshot"
-            how = "rebuilt (no snapshot)"
-        except Exception as error:  # corrupt or inconsistent: SQLite is the truth
-            how = f"rebuilt ({error})"
-        index = cls(params, cls.new_hnsw(params), len(ids))
-        index.append(ids, vectors, orgs, rows)
-        return index, how
-
-    @classmethod
-    def _from_snapshot(
-        cls, params: _Params, base: Path, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray, rows: list[Row]
-    ) -> _TypeIndex | None:
-        index_path, ids_path = base.with_suffix(".faiss"), base.with_suffix(".ids.npy")
-        if not index_path.exists() or not ids_path.exists():
-            return None
-        saved_ids = np.load(ids_path)
-        hnsw = faiss.read_index(str(index_path))
-        if hnsw.d != params.dimension or hnsw.metric_type != faiss.METRIC_INNER_PRODUCT:
-            raise ValueError("snapshot has another dimension or metric")
-        if hnsw.ntotal > len(saved_ids):
-            raise ValueError("snapshot index is longer than its id list")
-        saved_ids = saved_ids[: hnsw.ntotal]  # an older index beside newer ids is a valid prefix
-        if len(saved_ids) > 1 and not np.all(np.diff(saved_ids) > 0):
-            raise ValueError("snapshot ids are not increasing")
-        last = saved_ids[-1] if len(saved_ids) else -1
-        old = ids <= last
-        old_positions = np.searchsorted(saved_ids, ids[old])
-        if not np.array_equal(saved_ids[np.minimum(old_positions, len(saved_ids) - 1)], ids[old]):
-            raise ValueError("snapshot lacks live chunks")
-        if len(saved_ids) > 1000 and old.sum() < len(saved_ids) / 2:
-            raise ValueError("snapshot is mostly dead chunks: compacting")
-        storage = faiss.downcast_index(hnsw.storage)  # type: ignore[attr-defined]
-        stored = faiss.rev_swig_ptr(storage.get_xb(), hnsw.ntotal * hnsw.d)  # type: ignore[attr-defined]
-        stored = stored.reshape(hnsw.ntotal, hnsw.d)
-        if not np.array_equal(stored[old_positions], vectors[old]):
-            raise ValueError("snapshot vectors differ from the database")
-        hnsw.hnsw.efSearch = params.ef_search  # type: ignore[attr-defined]
-        index = cls(params, hnsw, len(saved_ids) + int((~old).sum()))
-        index.append(
-            saved_ids,
-            np.zeros((len(saved_ids), params.dimension), np.float32),
-            np.full(len(saved_ids), -1, np.int32),
-            [],
-            to_hnsw=False,
-        )
-        index.vectors[old_positions] = vectors[old]
-        index.orgs[old_positions] = orgs[old]
-        old_count = int(old.sum())  # ids are sorted: the old ones come first
-        index.columns.assign(old_positions, rows[:old_count])
-        index.append(ids[~old], vectors[~old], orgs[~old], rows[old_count:])
-        index.unsaved = int((~old).sum())
-        return index
-
-
-def _scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``vectors[positions] @ query`` without copying the rows out first.
-
-    At 1M chunks a 1% filter gathers 10k rows (15 MB) before a BLAS product
-    whose worker threads then spin-wait; reading the rows in place on the
-    calling thread costs a fifth of the CPU time (``scripts/bench_search.py``).
-    """
-    positions = np.ascontiguousarray(positions, dtype=np.int64)
-    query = np.ascontiguousarray(query, dtype=np.float32)
-    scores = np.empty(len(positions), dtype=np.float32)
-    if len(positions):
-        faiss.fvec_inner_products_by_idx(  # type: ignore[attr-defined]
-            faiss.swig_ptr(scores),
-            faiss.swig_ptr(query),
-            faiss.swig_ptr(vectors),
-            faiss.swig_ptr(positions),
-            vectors.shape[1],
-            1,
-            len(positions),
-        )
-    return scores
-
-
-def _top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """Best ``k`` by score, ties by chunk id: deterministic whatever the input order."""
-    if len(ids) > k:
-        kth = np.partition(-scores, k - 1)[k - 1]
-        keep = -scores <= kth  # everything tied with the k-th stays in the race
-        ids, scores = ids[keep], scores[keep]
-    order = np.lexsort((ids, -scores))[:k]
-    return [(int(ids[i]), float(np.clip(scores[i], -1.0, 1.0))) for i in order]
-
-
 def _record_from_row(row: sqlite3.Row) -> Record:
     return Record(
         organization_id=row["organization_id"],
@@ -444,7 +137,7 @@ _Added = tuple[str, list[int], list[np.ndarray], list[str], list[Row]]
 _ROW_SQL = ", ".join(f"r.{field}" for field in TOP_LEVEL_FIELDS)
 
 
-class EmbeddedStore(VectorStore):
+class SqliteHistoryStore(HistoryStore):
     """A region store in one folder; see the module docstring for the design."""
 
     def __init__(
@@ -468,8 +161,8 @@ class EmbeddedStore(VectorStore):
         self._db = Database(self.path / "store.sqlite3", MIGRATIONS)
         self._pool: ThreadPoolExecutor | None = None
         self._search_pool: ThreadPoolExecutor | None = None
-        self._params: _Params | None = None
-        self._indexes: dict[str, _TypeIndex] = {}
+        self._params: IndexParams | None = None
+        self._indexes: dict[str, TypeIndex] = {}
         self._org_codes: dict[str, int] = {}
         self._write_lock = asyncio.Lock()
         #: How each index was loaded at open(): "snapshot" or "rebuilt (...)".
@@ -479,7 +172,7 @@ class EmbeddedStore(VectorStore):
 
     async def open(self, dimension: int) -> None:
         hnsw_m, ef_construction, ef_search, exact_threshold = self._options
-        self._params = _Params(dimension, hnsw_m, ef_construction, ef_search, exact_threshold)
+        self._params = IndexParams(dimension, hnsw_m, ef_construction, ef_search, exact_threshold)
         self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="faiss")
         # Searches run side by side, one thread each: OpenMP workers of a single
         # query only spin-wait, taking the cores from the other searches.
@@ -497,7 +190,7 @@ class EmbeddedStore(VectorStore):
         for record_type in record_types:
             ids, vectors, orgs, rows = await self._db.run(partial(self._load_chunks, record_type=record_type))
             base = _file_base(self.path, record_type)
-            index, how = await self._offload(_TypeIndex.load, self._params, base, ids, vectors, orgs, rows)
+            index, how = await self._offload(TypeIndex.load, self._params, base, ids, vectors, orgs, rows)
             self._indexes[record_type] = index
             self.load_report[record_type] = how
             if how != "snapshot":
@@ -680,7 +373,7 @@ class EmbeddedStore(VectorStore):
                 continue
             index = self._indexes.get(record_type)
             if index is None:
-                index = self._indexes[record_type] = _TypeIndex(params, _TypeIndex.new_hnsw(params), len(ids))
+                index = self._indexes[record_type] = TypeIndex(params, TypeIndex.new_hnsw(params), len(ids))
             codes = np.asarray([self._org_code(org) for org in orgs], dtype=np.int32)
             async with index.lock.write():
                 await self._offload(index.append, np.asarray(ids, dtype=np.int64), np.stack(vectors), codes, rows)
@@ -768,7 +461,7 @@ class EmbeddedStore(VectorStore):
     def _org_code(self, organization_id: str) -> int:
         return self._org_codes.setdefault(organization_id, len(self._org_codes))
 
-    def _require_open(self) -> _Params:
+    def _require_open(self) -> IndexParams:
         if self._params is None or self._pool is None:
             raise RuntimeError(f"embedded store {self.path} is not open")
         return self._params

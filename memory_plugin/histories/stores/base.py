@@ -1,6 +1,6 @@
 """The one interface every region store implements.
 
-The embedded store (SQLite + faiss) and the OpenSearch store both implement
+The SQLite store (SQLite + faiss) and the OpenSearch store both implement
 it, and one contract suite (``tests/support/store_contract.py``) runs against both.
 A record's identity is ``(organization_id, record_id)``; every operation is
 scoped to one organisation.
@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.stores.filters import Filter
-from memory_plugin.stores.records import Chunk, DeleteCounts, Hit, Record
+from memory_plugin.histories.stores.filters import Filter
+from memory_plugin.histories.stores.records import Chunk, DeleteCounts, Hit, Record
 
 
-class VectorStore(abc.ABC):
+class HistoryStore(abc.ABC):
     """A region's store of record chunks and their vectors."""
 
     @abc.abstractmethod

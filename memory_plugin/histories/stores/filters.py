@@ -17,7 +17,7 @@ from typing import Any, Literal
 from memory_plugin import dates
 from memory_plugin.dates import as_utc
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.stores.records import MetadataValue, Record
+from memory_plugin.histories.stores.records import MetadataValue, Record
 
 Operator = Literal["eq", "in", "gte", "gt", "lte", "lt", "contains"]
 OPERATORS: tuple[Operator, ...] = ("eq", "in", "gte", "gt", "lte", "lt", "contains")

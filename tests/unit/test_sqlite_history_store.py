@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_plugin.stores import embedded_columns
-from memory_plugin.stores.embedded import EmbeddedStore
-from memory_plugin.stores.filters import Filter, parse_filters
-from memory_plugin.stores.records import Chunk, Record
+from memory_plugin.histories.stores import filter_columns
+from memory_plugin.histories.stores.filters import Filter, parse_filters
+from memory_plugin.histories.stores.records import Chunk, Record
+from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 from tests.support.store_contract import (
     DIM,
     StoreContract,
@@ -26,44 +26,44 @@ from tests.support.store_contract import (
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-class TestEmbeddedStoreContract(StoreContract):
+class TestSqliteHistoryStoreContract(StoreContract):
     @pytest.fixture
-    async def store(self, tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
-        store = EmbeddedStore(tmp_path / "usa")
+    async def store(self, tmp_path: Path) -> AsyncIterator[SqliteHistoryStore]:
+        store = SqliteHistoryStore(tmp_path / "usa")
         await store.open(DIM)
         yield store
         await store.close()
 
 
-class TestEmbeddedStoreHnswContract(StoreContract):
+class TestSqliteHistoryStoreHnswContract(StoreContract):
     """The contract again with ``exact_threshold=0``: every search goes through HNSW + selector."""
 
     @pytest.fixture
-    async def store(self, tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
-        store = EmbeddedStore(tmp_path / "usa", exact_threshold=0, ef_search=256)
+    async def store(self, tmp_path: Path) -> AsyncIterator[SqliteHistoryStore]:
+        store = SqliteHistoryStore(tmp_path / "usa", exact_threshold=0, ef_search=256)
         await store.open(DIM)
         yield store
         await store.close()
 
 
-class TestEmbeddedStoreSqlFiltersContract(StoreContract):
+class TestSqliteHistoryStoreSqlFiltersContract(StoreContract):
     """The contract again with top-level filters on SQL, the target the columns must agree with."""
 
     @pytest.fixture
-    async def store(self, tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
-        store = EmbeddedStore(tmp_path / "usa", filter_target="sql")
+    async def store(self, tmp_path: Path) -> AsyncIterator[SqliteHistoryStore]:
+        store = SqliteHistoryStore(tmp_path / "usa", filter_target="sql")
         await store.open(DIM)
         yield store
         await store.close()
 
 
-class TestEmbeddedStorePostingsContract(StoreContract):
+class TestSqliteHistoryStorePostingsContract(StoreContract):
     """The contract again with every string equality answered from cached positions (not only selective ones)."""
 
     @pytest.fixture
-    async def store(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[EmbeddedStore]:
-        monkeypatch.setattr(embedded_columns, "_POSTINGS_MAX_SHARE", 1.0)
-        store = EmbeddedStore(tmp_path / "usa")
+    async def store(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SqliteHistoryStore]:
+        monkeypatch.setattr(filter_columns, "_POSTINGS_MAX_SHARE", 1.0)
+        store = SqliteHistoryStore(tmp_path / "usa")
         await store.open(DIM)
         yield store
         await store.close()
@@ -74,8 +74,8 @@ async def test_cached_positions_follow_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_threshold: int
 ) -> None:
     """Positions cached by earlier searches still agree with brute force after more inserts, replaces and deletes."""
-    monkeypatch.setattr(embedded_columns, "_POSTINGS_MAX_SHARE", 1.0)
-    store = EmbeddedStore(tmp_path, exact_threshold=exact_threshold, ef_search=256)
+    monkeypatch.setattr(filter_columns, "_POSTINGS_MAX_SHARE", 1.0)
+    store = SqliteHistoryStore(tmp_path, exact_threshold=exact_threshold, ef_search=256)
     await store.open(DIM)
     try:
         dataset = make_dataset()
@@ -93,7 +93,7 @@ async def test_cached_positions_follow_writes(
 
 async def test_filter_columns_are_rebuilt_from_sqlite(tmp_path: Path) -> None:
     """After replaces and deletes, the columns reloaded from a snapshot and rebuilt from scratch still agree."""
-    store = EmbeddedStore(tmp_path)
+    store = SqliteHistoryStore(tmp_path)
     await store.open(DIM)
     await store.write_records(make_dataset())
     survivors = await replace_and_delete(store, make_dataset())
@@ -103,7 +103,7 @@ async def test_filter_columns_are_rebuilt_from_sqlite(tmp_path: Path) -> None:
         if how != "snapshot":
             for snapshot in tmp_path.glob("hnsw-*"):
                 snapshot.unlink()
-        reopened = EmbeddedStore(tmp_path, exact_threshold=0, ef_search=256)
+        reopened = SqliteHistoryStore(tmp_path, exact_threshold=0, ef_search=256)
         await reopened.open(DIM)
         try:
             assert set(reopened.load_report.values()) == {how}
@@ -114,13 +114,13 @@ async def test_filter_columns_are_rebuilt_from_sqlite(tmp_path: Path) -> None:
 
 async def test_persists_across_close_and_open(tmp_path: Path) -> None:
     dataset = make_dataset()
-    store = EmbeddedStore(tmp_path)
+    store = SqliteHistoryStore(tmp_path)
     await store.open(DIM)
     await store.write_records(dataset)
     await store.delete_record("org-a", "rec-001")
     await store.close()
 
-    reopened = EmbeddedStore(tmp_path)
+    reopened = SqliteHistoryStore(tmp_path)
     await reopened.open(DIM)
     try:
         assert set(reopened.load_report.values()) == {"snapshot"}
@@ -138,7 +138,7 @@ async def test_persists_across_close_and_open(tmp_path: Path) -> None:
 async def test_catches_up_after_crash(tmp_path: Path) -> None:
     """Snapshot, then more writes and deletes, then no close(): open() must see all of it."""
     dataset = make_dataset()
-    crashed = EmbeddedStore(tmp_path, exact_threshold=0)
+    crashed = SqliteHistoryStore(tmp_path, exact_threshold=0)
     await crashed.open(DIM)
     await crashed.write_records(dataset[:40])
     await crashed.snapshot()
@@ -150,7 +150,7 @@ async def test_catches_up_after_crash(tmp_path: Path) -> None:
     # Simulate SIGKILL: never close; release the SQLite handle only (WAL keeps the commits).
     await crashed._db.close()
 
-    store = EmbeddedStore(tmp_path, exact_threshold=0)
+    store = SqliteHistoryStore(tmp_path, exact_threshold=0)
     await store.open(DIM)
     try:
         assert set(store.load_report.values()) == {"snapshot"}
@@ -172,12 +172,12 @@ async def test_catches_up_after_crash(tmp_path: Path) -> None:
 
 async def test_corrupt_snapshot_is_rebuilt(tmp_path: Path) -> None:
     dataset = make_dataset()
-    store = EmbeddedStore(tmp_path)
+    store = SqliteHistoryStore(tmp_path)
     await store.open(DIM)
     await store.write_records(dataset)
     await store.close()
     (tmp_path / "hnsw-voice.faiss").write_bytes(b"garbage")
-    reopened = EmbeddedStore(tmp_path)
+    reopened = SqliteHistoryStore(tmp_path)
     await reopened.open(DIM)
     try:
         assert reopened.load_report["voice"].startswith("rebuilt")
@@ -211,7 +211,7 @@ async def test_hnsw_selector_recall(tmp_path: Path) -> None:
         (Record("org", f"r{i}", "voice", "USA", NOW, NOW, user_id=str(users[i])), [Chunk(0, 1, "", vectors[i])])
         for i in range(n)
     ]
-    store = EmbeddedStore(tmp_path, exact_threshold=0)
+    store = SqliteHistoryStore(tmp_path, exact_threshold=0)
     await store.open(dim)
     try:
         await store.write_records(records)
@@ -234,12 +234,12 @@ _KILLED_WRITER = """
 import asyncio, os, signal, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from memory_plugin.stores.embedded import EmbeddedStore
+from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 from tests.support.store_contract import DIM, make_dataset
 
 async def main():
     dataset = make_dataset()
-    store = EmbeddedStore(Path({folder!r}))
+    store = SqliteHistoryStore(Path({folder!r}))
     await store.open(DIM)
     await store.write_records(dataset[:30])
     await store.snapshot()
@@ -261,7 +261,7 @@ async def test_survives_sigkill(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=root, timeout=120)
     assert result.returncode == -9
     dataset = [item for item in make_dataset() if (item[0].organization_id, item[0].record_id) != ("org-a", "rec-005")]
-    store = EmbeddedStore(tmp_path)
+    store = SqliteHistoryStore(tmp_path)
     await store.open(DIM)
     try:
         assert set(store.load_report.values()) == {"snapshot"}
@@ -281,7 +281,7 @@ async def test_concurrent_searches_and_writes(tmp_path: Path) -> None:
     import asyncio
 
     dataset = make_dataset()
-    store = EmbeddedStore(tmp_path, exact_threshold=0)
+    store = SqliteHistoryStore(tmp_path, exact_threshold=0)
     await store.open(DIM)
     try:
         await store.write_records(dataset)
@@ -313,7 +313,7 @@ async def test_bad_vector_writes_nothing(tmp_path: Path) -> None:
     from memory_plugin.errors import InvalidArgument
 
     dataset = make_dataset()
-    store = EmbeddedStore(tmp_path)
+    store = SqliteHistoryStore(tmp_path)
     await store.open(DIM)
     try:
         bad = (dataset[1][0], [Chunk(0, 1, "x", np.ones(DIM + 1, dtype=np.float32))])

@@ -1,6 +1,6 @@
 """Compile a :class:`Filter` into OpenSearch query DSL for the OpenSearch store.
 
-The result must agree exactly with :func:`memory_plugin.stores.filters.matches`,
+The result must agree exactly with :func:`memory_plugin.histories.stores.filters.matches`,
 so the store indexes a few *derived* fields beside the seed's own ones:
 
 * Dates are filtered on ``<field>_us`` (integer microseconds since the epoch):
@@ -24,7 +24,7 @@ import re
 from typing import Any
 
 from memory_plugin.dates import to_micros
-from memory_plugin.stores.filters import (
+from memory_plugin.histories.stores.filters import (
     DATE_FIELDS,
     FIELD_NAME,
     TOP_LEVEL_FIELDS,

@@ -1,7 +1,7 @@
-"""Compile a :class:`Filter` into SQL for the embedded store.
+"""Compile a :class:`Filter` into SQL for the SQLite store.
 
 The WHERE fragment is over the ``records`` table aliased ``r``; it must agree
-exactly with :func:`memory_plugin.stores.filters.matches`.  Dates are
+exactly with :func:`memory_plugin.histories.stores.filters.matches`.  Dates are
 stored as integer microseconds since the epoch (UTC) so they compare exactly.
 Metadata lives in a JSON column; ``json_type`` keeps strings, numbers and
 booleans apart the way the reference evaluator does.  A JSON column (rather
@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_plugin.dates import to_micros
-from memory_plugin.stores.filters import (
+from memory_plugin.histories.stores.filters import (
     DATE_FIELDS,
     FIELD_NAME,
     TOP_LEVEL_FIELDS,

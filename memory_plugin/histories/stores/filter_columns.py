@@ -1,6 +1,6 @@
 """Evaluate a :class:`Filter` over in-memory columns: the positions of the chunks it keeps.
 
-The embedded store keeps every filterable top-level field of each chunk's
+The SQLite store keeps every filterable top-level field of each chunk's
 record beside the HNSW index (one row per index position), so a filter becomes
 a faiss selector without a SQL round trip: at a million chunks, fetching the
 ids a 30% filter passes from SQLite costs ~0.5 s, while a mask over the
@@ -12,7 +12,7 @@ scan the columns at all: the positions holding each value asked for are cached
 (``_Postings``) and only the rows there are checked against the rest of the
 filter, so a 1% filter at a million chunks reads ten thousand rows, not a
 million.  It must agree exactly with
-:func:`memory_plugin.stores.filters.matches` and with ``embedded_filters``.
+:func:`memory_plugin.histories.stores.filters.matches` and with ``sqlite_filters``.
 
 Metadata (``metadata.<key>``) is not kept here: its keys are open-ended and
 its values mix types, so filters that name metadata stay on SQL.
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from memory_plugin.dates import to_micros
-from memory_plugin.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Condition, Filter, fold
+from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Condition, Filter, fold
 
 #: The string fields (dictionary-encoded); the rest of TOP_LEVEL_FIELDS are dates.
 STRING_FIELDS = tuple(field for field in TOP_LEVEL_FIELDS if field not in DATE_FIELDS)

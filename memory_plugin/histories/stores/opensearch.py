@@ -15,7 +15,7 @@ Why it looks like this:
   chunk is overwritten in place), tagged with a fresh ``generation``, then
   deletes the record's documents of any other generation (extra chunks, or
   chunks in another record_type's index).  OpenSearch has no multi-document
-  transactions, so the guarantee is weaker than the embedded store's: a crash
+  transactions, so the guarantee is weaker than the SQLite store's: a crash
   between the two steps (or mid-bulk) never leaves a record with *no* chunks,
   but may leave new chunks beside stale old extras until the record is
   written again (ingestion is idempotent) or deleted.
@@ -24,7 +24,7 @@ Why it looks like this:
   the distinct ``record_id``s seen give ``DeleteCounts.records`` exactly.
 * **Scores.** Lucene's cosinesimil score is ``(1 + cos) / 2``; hits are
   converted back (``cos = 2 * score - 1``) before ``min_score`` applies, so
-  scores compare with the embedded store's.  ``k`` sent to Lucene is at least
+  scores compare with the SQLite store's.  ``k`` sent to Lucene is at least
   ``ef_search`` (it doubles as the candidate count), then cut to ``k``.
 * **Failure.** The client never retries (``opensearch_client.make_client``): a
   dead cluster fails fast and the region shows in ``failed_regions``.  ``open()`` on an
@@ -48,12 +48,12 @@ from opensearchpy.exceptions import ConnectionTimeout, NotFoundError
 
 from memory_plugin.dates import isoformat, parse_instant, to_micros
 from memory_plugin.errors import InvalidArgument
+from memory_plugin.histories.stores.base import HistoryStore, unit_vector
+from memory_plugin.histories.stores.filters import FIELD_NAME, Filter, fold
+from memory_plugin.histories.stores.opensearch_filters import STRING_FIELDS, compile_filter
+from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record, shown_score
 from memory_plugin.opensearch_client import BULK_DOCS, bulk, create_index, delete_by_query, make_client
 from memory_plugin.settings import OpenSearchRegion
-from memory_plugin.stores.base import VectorStore, unit_vector
-from memory_plugin.stores.filters import FIELD_NAME, Filter, fold
-from memory_plugin.stores.opensearch_filters import STRING_FIELDS, compile_filter
-from memory_plugin.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record, shown_score
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def _record(source: dict[str, Any]) -> Record:
     )
 
 
-class OpenSearchStore(VectorStore):
+class OpenSearchHistoryStore(HistoryStore):
     """A region store on one OpenSearch cluster; see the module docstring for the design."""
 
     def __init__(

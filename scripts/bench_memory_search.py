@@ -42,7 +42,7 @@ from _plots import plot_opensearch_memory_search, write_report  # noqa: E402
 from memory_plugin.auth import Principal  # noqa: E402
 from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX  # noqa: E402
 from memory_plugin.memory.models import Conversation, Interaction  # noqa: E402
-from memory_plugin.memory.stores import opensearch as store_module  # noqa: E402
+from memory_plugin.memory.stores import opensearch_documents as store_documents  # noqa: E402
 from memory_plugin.memory.stores.base import conversation_documents, evaluate_search, interaction_documents  # noqa: E402
 from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore  # noqa: E402
 from memory_plugin.opensearch_client import bulk  # noqa: E402
@@ -81,7 +81,7 @@ async def populate(store: OpenSearchMemoryStore, conversations: int, messages: i
         for n in range(count):
             cid = f"{owner.user_id}-c{n}"
             created = T0 + timedelta(seconds=n)
-            source = store_module._conversation_source(Conversation(cid, owner, _name(n), created, created, None))
+            source = store_documents.conversation_source(Conversation(cid, owner, _name(n), created, created, None))
             actions += [{"index": {"_index": store.meta_index, "_id": cid}}, source]
     chat = f"{OWNER.user_id}-c0"
     for n in range(messages):
@@ -89,7 +89,7 @@ async def populate(store: OpenSearchMemoryStore, conversations: int, messages: i
         interaction = Interaction(f"m{n}", chat, OWNER, created, _name(n), _name(n + 1), None, "bench", None)
         actions += [
             {"index": {"_index": store.message_index, "_id": f"m{n}"}},
-            store_module._interaction_source(interaction),
+            store_documents.interaction_source(interaction),
         ]
     for start in tqdm(range(0, len(actions), 2000), desc="writing"):
         await bulk(store.client, actions[start : start + 2000], refresh=start + 2000 >= len(actions))
@@ -98,20 +98,20 @@ async def populate(store: OpenSearchMemoryStore, conversations: int, messages: i
 
 async def before_memories(store: OpenSearchMemoryStore, body: dict[str, Any]) -> dict[str, Any]:
     async def documents() -> list[tuple[str, dict[str, Any]]]:
-        query = {"bool": {"filter": store_module._owner_filter(OWNER)}}
-        sort = [{store_module._EXACT_CREATED: {"order": "asc"}}, {store_module._OWN_ID: {"order": "asc"}}]
+        query = {"bool": {"filter": store_documents.owner_filter(OWNER)}}
+        sort = [{store_documents.EXACT_CREATED: {"order": "asc"}}, {store_documents.OWN_ID: {"order": "asc"}}]
         hits = await store._search(store.meta_index, query, sort)
-        return conversation_documents(store_module._conversation(h["_id"], h["_source"]) for h in hits)
+        return conversation_documents(store_documents.read_conversation(h["_id"], h["_source"]) for h in hits)
 
     return await evaluate_search(body, META_INDEX, documents)
 
 
 async def before_messages(store: OpenSearchMemoryStore, chat: str, body: dict[str, Any]) -> dict[str, Any]:
     async def documents() -> list[tuple[str, dict[str, Any]]]:
-        query = {"bool": {"filter": [*store_module._owner_filter(OWNER), {"term": {"memory_id": chat}}]}}
-        sort = [{store_module._EXACT_CREATED: {"order": "asc"}}, {store_module._OWN_ID: {"order": "asc"}}]
+        query = {"bool": {"filter": [*store_documents.owner_filter(OWNER), {"term": {"memory_id": chat}}]}}
+        sort = [{store_documents.EXACT_CREATED: {"order": "asc"}}, {store_documents.OWN_ID: {"order": "asc"}}]
         hits = await store._search(store.message_index, query, sort)
-        return interaction_documents(store_module._interaction(h["_id"], h["_source"]) for h in hits)
+        return interaction_documents(store_documents.read_interaction(h["_id"], h["_source"]) for h in hits)
 
     return await evaluate_search(body, MESSAGE_INDEX, documents)
 

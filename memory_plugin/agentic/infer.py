@@ -22,7 +22,14 @@ from memory_plugin.agentic.llm import (
     read_path,
 )
 from memory_plugin.agentic.metrics import AgenticMetrics
-from memory_plugin.agentic.models import flat_object_terms, now_millis, valid_unicode
+from memory_plugin.agentic.models import (
+    Container,
+    LongTermMemory,
+    Strategy,
+    flat_object_terms,
+    now_millis,
+    valid_unicode,
+)
 from memory_plugin.agentic.stores.base import AgenticStore, InferJob, LongTermChange, LongTermScope, owner_id
 from memory_plugin.agentic.views import cosine_score
 from memory_plugin.agentic.workers import EmbeddingWorker, Worker
@@ -56,21 +63,22 @@ class InferWorker(Worker):
     async def run(self, job: InferJob) -> None:
         """Run a job's strategies and apply their changes with their history, dropping the job, in one write."""
         started = time.perf_counter()
-        container = await self.store.get_container(job.owner, job.container_id)
-        if container is None:
+        stored = await self.store.get_container(job.owner, job.container_id)
+        if stored is None:
             await self.store.apply_infer(job, [], [])
             return
-        config = container.source.get("configuration", {})
+        container = Container(job.container_id, stored.source)
+        config = container.config
         request = job.request
         namespace: dict[str, str] = request.get("namespace", {})
         changes: list[LongTermChange] = []
         history: list[tuple[str, dict[str, Any]]] = []
         outcome = "applied"
         try:
-            for strategy in config.get("strategies", []):
-                if not strategy.get("enabled", True) or not all(key in namespace for key in strategy["namespace"]):
-                    continue  # AGENTIC.md 5: a strategy fires only when all its keys are present
-                scope = {key: namespace[key] for key in strategy["namespace"]}
+            for strategy in container.strategies:
+                scope = strategy.scope(namespace)
+                if scope is None:
+                    continue
                 try:
                     strategy_changes = await self._run_strategy(job, config, strategy, scope)
                 except (LLMError, UpstreamFailed) as error:  # the LLM or the embedding model failed
@@ -108,19 +116,16 @@ class InferWorker(Worker):
         return first_json_object(read_path(answer, path))
 
     async def _run_strategy(
-        self, job: InferJob, config: Mapping[str, Any], strategy: Mapping[str, Any], scope: dict[str, str]
+        self, job: InferJob, config: Mapping[str, Any], strategy: Strategy, scope: dict[str, str]
     ) -> list[LongTermChange]:
         """Extract facts, find similar memories, decide, and return the changes (AGENTIC.md 6, steps 1-6)."""
-        strategy_config = strategy.get("configuration") or {}
         request_parameters = job.request.get("parameters") or {}
-        path = (
-            strategy_config.get("llm_result_path") or request_parameters.get("llm_result_path") or DEFAULT_RESULT_PATH
-        )
-        system_prompt = strategy_config.get("system_prompt") or prompts.EXTRACTION[strategy["type"]]
-        if strategy_config.get("system_prompt") and not prompts.custom_prompt_usable(system_prompt):
+        path = strategy.llm_result_path or request_parameters.get("llm_result_path") or DEFAULT_RESULT_PATH
+        system_prompt = strategy.system_prompt or prompts.EXTRACTION[strategy.type]
+        if strategy.system_prompt and not prompts.custom_prompt_usable(system_prompt):
             raise LLMError('The strategy system_prompt must ask for JSON with a "facts" array')
         # AGENTIC.md 6: the strategy's own llm_id, else the container's
-        chat = await self.models.chat(job.owner, strategy_config.get("llm_id") or config.get("llm_id"))
+        chat = await self.models.chat(job.owner, strategy.llm_id or config.get("llm_id"))
         extracted = await self._llm_json(
             chat, system_prompt, prompts.extraction_user_prompt(job.request["messages"]), path
         )
@@ -132,7 +137,7 @@ class InferWorker(Worker):
             return []
         max_infer = int(config.get("max_infer_size") or 5)
         terms = flat_object_terms({"namespace": scope})
-        terms += [("namespace_size", str(len(scope))), ("strategy_id", strategy["id"])]
+        terms += [("namespace_size", str(len(scope))), ("strategy_id", strategy.id)]
         similar = LongTermScope(job.owner, job.container_id, terms)
         await self.embeddings.drain()  # earlier runs' memories must be findable
         embedding = await self.models.embedding(job.owner, config)
@@ -175,25 +180,11 @@ class InferWorker(Worker):
         return changes
 
 
-def _add(job: InferJob, strategy: Mapping[str, Any], scope: dict[str, str], fact: str, now: int) -> LongTermChange:
-    doc: dict[str, Any] = {
-        "memory": fact,
-        "strategy_type": strategy["type"],
-        "strategy_id": strategy["id"],
-        "namespace": scope,
-        "namespace_size": len(scope),
-    }
-    if job.request.get("tags"):
-        doc["tags"] = job.request["tags"]
-    doc.update(
-        {
-            "owner_id": owner_id(job.owner),
-            "memory_container_id": job.container_id,
-            "created_time": now,
-            "last_updated_time": now,
-        }
+def _add(job: InferJob, strategy: Strategy, scope: dict[str, str], fact: str, now: int) -> LongTermChange:
+    memory = LongTermMemory(
+        fact, strategy, scope, owner_id(job.owner), job.container_id, created_time=now, tags=job.request.get("tags")
     )
-    return LongTermChange("ADD", new_id(), doc=doc)
+    return LongTermChange("ADD", new_id(), doc=memory.to_source())
 
 
 def _history_record(job: InferJob, change: LongTermChange, scope: dict[str, str]) -> dict[str, Any]:

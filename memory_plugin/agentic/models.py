@@ -130,3 +130,77 @@ class Container:
 
     def has(self, memory_type: str) -> bool:
         return memory_type in enabled_types(self.source)
+
+    @property
+    def strategies(self) -> tuple[Strategy, ...]:
+        return tuple(Strategy.from_source(strategy) for strategy in self.config.get("strategies", []))
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One of a container's strategies (AGENTIC.md 5) as the infer worker runs it.  Stored as the JSON object
+    ``requests.parse_strategy`` checked (its ``configuration`` texts are strings or absent)."""
+
+    id: str
+    type: str
+    #: The namespace keys an add must carry for the strategy to fire; its memories are filed under their values.
+    namespace: tuple[str, ...]
+    enabled: bool = True
+    #: The strategy's own LLM, ahead of the container's.
+    llm_id: str | None = None
+    llm_result_path: str | None = None
+    system_prompt: str | None = None
+
+    @classmethod
+    def from_source(cls, source: Mapping[str, Any]) -> Strategy:
+        config = source.get("configuration") or {}
+        return cls(
+            id=source["id"],
+            type=source["type"],
+            namespace=tuple(source["namespace"]),
+            enabled=bool(source.get("enabled", True)),
+            llm_id=config.get("llm_id"),
+            llm_result_path=config.get("llm_result_path"),
+            system_prompt=config.get("system_prompt"),
+        )
+
+    def scope(self, namespace: Mapping[str, str]) -> dict[str, str] | None:
+        """The add's namespace values this strategy files memories under, or None when it does not fire:
+        disabled, or missing one of its keys (AGENTIC.md 5)."""
+        if not self.enabled or not all(key in namespace for key in self.namespace):
+            return None
+        return {key: namespace[key] for key in self.namespace}
+
+
+@dataclass(frozen=True)
+class LongTermMemory:
+    """A long-term memory an infer run adds: one fact of a strategy, filed under the namespace values it fired
+    on.  ``to_source`` is the document both stores keep, its keys in the order ml-commons writes them."""
+
+    memory: str
+    strategy: Strategy
+    namespace: Mapping[str, str]
+    owner_id: str
+    container_id: str
+    created_time: int
+    tags: Mapping[str, Any] | None = None
+
+    def to_source(self) -> dict[str, Any]:
+        source: dict[str, Any] = {
+            "memory": self.memory,
+            "strategy_type": self.strategy.type,
+            "strategy_id": self.strategy.id,
+            "namespace": self.namespace,
+            "namespace_size": len(self.namespace),
+        }
+        if self.tags:
+            source["tags"] = self.tags
+        source.update(
+            {
+                "owner_id": self.owner_id,
+                "memory_container_id": self.container_id,
+                "created_time": self.created_time,
+                "last_updated_time": self.created_time,
+            }
+        )
+        return source

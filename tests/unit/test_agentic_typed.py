@@ -1,0 +1,47 @@
+"""The typed agentic models read and write the same JSON the stores keep: a strategy as ``parse_strategy``
+stores it, and a long-term memory's document with its keys in ml-commons' order."""
+
+from __future__ import annotations
+
+import json
+
+from memory_plugin.agentic.models import Container, LongTermMemory, Strategy
+from memory_plugin.agentic.requests import parse_strategy
+
+
+def test_strategy_from_its_stored_source() -> None:
+    stored = {
+        "id": "semantic_1",
+        **parse_strategy(
+            {"type": "semantic", "namespace": ["user_id"], "configuration": {"llm_id": "m1", "system_prompt": "p"}}
+        ),
+    }
+    strategy = Container("c1", {"configuration": {"strategies": [stored]}}).strategies[0]
+    assert strategy == Strategy("semantic_1", "SEMANTIC", ("user_id",), True, "m1", None, "p")
+
+
+def test_a_strategy_fires_only_enabled_and_with_all_its_keys() -> None:
+    strategy = Strategy("s", "SEMANTIC", ("user_id", "agent_id"))
+    assert strategy.scope({"user_id": "u", "agent_id": "a", "session_id": "x"}) == {"user_id": "u", "agent_id": "a"}
+    assert strategy.scope({"user_id": "u"}) is None
+    assert Strategy("s", "SEMANTIC", ("user_id",), enabled=False).scope({"user_id": "u"}) is None
+
+
+def test_long_term_memory_source_keeps_the_stored_key_order() -> None:
+    strategy = Strategy("s", "USER_PREFERENCE", ("user_id",))
+    memory = LongTermMemory("likes tea", strategy, {"user_id": "u"}, "alice", "c1", created_time=7, tags={"t": "1"})
+    assert json.dumps(memory.to_source()) == json.dumps(
+        {
+            "memory": "likes tea",
+            "strategy_type": "USER_PREFERENCE",
+            "strategy_id": "s",
+            "namespace": {"user_id": "u"},
+            "namespace_size": 1,
+            "tags": {"t": "1"},
+            "owner_id": "alice",
+            "memory_container_id": "c1",
+            "created_time": 7,
+            "last_updated_time": 7,
+        }
+    )
+    assert "tags" not in LongTermMemory("x", strategy, {"user_id": "u"}, "", "c1", created_time=7).to_source()

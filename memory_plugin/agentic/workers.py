@@ -97,7 +97,10 @@ class EmbeddingWorker(Worker):
             while pending := await self.store.pending_embeddings(EMBED_BATCH, skip=failed):
                 groups: dict[str, list[PendingEmbedding]] = {}
                 for entry in pending:
-                    groups.setdefault(entry.container_id, []).append(entry)
+                    if entry.container_id not in failed:  # a store may skip only so many containers
+                        groups.setdefault(entry.container_id, []).append(entry)
+                if not groups:
+                    break
                 for container_id, group in groups.items():
                     try:
                         vectors = await self._passages(group)

@@ -73,3 +73,23 @@ async def test_each_container_is_embedded_by_its_model_and_a_failing_one_waits_a
     await service.drain_embeddings()
     assert await store.pending_count() == 0
     await store.close()
+
+
+class SkipsNothing(SqliteAgenticStore):
+    """A store that cannot skip the containers asked (as beyond the number one query can name)."""
+
+    async def pending_embeddings(self, limit: int, skip: Any = ()) -> Any:
+        return await super().pending_embeddings(limit)
+
+
+async def test_a_drain_ends_when_only_failing_containers_are_left_even_if_the_store_cannot_skip_them(tmp_path):
+    store = SkipsNothing(tmp_path / "a.sqlite3")
+    await store.open(8)
+    down = Model(3, down=True)
+    service = AgenticService(store, Model(8), models=Registered({"down": down}))  # type: ignore[arg-type]
+    config = {"embedding_model_type": "TEXT_EMBEDDING", "embedding_model_id": "down", "embedding_dimension": 3}
+    await store.insert_container(ALICE, "c-down", {"configuration": config})
+    await store.db.write(lambda c: store._insert(c, ALICE, "c-down", LONG_TERM, "m", {"memory": "x"}))
+    await service.drain_embeddings()
+    assert down.calls == 1 and await store.pending_count() == 1  # tried once, kept for the retry
+    await store.close()

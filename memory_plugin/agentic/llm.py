@@ -156,6 +156,6 @@ def checked(vectors: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
             f"The embedding model {model_id} answered {vectors.shape[-1]}-dimensional vectors; "
             f"the memory container's embedding_dimension is {dimension}"
         )
-    if not np.isfinite(vectors).all() or not np.linalg.norm(vectors, axis=1).all():
+    if not np.isfinite(vectors).all() or not np.linalg.norm(vectors.astype(np.float64), axis=1).all():
         raise UpstreamFailed(f"The embedding model {model_id} answered a zero or non-finite vector")
     return vectors

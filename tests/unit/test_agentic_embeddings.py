@@ -93,3 +93,11 @@ async def test_a_drain_ends_when_only_failing_containers_are_left_even_if_the_st
     await service.drain_embeddings()
     assert down.calls == 1 and await store.pending_count() == 1  # tried once, kept for the retry
     await store.close()
+
+
+def test_a_huge_but_finite_vector_still_has_a_direction():
+    """A remote model may answer float32's largest values; their norm overflows float32, not float64."""
+    from memory_plugin.agentic.stores.base import normalised
+
+    unit = normalised(np.asarray([1.8e38, 2.4e38], dtype=np.float32))
+    assert unit.dtype == np.float32 and np.allclose(unit, [0.6, 0.8], atol=1e-6)

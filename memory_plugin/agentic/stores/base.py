@@ -133,8 +133,8 @@ def text_changed(memory_type: str, current: Mapping[str, Any], new: Mapping[str,
 def normalised(vector: np.ndarray) -> np.ndarray:
     """``vector`` as float32 of unit length (a zero vector stays zero)."""
     vector = np.asarray(vector, dtype=np.float32).reshape(-1)
-    norm = float(np.linalg.norm(vector))
-    return vector / norm if norm > 0 else vector
+    norm = float(np.linalg.norm(vector.astype(np.float64)))  # float32 overflows to inf past 1.8e38
+    return (vector / norm).astype(np.float32) if norm > 0 else vector
 
 
 class AgenticStore(abc.ABC):

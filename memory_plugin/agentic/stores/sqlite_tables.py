@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -90,6 +90,9 @@ CONTAINER_OWNER = "container_id = ? AND organization_id = ? AND user_id = ?"
 MEMORY_OWNER = "container_id = ? AND memory_type = ? AND organization_id = ? AND user_id = ?"
 #: Host parameters per statement, well under SQLite's limit.
 BATCH = 500
+#: A term is probed for the candidates left, rather than its seqs read whole, when it matches more than
+#: this many times as many docs: a probe is an index seek per candidate, a read a sequential index scan.
+PROBE_RATIO = 8
 
 
 def next_seq_no(c: sqlite3.Connection) -> int:
@@ -154,31 +157,52 @@ def remove_memory(c: sqlite3.Connection, seq: int, memory_type: str) -> None:
         c.execute("DELETE FROM lt_fts WHERE rowid = ?", (seq,))
 
 
+def _seqs(c: sqlite3.Connection, sql: str, parameters: Sequence[Any]) -> np.ndarray:
+    """The sorted distinct seqs ``sql`` selects, joined into one string in SQLite: a row per seq through
+    Python costs several times more than parsing the string."""
+    (joined,) = c.execute(f"SELECT group_concat(seq) FROM ({sql})", parameters).fetchone()
+    return np.unique(np.fromstring(joined or "", dtype=np.int64, sep=","))
+
+
+def _term_matches(c: sqlite3.Connection, terms: Sequence[tuple[str, str]]) -> np.ndarray:
+    """Sorted seqs carrying every term, planned as a search engine intersects posting lists: counts
+    first (index-only), then the rarest term's seqs, then each further term either read whole and
+    intersected, or probed for the candidates left when they are far fewer than its matches.  A term
+    that matches nothing ends the plan before any list is read."""
+    pairs = list(dict.fromkeys((valid_unicode(name), valid_unicode(value)) for name, value in terms))
+    count = "SELECT count(*) FROM terms WHERE field = ? AND value = ?"
+    sized = sorted((c.execute(count, pair).fetchone()[0], pair) for pair in pairs)
+    if sized[0][0] == 0:
+        return np.empty(0, dtype=np.int64)
+    postings = "SELECT seq FROM terms WHERE field = ? AND value = ?"
+    seqs = _seqs(c, postings, sized[0][1])
+    for matches, pair in sized[1:]:
+        if len(seqs) == 0:
+            break
+        if len(seqs) * PROBE_RATIO < matches:
+            probe = postings + " AND seq IN (SELECT value FROM json_each(?))"
+            seqs = _seqs(c, probe, (*pair, json.dumps(seqs.tolist())))
+        else:
+            seqs = np.intersect1d(seqs, _seqs(c, postings, pair), assume_unique=True)
+    return seqs
+
+
 def candidates(c: sqlite3.Connection, scope: LongTermScope) -> np.ndarray | None:
     """Seqs matching every term (and among ``only_ids``, the owner's long-term docs of the container);
     None when nothing restricts.  Term matches may include other containers' seqs: the per-container
     vectors and the hydration by owner and container drop those."""
     if not scope.terms and scope.only_ids is None:
         return None
-    # One statement whatever the number of terms (a chain of INTERSECTs or ANDs has SQLite limits).
-    with_terms = (
-        "SELECT seq FROM terms JOIN json_each(?) AS wanted"
-        " ON terms.field = wanted.value ->> 0 AND terms.value = wanted.value ->> 1"
-        " GROUP BY seq HAVING count(DISTINCT wanted.key) = ?"
-    )
-    wanted = json.dumps([[valid_unicode(name), valid_unicode(value)] for name, value in scope.terms])
+    matching = _term_matches(c, scope.terms) if scope.terms else None
     if scope.only_ids is None:
-        rows = c.execute(with_terms, (wanted, len(scope.terms)))
-        return np.asarray([row[0] for row in rows], dtype=np.int64)
+        return matching
     sql = f"SELECT seq FROM memories WHERE {MEMORY_OWNER}"
     base: list[Any] = [scope.container_id, LONG_TERM, *owner_key(scope.owner)]
-    if scope.terms:
-        sql += f" AND seq IN ({with_terms})"
-        base += [wanted, len(scope.terms)]
     seqs: list[int] = []
     for part, marks in batches(scope.only_ids):
         seqs += [row[0] for row in c.execute(sql + f" AND memory_id IN ({marks})", [*base, *part])]
-    return np.asarray(seqs, dtype=np.int64)
+    listed = np.unique(np.asarray(seqs, dtype=np.int64))
+    return listed if matching is None else np.intersect1d(listed, matching, assume_unique=True)
 
 
 def hydrate(

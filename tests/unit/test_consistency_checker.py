@@ -151,7 +151,7 @@ def test_an_infer_add_runs_exactly_once():
     assert check_agentic(ops, {"t0": ["w0"]}, once, once, {}) == []
     assert check_agentic(ops, {"t0": ["w0"], "t1": ["w1"]}, {"t0": 1, "t1": 1}, {"t0": 1, "t1": 1}, {"t1": 1}) == []
     assert kinds(check_agentic(ops, {"t0": ["w0"]}, {"t0": 2}, {"t0": 2}, {})) == ["infer-not-once", "llm-not-once"]
-    assert kinds(check_agentic(ops, {"t0": ["w0"]}, once, once, {"t0": 2})) == ["llm-decided-twice"]
+    assert kinds(check_agentic(ops, {"t0": ["w0"]}, once, once, {"t0": 2})) == ["llm-not-once"]
     assert kinds(check_agentic(ops, {"t0": ["w0"], "t1": ["w1"]}, {"t0": 1, "t1": 2}, {"t0": 1, "t1": 2}, {})) == [
         "infer-twice"
     ]
@@ -185,3 +185,10 @@ def test_the_history_is_written_as_json_lines_and_reported(tmp_path: Path):
     assert lines[0]["nemesis"]["event"] == "kill" and lines[1]["outcome"] == OK and lines[2]["outcome"] == INFO
     text = report(check_registers(history.ops, {"r": [Copy("DEU", "a")]}), history, path)
     assert text.startswith("1 anomalies {'wrong-region': 1}") and "#0 p1/s2 write r@USA 'a' ok(201)" in text
+
+
+def test_a_run_interrupted_by_a_kill_may_call_the_llm_once_more():
+    ops = [op(0, AGENTIC_ADD, "c", "t0", 0, 1, OK, detail="w0")]
+    assert check_agentic(ops, {"t0": ["w0"]}, {"t0": 1}, {"t0": 2}, {}, {"t0": 1}) == []
+    assert kinds(check_agentic(ops, {"t0": ["w0"]}, {"t0": 1}, {"t0": 2}, {}, {})) == ["llm-not-once"]
+    assert kinds(check_agentic(ops, {"t0": ["w0"]}, {"t0": 1}, {"t0": 3}, {}, {"t0": 1})) == ["llm-not-once"]

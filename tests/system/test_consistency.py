@@ -12,6 +12,7 @@ The op mix is seeded (``CONSISTENCY_SEED`` replays another); ops and time are bo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -305,6 +306,7 @@ async def test_consistency_under_kills_and_pauses(tmp_path: Path, opensearch_nod
     history = c.History()
     killed: set[str] = set()
     path = tmp_path / "history.jsonl"
+    faults: asyncio.Task[None] | None = None
     try:
         await asyncio.to_thread(group.start_all)
         memory_ids, container_id = await setup(group.urls, headers)
@@ -334,6 +336,10 @@ async def test_consistency_under_kills_and_pauses(tmp_path: Path, opensearch_nod
         working, long_term = await asyncio.to_thread(agentic_state, usa_node.url, prefix)
         extractions, decisions, interrupted = llm.counted(killed)
     finally:
+        if faults is not None and not faults.done():  # a client failed mid-fault: continue the node first
+            faults.cancel()
+            with contextlib.suppress(BaseException):
+                await faults
         group.close()
         history.write_jsonl(path)
     ops = history.ops

@@ -12,7 +12,7 @@ import hmac
 import logging
 import sys
 from collections.abc import AsyncIterator, Mapping
-from contextlib import suppress
+from contextlib import AsyncExitStack, suppress
 from typing import Any
 
 import uvloop
@@ -23,7 +23,8 @@ from memory_plugin import console, logs
 from memory_plugin._version import __version__
 from memory_plugin.agentic import routes as agentic_routes
 from memory_plugin.agentic.routes import AGENTIC
-from memory_plugin.auth import KeyStore
+from memory_plugin.auth import KeyBackend, KeyStore
+from memory_plugin.auth_opensearch import open_key_store
 from memory_plugin.erasure import routes as erasure_routes
 from memory_plugin.erasure.routes import ERASURE
 from memory_plugin.errors import Forbidden
@@ -48,7 +49,7 @@ from memory_plugin.settings import LUCENE_VERSIONS, Settings
 log = logging.getLogger("memory_plugin")
 
 SETTINGS = web.AppKey("settings", Settings)
-KEYS = web.AppKey("keys", KeyStore)
+KEYS = web.AppKey("keys", KeyBackend)
 METRICS = web.AppKey("metrics", Metrics)
 BRIDGE = web.AppKey("bridge", HistoryBridge)
 MODEL = web.AppKey("model", Mapping[str, Any])
@@ -56,9 +57,10 @@ MODEL = web.AppKey("model", Mapping[str, Any])
 OPENAPI = openapi_document()
 
 
-def ensure_development_key(keys: KeyStore, settings: Settings) -> str | None:
-    """On first start, write a keys file with one development key and return its token."""
-    if keys.exists():
+def ensure_development_key(keys: KeyBackend, settings: Settings) -> str | None:
+    """On first start, write a keys file with one development key and return its token.
+    (Keys in OpenSearch are made with ``memory-plugin keys create`` only.)"""
+    if not isinstance(keys, KeyStore) or keys.exists():
         return None
     entry, token = keys.create("dev-org", "dev-user")
     base = f"http://{settings.host}:{settings.port}"
@@ -120,7 +122,7 @@ async def metrics(request: web.Request) -> web.Response:
     if token and scheme.lower() == "bearer" and credential.strip().isascii():
         if hmac.compare_digest(credential.strip().encode(), token.encode()):
             return await request.config_dict[METRICS].handler(request)
-    request.config_dict[KEYS].authenticate(authorization or None)  # 401 unless it is a valid tenant key
+    await request.config_dict[KEYS].authenticate(authorization or None)  # 401 unless it is a valid tenant key
     if token:
         raise Forbidden("metrics need the operator's metrics token, not a tenant key")
     raise Forbidden("metrics are disabled: set metrics_token (MEMORY_PLUGIN_METRICS_TOKEN) to read them")
@@ -128,7 +130,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.Application:
     """The whole server.  Pass ``embedder`` to share one loaded model between apps."""
-    keys = KeyStore(settings.resolved_keys_file)
+    keys = open_key_store(settings)
     registry = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
@@ -143,8 +145,10 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
 
     async def services_context(app: web.Application) -> AsyncIterator[None]:
         ensure_development_key(keys, settings)
-        keys.load()
-        async with open_services(settings, embedder=embedder, metrics=registry) as services:
+        async with AsyncExitStack() as stack:
+            services = await stack.enter_async_context(open_services(settings, embedder=embedder, metrics=registry))
+            stack.push_async_callback(keys.close)
+            await keys.open()
             app[MEMORY] = services.memory
             app[HISTORIES] = services.histories
             app[ERASURE] = services.erasure

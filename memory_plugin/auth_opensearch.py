@@ -28,6 +28,8 @@ from memory_plugin.settings import OpenSearchRegion, Settings
 
 #: Keys read per request when reading them all.
 PAGE = 1000
+#: Seconds an administrative request (``memory-plugin keys``) may take, at least.
+ADMIN_TIMEOUT = 60.0
 
 MAPPINGS = {
     "dynamic": "strict",
@@ -76,7 +78,8 @@ class OpenSearchKeyStore(KeyBackend):
     # -- administration: a blocking client -----------------------------------
 
     def _admin(self, work: Callable[[OpenSearch], Any]) -> Any:
-        client = OpenSearch(**client_options(self.region))
+        # No one waits on the CLI but its user: a slow index creation is better than a timeout.
+        client = OpenSearch(**{**client_options(self.region), "timeout": max(self.region.timeout, ADMIN_TIMEOUT)})
         try:
             return work(client)
         finally:

@@ -36,7 +36,7 @@ async def config(opensearch_nodes, tmp_path: Path) -> AsyncIterator[Path]:  # ty
     path = tmp_path / "memory-plugin.toml"
     path.write_text(
         f'keys_backend = "opensearch"\ndata_dir = "{tmp_path / "data"}"\nbridge = false\n'
-        f'[regions.USA]\nstore = "opensearch"\nhosts = ["{opensearch_nodes[0].url}"]\nindex_prefix = "{prefix}"\n'
+        f'[regions.USA]\nstore = "opensearch"\nhosts = ["{opensearch_nodes[0].url}"]\nindex_prefix = "{prefix}"\ntimeout = 30\n'
     )
     yield path
     client = AsyncOpenSearch(hosts=[opensearch_nodes[0].url], max_retries=0)

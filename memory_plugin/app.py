@@ -10,9 +10,10 @@ import asyncio
 import gc
 import hmac
 import logging
+import socket
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import suppress
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, suppress
 from typing import Any
 
 import uvloop
@@ -23,7 +24,8 @@ from memory_plugin import console, logs
 from memory_plugin._version import __version__
 from memory_plugin.agentic import routes as agentic_routes
 from memory_plugin.agentic.routes import AGENTIC
-from memory_plugin.auth import KeyStore
+from memory_plugin.auth import KeyBackend, KeyStore
+from memory_plugin.auth_opensearch import open_key_store
 from memory_plugin.erasure import routes as erasure_routes
 from memory_plugin.erasure.routes import ERASURE
 from memory_plugin.errors import Forbidden
@@ -38,7 +40,7 @@ from memory_plugin.http.runner import JsonErrorRunner
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.pages import RenderedPages
 from memory_plugin.memory.routes_v211 import MEMORY, MESSAGE_PAGES
-from memory_plugin.metrics import Metrics
+from memory_plugin.metrics import Metrics, Sampled
 from memory_plugin.ml import routes as ml_routes
 from memory_plugin.ml.routes import ML
 from memory_plugin.openapi import openapi_document
@@ -48,17 +50,21 @@ from memory_plugin.settings import LUCENE_VERSIONS, Settings
 log = logging.getLogger("memory_plugin")
 
 SETTINGS = web.AppKey("settings", Settings)
-KEYS = web.AppKey("keys", KeyStore)
+KEYS = web.AppKey("keys", KeyBackend)
 METRICS = web.AppKey("metrics", Metrics)
 BRIDGE = web.AppKey("bridge", HistoryBridge)
 MODEL = web.AppKey("model", Mapping[str, Any])
+PROCESS = web.AppKey("process", Mapping[str, Any])
+#: Long-term memories waiting for their embedding, as the agentic store counts them.
+AGENTIC_PENDING = web.AppKey("agentic_pending", Sampled)
 
 OPENAPI = openapi_document()
 
 
-def ensure_development_key(keys: KeyStore, settings: Settings) -> str | None:
-    """On first start, write a keys file with one development key and return its token."""
-    if keys.exists():
+def ensure_development_key(keys: KeyBackend, settings: Settings) -> str | None:
+    """On first start, write a keys file with one development key and return its token.
+    (Keys in OpenSearch are made with ``memory-plugin keys create`` only.)"""
+    if not isinstance(keys, KeyStore) or keys.exists():
         return None
     entry, token = keys.create("dev-org", "dev-user")
     base = f"http://{settings.host}:{settings.port}"
@@ -99,13 +105,24 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    """Liveness, the embedding model as it runs (precision, int8 kernels, CPU), and how far
-    search lags behind memory writes (from memory: no store is asked)."""
+    """Liveness, which process answered (several may serve one port, or one cluster), the embedding
+    model as it runs (precision, int8 kernels, CPU), and the backlog of background work as the stores
+    count it, every process's (from memory: no store is asked on the request's path).
+
+    ``backlog.outbox`` is how far search lags behind memory writes (also ``details.bridge``, as
+    before), ``backlog.agentic_pending_embeddings`` the long-term memories not yet embedded
+    (None until first counted)."""
     details: dict[str, Any] = {"model": request.config_dict[MODEL]}
+    backlog: dict[str, Any] = {}
     bridge = request.config_dict.get(BRIDGE)
     if bridge is not None:
-        details["bridge"] = bridge.lag
-    return json_response({"status": "green", "details": details})
+        details["bridge"] = backlog["outbox"] = bridge.lag
+    pending = request.config_dict.get(AGENTIC_PENDING)
+    if pending is not None:
+        backlog["agentic_pending_embeddings"] = pending.current()
+    return json_response(
+        {"status": "green", "process": request.config_dict[PROCESS], "backlog": backlog, "details": details}
+    )
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -120,7 +137,7 @@ async def metrics(request: web.Request) -> web.Response:
     if token and scheme.lower() == "bearer" and credential.strip().isascii():
         if hmac.compare_digest(credential.strip().encode(), token.encode()):
             return await request.config_dict[METRICS].handler(request)
-    request.config_dict[KEYS].authenticate(authorization or None)  # 401 unless it is a valid tenant key
+    await request.config_dict[KEYS].authenticate(authorization or None)  # 401 unless it is a valid tenant key
     if token:
         raise Forbidden("metrics need the operator's metrics token, not a tenant key")
     raise Forbidden("metrics are disabled: set metrics_token (MEMORY_PLUGIN_METRICS_TOKEN) to read them")
@@ -128,7 +145,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.Application:
     """The whole server.  Pass ``embedder`` to share one loaded model between apps."""
-    keys = KeyStore(settings.resolved_keys_file)
+    keys = open_key_store(settings)
     registry = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
@@ -137,14 +154,17 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app[METRICS] = registry
     app[SETTINGS] = settings
     app[KEYS] = keys
+    app[PROCESS] = registry.identify(settings.node_name)
     app[MAX_BODY_BYTES] = settings.max_body_bytes
     app[BODY_READ_TIMEOUT] = settings.body_read_timeout
     app[MESSAGE_PAGES] = RenderedPages(settings.page_cache_mb * 1024 * 1024)
 
     async def services_context(app: web.Application) -> AsyncIterator[None]:
         ensure_development_key(keys, settings)
-        keys.load()
-        async with open_services(settings, embedder=embedder, metrics=registry) as services:
+        async with AsyncExitStack() as stack:
+            services = await stack.enter_async_context(open_services(settings, embedder=embedder, metrics=registry))
+            stack.push_async_callback(keys.close)
+            await keys.open()
             app[MEMORY] = services.memory
             app[HISTORIES] = services.histories
             app[ERASURE] = services.erasure
@@ -153,6 +173,10 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             app[MODEL] = services.model
             if services.bridge is not None:
                 app[BRIDGE] = services.bridge
+            pending = app[AGENTIC_PENDING] = Sampled(services.agentic.store.pending_count)
+            stack.push_async_callback(pending.close)
+            await pending.refresh()
+            registry.agentic_pending.set_function(lambda: pending.current() or 0)
             yield
 
     app.cleanup_ctx.append(services_context)
@@ -203,7 +227,7 @@ def _with_api(sub: web.Application, api: Api) -> web.Application:
 GIL_SWITCH_INTERVAL = 0.001
 
 
-async def _serve(settings: Settings) -> None:
+async def _serve(settings: Settings, sock: socket.socket | None, ready: Callable[[], object] | None) -> None:
     """``web.run_app``, with ``JsonErrorRunner``: serve until SIGINT or SIGTERM, then finish in-flight requests."""
     runner = JsonErrorRunner(
         create_app(settings),
@@ -219,17 +243,25 @@ async def _serve(settings: Settings) -> None:
     gc.collect()
     gc.freeze()
     try:
-        await web.TCPSite(runner, settings.host, settings.port).start()
+        if sock is None:
+            await web.TCPSite(runner, settings.host, settings.port).start()
+        else:  # a worker of ``serve --workers N``: the socket its parent opened
+            await web.SockSite(runner, sock).start()
         print(f"======== Running on http://{settings.host}:{settings.port} ========", flush=True)
+        if ready is not None:
+            ready()
         while True:
             await asyncio.sleep(3600)
     finally:
         await runner.cleanup()
 
 
-def run(settings: Settings) -> None:
+def run(settings: Settings, sock: socket.socket | None = None, ready: Callable[[], object] | None = None) -> None:
     """Serve until SIGINT or SIGTERM, as ``web.run_app`` does: only the serving task is
     cancelled at first, so that the runner's cleanup lets in-flight requests finish.
+
+    ``sock`` and ``ready`` are for a worker of ``serve --workers N`` (``workers.py``): the socket its
+    parent opened, and what to call once it serves.
 
     The stand-alone server runs on uvloop: its sockets, callbacks and timers cost about a
     third less CPU per request than asyncio's own loop (``scripts/bench_memory.py``).  A
@@ -239,7 +271,7 @@ def run(settings: Settings) -> None:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
-    serving = loop.create_task(_serve(settings))
+    serving = loop.create_task(_serve(settings, sock, ready))
     try:
         loop.run_until_complete(serving)
     except (web.GracefulExit, KeyboardInterrupt):

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from memory_plugin.auth import KeyStore
+from memory_plugin.auth_opensearch import open_key_store
 from memory_plugin.files import InUse
 from memory_plugin.settings import Settings, load_settings
 
@@ -21,10 +21,15 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.workers != 1:
+        from memory_plugin.workers import serve_workers
+
+        return serve_workers(settings, args.workers)
     from memory_plugin.app import run
 
     try:
-        run(_settings(args))
+        run(settings)
     except InUse as error:
         print(f"memory-plugin: {error}", file=sys.stderr)
         return 1
@@ -32,7 +37,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _keys_create(args: argparse.Namespace) -> int:
-    keys = KeyStore(_settings(args).resolved_keys_file)
+    keys = open_key_store(_settings(args))
     entry, token = keys.create(args.org, args.user)
     print(
         f"key_id:  {entry.key_id}\norg:     {entry.organization_id}\nuser:    {entry.user_id or '-'}\nkey:     {token}"
@@ -41,7 +46,7 @@ def _keys_create(args: argparse.Namespace) -> int:
 
 
 def _keys_revoke(args: argparse.Namespace) -> int:
-    keys = KeyStore(_settings(args).resolved_keys_file)
+    keys = open_key_store(_settings(args))
     if not keys.revoke(args.key_id):
         print(f"no key with id {args.key_id}", file=sys.stderr)
         return 1
@@ -50,7 +55,7 @@ def _keys_revoke(args: argparse.Namespace) -> int:
 
 
 def _keys_list(args: argparse.Namespace) -> int:
-    for entry in KeyStore(_settings(args).resolved_keys_file).entries():
+    for entry in open_key_store(_settings(args)).entries():
         state = "revoked" if entry.revoked else "active"
         print(f"{entry.key_id}\t{entry.organization_id}\t{entry.user_id or '-'}\t{entry.created_at}\t{state}")
     return 0
@@ -80,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", parents=[common], help="run the HTTP server")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes on the port (default 1); more than 1 needs every store on OpenSearch",
+    )
     serve.set_defaults(run=_serve)
 
     keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)

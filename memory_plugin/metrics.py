@@ -1,11 +1,20 @@
-"""Prometheus metrics, one registry per application (nothing global)."""
+"""Prometheus metrics, one registry per application (nothing global), and which process is answering."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+log = logging.getLogger("memory_plugin")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -60,6 +69,25 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.process = Gauge(
+            "memory_plugin_process",
+            "Always 1: which server process these numbers are from (several may serve one port or cluster)",
+            ["hostname", "pid", "node_name"],
+            registry=self.registry,
+        )
+        self.agentic_pending = Gauge(
+            "memory_plugin_agentic_pending_embeddings",
+            "Long-term memories waiting for their embedding, as the agentic store counts them (every process's)",
+            registry=self.registry,
+        )
+
+    def identify(self, node_name: str) -> dict[str, Any]:
+        """Label this registry with the process serving it (call it in the process that serves)."""
+        identity = process_identity(node_name)
+        self.process.clear()
+        self.process.labels(identity["hostname"], str(identity["pid"]), node_name).set(1)
+        return identity
+
     def watch(self, regions: Iterable[str], embedder_pending: Callable[[], float]) -> None:
         """Show every configured region from the start (at zero), and the live embedder queue."""
         for region in regions:
@@ -92,3 +120,39 @@ class Metrics:
 
     async def handler(self, request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def process_identity(node_name: str) -> dict[str, Any]:
+    """Which process answered: with several workers or hosts behind one address, health and metrics say so."""
+    return {"hostname": socket.gethostname(), "pid": os.getpid(), "node_name": node_name}
+
+
+class Sampled:
+    """A number a store reports (a queue's length), read again in the background at most every
+    ``every`` seconds while someone asks, so that health and metrics never wait for a store."""
+
+    def __init__(self, read: Callable[[], Awaitable[int]], every: float = 1.0) -> None:
+        self._read = read
+        self.every = every
+        self.value: int | None = None
+        self._read_at = float("-inf")
+        self._reading: asyncio.Task[None] | None = None
+
+    async def refresh(self) -> None:
+        self._read_at = time.monotonic()
+        try:
+            self.value = await self._read()
+        except Exception as error:  # keep the last value; the store's own errors are reported elsewhere
+            log.warning("reading a backlog failed: %s", error)
+
+    def current(self) -> int | None:
+        """The last value read, and a fresh read started if it is older than ``every``."""
+        if time.monotonic() - self._read_at >= self.every and (self._reading is None or self._reading.done()):
+            self._reading = asyncio.ensure_future(self.refresh())
+        return self.value
+
+    async def close(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reading

@@ -31,6 +31,11 @@ def make_client(settings: OpenSearchRegion) -> AsyncOpenSearch:
     retries; and a write retried after a lost response could apply twice.  The
     caller (or its client) decides whether to try again, and sees a 503 meanwhile.
     """
+    return AsyncOpenSearch(**client_options(settings))
+
+
+def client_options(settings: OpenSearchRegion) -> dict[str, Any]:
+    """What ``make_client`` passes to the client (the synchronous client takes the same)."""
     options: dict[str, Any] = {
         "hosts": list(settings.hosts),
         "verify_certs": settings.verify_certs,
@@ -44,7 +49,7 @@ def make_client(settings: OpenSearchRegion) -> AsyncOpenSearch:
         options["ca_certs"] = settings.ca_certs
     if not settings.verify_certs:
         options["ssl_show_warn"] = False
-    return AsyncOpenSearch(**options)
+    return options
 
 
 async def create_index(client: AsyncOpenSearch, index: str, body: Mapping[str, Any]) -> bool:

@@ -79,6 +79,9 @@ class Settings:
     data_dir: Path = Path("data")
     #: Defaults to ``<data_dir>/keys.json``.
     keys_file: Path | None = None
+    #: Where API keys live: ``file`` (``keys_file``: one host) or ``opensearch`` (an index in the home
+    #: region's cluster, which every process on every host reads; needs the home region on OpenSearch).
+    keys_backend: str = "file"
     #: Model folder; defaults to the default model built by ``make install``.
     model_dir: Path | None = None
     embed_threads: int | None = None
@@ -156,6 +159,7 @@ _SCALARS: dict[str, type] = {
     "port": int,
     "data_dir": Path,
     "keys_file": Path,
+    "keys_backend": str,
     "model_dir": Path,
     "embed_threads": int,
     "embed_precision": str,
@@ -286,4 +290,13 @@ def load_settings(
         raise ValueError(f"unknown regions {unknown}; regions are {list(REGIONS)}")
     if settings.home_region not in settings.regions:
         raise ValueError(f"home_region {settings.home_region!r} is not among the configured regions")
+    if settings.keys_backend not in ("file", "opensearch"):
+        raise ValueError(f"setting 'keys_backend' must be 'file' or 'opensearch', not {settings.keys_backend!r}")
+    if settings.keys_backend == "opensearch" and not isinstance(
+        settings.regions[settings.home_region], OpenSearchRegion
+    ):
+        raise ValueError(
+            f"setting 'keys_backend' is 'opensearch', which keeps the keys in the home region's OpenSearch cluster, "
+            f"but the home region {settings.home_region} is embedded; put it on OpenSearch, or use keys_backend = 'file'"
+        )
     return settings

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from memory_plugin.auth import KeyStore, Principal
+from memory_plugin.auth import KeyBackend, Principal
 from memory_plugin.errors import NotFound, PayloadTooLarge, ServiceError
 from memory_plugin.http.apis import TELNYX, Api, api_of
 from memory_plugin.http.body import MAX_BODY_BYTES, UnsupportedContentType
@@ -36,7 +36,7 @@ def principal_of(request: web.Request) -> Principal:
     return request[PRINCIPAL]
 
 
-def front_door(keys: KeyStore, metrics: Metrics, public: Iterable[Handler] = ()) -> Middleware:
+def front_door(keys: KeyBackend, metrics: Metrics, public: Iterable[Handler] = ()) -> Middleware:
     """Everything every request needs around its handler, in one middleware: one frame per request, not six.
 
     Outermost first: a request id (``X-Request-Id``, on errors too), the request's
@@ -81,13 +81,13 @@ def front_door(keys: KeyStore, metrics: Metrics, public: Iterable[Handler] = ())
 
 
 async def _answer(
-    request: web.Request, handler: Handler, keys: KeyStore, public: frozenset[Handler]
+    request: web.Request, handler: Handler, keys: KeyBackend, public: frozenset[Handler]
 ) -> web.StreamResponse:
     """The handler's answer, or the error it raised as the API words it."""
     api = api_of(request)
     try:
         if request.match_info.handler not in public:
-            request[PRINCIPAL] = keys.authenticate(request.headers.get("Authorization"))
+            request[PRINCIPAL] = await keys.authenticate(request.headers.get("Authorization"))
         check_text(request)
         return _filter_path(request, api, await handler(request))
     except ServiceError as error:

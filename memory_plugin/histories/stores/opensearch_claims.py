@@ -142,7 +142,7 @@ class OpenSearchRecordClaims(RecordClaims):
     ) -> None:
         if not 0 < guard < lease:
             raise ValueError("the guard must be shorter than the lease")
-        self.client = client
+        self.client, self.prefix = client, prefix
         self.index = f"{prefix}-record-claims"
         self.lease, self.guard, self.wait = lease, guard, wait
         #: This process's writers of one id queue here rather than polling OpenSearch.

@@ -271,6 +271,7 @@ class OpenSearchRecordClaims(RecordClaims):
         """Delete every lease conditionally: success proves each was held to the end."""
         record_ids, leases = list(held.leases), dict(held.leases)
         held.leases.clear()
+        held.deadline = float("inf")
         if not record_ids:
             return
         try:
@@ -336,6 +337,8 @@ class OpenSearchRecordClaims(RecordClaims):
 
     async def _bulk(self, actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Each item's result, in order; a 409 (taken) or 404 (gone) is an answer, anything else a 503."""
+        if not actions:
+            return []
         response = await self._call(self.client.bulk(body=actions))
         results = [next(iter(item.values())) for item in response["items"]]
         for result in results:

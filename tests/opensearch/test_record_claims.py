@@ -170,10 +170,11 @@ async def test_two_users_racing_for_one_record_id_one_owns_it(regions, embedder)
 
 
 async def test_a_dead_holders_lease_is_taken_over_once_it_expires(regions, embedder) -> None:  # type: ignore[no-untyped-def]
-    async with process(regions, embedder, lease=2.0, guard=0.5, wait=0.2) as writer:
+    # Leases long enough that a loaded machine's embedding and fan-out do not outlast them by accident.
+    async with process(regions, embedder, lease=8.0, guard=1.0, wait=0.2) as writer:
         impatient = writer.claims
         assert isinstance(impatient, OpenSearchRecordClaims)
-        dead = OpenSearchRecordClaims(impatient.client, impatient.prefix, lease=2.0, guard=0.5)
+        dead = OpenSearchRecordClaims(impatient.client, impatient.prefix, lease=8.0, guard=1.0)
         held = await dead.acquire(ORG, ["orphan"])  # taken, and never released: its process died
         with pytest.raises(RecordConflict) as refused:
             await writer.ingest(ADMIN, [record("orphan", "DEU", "call while the lease lives")])
@@ -221,7 +222,10 @@ class _Frozen(Claim):
 async def test_a_stale_holder_is_fenced_out_and_removes_nothing(regions, embedder) -> None:  # type: ignore[no-untyped-def]
     """A writer frozen between writing its copy and removing the older one, past its lease: another
     writer takes the record over and moves it; the stale one, woken, answers 409 and deletes nothing."""
-    async with process(regions, embedder, lease=2.0, guard=0.5) as stale, process(regions, embedder) as fresh:
+    async with (
+        process(regions, embedder, lease=6.0, guard=1.0) as stale,
+        process(regions, embedder, wait=30.0) as fresh,
+    ):
         await fresh.ingest(ADMIN, [record("moved", "DEU", "call as first written")])
         frozen = Stalling(stale.claims, at=2)  # the 1st confirm is before writing, the 2nd before removing
         stale.claims = frozen

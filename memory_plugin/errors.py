@@ -212,6 +212,15 @@ class NotFound(ServiceError):
         self.id = id
 
 
+class Conflict(ServiceError):
+    """Another request holds, or took over, what this one changes; retrying is safe."""
+
+    status = 409
+    type = "status_exception"
+    code = "conflict"
+    title = "Conflict"
+
+
 def storage_error(error: BaseException) -> ServiceError | None:
     """The typed error a storage failure means to a caller, or None if it is not one we know.
 

@@ -20,9 +20,10 @@ from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.dates import DateError, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
+from memory_plugin.histories.claims import LocalRecordClaims
 from memory_plugin.histories.fanout import RegionObserver, fan_out
-from memory_plugin.histories.locks import KeyedLocks
 from memory_plugin.histories.stores.base import HistoryStore
+from memory_plugin.histories.stores.claims import Claim, RecordClaims, RecordConflict
 from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter
 from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
@@ -106,13 +107,15 @@ class HistoryService:
         home_region: str,
         deadline: float = 2.0,
         observe_region: RegionObserver | None = None,
+        claims: RecordClaims | None = None,
     ) -> None:
         self.stores = dict(stores)
         self.embedder = embedder
         self.home_region = home_region
         self.deadline = deadline
         self.observe_region = observe_region
-        self.record_locks = KeyedLocks()
+        #: Who may write a record id now: this process's locks (the default), or leases in OpenSearch.
+        self.claims = claims if claims is not None else LocalRecordClaims()
 
     # -- validation ----------------------------------------------------------------
 
@@ -246,9 +249,15 @@ class HistoryService:
             by_region.setdefault(record.region, []).append((stored, chunks))
         # One writer per record id at a time: "who owns it, where does it live, write, remove the
         # older copy" is one step, so two writers can neither both win nor leave a copy in two regions.
-        async with self.record_locks.hold((organization_id, record.record_id) for record, _ in checked):
-            older = await self._older_copies(principal, [record for record, _ in checked])
-            await self._write_then_remove_older(organization_id, by_region, older)
+        try:
+            async with self.claims.hold(organization_id, [record.record_id for record, _ in checked]) as claim:
+                async with claim.bounded():
+                    older = await self._older_copies(principal, [record for record, _ in checked])
+                await claim.confirm()  # still ours: a writer that stalled past its claim writes nothing
+                await self._write_then_remove_older(organization_id, by_region, older, claim)
+        except RecordConflict as error:
+            error.parameter = f"records[{seen[error.record_id]}].record_id"
+            raise
         return [
             IngestedRecord(record.record_id, record.region, record.record_type, len(record_spans), ingested_at)
             for (record, _), record_spans in zip(checked, spans)
@@ -292,16 +301,19 @@ class HistoryService:
         organization_id: str,
         by_region: dict[str, list[tuple[Record, list[Chunk]]]],
         older: Mapping[str, list[str]],
+        claim: Claim,
     ) -> None:
         """Write each region's records; only once a region's write is durable, remove their copies elsewhere.
 
         A write that fails (a full disk: 507) leaves the older copies where they
-        were, so a failed move never loses the record.
+        were, so a failed move never loses the record; so does a claim lost meanwhile.
         """
         regions = list(by_region)
-        outcomes = await asyncio.gather(
-            *(self.stores[region].write_records(by_region[region]) for region in regions), return_exceptions=True
-        )
+        async with claim.bounded():
+            outcomes = await asyncio.gather(
+                *(self.stores[region].write_records(by_region[region]) for region in regions),
+                return_exceptions=True,
+            )
         written = {
             record.record_id: region
             for region, outcome in zip(regions, outcomes)
@@ -314,10 +326,14 @@ class HistoryService:
             for record_id in record_ids
             if record_id in written and written[record_id] != region
         ]
-        removed = await asyncio.gather(
-            *(self.stores[region].delete_record(organization_id, record_id) for region, record_id in removals),
-            return_exceptions=True,
-        )
+        removed: list[Any] = []
+        if removals:
+            await claim.confirm()  # fencing: a writer whose claim was taken over removes nothing
+            async with claim.bounded():
+                removed = await asyncio.gather(
+                    *(self.stores[region].delete_record(organization_id, record_id) for region, record_id in removals),
+                    return_exceptions=True,
+                )
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -342,7 +358,8 @@ class HistoryService:
 
     async def delete_record(self, principal: Principal, record_id: str) -> int:
         organization_id = principal.organization_id
-        async with self.record_locks.hold([(organization_id, record_id)]):  # not in the middle of a move
+        # Not in the middle of a move; leaving the claim cleanly proves it was held throughout.
+        async with self.claims.hold(organization_id, [record_id]) as claim, claim.bounded():
             if principal.user_id is None:
                 counts = await self._everywhere(lambda _, store: store.delete_record(organization_id, record_id))
             else:

@@ -94,7 +94,7 @@ def history_operations() -> Schema:
                     required=("records",),
                     additionalProperties=False,
                 ),
-                errors=("400", "401", "408", "413", "503"),
+                errors=("400", "401", "408", "409", "413", "503"),
                 status="201",
                 description="Ingested",
             ),
@@ -109,7 +109,7 @@ def history_operations() -> Schema:
             "delete": HISTORIES.op(
                 "Delete one record",
                 json_object({"data": json_object({"record_id": STRING, "deleted_chunks": INTEGER})}),
-                errors=("400", "401", "404", "503"),
+                errors=("400", "401", "404", "409", "503"),
             ),
         },
     }

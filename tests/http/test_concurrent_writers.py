@@ -57,4 +57,4 @@ async def test_one_record_id_sent_to_two_regions_at_once_leaves_one_copy(client,
         (stored,) = await copies(client, admin, record_id)
         assert stored["region"] in ("USA", "DEU")
         assert stored["text"] == {"USA": "call kept in the USA", "DEU": "call kept in Germany"}[stored["region"]]
-    assert len(client.app[HISTORIES].record_locks) == 0  # no lock outlives its writers
+    assert len(client.app[HISTORIES].claims) == 0  # no lock outlives its writers

@@ -238,3 +238,18 @@ async def test_keys_are_bounded_least_recently_used(tmp_path: Path) -> None:
         assert kept.columns["never-written"].nbytes < 1024  # a key without values is cheap
     finally:
         await store.close()
+
+
+def test_metadata_columns_setting_reaches_the_store(tmp_path: Path) -> None:
+    """``[regions.X] metadata_columns`` bounds the store's kept keys; nonsense is refused at start."""
+    from memory_plugin.histories.stores import open_histories_store
+    from memory_plugin.settings import load_settings
+
+    config = tmp_path / "config.toml"
+    config.write_text('[regions.USA]\nstore = "embedded"\nmetadata_columns = 3\n')
+    settings = load_settings(config, environ={}, data_dir=tmp_path)
+    store = open_histories_store(settings, "USA")
+    assert isinstance(store, SqliteHistoryStore) and store._options[-1] == 3
+    config.write_text('[regions.USA]\nstore = "embedded"\nmetadata_columns = 0\n')
+    with pytest.raises(ValueError, match="metadata_columns must be a positive integer"):
+        load_settings(config, environ={}, data_dir=tmp_path)

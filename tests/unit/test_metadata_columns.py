@@ -253,3 +253,49 @@ def test_metadata_columns_setting_reaches_the_store(tmp_path: Path) -> None:
     config.write_text('[regions.USA]\nstore = "embedded"\nmetadata_columns = 0\n')
     with pytest.raises(ValueError, match="metadata_columns must be a positive integer"):
         load_settings(config, environ={}, data_dir=tmp_path)
+
+
+@pytest.mark.parametrize("write_when", ["before the pass", "after the pass"])
+async def test_writes_during_a_build_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_when: str) -> None:
+    """Writes land while a key's column is built (before or after its SQLite pass reads): each chunk once, none lost."""
+    import threading
+
+    from memory_plugin.histories.stores import sqlite as sqlite_module
+
+    store = SqliteHistoryStore(tmp_path)
+    await store.open(DIM)
+    rng = random.Random(6)
+    items = await write_random(store, rng, 0, 200)
+    reading, written = threading.Event(), threading.Event()
+    original = sqlite_module.metadata_values
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
+        if write_when == "before the pass":
+            assert written.wait(60)
+        result = original(*args, **kwargs)
+        if write_when == "after the pass":
+            assert written.wait(60)
+        return result
+
+    monkeypatch.setattr(sqlite_module, "metadata_values", held)
+    try:
+        wheres = [parse_filters([("filter[lang][in]", "en,5,true,Über")]), parse_filters([("filter[lang]", "Über")])]
+        search = asyncio.ensure_future(found(store, wheres[0], "org-0"))
+        await asyncio.get_running_loop().run_in_executor(None, reading.wait, 60)
+        items += await write_random(store, rng, 200, 100)  # committed and indexed while the key is pending
+        written.set()
+        assert await search == chunk_ids(items, wheres[0], "org-0")
+        query = unit(np.random.default_rng(1), 1)[0]
+        for where in wheres:  # broad (a mask) and selective (positions seed the search)
+            hits = [hit.id for hit in await store.search("org-0", "voice", query, where, 10_000)]
+            assert len(hits) == len(set(hits))  # no position twice
+            assert set(hits) == chunk_ids(items, where, "org-0")
+            assert any(int(hit.split("_")[0][1:]) >= 200 for hit in hits)
+        items += await write_random(store, rng, 300, 50)
+        for where in wheres:
+            assert await found(store, where, "org-0") == chunk_ids(items, where, "org-0")
+        assert not store._indexes["voice"].columns.metadata.pending
+    finally:
+        written.set()
+        await store.close()

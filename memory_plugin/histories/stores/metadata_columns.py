@@ -2,8 +2,9 @@
 
 Metadata keys are open-ended and their values mix types, so a key is kept as a
 column only once a filter names it: the store then reads that key's values for
-the whole index from SQLite in one pass (:func:`decode_values`), and from then
-on every write adds its values like the other columns.  A column holds, for
+the whole index from SQLite in one pass (:func:`decode_values`) while writes
+go on (they record the key's values meanwhile, ``begin``/``finish``), and from
+then on every write adds its values like the other columns.  A column holds, for
 each kind of value, the positions that have one (ascending) and the values:
 
 * strings: dictionary codes (``Dictionary``), so eq/in/contains/ranges are
@@ -178,13 +179,15 @@ def _float_holds(value: int) -> bool:
 class MetadataColumns:
     """The metadata keys of one index kept as columns, least recently used first.
 
-    Mutated only under the index's write lock (``install``, ``add``); ``touch``
-    runs on the event loop, ``positions`` in search threads.
+    Mutated only under the index's write lock (``begin``, ``finish``, ``add``);
+    ``touch`` runs on the event loop, ``positions`` in search threads.
     """
 
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
         self.limit = limit
         self.columns: OrderedDict[str, KeyColumn] = OrderedDict()
+        #: Keys being built: the positions and values written since, added to the column when it is installed.
+        self.pending: dict[str, tuple[list[int], list[Any]]] = {}
 
     def missing(self, keys: Iterable[str]) -> list[str]:
         return [key for key in keys if key not in self.columns]
@@ -200,13 +203,29 @@ class MetadataColumns:
         while len(self.columns) > self.limit:
             self.columns.popitem(last=False)
 
+    def begin(self, key: str) -> None:
+        """From now on, record the values writes give ``key`` (see ``finish``)."""
+        self.pending[key] = ([], [])
+
+    def finish(self, key: str, column: KeyColumn) -> None:
+        """Keep ``column`` (built for the positions before ``begin``) with the values written since."""
+        positions, values = self.pending.pop(key)
+        column.add(positions, values)
+        self.install(key, column)
+
+    def abandon(self, key: str) -> None:
+        self.pending.pop(key, None)
+
     def add(self, positions: np.ndarray, metadata: Sequence[Mapping[str, Any]]) -> None:
-        """The values of every kept key in the records written at ``positions`` (ascending, new)."""
-        if not self.columns or not len(positions):
+        """The values of every kept or pending key in the records written at ``positions`` (ascending, new)."""
+        if not (self.columns or self.pending) or not len(positions):
             return
         at = positions.tolist()
         for key, column in self.columns.items():
             column.add(at, [values.get(key, _MISSING) for values in metadata])
+        for key, (held_at, held) in self.pending.items():
+            held_at += at
+            held += [values.get(key, _MISSING) for values in metadata]
 
     def positions(self, condition: Condition, used: int) -> np.ndarray:
         column = self.columns[condition.field[len("metadata.") :]]

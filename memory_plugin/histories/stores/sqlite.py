@@ -25,9 +25,8 @@ Why it looks like this:
   index (``filter_columns``: one row per position, filled from SQLite at
   ``open()`` and on every write; a selective string equality reads cached
   positions instead of every row).  A metadata key becomes a column the first
-  time a filter names it (``metadata_columns``: one pass over SQLite under the
-  write lock, so no write slips between the pass and the column; then kept in
-  step with every write); at most ``metadata_columns`` keys per index, least
+  time a filter names it (``metadata_columns``: one pass over SQLite while
+  writes go on, see ``_build_metadata``; then kept in step with every write); at most ``metadata_columns`` keys per index, least
   recently used dropped.  A filter naming more keys than that compiles to SQL
   (``sqlite_filters``) and yields chunk ids.  Few candidates (``<= exact_threshold``) are
   ranked exactly over an in-memory vector matrix, reading the candidate rows in
@@ -118,6 +117,8 @@ class SqliteHistoryStore(HistoryStore):
         self._indexes: dict[str, TypeIndex] = {}
         self._org_codes: dict[str, int] = {}
         self._write_lock = asyncio.Lock()
+        #: Metadata columns being built, per (record_type, key).
+        self._building: dict[tuple[str, str], asyncio.Future[None]] = {}
         #: How each index was loaded at open(): "snapshot" or "rebuilt (...)".
         self.load_report: dict[str, str] = {}
 
@@ -403,18 +404,41 @@ class SqliteHistoryStore(HistoryStore):
     async def _keep_metadata(self, index: TypeIndex, record_type: str, keys: Sequence[str]) -> None:
         """Make sure ``index`` keeps the metadata ``keys`` as columns: one pass over SQLite per new key.
 
-        Under the write lock no write lands between the pass and the column's
-        installation, so the column holds every chunk the index holds.
+        Searches naming a key being built wait for that one build.
         """
-        if not index.columns.metadata.missing(keys):
-            return
-        async with self._write_lock:
-            for key in index.columns.metadata.missing(keys):
+        for key in index.columns.metadata.missing(keys):
+            building = self._building.get((record_type, key))
+            if building is None:
+                building = asyncio.ensure_future(self._build_metadata(index, record_type, key))
+                self._building[(record_type, key)] = building
+            await asyncio.shield(building)
+
+    async def _build_metadata(self, index: TypeIndex, record_type: str, key: str) -> None:
+        """Build ``key``'s column without holding writes back (the pass runs on the read-only connection).
+
+        The key is pending first: every write indexed from then on adds its
+        values to it.  The pass over SQLite then starts, and sees every commit
+        indexed before (a commit precedes its indexing); its values are kept
+        for the positions indexed before the key was pending, the writes' for
+        the rest.  A deleted chunk a side still sees is dropped by the
+        organisation mask, as everywhere.
+        """
+        try:
+            async with index.lock.write():
+                below = index.n
+                index.columns.metadata.begin(key)
+            try:
                 path = f'$."{key}"'  # a FIELD_NAME: cannot break out of the quotes
-                chunk_ids, texts = await self._db.run(partial(metadata_values, record_type=record_type, path=path))
-                column = await self._offload(index.metadata_column, chunk_ids, texts)
+                chunk_ids, texts = await self._db.read(partial(metadata_values, record_type=record_type, path=path))
+                column = await self._offload(index.metadata_column, chunk_ids, texts, below)
+            except Exception:
                 async with index.lock.write():
-                    index.columns.metadata.install(key, column)
+                    index.columns.metadata.abandon(key)
+                raise
+            async with index.lock.write():
+                index.columns.metadata.finish(key, column)
+        finally:
+            self._building.pop((record_type, key), None)
 
     async def _hydrate(self, top: list[tuple[int, float]]) -> list[Hit]:
         if not top:

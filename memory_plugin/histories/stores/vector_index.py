@@ -143,15 +143,17 @@ class TypeIndex:
             self.orgs[positions] = -1
             self.version += 1
 
-    def metadata_column(self, chunk_ids: np.ndarray, texts: Sequence[str]) -> KeyColumn:
-        """A metadata key's column from its value (JSON text) in each chunk that has it, ids ascending.
+    def metadata_column(self, chunk_ids: np.ndarray, texts: Sequence[str], below: int) -> KeyColumn:
+        """A metadata key's column at the positions under ``below`` from each chunk's value (JSON text), ids ascending.
 
-        The caller holds the store's write lock, so every live chunk is indexed.
+        Chunks at ``below`` and after were indexed while the column was
+        pending (``MetadataColumns.begin``): their values come from the writes.
         """
         column = KeyColumn()
-        positions = np.searchsorted(self.ids[: self.n], chunk_ids)
-        inside = positions < self.n
-        inside[inside] = self.ids[positions[inside]] == chunk_ids[inside]
+        ids = self.ids[:below]  # positions under ``below`` never change: a grown array holds the same
+        positions = np.searchsorted(ids, chunk_ids)
+        inside = positions < below
+        inside[inside] = ids[positions[inside]] == chunk_ids[inside]
         values = decode_values(texts)
         column.add(positions[inside].tolist(), [value for value, kept in zip(values, inside.tolist()) if kept])
         return column

@@ -84,14 +84,19 @@ ROW_SQL = ", ".join(f"r.{field}" for field in TOP_LEVEL_FIELDS)
 
 
 def metadata_values(connection: sqlite3.Connection, *, record_type: str, path: str) -> tuple[np.ndarray, list[str]]:
-    """``(chunk ids ascending, JSON text of the value)`` of the chunks whose record has the key at ``path``."""
+    """``(chunk ids ascending, JSON text of the value)`` of the chunks whose record has the key at ``path``.
+
+    Chunks without the key are dropped here, not in SQL: a ``WHERE`` on the
+    value would extract it twice (the scan of ``chunks`` is in id order already).
+    """
     cursor = connection.cursor()
     cursor.row_factory = None
     rows = cursor.execute(
-        "SELECT c.id, r.metadata -> ? AS value FROM chunks c JOIN records r ON r.rid = c.rid"
-        " WHERE r.record_type = ? AND value IS NOT NULL ORDER BY c.id",
+        "SELECT c.id, r.metadata -> ? FROM chunks c JOIN records r ON r.rid = c.rid"
+        " WHERE r.record_type = ? ORDER BY c.id",
         (path, record_type),
     ).fetchall()
+    rows = [row for row in rows if row[1] is not None]
     return np.fromiter((row[0] for row in rows), np.int64, len(rows)), [row[1] for row in rows]
 
 

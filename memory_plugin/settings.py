@@ -28,6 +28,10 @@ class EmbeddedRegion:
     store: Literal["embedded"] = "embedded"
     #: Defaults to ``<data_dir>/regions/<name>``.
     path: Path | None = None
+    #: The most metadata keys kept in memory as filter columns per record type, least recently
+    #: used dropped (each costs up to ~12 bytes per chunk that has the key); a filter naming
+    #: more keys than this goes to SQL.
+    metadata_columns: int = 64
 
 
 @dataclass(frozen=True)
@@ -220,9 +224,12 @@ def _region(name: str, raw: Mapping[str, Any]) -> RegionSettings:
     kind = options.pop("store", "embedded")
     if kind == "embedded":
         path = options.pop("path", None)
+        metadata_columns = options.pop("metadata_columns", 64)
         if options:
             raise ValueError(f"region {name}: unknown embedded settings {sorted(options)}")
-        return EmbeddedRegion(path=Path(path) if path else None)
+        if isinstance(metadata_columns, bool) or not isinstance(metadata_columns, int) or metadata_columns < 1:
+            raise ValueError(f"region {name}: metadata_columns must be a positive integer, not {metadata_columns!r}")
+        return EmbeddedRegion(path=Path(path) if path else None, metadata_columns=metadata_columns)
     if kind == "opensearch":
         known = {f.name for f in dataclasses.fields(OpenSearchRegion)} - {"store"}
         unknown = set(options) - known

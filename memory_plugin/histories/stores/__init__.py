@@ -15,7 +15,7 @@ def open_histories_store(settings: Settings, name: str) -> HistoryStore:
     if isinstance(region, EmbeddedRegion):
         from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 
-        return SqliteHistoryStore(settings.region_path(name))
+        return SqliteHistoryStore(settings.region_path(name), metadata_columns=region.metadata_columns)
     from memory_plugin.histories.stores.opensearch import OpenSearchHistoryStore
 
     return OpenSearchHistoryStore(region, name)

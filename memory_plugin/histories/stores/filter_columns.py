@@ -14,84 +14,35 @@ filter, so a 1% filter at a million chunks reads ten thousand rows, not a
 million.  It must agree exactly with
 :func:`memory_plugin.histories.stores.filters.matches` and with ``sqlite_filters``.
 
-Metadata (``metadata.<key>``) is not kept here: its keys are open-ended and
-its values mix types, so filters that name metadata stay on SQL.
+Metadata keys (``metadata.<key>``) are columns too, kept per key once a filter
+names one (``metadata_columns``); a condition on one yields the positions
+holding a matching value, which may also seed a selective filter.
 """
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from memory_plugin.dates import to_micros
-from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Condition, Filter, fold
+from memory_plugin.histories.stores.dictionary import COMPARE, Dictionary
+from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Condition, Filter
+from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, MetadataColumns, metadata_keys
 
 #: The string fields (dictionary-encoded); the rest of TOP_LEVEL_FIELDS are dates.
 STRING_FIELDS = tuple(field for field in TOP_LEVEL_FIELDS if field not in DATE_FIELDS)
 #: One chunk's row: the values of TOP_LEVEL_FIELDS in order, dates as microseconds.
 Row = tuple[Any, ...]
 
-_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "eq": operator.eq,
-    "in": operator.eq,
-    "gt": operator.gt,
-    "gte": operator.ge,
-    "lt": operator.lt,
-    "lte": operator.le,
-}
 _FIELD_AT = {field: at for at, field in enumerate(TOP_LEVEL_FIELDS)}
 
 
-def can_compile(where: Filter) -> bool:
-    """Whether the columns can evaluate ``where`` (no metadata condition)."""
-    return not any(condition.is_metadata for condition in where.conditions)
-
-
-class _Dictionary:
-    """The distinct values of one string field; code 0 stands for None (never matches).
-
-    Append-only: a value whose records are all deleted keeps its code until
-    the next start rebuilds the columns from SQLite.
-    """
-
-    def __init__(self) -> None:
-        self.values: list[str | None] = [None]
-        self.folded: list[str] = [""]  # casefolded values, extended lazily for ``contains``
-        self.codes: dict[str, int] = {}
-
-    def encode(self, value: str | None) -> int:
-        if value is None:
-            return 0
-        code = self.codes.get(value)
-        if code is None:
-            code = self.codes[value] = len(self.values)
-            self.values.append(value)
-        return code
-
-    def table(self, op: str, expected: Sequence[str]) -> np.ndarray:
-        """Per code: whether a value with that code satisfies ``op`` against any of ``expected``."""
-        size = len(self.values)
-        table = np.zeros(size, dtype=bool)
-        if op in ("eq", "in"):
-            for value in expected:
-                code = self.codes.get(value)
-                if code is not None:
-                    table[code] = True
-        elif op == "contains":
-            folded = self.folded
-            if len(folded) < size:  # searches run in parallel: extend a copy, publish it whole
-                folded = folded + [fold(value) for value in self.values[len(folded) : size]]  # type: ignore[arg-type]
-                self.folded = folded
-            needles = [fold(value) for value in expected]
-            table[1:] = [any(needle in value for needle in needles) for value in folded[1:size]]
-        else:
-            compare = _COMPARE[op]
-            table[1:] = [any(compare(value, bound) for bound in expected) for value in self.values[1:size]]
-        return table
+def can_compile(where: Filter, metadata_limit: int = DEFAULT_LIMIT) -> bool:
+    """Whether the columns can evaluate ``where``: it names at most ``metadata_limit`` metadata keys."""
+    return len(metadata_keys(where)) <= metadata_limit
 
 
 #: A string condition is answered from cached positions when it names at most this many values...
@@ -134,11 +85,12 @@ class FilterColumns:
     reader holding the old ones keeps a valid view.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, metadata_limit: int = DEFAULT_LIMIT) -> None:
         self.strings = {field: np.zeros(capacity, dtype=np.int32) for field in STRING_FIELDS}
         self.dates = {field: np.zeros(capacity, dtype=np.int64) for field in DATE_FIELDS}
-        self.dictionaries = {field: _Dictionary() for field in STRING_FIELDS}
+        self.dictionaries = {field: Dictionary() for field in STRING_FIELDS}
         self.postings = _Postings()
+        self.metadata = MetadataColumns(metadata_limit)
 
     def grow(self, capacity: int, used: int) -> None:
         for columns in (self.strings, self.dates):
@@ -147,10 +99,18 @@ class FilterColumns:
                 new[:used] = old[:used]
                 columns[field] = new
 
-    def assign(self, positions: np.ndarray, rows: Sequence[Row]) -> None:
-        """Store ``rows`` (one per position, fields in TOP_LEVEL_FIELDS order) at ``positions``."""
+    def assign(
+        self, positions: np.ndarray, rows: Sequence[Row], metadata: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
+        """Store ``rows`` (one per position, fields in TOP_LEVEL_FIELDS order) at ``positions``.
+
+        ``metadata`` (one mapping per position) is given for new positions only,
+        ascending; the metadata keys kept as columns take their values from it.
+        """
         if len(rows) == 0:
             return
+        if metadata is not None:
+            self.metadata.add(positions, metadata)
         for field in STRING_FIELDS:
             at, encode = _FIELD_AT[field], self.dictionaries[field].encode
             self.strings[field][positions] = np.fromiter((encode(row[at]) for row in rows), np.int32, len(rows))
@@ -161,25 +121,31 @@ class FilterColumns:
     def select(self, where: Filter, used: int, within: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         """``(mask or None, positions)`` of the rows below ``used`` in ``within`` (a mask) satisfying ``where``.
 
-        The mask over all rows is returned when it was built anyway; ``where`` has no metadata.
+        The mask over all rows is returned when it was built anyway.  Every
+        metadata key ``where`` names must be kept (``metadata.missing``).
         """
-        narrowest = self._narrowest(where, used)
+        found = {id(c): self.metadata.positions(c, used) for c in where.conditions if c.is_metadata}
+        narrowest = self._narrowest(where, used, found)
         if narrowest is None:
             mask = within.copy()
             for condition in where.conditions:
-                mask &= self._condition(condition, slice(0, used))
+                mask &= self._condition(condition, slice(0, used), found, used)
             return mask, np.flatnonzero(mask)
         seed, positions = narrowest
         keep = within[positions]
         for condition in where.conditions:
             if condition is not seed:
-                keep &= self._condition(condition, positions)
+                keep &= self._condition(condition, positions, found, used)
         return None, positions[keep]
 
-    def _narrowest(self, where: Filter, used: int) -> tuple[Condition, np.ndarray] | None:
-        """The string equality with the fewest rows, and those rows, if it is selective enough."""
+    def _narrowest(self, where: Filter, used: int, found: dict[int, np.ndarray]) -> tuple[Condition, np.ndarray] | None:
+        """The string equality or metadata condition with the fewest rows, and those rows, if selective enough."""
         best: tuple[Condition, np.ndarray] | None = None
         for condition in where.conditions:
+            if condition.is_metadata:
+                if best is None or len(found[id(condition)]) < len(best[1]):
+                    best = condition, found[id(condition)]
+                continue
             if condition.field not in STRING_FIELDS or condition.op not in ("eq", "in"):
                 continue
             table = self.dictionaries[condition.field].table(condition.op, condition.values)  # type: ignore[arg-type]
@@ -195,12 +161,18 @@ class FilterColumns:
             return None
         return best
 
-    def _condition(self, condition: Condition, rows: slice | np.ndarray) -> np.ndarray:
+    def _condition(
+        self, condition: Condition, rows: slice | np.ndarray, found: dict[int, np.ndarray], used: int
+    ) -> np.ndarray:
         """Whether each of ``rows`` (a slice from 0 or ascending positions) satisfies ``condition``."""
         field, op = condition.field, condition.op
-        if field in DATE_FIELDS and op in _COMPARE:
+        if condition.is_metadata:
+            holds = np.zeros(used, dtype=bool)
+            holds[found[id(condition)]] = True
+            return holds[rows]
+        if field in DATE_FIELDS and op in COMPARE:
             micros = self.dates[field][rows]
-            compare = _COMPARE[op]
+            compare = COMPARE[op]
             holds = np.zeros(len(micros), dtype=bool)
             for value in condition.values:
                 if not isinstance(value, datetime):  # parse_filters makes every date value a datetime

@@ -24,8 +24,11 @@ Why it looks like this:
   top-level fields are evaluated over in-memory columns kept beside each
   index (``filter_columns``: one row per position, filled from SQLite at
   ``open()`` and on every write; a selective string equality reads cached
-  positions instead of every row); filters naming metadata compile to SQL
-  (``sqlite_filters``) and yield chunk ids.  Few candidates (``<= exact_threshold``) are
+  positions instead of every row).  A metadata key becomes a column the first
+  time a filter names it (``metadata_columns``: one pass over SQLite while
+  writes go on, see ``_build_metadata``; then kept in step with every write); at most ``metadata_columns`` keys per index, least
+  recently used dropped.  A filter naming more keys than that compiles to SQL
+  (``sqlite_filters``) and yields chunk ids.  Few candidates (``<= exact_threshold``) are
   ranked exactly over an in-memory vector matrix, reading the candidate rows in
   place on the search thread (``exact_scores``); many are searched
   with HNSW restricted by an ``IDSelectorBitmap`` and an ``efSearch`` scaled up
@@ -43,7 +46,7 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from hashlib import sha1
@@ -53,76 +56,26 @@ from typing import Any, Literal, TypeVar
 import faiss
 import numpy as np
 
-from memory_plugin.dates import from_micros, to_micros
+from memory_plugin.dates import to_micros
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
 from memory_plugin.histories.stores.filter_columns import Row, can_compile
-from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Filter
+from memory_plugin.histories.stores.filters import Filter
+from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, metadata_keys
 from memory_plugin.histories.stores.records import Chunk, DeleteCounts, Hit, Record, shown_score
 from memory_plugin.histories.stores.sqlite_filters import compile_filter, register_functions
+from memory_plugin.histories.stores.sqlite_tables import (
+    MIGRATIONS,
+    ROW_SQL,
+    column_row,
+    fetch_ids,
+    metadata_values,
+    record_from_row,
+)
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
-from memory_plugin.sqlite import Database, run_script
+from memory_plugin.sqlite import Database
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _schema_v1(connection: sqlite3.Connection) -> None:
-    run_script(connection, _SCHEMA_V1)
-
-
-_SCHEMA_V1 = """
-        CREATE TABLE records (
-            rid INTEGER PRIMARY KEY,
-            organization_id TEXT NOT NULL,
-            record_id TEXT NOT NULL,
-            record_type TEXT NOT NULL,
-            region TEXT NOT NULL,
-            record_created_at INTEGER NOT NULL,  -- microseconds since the epoch, UTC
-            ingested_at INTEGER NOT NULL,
-            user_id TEXT,
-            document_id TEXT,
-            retention TEXT,
-            metadata TEXT NOT NULL DEFAULT '{}',  -- JSON object of scalars
-            UNIQUE (organization_id, record_id)
-        );
-        CREATE INDEX records_user ON records (organization_id, record_type, user_id);
-        CREATE INDEX records_created ON records (organization_id, record_type, record_created_at);
-        CREATE TABLE chunks (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: it is the index's identity
-            rid INTEGER NOT NULL REFERENCES records (rid) ON DELETE CASCADE,
-            chunk_index INTEGER NOT NULL,
-            chunk_total INTEGER NOT NULL,
-            text TEXT NOT NULL,
-            vector BLOB NOT NULL  -- float32, L2-normalised
-        );
-        CREATE INDEX chunks_rid ON chunks (rid);
-        """
-
-
-MIGRATIONS = [_schema_v1]
-
-
-def _record_from_row(row: sqlite3.Row) -> Record:
-    return Record(
-        organization_id=row["organization_id"],
-        record_id=row["record_id"],
-        record_type=row["record_type"],
-        region=row["region"],
-        record_created_at=from_micros(row["record_created_at"]),
-        ingested_at=from_micros(row["ingested_at"]),
-        user_id=row["user_id"],
-        document_id=row["document_id"],
-        retention=row["retention"],
-        metadata=json.loads(row["metadata"]),
-    )
-
-
-def _column_row(record: Record) -> Row:
-    """The record's filter column row: TOP_LEVEL_FIELDS in order, dates as microseconds (as in SQLite)."""
-    return tuple(
-        to_micros(getattr(record, field)) if field in DATE_FIELDS else getattr(record, field)
-        for field in TOP_LEVEL_FIELDS
-    )
 
 
 def _file_base(folder: Path, record_type: str) -> Path:
@@ -131,10 +84,8 @@ def _file_base(folder: Path, record_type: str) -> Path:
     return folder / f"hnsw-{sha1(record_type.encode()).hexdigest()[:16]}"
 
 
-#: ``(record_type, chunk ids, vectors, organization ids, column rows)`` per added group.
-_Added = tuple[str, list[int], list[np.ndarray], list[str], list[Row]]
-#: The records columns a filter column row is read from, in TOP_LEVEL_FIELDS order.
-_ROW_SQL = ", ".join(f"r.{field}" for field in TOP_LEVEL_FIELDS)
+#: ``(record_type, chunk ids, vectors, organization ids, column rows, metadata)`` per added group.
+_Added = tuple[str, list[int], list[np.ndarray], list[str], list[Row], list[Mapping[str, Any]]]
 
 
 class SqliteHistoryStore(HistoryStore):
@@ -150,13 +101,14 @@ class SqliteHistoryStore(HistoryStore):
         exact_threshold: int = 20_000,
         snapshot_every: int = 100_000,
         filter_target: Literal["columns", "sql"] = "columns",
+        metadata_columns: int = DEFAULT_LIMIT,
     ) -> None:
         self.path = Path(path)
-        #: Where filters on top-level fields are evaluated: the in-memory columns,
-        #: or SQL (what filters naming metadata always use; kept selectable so
-        #: tests and benchmarks can set the two side by side).
+        #: Where filters are evaluated: the in-memory columns, or SQL (what every
+        #: filter used before the columns; kept selectable so tests and
+        #: benchmarks can set the two side by side).
         self.filter_target = filter_target
-        self._options = (hnsw_m, ef_construction, ef_search, exact_threshold)
+        self._options = (hnsw_m, ef_construction, ef_search, exact_threshold, metadata_columns)
         self._snapshot_every = snapshot_every
         self._db = Database(self.path / "store.sqlite3", MIGRATIONS)
         self._pool: ThreadPoolExecutor | None = None
@@ -165,14 +117,15 @@ class SqliteHistoryStore(HistoryStore):
         self._indexes: dict[str, TypeIndex] = {}
         self._org_codes: dict[str, int] = {}
         self._write_lock = asyncio.Lock()
+        #: Metadata columns being built, per (record_type, key).
+        self._building: dict[tuple[str, str], asyncio.Future[None]] = {}
         #: How each index was loaded at open(): "snapshot" or "rebuilt (...)".
         self.load_report: dict[str, str] = {}
 
     # -- lifecycle ----------------------------------------------------------
 
     async def open(self, dimension: int) -> None:
-        hnsw_m, ef_construction, ef_search, exact_threshold = self._options
-        self._params = IndexParams(dimension, hnsw_m, ef_construction, ef_search, exact_threshold)
+        self._params = IndexParams(dimension, *self._options)
         self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="faiss")
         # Searches run side by side, one thread each: OpenMP workers of a single
         # query only spin-wait, taking the cores from the other searches.
@@ -210,7 +163,7 @@ class SqliteHistoryStore(HistoryStore):
         orgs = np.empty(total, dtype=np.int32)
         rows: list[Row] = []
         cursor.execute(
-            f"SELECT c.id, c.vector, r.organization_id, {_ROW_SQL} FROM chunks c JOIN records r ON r.rid = c.rid"
+            f"SELECT c.id, c.vector, r.organization_id, {ROW_SQL} FROM chunks c JOIN records r ON r.rid = c.rid"
             " WHERE r.record_type = ? ORDER BY c.id",
             (record_type,),
         )
@@ -297,8 +250,8 @@ class SqliteHistoryStore(HistoryStore):
                         json.dumps(dict(record.metadata)),
                     ),
                 ).lastrowid
-                group = added.setdefault(record.record_type, (record.record_type, [], [], [], []))
-                row = _column_row(record)
+                group = added.setdefault(record.record_type, (record.record_type, [], [], [], [], []))
+                row = column_row(record)
                 for chunk, vector in chunks:
                     chunk_row = connection.execute(
                         "INSERT INTO chunks (rid, chunk_index, chunk_total, text, vector) VALUES (?, ?, ?, ?, ?)",
@@ -308,6 +261,7 @@ class SqliteHistoryStore(HistoryStore):
                     group[2].append(vector)
                     group[3].append(record.organization_id)
                     group[4].append(row)
+                    group[5].append(record.metadata)
             return removed, list(added.values())
 
         async with self._write_lock:
@@ -368,7 +322,7 @@ class SqliteHistoryStore(HistoryStore):
             if index is not None:
                 async with index.lock.write():
                     index.kill(np.sort(np.asarray(chunks, dtype=np.int64)))
-        for record_type, ids, vectors, orgs, rows in added:
+        for record_type, ids, vectors, orgs, rows, metadata in added:
             if not ids:
                 continue
             index = self._indexes.get(record_type)
@@ -376,7 +330,9 @@ class SqliteHistoryStore(HistoryStore):
                 index = self._indexes[record_type] = TypeIndex(params, TypeIndex.new_hnsw(params), len(ids))
             codes = np.asarray([self._org_code(org) for org in orgs], dtype=np.int32)
             async with index.lock.write():
-                await self._offload(index.append, np.asarray(ids, dtype=np.int64), np.stack(vectors), codes, rows)
+                await self._offload(
+                    index.append, np.asarray(ids, dtype=np.int64), np.stack(vectors), codes, rows, metadata
+                )
             if index.unsaved >= self._snapshot_every:
                 try:
                     async with index.lock.read():
@@ -403,29 +359,86 @@ class SqliteHistoryStore(HistoryStore):
         org = self._org_codes.get(organization_id)
         if index is None or org is None or k <= 0:
             return []
+        keys = metadata_keys(where)
+        top: list[tuple[int, float]] = []
+        on_sql = bool(where) and (self.filter_target == "sql" or not can_compile(where, params.metadata_columns))
         candidates: np.ndarray | None = None
-        if where and (self.filter_target == "sql" or not can_compile(where)):
-            sql, sql_params = compile_filter(where)
-            chunk_ids = await self._db.run(
-                lambda c: _fetch_ids(
-                    c,
-                    "SELECT c.id FROM records r JOIN chunks c ON c.rid = r.rid"
-                    f" WHERE r.organization_id = ? AND r.record_type = ? AND {sql}",
-                    [organization_id, record_type, *sql_params],
+        for attempt in range(3):
+            if on_sql and candidates is None:
+                candidates = await self._sql_candidates(index, organization_id, record_type, where)
+            elif keys:
+                await self._keep_metadata(index, record_type, keys)
+            async with index.lock.read():
+                if candidates is None and index.columns.metadata.missing(keys):
+                    on_sql = attempt == 1  # dropped meanwhile for other keys: once more, then SQL
+                    continue
+                if candidates is None:
+                    index.columns.metadata.touch(keys)
+                top = await asyncio.get_running_loop().run_in_executor(
+                    self._search_pool,
+                    partial(
+                        index.search, query, org, k, where=where if candidates is None else None, candidates=candidates
+                    ),
                 )
-            )
-            candidates = index.positions(np.sort(chunk_ids))
-        async with index.lock.read():
-            top = await asyncio.get_running_loop().run_in_executor(
-                self._search_pool,
-                partial(
-                    index.search, query, org, k, where=where if candidates is None else None, candidates=candidates
-                ),
-            )
+                break
         top = [(chunk, shown_score(score)) for chunk, score in top]
         if min_score is not None:
             top = [(chunk, score) for chunk, score in top if score >= min_score]
         return await self._hydrate(top)
+
+    async def _sql_candidates(
+        self, index: TypeIndex, organization_id: str, record_type: str, where: Filter
+    ) -> np.ndarray:
+        """The positions of the chunks ``where`` passes, selected by SQL."""
+        sql, sql_params = compile_filter(where)
+        chunk_ids = await self._db.run(
+            lambda c: fetch_ids(
+                c,
+                "SELECT c.id FROM records r JOIN chunks c ON c.rid = r.rid"
+                f" WHERE r.organization_id = ? AND r.record_type = ? AND {sql}",
+                [organization_id, record_type, *sql_params],
+            )
+        )
+        return index.positions(np.sort(chunk_ids))
+
+    async def _keep_metadata(self, index: TypeIndex, record_type: str, keys: Sequence[str]) -> None:
+        """Make sure ``index`` keeps the metadata ``keys`` as columns: one pass over SQLite per new key.
+
+        Searches naming a key being built wait for that one build.
+        """
+        for key in index.columns.metadata.missing(keys):
+            building = self._building.get((record_type, key))
+            if building is None:
+                building = asyncio.ensure_future(self._build_metadata(index, record_type, key))
+                self._building[(record_type, key)] = building
+            await asyncio.shield(building)
+
+    async def _build_metadata(self, index: TypeIndex, record_type: str, key: str) -> None:
+        """Build ``key``'s column without holding writes back (the pass runs on the read-only connection).
+
+        The key is pending first: every write indexed from then on adds its
+        values to it.  The pass over SQLite then starts, and sees every commit
+        indexed before (a commit precedes its indexing); its values are kept
+        for the positions indexed before the key was pending, the writes' for
+        the rest.  A deleted chunk a side still sees is dropped by the
+        organisation mask, as everywhere.
+        """
+        try:
+            async with index.lock.write():
+                below = index.n
+                index.columns.metadata.begin(key)
+            try:
+                path = f'$."{key}"'  # a FIELD_NAME: cannot break out of the quotes
+                chunk_ids, texts = await self._db.read(partial(metadata_values, record_type=record_type, path=path))
+                column = await self._offload(index.metadata_column, chunk_ids, texts, below)
+            except Exception:
+                async with index.lock.write():
+                    index.columns.metadata.abandon(key)
+                raise
+            async with index.lock.write():
+                index.columns.metadata.finish(key, column)
+        finally:
+            self._building.pop((record_type, key), None)
 
     async def _hydrate(self, top: list[tuple[int, float]]) -> list[Hit]:
         if not top:
@@ -443,7 +456,7 @@ class SqliteHistoryStore(HistoryStore):
         rows = await self._db.run(work)
         hits = [
             Hit(
-                record=_record_from_row(rows[chunk]),
+                record=record_from_row(rows[chunk]),
                 chunk_index=rows[chunk]["chunk_index"],
                 chunk_total=rows[chunk]["chunk_total"],
                 text=rows[chunk]["text"],
@@ -469,15 +482,3 @@ class SqliteHistoryStore(HistoryStore):
     async def _offload(self, work: Callable[..., T], *args: Any) -> T:
         assert self._pool is not None
         return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
-
-
-def _fetch_ids(connection: sqlite3.Connection, sql: str, params: list[Any]) -> np.ndarray:
-    """Chunk ids selected by ``sql`` (one id column).
-
-    ``group_concat`` builds the list inside SQLite; parsing one string is about
-    4x faster than iterating Python rows when a filter passes 100k+ chunks.
-    """
-    text = connection.execute(f"SELECT group_concat(id) FROM ({sql})", params).fetchone()[0]
-    if not text:
-        return np.empty(0, dtype=np.int64)
-    return np.fromstring(text, dtype=np.int64, sep=",")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from memory_plugin.files import fresh_private_file
 from memory_plugin.histories.stores.filter_columns import FilterColumns, Row
 from memory_plugin.histories.stores.filters import Filter
+from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, KeyColumn, decode_values
 
 _MAX_EF = 2048
 #: Below this many candidates exact search always wins; above it, exact search
@@ -72,6 +74,8 @@ class IndexParams:
     ef_construction: int
     ef_search: int
     exact_threshold: int
+    #: The most metadata keys kept as filter columns (``metadata_columns``).
+    metadata_columns: int = DEFAULT_LIMIT
 
 
 class TypeIndex:
@@ -90,7 +94,7 @@ class TypeIndex:
         self.ids = np.zeros(capacity, dtype=np.int64)
         self.vectors = np.zeros((capacity, params.dimension), dtype=np.float32)
         self.orgs = np.full(capacity, -1, dtype=np.int32)
-        self.columns = FilterColumns(capacity)
+        self.columns = FilterColumns(capacity, params.metadata_columns)
         self.n = 0
         self.version = 0
         self.unsaved = 0
@@ -107,7 +111,14 @@ class TypeIndex:
     # -- mutation (write lock held) ---------------------------------------
 
     def append(
-        self, ids: np.ndarray, vectors: np.ndarray, orgs: np.ndarray, rows: Sequence[Row], *, to_hnsw: bool = True
+        self,
+        ids: np.ndarray,
+        vectors: np.ndarray,
+        orgs: np.ndarray,
+        rows: Sequence[Row],
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        to_hnsw: bool = True,
     ) -> None:
         if len(ids) == 0:
             return
@@ -119,7 +130,7 @@ class TypeIndex:
         self.ids[self.n : end] = ids
         self.vectors[self.n : end] = vectors
         self.orgs[self.n : end] = orgs
-        self.columns.assign(np.arange(self.n, end), rows)
+        self.columns.assign(np.arange(self.n, end), rows, metadata)
         if to_hnsw:
             self.hnsw.add(np.ascontiguousarray(vectors, dtype=np.float32))
         self.n = end
@@ -131,6 +142,21 @@ class TypeIndex:
         if len(positions):
             self.orgs[positions] = -1
             self.version += 1
+
+    def metadata_column(self, chunk_ids: np.ndarray, texts: Sequence[str], below: int) -> KeyColumn:
+        """A metadata key's column at the positions under ``below`` from each chunk's value (JSON text), ids ascending.
+
+        Chunks at ``below`` and after were indexed while the column was
+        pending (``MetadataColumns.begin``): their values come from the writes.
+        """
+        column = KeyColumn()
+        ids = self.ids[:below]  # positions under ``below`` never change: a grown array holds the same
+        positions = np.searchsorted(ids, chunk_ids)
+        inside = positions < below
+        inside[inside] = ids[positions[inside]] == chunk_ids[inside]
+        values = decode_values(texts)
+        column.add(positions[inside].tolist(), [value for value, kept in zip(values, inside.tolist()) if kept])
+        return column
 
     def _grow(self, capacity: int) -> None:
         # New arrays: readers holding the old ones keep a valid (older) view.
@@ -177,7 +203,7 @@ class TypeIndex:
         """Top ``k`` ``(chunk_id, score)`` of the org's chunks.
 
         Restricted to ``candidates`` (positions, from SQL) when given, else to
-        the positions whose columns satisfy ``where`` (no metadata).
+        the positions whose columns satisfy ``where`` (its metadata keys kept).
         """
         n = self.n
         ids, vectors = self.ids[:n], self.vectors[:n]

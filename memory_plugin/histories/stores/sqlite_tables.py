@@ -1,0 +1,112 @@
+"""The SQLite store's tables, and the reads and row conversions the store and its indexes share.
+
+Split from ``sqlite`` (the store) so that each stays readable: the schema and
+its migrations, a record from its row, a filter column row from a record, and
+the bulk reads that return numpy arrays.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+import numpy as np
+
+from memory_plugin.dates import from_micros, to_micros
+from memory_plugin.histories.stores.filter_columns import Row
+from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
+from memory_plugin.histories.stores.records import Record
+from memory_plugin.sqlite import run_script
+
+
+def _schema_v1(connection: sqlite3.Connection) -> None:
+    run_script(connection, _SCHEMA_V1)
+
+
+_SCHEMA_V1 = """
+        CREATE TABLE records (
+            rid INTEGER PRIMARY KEY,
+            organization_id TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            record_type TEXT NOT NULL,
+            region TEXT NOT NULL,
+            record_created_at INTEGER NOT NULL,  -- microseconds since the epoch, UTC
+            ingested_at INTEGER NOT NULL,
+            user_id TEXT,
+            document_id TEXT,
+            retention TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',  -- JSON object of scalars
+            UNIQUE (organization_id, record_id)
+        );
+        CREATE INDEX records_user ON records (organization_id, record_type, user_id);
+        CREATE INDEX records_created ON records (organization_id, record_type, record_created_at);
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: it is the index's identity
+            rid INTEGER NOT NULL REFERENCES records (rid) ON DELETE CASCADE,
+            chunk_index INTEGER NOT NULL,
+            chunk_total INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            vector BLOB NOT NULL  -- float32, L2-normalised
+        );
+        CREATE INDEX chunks_rid ON chunks (rid);
+        """
+
+
+MIGRATIONS = [_schema_v1]
+
+
+def record_from_row(row: sqlite3.Row) -> Record:
+    return Record(
+        organization_id=row["organization_id"],
+        record_id=row["record_id"],
+        record_type=row["record_type"],
+        region=row["region"],
+        record_created_at=from_micros(row["record_created_at"]),
+        ingested_at=from_micros(row["ingested_at"]),
+        user_id=row["user_id"],
+        document_id=row["document_id"],
+        retention=row["retention"],
+        metadata=json.loads(row["metadata"]),
+    )
+
+
+def column_row(record: Record) -> Row:
+    """The record's filter column row: TOP_LEVEL_FIELDS in order, dates as microseconds (as in SQLite)."""
+    return tuple(
+        to_micros(getattr(record, field)) if field in DATE_FIELDS else getattr(record, field)
+        for field in TOP_LEVEL_FIELDS
+    )
+
+
+#: The records columns a filter column row is read from, in TOP_LEVEL_FIELDS order.
+ROW_SQL = ", ".join(f"r.{field}" for field in TOP_LEVEL_FIELDS)
+
+
+def metadata_values(connection: sqlite3.Connection, *, record_type: str, path: str) -> tuple[np.ndarray, list[str]]:
+    """``(chunk ids ascending, JSON text of the value)`` of the chunks whose record has the key at ``path``.
+
+    Chunks without the key are dropped here, not in SQL: a ``WHERE`` on the
+    value would extract it twice (the scan of ``chunks`` is in id order already).
+    """
+    cursor = connection.cursor()
+    cursor.row_factory = None
+    rows = cursor.execute(
+        "SELECT c.id, r.metadata -> ? FROM chunks c JOIN records r ON r.rid = c.rid"
+        " WHERE r.record_type = ? ORDER BY c.id",
+        (path, record_type),
+    ).fetchall()
+    rows = [row for row in rows if row[1] is not None]
+    return np.fromiter((row[0] for row in rows), np.int64, len(rows)), [row[1] for row in rows]
+
+
+def fetch_ids(connection: sqlite3.Connection, sql: str, params: list[Any]) -> np.ndarray:
+    """Chunk ids selected by ``sql`` (one id column).
+
+    ``group_concat`` builds the list inside SQLite; parsing one string is about
+    4x faster than iterating Python rows when a filter passes 100k+ chunks.
+    """
+    text = connection.execute(f"SELECT group_concat(id) FROM ({sql})", params).fetchone()[0]
+    if not text:
+        return np.empty(0, dtype=np.int64)
+    return np.fromstring(text, dtype=np.int64, sep=",")

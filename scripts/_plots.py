@@ -277,9 +277,44 @@ def plot_opensearch_memory_search(result: dict[str, Any], path: Path) -> Path:
     return _save(figure, path)
 
 
+def plot_scaleout(result: dict[str, Any], path: Path) -> Path:
+    """Requests/s per case by worker count, and where each request's CPU went (server, OpenSearch, client)."""
+    rows = result["results"]
+    cases = list(dict.fromkeys(row["case"] for row in rows))
+    workers = sorted({row["workers"] for row in rows})
+    by = {(row["case"], row["workers"]): row for row in rows}
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / len(workers)
+    for n, count in enumerate(workers):
+        xs = [x + (n - (len(workers) - 1) / 2) * width for x in range(len(cases))]
+        left.bar(
+            xs,
+            [by[case, count]["req_per_s"] if (case, count) in by else 0 for case in cases],
+            width,
+            label=f"{count} worker{'s' if count > 1 else ''}",
+            color=f"C{n}",
+        )
+    left.set_xticks(range(len(cases)), cases)
+    left.set(ylabel="requests/s", title=f"{result['concurrency']} clients, {result['cores']} cores, all on OpenSearch")
+    left.grid(True, axis="y", alpha=0.3)
+    left.legend(fontsize=8)
+    labels = [f"{row['case']}\n{row['workers']}w" for row in rows]
+    bottom = [0.0] * len(rows)
+    for n, part in enumerate(("server", "opensearch", "client")):
+        heights = [row[f"{part}_cpu_ms_per_request"] for row in rows]
+        right.bar(range(len(rows)), heights, 0.6, bottom=bottom, label=part, color=f"C{n + 3}")
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    right.set_xticks(range(len(rows)), labels, fontsize=7)
+    right.set(ylabel="CPU ms per request", title="Where the CPU goes")
+    right.grid(True, axis="y", alpha=0.3)
+    right.legend(fontsize=8)
+    return _save(figure, path)
+
+
 PLOTTERS = {
     "agentic": plot_agentic,
     "bridge": plot_bridge,
+    "scaleout": plot_scaleout,
     "opensearch_memory_search": plot_opensearch_memory_search,
     "fairness": plot_fairness,
     "search": plot_search,

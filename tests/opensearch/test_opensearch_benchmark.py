@@ -1,4 +1,4 @@
-"""scripts/bench_memory_search.py at tiny sizes against the session's real node (tests/system/test_benchmarks.py runs the others)."""
+"""scripts/bench_memory_search.py and bench_scaleout.py at tiny sizes against the session's real node (tests/system/test_benchmarks.py runs the others)."""
 
 from __future__ import annotations
 
@@ -27,4 +27,20 @@ def test_memory_search_benchmark_runs_and_writes_its_json_and_chart(opensearch_n
         ("messages", "match response"),
         ("messages", "exists + sort"),
     }
+    assert out.with_suffix(".png").read_bytes().startswith(PNG)
+
+
+@pytest.mark.timeout(300)
+def test_scaleout_benchmark_runs_one_and_two_workers(opensearch_nodes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "scaleout.json"
+    args = ["--requests", "40", "--concurrency", "4", "--records", "20", "--workers", "1,2"]
+    args += [arg for node in opensearch_nodes for arg in ("--opensearch-url", node.url)]
+    done = run_script("bench_scaleout.py", *args, "--out", str(out), timeout=290)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    cases = ("create message", "list messages", "history search")
+    assert {(row["case"], row["workers"]) for row in report["results"]} == {(c, n) for c in cases for n in (1, 2)}
+    for row in report["results"]:
+        assert row["statuses"] == {"200": 40}, row  # every call answered, on either worker
+        assert row["server_cpu_ms_per_request"] > 0, row
     assert out.with_suffix(".png").read_bytes().startswith(PNG)

@@ -66,8 +66,16 @@ def live_server_with_key(
 class LiveServer:
     """``memory-plugin serve`` on a loopback port, with its own data folder."""
 
-    def __init__(self, data_dir: Path, *, env: dict[str, str] | None = None, config: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        env: dict[str, str] | None = None,
+        config: Path | None = None,
+        args: list[str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.args = list(args or [])
         self.port = free_port()
         self.env = {**os.environ, "MEMORY_PLUGIN_BRIDGE": "false", **(env or {})}
         self.config = config
@@ -88,6 +96,7 @@ class LiveServer:
         command += ["--port", str(self.port), "--data-dir", str(self.data_dir)]
         if self.config is not None:
             command += ["--config", str(self.config)]
+        command += self.args
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

@@ -4,8 +4,8 @@ No other test runs them, so a helper's changed signature broke two unnoticed
 (bench_agentic, bench_http).  The sizes are the smallest that still produce
 every row; the numbers are not checked, only that each expected row is there
 and that the chart is a PNG.  Not here: ``loadtest.py`` (tests/system/
-test_loadtest.py runs it), ``bench_memory_search.py`` (it measures OpenSearch
-itself, so it runs beside the nodes in tests/opensearch/test_opensearch_benchmark.py),
+test_loadtest.py runs it), ``bench_memory_search.py`` and ``bench_scaleout.py`` (they use
+OpenSearch, so they run beside the nodes in tests/opensearch/test_opensearch_benchmark.py),
 and ml-commons, left out of ``bench_bridge`` by its ``--no-ml``.
 """
 
@@ -148,7 +148,7 @@ def _ml(report: dict[str, Any]) -> None:
 
 
 def test_every_benchmark_script_is_smoke_tested() -> None:
-    elsewhere = {"loadtest.py", "bench_memory_search.py"}
+    elsewhere = {"loadtest.py", "bench_memory_search.py", "bench_scaleout.py"}
     scripts = {path.name for path in (ROOT / "scripts").glob("*.py") if path.name.startswith("bench_")}
     assert scripts | {"loadtest.py"} == set(BENCHMARKS) | elsewhere
 

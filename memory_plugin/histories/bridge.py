@@ -205,9 +205,11 @@ class HistoryBridge:
 
     async def _apply_in_time(self, entries: Sequence[OutboxEntry]) -> None:
         """Apply a batch; one of leased entries within ``batch_seconds``, else it is retried (by anyone)."""
-        leased = any(entry.lease is not None for entry in entries)
+        if not any(entry.lease is not None for entry in entries):  # one process's outbox
+            await self._apply(entries)
+            return
         try:
-            async with asyncio.timeout(self.batch_seconds if leased else None):
+            async with asyncio.timeout(self.batch_seconds):
                 await self._apply(entries)
         except TimeoutError:
             log.warning(
@@ -215,6 +217,10 @@ class HistoryBridge:
             )
             self.metrics.retries.inc()
             await self.store.outbox_retry(entries, time.time())
+        except Exception:  # the memory store failed: give the entries back rather than hold them a whole lease
+            with contextlib.suppress(Exception):
+                await self.store.outbox_retry(entries, time.time())
+            raise
 
     async def _apply(self, entries: Sequence[OutboxEntry]) -> None:
         """Index, then delete (a delete is newer than any interaction of its conversation still readable)."""

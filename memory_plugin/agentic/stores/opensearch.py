@@ -67,7 +67,7 @@ from memory_plugin.agentic.stores.opensearch_documents import (
     visible,
     with_owner,
 )
-from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, read_job
+from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, read_job, unclaimed
 from memory_plugin.auth import Principal
 from memory_plugin.leases import conditional_bulk
 from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
@@ -389,7 +389,7 @@ class OpenSearchAgenticStore(AgenticStore):
             if found is None or not found["_source"].get("embedding_pending") or memory_text(found["_source"]) != text:
                 continue
             unit = [float(x) for x in normalised(vector)]
-            source = {**found["_source"], "embedding_pending": False, "memory_embedding": unit}
+            source = {**unclaimed(found["_source"]), "embedding_pending": False, "memory_embedding": unit}
             try:
                 await self.client.index(index=index, id=memory_id, body=source, refresh="true", **if_unchanged(found))
             except (ConflictError, NotFoundError):
@@ -433,7 +433,9 @@ class OpenSearchAgenticStore(AgenticStore):
             if found is None:
                 continue
             if change.event == "UPDATE":
-                current = {key: value for key, value in found["_source"].items() if key != "memory_embedding"}
+                current = {
+                    key: value for key, value in unclaimed(found["_source"]).items() if key != "memory_embedding"
+                }
                 updated = {**change.applied_to(current), "embedding_pending": True}
                 actions += [{"index": {"_index": long_term, "_id": change.memory_id}}, updated]
             elif change.event == "DELETE":

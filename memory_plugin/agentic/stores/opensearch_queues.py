@@ -51,6 +51,12 @@ def lease_seconds(model_timeout: float) -> float:
     return model_timeout + LEASE_MARGIN_SECONDS
 
 
+def unclaimed(source: Mapping[str, Any]) -> dict[str, Any]:
+    """A long-term memory's source without its embedding lease: what a write that ends or restarts its
+    embedding (the vector stored, or a new text to embed) leaves, so that the memory is anyone's to embed."""
+    return {key: value for key, value in source.items() if key != EMBEDDING_LEASE}
+
+
 def read_job(hit: Mapping[str, Any], lease: Lease | None = None) -> InferJob:
     source = hit["_source"]
     return InferJob(

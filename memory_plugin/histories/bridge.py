@@ -281,7 +281,10 @@ class HistoryBridge:
         Another process may have written a newer text (read later, ingested earlier): the entry is taken
         again.  A conversation deleted meanwhile may have had its records deleted before this write
         landed: they are deleted again."""
-        current = await asyncio.gather(*(self.store.get_interaction(i.owner, i.interaction_id) for i in ingested))
+        current: list[Interaction | None] = []
+        for start in range(0, len(ingested), 8):  # a few at a time: requests share the connection pool
+            part = ingested[start : start + 8]
+            current += await asyncio.gather(*(self.store.get_interaction(i.owner, i.interaction_id) for i in part))
         changed: set[str] = set()
         gone: dict[tuple[Principal, str], None] = {}
         for before, now in zip(ingested, current):

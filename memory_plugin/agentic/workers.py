@@ -71,8 +71,10 @@ class Worker(abc.ABC):
 
     async def _loop(self) -> None:
         while True:
+            # Not wait_for: on Python 3.11 it can swallow a cancel (stop) that lands as the wait ends.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self.poll_seconds)
+                async with asyncio.timeout(self.poll_seconds):
+                    await self._wakeup.wait()
             self._wakeup.clear()
             self._draining += 1
             try:

@@ -87,8 +87,10 @@ def one_fact_each(llm: ScriptedLLM) -> None:
 
 
 async def infer_add(api: Any, caller: Any, cid: str, text: str, user: str) -> None:
-    # With a session id given, no LLM call titles a new session: the LLM is called by infer jobs only.
-    body = {"messages": conversation(text), "namespace": {"user_id": user, "session_id": "s"}, "infer": True}
+    # With a session id given, no LLM call titles a new session: the LLM is called by infer jobs only.  A session
+    # of its own: concurrent adds to one session race on touching it (not what this module is about).
+    namespace = {"user_id": user, "session_id": f"session-{user}"}
+    body = {"messages": conversation(text), "namespace": namespace, "infer": True}
     await call(api, caller, "POST", f"/{cid}/memories", body)
 
 

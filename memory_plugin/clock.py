@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import itertools
 import os
 import threading
 from datetime import UTC, datetime, timedelta
@@ -47,3 +49,16 @@ def new_id() -> str:
         candidate = base64.urlsafe_b64encode(_random_bytes()).decode()
         if candidate[0].isalnum():
             return candidate
+
+
+def derived_id(*parts: object) -> str:
+    """An id of the same shape as ``new_id``'s, the same every time for the same ``parts``: what a piece of
+    redelivered work writes, so that doing it twice writes the same documents (and a create-only write
+    finds the first)."""
+    seed = "\x1f".join(str(part) for part in parts)
+    for attempt in itertools.count():
+        digest = hashlib.sha256(f"{seed}\x1e{attempt}".encode("utf-8", "surrogatepass")).digest()
+        candidate = base64.urlsafe_b64encode(digest[:_ID_BYTES]).decode()
+        if candidate[0].isalnum():
+            return candidate
+    raise AssertionError("unreachable")

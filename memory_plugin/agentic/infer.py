@@ -1,13 +1,19 @@
 """The infer worker: runs queued inferring adds (extract facts, find similar memories, decide, apply), as
 ml-commons' strategies do (AGENTIC.md 6), and applies each run in one write with its history, dropping its job
 in the same write: a SIGKILL never leaves half of a run applied.
+
+Where several server processes share the job queue (OpenSearch), a job is claimed with a lease and the lease
+renewed before every model call; a process that finds its lease taken over drops the run (the job is the new
+holder's).  The ids a run writes (long-term ADDs, history entries) are derived from the job and their position
+in the run, so a run applied twice (its first holder stalled past its lease) writes the same documents.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from memory_plugin.agentic import prompts
@@ -32,8 +38,9 @@ from memory_plugin.agentic.models import (
 )
 from memory_plugin.agentic.stores.base import AgenticStore, InferJob, LongTermChange, LongTermScope, owner_id
 from memory_plugin.agentic.views import cosine_score
-from memory_plugin.agentic.workers import EmbeddingWorker, Worker
-from memory_plugin.clock import new_id
+from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker, Worker
+from memory_plugin.clock import derived_id
+from memory_plugin.leases import LeaseLost
 
 log = logging.getLogger("memory_plugin.agentic")
 
@@ -46,23 +53,34 @@ class InferWorker(Worker):
     def __init__(
         self, store: AgenticStore, models: ContainerModels, embeddings: EmbeddingWorker, metrics: AgenticMetrics
     ) -> None:
-        super().__init__("agentic-infer")
+        super().__init__("agentic-infer", POLL_SECONDS if store.shared else None)
         self.store = store
         self.models = models
         self.embeddings = embeddings
         self.metrics = metrics
 
     async def drain(self) -> None:
+        # A shared queue is claimed a job at a time, so that no claimed job waits out its lease behind others.
+        limit = 1 if self.store.shared else INFER_BATCH
         while True:
-            jobs = await self.store.infer_jobs(INFER_BATCH)
+            jobs = await self.store.claim_infer_jobs(limit)
             if not jobs:
                 return
             for job in jobs:
-                await self.run(job)
+                try:
+                    await self.run(job)
+                except LeaseLost:
+                    log.info("infer job %s was taken over by another process; leaving it to them", job.job_id)
+
+    async def _hold(self, job: InferJob) -> None:
+        """Before a slow step: extend this process's lease on the job, or stop if it was taken over."""
+        if not await self.store.renew_infer_job(job):
+            raise LeaseLost(job.job_id)
 
     async def run(self, job: InferJob) -> None:
         """Run a job's strategies and apply their changes with their history, dropping the job, in one write."""
         started = time.perf_counter()
+        next_id = job_ids(job)
         stored = await self.store.get_container(job.owner, job.container_id)
         if stored is None:
             await self.store.apply_infer(job, [], [])
@@ -80,13 +98,15 @@ class InferWorker(Worker):
                 if scope is None:
                     continue
                 try:
-                    strategy_changes = await self._run_strategy(job, config, strategy, scope)
+                    strategy_changes = await self._run_strategy(job, config, strategy, scope, next_id)
                 except (LLMError, UpstreamFailed) as error:  # the LLM or the embedding model failed
                     outcome = "error"
-                    history.append((new_id(), _error_record(job, scope, str(error))))
+                    history.append((next_id(), _error_record(job, scope, str(error))))
                     continue
                 changes += strategy_changes
-                history += [(new_id(), _history_record(job, change, scope)) for change in strategy_changes]
+                history += [(next_id(), _history_record(job, change, scope)) for change in strategy_changes]
+        except LeaseLost:
+            raise
         except Exception as error:  # a bug or a store failure: retried, then recorded
             if job.attempts + 1 < MAX_INFER_ATTEMPTS:
                 await self.store.count_infer_attempt(job)
@@ -94,7 +114,7 @@ class InferWorker(Worker):
             log.exception("infer job %s failed %d times; recording the error", job.job_id, MAX_INFER_ATTEMPTS)
             changes, history, outcome = (
                 [],
-                [(new_id(), _error_record(job, {}, f"internal error: {error}"))],
+                [(next_id(), _error_record(job, {}, f"internal error: {error}"))],
                 "error",
             )
         if config.get("disable_history", False):
@@ -116,7 +136,12 @@ class InferWorker(Worker):
         return first_json_object(read_path(answer, path))
 
     async def _run_strategy(
-        self, job: InferJob, config: Mapping[str, Any], strategy: Strategy, scope: dict[str, str]
+        self,
+        job: InferJob,
+        config: Mapping[str, Any],
+        strategy: Strategy,
+        scope: dict[str, str],
+        next_id: Callable[[], str],
     ) -> list[LongTermChange]:
         """Extract facts, find similar memories, decide, and return the changes (AGENTIC.md 6, steps 1-6)."""
         request_parameters = job.request.get("parameters") or {}
@@ -126,6 +151,7 @@ class InferWorker(Worker):
             raise LLMError('The strategy system_prompt must ask for JSON with a "facts" array')
         # AGENTIC.md 6: the strategy's own llm_id, else the container's
         chat = await self.models.chat(job.owner, strategy.llm_id or config.get("llm_id"))
+        await self._hold(job)
         extracted = await self._llm_json(
             chat, system_prompt, prompts.extraction_user_prompt(job.request["messages"]), path
         )
@@ -143,6 +169,7 @@ class InferWorker(Worker):
         embedding = await self.models.embedding(job.owner, config)
         old: dict[str, tuple[str, float]] = {}
         for fact in facts[:max_infer]:
+            await self._hold(job)
             vector = await self.models.query_vector(embedding, config, fact)
             for doc, cosine in await self.store.knn(similar, vector, max_infer):
                 score = cosine_score(cosine)
@@ -150,8 +177,9 @@ class InferWorker(Worker):
                     old[doc.id] = (str(doc.source.get("memory", "")), score)
         now = now_millis()
         if not old:
-            return [_add(job, strategy, scope, fact, now) for fact in facts]
+            return [_add(job, strategy, scope, fact, now, next_id()) for fact in facts]
         old_memory = [{"id": key, "text": memory, "score": round(score, 6)} for key, (memory, score) in old.items()]
+        await self._hold(job)
         decided = await self._llm_json(chat, prompts.DECISION, prompts.decision_user_prompt(old_memory, facts), path)
         decisions = decided.get("memory_decision")
         if not isinstance(decisions, list):
@@ -166,7 +194,7 @@ class InferWorker(Worker):
             if isinstance(memory_text, str):
                 memory_text = valid_unicode(memory_text)
             if event == "ADD" and isinstance(memory_text, str) and memory_text.strip():
-                changes.append(_add(job, strategy, scope, memory_text.strip(), now))
+                changes.append(_add(job, strategy, scope, memory_text.strip(), now, next_id()))
             elif event in ("UPDATE", "DELETE") and target in old:  # only memories this run retrieved
                 before = old[target][0]
                 if event == "UPDATE" and isinstance(memory_text, str) and memory_text.strip():
@@ -180,11 +208,22 @@ class InferWorker(Worker):
         return changes
 
 
-def _add(job: InferJob, strategy: Strategy, scope: dict[str, str], fact: str, now: int) -> LongTermChange:
+def job_ids(job: InferJob) -> Callable[[], str]:
+    """The ids a run of ``job`` writes, in order: derived from the job (its working memory's id, unique to the
+    add that queued it) and their position, never random, so that the same run applied twice writes the same
+    documents."""
+    seed = job.request.get("working_memory_id") or job.job_id
+    positions = itertools.count()
+    return lambda: derived_id("infer", seed, next(positions))
+
+
+def _add(
+    job: InferJob, strategy: Strategy, scope: dict[str, str], fact: str, now: int, memory_id: str
+) -> LongTermChange:
     memory = LongTermMemory(
         fact, strategy, scope, owner_id(job.owner), job.container_id, created_time=now, tags=job.request.get("tags")
     )
-    return LongTermChange("ADD", new_id(), doc=memory.to_source())
+    return LongTermChange("ADD", memory_id, doc=memory.to_source())
 
 
 def _history_record(job: InferJob, change: LongTermChange, scope: dict[str, str]) -> dict[str, Any]:

@@ -5,6 +5,10 @@ transaction that caused them, and every worker drains its queue at start, so a
 SIGKILL loses no acknowledged work.  This module has the loop and the
 **embedder drain**, which embeds pending long-term memories in micro-batches,
 each container's with its own model; ``infer`` has the infer worker.
+
+On a shared store (OpenSearch, several server processes) the workers also
+poll: another process's writes wake nobody here, and a process that died
+leaves entries whose leases run out for the others to take.
 """
 
 from __future__ import annotations
@@ -27,13 +31,17 @@ log = logging.getLogger("memory_plugin.agentic")
 EMBED_BATCH = 64
 #: A container whose embedding model failed is tried again after this long.
 EMBED_RETRY_SECONDS = 5.0
+#: How often a worker over a shared store looks for work it was not woken for.
+POLL_SECONDS = 1.0
 
 
 class Worker(abc.ABC):
     """A background task that drains its queue whenever woken, and once at start (what a previous run left)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, poll_seconds: float | None = None) -> None:
+        """``poll_seconds``: drain this often even if not woken (None: only when woken)."""
         self.name = name
+        self.poll_seconds = poll_seconds
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         #: Drains in progress: a store's queue can look empty while a drain's write is in flight.
@@ -63,7 +71,10 @@ class Worker(abc.ABC):
 
     async def _loop(self) -> None:
         while True:
-            await self._wakeup.wait()
+            # Not wait_for: on Python 3.11 it can swallow a cancel (stop) that lands as the wait ends.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_seconds):
+                    await self._wakeup.wait()
             self._wakeup.clear()
             self._draining += 1
             try:
@@ -82,7 +93,7 @@ class EmbeddingWorker(Worker):
     """Embeds the long-term memories marked pending (after an infer run or an update of their text)."""
 
     def __init__(self, store: AgenticStore, models: ContainerModels, metrics: AgenticMetrics) -> None:
-        super().__init__("agentic-embed")
+        super().__init__("agentic-embed", POLL_SECONDS if store.shared else None)
         self.store = store
         self.models = models
         self.metrics = metrics
@@ -110,6 +121,7 @@ class EmbeddingWorker(Worker):
                         log.warning("embedding memory container %s failed, retrying later: %s", container_id, error)
                         self.metrics.embed_failures.inc()
                         failed.add(container_id)
+                        await self.store.release_embeddings(group)
                         continue
                     stored = await self.store.store_embeddings(
                         [(entry.key, entry.text, vector) for entry, vector in zip(group, vectors)]

@@ -14,6 +14,15 @@ records land once it is back, without anyone retrying), and reads each
 interaction as it is when it takes the entry, so a deleted conversation's
 interactions are never indexed.  Under overload the backlog grows and is
 reported (``lag``); memory writes are never slowed or refused by it.
+
+On OpenSearch every server process runs a bridge over the same outbox.  Each
+entry is claimed with a lease (``memory_plugin.leases``), a batch is given up
+after half the lease, and records are ingested under their interactions' ids,
+so a batch redone by another process (its first holder died) writes the same
+records again.  Two processes may still hold two entries of one interaction
+(written before and after an update): each re-reads what it ingested once the
+write is durable, and an entry whose interaction changed meanwhile is taken
+again, so the record ends as the interaction is, whichever write landed last.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.service import MAX_TEXT_BYTES, HistoryService
 from memory_plugin.histories.stores.filters import Condition, Filter
+from memory_plugin.leases import OUTBOX_LEASE_SECONDS
 from memory_plugin.memory.models import Interaction
 from memory_plugin.memory.stores.base import MemoryStore, OutboxEntry, OutboxLag
 
@@ -92,10 +102,14 @@ class HistoryBridge:
         retry_max_seconds: float = 60.0,
         poll_seconds: float = 1.0,
         metrics: BridgeMetrics | None = None,
+        batch_seconds: float = OUTBOX_LEASE_SECONDS / 2,
     ) -> None:
+        """``batch_seconds``: how long a batch of leased entries may take before it is given up (and its
+        entries retried): half their lease, so that no other process takes them while this one works."""
         self.histories = histories
         self.store = store
         self.batch_size = batch_size
+        self.batch_seconds = batch_seconds
         self.retry_max_seconds = retry_max_seconds
         self.poll_seconds = poll_seconds
         self.metrics = metrics or BridgeMetrics()
@@ -143,8 +157,10 @@ class HistoryBridge:
     async def _loop(self) -> None:
         while True:
             # The poll also retries entries whose backoff has run out and keeps the lag fresh.
+            # Not wait_for: on Python 3.11 it can swallow a cancel (stop) that lands as the wait ends.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self.poll_seconds)
+                async with asyncio.timeout(self.poll_seconds):
+                    await self._wakeup.wait()
             self._wakeup.clear()
             self._draining += 1
             try:
@@ -184,10 +200,29 @@ class HistoryBridge:
             while True:
                 entries = await self.store.outbox_pending(self.batch_size, time.time())
                 if entries:
-                    await self._apply(entries)
+                    await self._apply_in_time(entries)
                 self._lag = await self.store.outbox_lag()
                 if len(entries) < self.batch_size:
                     return
+
+    async def _apply_in_time(self, entries: Sequence[OutboxEntry]) -> None:
+        """Apply a batch; one of leased entries within ``batch_seconds``, else it is retried (by anyone)."""
+        if not any(entry.lease is not None for entry in entries):  # one process's outbox
+            await self._apply(entries)
+            return
+        try:
+            async with asyncio.timeout(self.batch_seconds):
+                await self._apply(entries)
+        except TimeoutError:
+            log.warning(
+                "history bridge: a batch of %d entries took over %ss; retrying", len(entries), self.batch_seconds
+            )
+            self.metrics.retries.inc()
+            await self.store.outbox_retry(entries, time.time())
+        except Exception:  # the memory store failed: give the entries back rather than hold them a whole lease
+            with contextlib.suppress(Exception):
+                await self.store.outbox_retry(entries, time.time())
+            raise
 
     async def _apply(self, entries: Sequence[OutboxEntry]) -> None:
         """Index, then delete (a delete is newer than any interaction of its conversation still readable)."""
@@ -208,6 +243,8 @@ class HistoryBridge:
             if isinstance(outcome, BaseException)
             for interaction in by_owner[owner]
         }
+        if any(entry.lease is not None for entry in entries):  # shared with other processes' bridges
+            failed |= await self._changed_meanwhile([i for i in latest.values() if i.interaction_id not in failed])
         done: list[OutboxEntry] = []
         retry: list[OutboxEntry] = []
         for entry in entries:
@@ -239,6 +276,32 @@ class HistoryBridge:
             attempts = min(entry.attempts for entry in retry)
             delay = min(self.retry_max_seconds, 0.5 * 2**attempts)
             await self.store.outbox_retry(retry, time.time() + delay)
+
+    async def _changed_meanwhile(self, ingested: Sequence[Interaction]) -> set[str]:
+        """The ids of ``ingested`` interactions whose record may not be as the interaction now is.
+
+        Another process may have written a newer text (read later, ingested earlier): the entry is taken
+        again.  A conversation deleted meanwhile may have had its records deleted before this write
+        landed: they are deleted again."""
+        current: list[Interaction | None] = []
+        for start in range(0, len(ingested), 8):  # a few at a time: requests share the connection pool
+            part = ingested[start : start + 8]
+            current += await asyncio.gather(*(self.store.get_interaction(i.owner, i.interaction_id) for i in part))
+        changed: set[str] = set()
+        gone: dict[tuple[Principal, str], None] = {}
+        for before, now in zip(ingested, current):
+            if now is None:
+                gone[(before.owner, before.conversation_id)] = None
+            elif interaction_text(now) != interaction_text(before):
+                changed.add(before.interaction_id)
+        for owner, conversation_id in gone:
+            where = Filter((Condition("metadata.conversation_id", "eq", (conversation_id,)),))
+            try:
+                await self.histories.delete_matching(owner, where)
+            except Exception as error:
+                log.warning("history bridge: deleting conversation %s failed: %s", conversation_id, error)
+                changed |= {i.interaction_id for i in ingested if i.conversation_id == conversation_id}
+        return changed
 
     async def _index(self, owner: Principal, interactions: list[Interaction]) -> None:
         records = [interaction_record(interaction) for interaction in interactions]

@@ -17,8 +17,10 @@ async def open_agentic_store(settings: Settings, dimension: int) -> AsyncIterato
     store: AgenticStore
     if isinstance(home, OpenSearchRegion):
         from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
+        from memory_plugin.agentic.stores.opensearch_queues import lease_seconds
 
-        store = OpenSearchAgenticStore(home)
+        model_timeout = max(settings.agentic_llm_timeout, settings.ml_connector_timeout)
+        store = OpenSearchAgenticStore(home, lease_seconds(model_timeout))
     else:
         from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 

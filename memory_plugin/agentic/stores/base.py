@@ -19,6 +19,7 @@ import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM
 from memory_plugin.auth import Principal
+from memory_plugin.leases import Lease
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class InferJob:
     container_id: str
     request: dict[str, Any]
     attempts: int = 0
+    #: This process's hold on the job, where several processes share the queue (OpenSearch).
+    lease: Lease | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class PendingEmbedding:
     owner: Principal
     container_id: str
     text: str
+    #: This process's hold on the memory's embedding, where several processes share the queue (OpenSearch).
+    lease: Lease | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,10 @@ def normalised(vector: np.ndarray) -> np.ndarray:
 
 class AgenticStore(abc.ABC):
     """What the agentic memory service needs from a store."""
+
+    #: Other server processes drain the same queues (OpenSearch): the workers poll, since those processes'
+    #: writes wake nobody here, and take each entry with a lease.  SQLite belongs to one process.
+    shared: bool = False
 
     @abc.abstractmethod
     async def open(self, dimension: int) -> None:
@@ -206,7 +215,12 @@ class AgenticStore(abc.ABC):
     @abc.abstractmethod
     async def pending_embeddings(self, limit: int, skip: Iterable[str] = ()) -> list[PendingEmbedding]:
         """Long-term docs waiting for their embedding, oldest first, outside the containers in ``skip``
-        (whose model failed just now: they must not hold up everyone else's)."""
+        (whose model failed just now: they must not hold up everyone else's).  A shared store returns
+        only those this process has just claimed."""
+
+    async def release_embeddings(self, entries: Sequence[PendingEmbedding]) -> None:
+        """Give claimed embeddings back (their model failed): anyone may try them again at once."""
+        return None  # nothing is claimed in a store of one process
 
     @abc.abstractmethod
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
@@ -216,16 +230,27 @@ class AgenticStore(abc.ABC):
     async def pending_count(self) -> int: ...
 
     @abc.abstractmethod
-    async def infer_jobs(self, limit: int) -> list[InferJob]: ...
+    async def infer_jobs(self, limit: int) -> list[InferJob]:
+        """The oldest queued jobs, held by anyone or no one (a look: nothing is claimed)."""
+
+    async def claim_infer_jobs(self, limit: int) -> list[InferJob]:
+        """Up to ``limit`` of the oldest jobs nobody holds, now held by this process."""
+        return await self.infer_jobs(limit)
+
+    async def renew_infer_job(self, job: InferJob) -> bool:
+        """Extend this process's hold on a job before the next slow step; False if another process took it."""
+        return True
 
     @abc.abstractmethod
     async def apply_infer(
         self, job: InferJob, changes: Sequence[LongTermChange], history: Sequence[tuple[str, dict[str, Any]]]
     ) -> None:
-        """Apply an infer run's changes and history and drop its job, all in one transaction."""
+        """Apply an infer run's changes and history and drop its job, all in one transaction; nothing if the job
+        is gone (applied already) or held by another process.  Applying the same run twice changes nothing."""
 
     @abc.abstractmethod
-    async def count_infer_attempt(self, job: InferJob) -> None: ...
+    async def count_infer_attempt(self, job: InferJob) -> None:
+        """Count a failed run of a job we hold, and give it back to be tried again."""
 
     # search
     @abc.abstractmethod

@@ -23,6 +23,11 @@ that ends with the deletion of its queued job: this process dying cannot split
 it (OpenSearch executes a bulk it received), and a re-run only happens for a
 job whose bulk never arrived.  Unlike SQLite, OpenSearch itself could still
 reject single items of a bulk; such failures are logged.
+
+Every server process in front of the cluster drains the queues
+(``opensearch_queues``): an infer run is applied only by the holder of its
+job's lease, and its ADDs and history entries are create-only under ids
+derived from the job, so a run applied twice finds its documents there.
 """
 
 from __future__ import annotations
@@ -47,7 +52,6 @@ from memory_plugin.agentic.stores.base import (
     StoredDoc,
     memory_text,
     normalised,
-    owner_of,
     text_changed,
 )
 from memory_plugin.agentic.stores.opensearch_documents import (
@@ -63,7 +67,9 @@ from memory_plugin.agentic.stores.opensearch_documents import (
     visible,
     with_owner,
 )
+from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, read_job, unclaimed
 from memory_plugin.auth import Principal
+from memory_plugin.leases import conditional_bulk
 from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
 from memory_plugin.settings import OpenSearchRegion
 
@@ -71,7 +77,10 @@ log = logging.getLogger("memory_plugin.agentic")
 
 
 class OpenSearchAgenticStore(AgenticStore):
-    def __init__(self, settings: OpenSearchRegion) -> None:
+    shared = True
+
+    def __init__(self, settings: OpenSearchRegion, lease_seconds: float) -> None:
+        """``lease_seconds``: how long a claim holds a queue entry (``opensearch_queues.lease_seconds``)."""
         self.settings = settings
         self.root = f"{settings.index_prefix.lower()}-ml-am"
         self.container_index = f"{self.root}-memory-container"
@@ -83,6 +92,7 @@ class OpenSearchAgenticStore(AgenticStore):
         self._created: set[str] = set()
         #: container id -> its memory index prefix (it never changes).
         self._prefixes: dict[str, str] = {}
+        self.queues = OpenSearchQueues(self.job_index, self.long_term_indices, lease_seconds)
 
     @property
     def client(self) -> AsyncOpenSearch:
@@ -96,6 +106,7 @@ class OpenSearchAgenticStore(AgenticStore):
         try:
             await self._ensure(self.container_index, CONTAINER_MAPPINGS)
             await self._ensure(self.job_index, JOB_MAPPINGS)
+            await self.queues.open(self.client)
         except BaseException:
             await self.close()
             raise
@@ -360,25 +371,10 @@ class OpenSearchAgenticStore(AgenticStore):
     # -- background work ------------------------------------------------------------------
 
     async def pending_embeddings(self, limit: int, skip: Iterable[str] = ()) -> list[PendingEmbedding]:
-        query = {"bool": {"filter": [PENDING], "must_not": [{"terms": {"memory_container_id": sorted(skip)}}]}}
-        body = {
-            "size": limit,
-            "_source": ["memory", "memory_container_id", "tenant_id", "owner_id"],
-            "query": query,
-            "sort": [{"created_time": "asc"}],
-        }
-        result = await self.client.search(
-            index=self.long_term_indices, body=body, ignore_unavailable=True, allow_no_indices=True
-        )
-        return [
-            PendingEmbedding(
-                (hit["_index"], hit["_id"]),
-                owner_of(hit["_source"]["tenant_id"], hit["_source"]["owner_id"]),
-                hit["_source"]["memory_container_id"],
-                memory_text(hit["_source"]),
-            )
-            for hit in result["hits"]["hits"]
-        ]
+        return await self.queues.claim_embeddings(self.client, limit, skip)
+
+    async def release_embeddings(self, entries: Sequence[PendingEmbedding]) -> None:
+        await self.queues.release_embeddings(self.client, entries)
 
     async def pending_count(self) -> int:
         result = await self.client.count(
@@ -393,7 +389,7 @@ class OpenSearchAgenticStore(AgenticStore):
             if found is None or not found["_source"].get("embedding_pending") or memory_text(found["_source"]) != text:
                 continue
             unit = [float(x) for x in normalised(vector)]
-            source = {**found["_source"], "embedding_pending": False, "memory_embedding": unit}
+            source = {**unclaimed(found["_source"]), "embedding_pending": False, "memory_embedding": unit}
             try:
                 await self.client.index(index=index, id=memory_id, body=source, refresh="true", **if_unchanged(found))
             except (ConflictError, NotFoundError):
@@ -404,26 +400,24 @@ class OpenSearchAgenticStore(AgenticStore):
     async def infer_jobs(self, limit: int) -> list[InferJob]:
         body = {"size": limit, "sort": [{"created_time": "asc"}], "query": {"match_all": {}}}
         result = await self.client.search(index=self.job_index, body=body)
-        return [
-            InferJob(
-                hit["_id"],
-                owner_of(hit["_source"]["tenant_id"], hit["_source"]["owner_id"]),
-                hit["_source"]["memory_container_id"],
-                hit["_source"]["request"],
-                hit["_source"].get("attempts", 0),
-            )
-            for hit in result["hits"]["hits"]
-        ]
+        return [read_job(hit) for hit in result["hits"]["hits"]]
+
+    async def claim_infer_jobs(self, limit: int) -> list[InferJob]:
+        return await self.queues.claim_jobs(self.client, limit)
+
+    async def renew_infer_job(self, job: InferJob) -> bool:
+        return await self.queues.renew_job(self.client, job)
 
     async def count_infer_attempt(self, job: InferJob) -> None:
-        await self.client.update(
-            index=self.job_index, id=str(job.job_id), body={"doc": {"attempts": job.attempts + 1}}, refresh="true"
-        )
+        await self.queues.count_attempt(self.client, job)
 
     async def apply_infer(
         self, job: InferJob, changes: Sequence[LongTermChange], history: Sequence[tuple[str, dict[str, Any]]]
     ) -> None:
-        if await get_document(self.client, self.job_index, str(job.job_id)) is None:
+        # Still ours (renewed, so that the writes below have the whole lease), and not applied already.
+        if job.lease is not None and not await self.renew_infer_job(job):
+            return
+        if job.lease is None and await get_document(self.client, self.job_index, str(job.job_id)) is None:
             return
         owner, container_id = job.owner, job.container_id
         actions: list[dict[str, Any]] = []
@@ -439,7 +433,9 @@ class OpenSearchAgenticStore(AgenticStore):
             if found is None:
                 continue
             if change.event == "UPDATE":
-                current = {key: value for key, value in found["_source"].items() if key != "memory_embedding"}
+                current = {
+                    key: value for key, value in unclaimed(found["_source"]).items() if key != "memory_embedding"
+                }
                 updated = {**change.applied_to(current), "embedding_pending": True}
                 actions += [{"index": {"_index": long_term, "_id": change.memory_id}}, updated]
             elif change.event == "DELETE":
@@ -448,8 +444,10 @@ class OpenSearchAgenticStore(AgenticStore):
         if history_index:
             for history_id, doc in history:
                 actions += [{"create": {"_index": history_index, "_id": history_id}}, self._source(owner, doc, HISTORY)]
-        actions.append({"delete": {"_index": self.job_index, "_id": str(job.job_id)}})
-        await self._bulk(actions)
+        held = job.lease.condition() if job.lease else {}
+        actions.append({"delete": {"_index": self.job_index, "_id": str(job.job_id), **held}})
+        # A create that finds its id taken was applied before (ids are derived from the job): not a failure.
+        await conditional_bulk(self.client, actions, refresh=True)
         written = [index for index in (long_term, history_index) if index]
         await self._container_kept(owner, container_id, written)
 

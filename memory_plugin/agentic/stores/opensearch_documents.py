@@ -14,7 +14,8 @@ dimension).  ``dynamic`` is false, so a field of an unexpected shape is kept in
   search, k-NN, BM25, scan and delete by query this store sends, and checked on
   every read by id.  It is not shown in answers.
 - ``embedding_pending`` marks a long-term memory whose embedding is still to be
-  computed (the durable queue of the embedder drain); not shown either.
+  computed (the durable queue of the embedder drain), and ``embedding_lease_until``
+  which server process computes it (``opensearch_queues``); not shown either.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from typing import Any
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
 from memory_plugin.agentic.stores.base import StoredDoc, owner_key
 from memory_plugin.auth import Principal
+from memory_plugin.leases import LEASE_MAPPINGS
 
 _KEYWORD = {"type": "keyword"}
 _FLAT = {"type": "flat_object"}
 _DATE = {"type": "date", "format": "strict_date_time||epoch_millis"}
 _STORED_ONLY = {"type": "object", "enabled": False}
-_HIDDEN = ("tenant_id", "embedding_pending")
+_HIDDEN = ("tenant_id", "embedding_pending", "embedding_lease_until")
 _COMMON = {
     "owner_id": _KEYWORD,
     "memory_container_id": _KEYWORD,
@@ -115,6 +117,7 @@ _TYPE_PROPERTIES: dict[str, dict[str, Any]] = {
         "strategy_id": _KEYWORD,
         "pinned": {"type": "boolean"},
         "embedding_pending": {"type": "boolean"},
+        "embedding_lease_until": {"type": "double"},
     },
     HISTORY: {
         "memory_id": _KEYWORD,
@@ -152,6 +155,7 @@ JOB_MAPPINGS: dict[str, Any] = {
         "created_time": _DATE,
         "attempts": {"type": "integer"},
         "request": _STORED_ONLY,
+        **LEASE_MAPPINGS,
     },
 }
 

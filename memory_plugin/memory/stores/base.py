@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from memory_plugin.auth import Principal
@@ -30,6 +30,7 @@ from memory_plugin.dsl import (
     search_response,
 )
 from memory_plugin.errors import InvalidArgument, ShardFailure
+from memory_plugin.leases import Lease
 from memory_plugin.memory.documents import memory_source, message_source
 from memory_plugin.memory.models import Conversation, Interaction, Updated
 
@@ -53,6 +54,8 @@ class OutboxEntry:
     attempts: int
     interaction: Interaction | None = None
     conversation_exists: bool = False
+    #: This process's hold on the entry, where several processes share the outbox (OpenSearch).
+    lease: Lease | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -149,15 +152,17 @@ class MemoryStore(abc.ABC):
 
     @abc.abstractmethod
     async def outbox_pending(self, limit: int, now: float) -> list[OutboxEntry]:
-        """Up to ``limit`` entries due at ``now`` (not backing off), oldest first."""
+        """Up to ``limit`` entries due at ``now`` (not backing off), oldest first, now held by this process:
+        where processes share the outbox, each is claimed with a lease and those another holds are passed by."""
 
     @abc.abstractmethod
     async def outbox_done(self, entries: Sequence[OutboxEntry]) -> None:
-        """Drop entries whose work is durable elsewhere; entries written since stay."""
+        """Drop entries whose work is durable elsewhere; entries written since stay, and so do entries whose
+        lease another process has taken over (theirs to finish)."""
 
     @abc.abstractmethod
     async def outbox_retry(self, entries: Sequence[OutboxEntry], not_before: float) -> None:
-        """Count a failed attempt on each entry and hold it back until ``not_before``."""
+        """Count a failed attempt on each entry we still hold, hold it back until ``not_before``, release it."""
 
     @abc.abstractmethod
     async def outbox_lag(self) -> OutboxLag: ...

@@ -57,17 +57,21 @@ async def create_index(client: AsyncOpenSearch, index: str, body: Mapping[str, A
 
     Race-safe: two processes starting at once both see it missing, one
     creates it, and the other's ``resource_already_exists_exception`` is
-    taken as success.
+    taken as success.  Either way it returns once the index's primary shards
+    are active: an index another process has just created exists before it
+    can be searched, and a search then fails with a 503 (seen with several
+    processes, where one created a container's index while another searched it).
     """
-    if await client.indices.exists(index=index):
-        return False
-    try:
-        await client.indices.create(index=index, body=dict(body))
-    except RequestError as error:
-        if error.error != "resource_already_exists_exception":
-            raise
-        return False
-    return True
+    created = False
+    if not await client.indices.exists(index=index):
+        try:
+            await client.indices.create(index=index, body=dict(body))
+            created = True
+        except RequestError as error:
+            if error.error != "resource_already_exists_exception":
+                raise
+    await client.cluster.health(index=index, wait_for_status="yellow", timeout="30s")
+    return created
 
 
 #: OpenSearch refuses a document ``_id`` longer than this many bytes.

@@ -42,6 +42,11 @@ WORKLOAD_SECONDS = 50.0
 #: A client gives up on an answer after this long: the op is then indeterminate.
 CLIENT_TIMEOUT = 12.0
 RECORD_IDS = [f"rec-{n}" for n in range(3)]  # few: writers of one id must overlap
+#: Ids two writers take at once, to both regions through two servers, as two users half the time (the
+#: organisation's key deletes them): what decides between them is the record-id claim, and nothing else.
+DUEL_IDS = [f"duel-{n}" for n in range(2)]
+#: Of the writes, the share that is a duel.
+DUEL_SHARE = 0.35
 MEMORIES = 3
 USERS = ("u0", "u1")
 HISTORIES = "/v2/ai/conversation_histories"
@@ -58,6 +63,9 @@ class Run:
 
     urls: list[str]
     headers: dict[str, str]
+    #: Another user of the organisation, and the organisation's own key (which reads and deletes every user's).
+    rival: dict[str, str]
+    admin: dict[str, str]
     memory_ids: list[str]
     container_id: str
     history: c.History
@@ -110,12 +118,18 @@ def outcome_of(status: int) -> str:
 
 
 async def call(
-    http: aiohttp.ClientSession, history: c.History, op: c.Op, method: str, url: str, body: Any = None
+    http: aiohttp.ClientSession,
+    history: c.History,
+    op: c.Op,
+    method: str,
+    url: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Send one op and record its outcome: a connection never made is a definite failure, a timeout or a
     connection lost mid-request is indeterminate."""
     try:
-        async with http.request(method, url, json=body) as response:
+        async with http.request(method, url, json=body, headers=headers) as response:
             text = await response.text()
             answer = json.loads(text) if text.startswith("{") else {}
             history.complete(op, outcome_of(response.status), response.status, "" if response.ok else text[:200])
@@ -143,14 +157,48 @@ async def client(run: Run, process: int) -> None:
                 kind = c.AGENTIC_ADD
             tag = f"p{process}-{n}"
             if kind == c.WRITE:
-                key, region = rng.choice(RECORD_IDS), rng.choice(("USA", "DEU"))
-                text = f"{key} {tag} customer called about invoice {rng.randint(0, 999)}"
-                op = history.invoke(process, kind, key, text, server, region=region)
-                record = {"record_id": key, "record_type": "voice", "region": region, "text": text}
-                await call(http, history, op, "POST", base + HISTORIES, {"records": [record]})
+                duel = rng.random() < DUEL_SHARE
+                key, region = rng.choice(DUEL_IDS if duel else RECORD_IDS), rng.choice(("USA", "DEU"))
+                writers = [(process, server, region, run.headers)]
+                if duel:  # a second writer at the same moment: another process, server and region
+                    other = "DEU" if region == "USA" else "USA"
+                    who = run.rival if rng.random() < 0.5 else run.headers
+                    writers.append((process + CLIENTS, (server + 1) % len(run.urls), other, who))
+                ops = []
+                for writer, at, where, _ in writers:
+                    text = f"{key} {tag}/{writer} customer called about invoice {rng.randint(0, 999)}"
+                    ops.append(history.invoke(writer, kind, key, text, at, region=where))
+                await asyncio.gather(
+                    *(
+                        call(
+                            http,
+                            history,
+                            op,
+                            "POST",
+                            run.urls[at] + HISTORIES,
+                            {
+                                "records": [
+                                    {"record_id": key, "record_type": "voice", "region": where, "text": op.value}
+                                ]
+                            },
+                            who,
+                        )
+                        for op, (_, at, where, who) in zip(ops, writers)
+                    )
+                )
+                op = ops[0]
             elif kind == c.DELETE:
-                op = history.invoke(process, kind, rng.choice(RECORD_IDS), None, server)
-                await call(http, history, op, "DELETE", f"{base}{HISTORIES}/{op.key}")
+                key = rng.choice(RECORD_IDS + DUEL_IDS)
+                op = history.invoke(process, kind, key, None, server)
+                await call(
+                    http,
+                    history,
+                    op,
+                    "DELETE",
+                    f"{base}{HISTORIES}/{key}",
+                    None,
+                    run.admin if key in DUEL_IDS else None,
+                )
             elif kind == c.MESSAGE:
                 memory_id, text = rng.choice(run.memory_ids), f"message {tag} router light is red"
                 op = history.invoke(process, kind, memory_id, text, server)
@@ -293,6 +341,7 @@ async def test_consistency_under_kills_and_pauses(tmp_path: Path, opensearch_nod
 
     data_dir = tmp_path / "data"
     headers = key_headers(data_dir)
+    rival, admin = key_headers(data_dir, "org-1", "bob"), key_headers(data_dir, "org-1", None)
     env = {
         **server_env,
         "MEMORY_PLUGIN_BRIDGE": "true",
@@ -311,7 +360,8 @@ async def test_consistency_under_kills_and_pauses(tmp_path: Path, opensearch_nod
         await asyncio.to_thread(group.start_all)
         memory_ids, container_id = await setup(group.urls, headers)
         history = c.History()  # times count from here, once the servers are up
-        run = Run(group.urls, headers, memory_ids, container_id, history, time.monotonic() + WORKLOAD_SECONDS)
+        deadline = time.monotonic() + WORKLOAD_SECONDS
+        run = Run(group.urls, headers, rival, admin, memory_ids, container_id, history, deadline)
         faults = asyncio.create_task(nemesis(run, group, {"USA": usa_node, "DEU": deu_node}, llm_env, killed))
         await asyncio.gather(*(client(run, p) for p in range(CLIENTS)))
         await faults  # healed: the node continued, the killed server back
@@ -321,8 +371,9 @@ async def test_consistency_under_kills_and_pauses(tmp_path: Path, opensearch_nod
         history.note("drained", queues=left)
 
         records = await asyncio.to_thread(stored_records, regions, prefix)
-        voice = {key: records["voice"].get(key, []) for key in RECORD_IDS}
-        server_view = {key: await served(group.urls, headers, "voice", key, n) for n, key in enumerate(RECORD_IDS)}
+        keys = RECORD_IDS + DUEL_IDS
+        voice = {key: records["voice"].get(key, []) for key in keys}
+        server_view = {key: await served(group.urls, admin, "voice", key, n) for n, key in enumerate(keys)}
         messages: dict[str, list[str]] = defaultdict(list)
         for doc in await asyncio.to_thread(
             search_all, usa_node.url, f"{prefix}-memory-message", {"match_all": {}}, ["input"]

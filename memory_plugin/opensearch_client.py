@@ -70,7 +70,13 @@ async def create_index(client: AsyncOpenSearch, index: str, body: Mapping[str, A
         except RequestError as error:
             if error.error != "resource_already_exists_exception":
                 raise
-    await client.cluster.health(index=index, wait_for_status="yellow", timeout="30s")
+    try:
+        await client.cluster.health(
+            index=index, params={"wait_for_status": "yellow", "timeout": "30s"}, request_timeout=35
+        )
+    except TransportError as error:
+        if error.status_code != 408:  # still not active after 30 s: go on, as before this wait
+            raise
     return created
 
 

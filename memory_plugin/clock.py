@@ -34,6 +34,16 @@ _random = b""
 _offset = 0
 
 
+def _forget_drawn_bytes() -> None:
+    """In a forked child: the bytes drawn ahead are the parent's, and every worker of ``serve --workers``
+    would hand out the same ids from them (their creates then collide), so a child draws its own."""
+    global _random, _offset, _lock
+    _random, _offset, _lock = b"", 0, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_drawn_bytes)
+
+
 def _random_bytes() -> bytes:
     global _random, _offset
     with _lock:

@@ -18,6 +18,7 @@ milliseconds; leases are a minute or more).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,15 @@ from memory_plugin.clock import new_id
 
 #: This process's token: a lease names the process that holds it (for operators reading the index).
 HOLDER = new_id()
+
+
+def _new_holder() -> None:
+    """A forked worker is a process of its own, with a token of its own."""
+    global HOLDER
+    HOLDER = new_id()
+
+
+os.register_at_fork(after_in_child=_new_holder)
 
 #: The lease fields, as mapped in every queue index.
 LEASE_MAPPINGS: dict[str, Any] = {"lease_holder": {"type": "keyword"}, "lease_until": {"type": "double"}}

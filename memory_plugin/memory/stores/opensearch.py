@@ -46,6 +46,7 @@ changes they mirror.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -220,7 +221,7 @@ class OpenSearchMemoryStore(MemoryStore):
         Returns the new source, its ``_version`` and whether it was written, or None if the
         document is absent or not the owner's.  ``change`` returning False means nothing to write.
         """
-        for _ in range(_RETRIES):
+        for attempt in range(_RETRIES):
             document = await self._get_owned(index, doc_id, owner)
             if document is None:
                 return None
@@ -237,12 +238,13 @@ class OpenSearchMemoryStore(MemoryStore):
                     refresh="true",
                 )
             except ConflictError:
-                await asyncio.sleep(0)
+                # Jittered and growing: writers in other processes retry too, and would collide again in step.
+                await asyncio.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
                 continue
             except NotFoundError:
                 return None
             return source, written["_version"], True
-        raise RuntimeError(f"gave up updating [{doc_id}] in [{index}] after {_RETRIES} conflicts")
+        raise Unavailable(f"[{doc_id}] is being changed by too many requests at once ({_RETRIES} conflicts); retry")
 
     async def _update(
         self,

@@ -7,8 +7,8 @@ import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM
 from memory_plugin.agentic.stores.base import LongTermScope
+from memory_plugin.agentic.stores.fts import fts_query
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
-from memory_plugin.agentic.stores.sqlite_tables import fts_query
 from memory_plugin.auth import Principal
 
 ALICE, BOB = Principal("org-1", "alice"), Principal("org-1", "bob")

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING, valid_unicode
+from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
 from memory_plugin.agentic.stores.base import (
     AgenticStore,
     InferJob,
@@ -25,6 +25,17 @@ from memory_plugin.agentic.stores.base import (
     owner_of,
     text_changed,
 )
+from memory_plugin.agentic.stores.bm25 import LexicalIndex
+from memory_plugin.agentic.stores.fts import (
+    LoggedDatabase,
+    fts_delete,
+    fts_put,
+    fts_query,
+    fts_ranked,
+    load,
+    query_words,
+    totals,
+)
 from memory_plugin.agentic.stores.sqlite_tables import (
     BATCH,
     CONTAINER_OWNER,
@@ -33,7 +44,6 @@ from memory_plugin.agentic.stores.sqlite_tables import (
     batches,
     candidates,
     dumps,
-    fts_query,
     hydrate,
     index_terms,
     next_seq_no,
@@ -43,14 +53,15 @@ from memory_plugin.agentic.stores.sqlite_tables import (
 )
 from memory_plugin.agentic.stores.vectors import Matrix, load_vectors
 from memory_plugin.auth import Principal
-from memory_plugin.sqlite import Database
 
 T = TypeVar("T")
 
 
 class SqliteAgenticStore(AgenticStore):
     def __init__(self, path: Path) -> None:
-        self.db = Database(path, MIGRATIONS)
+        #: The BM25 mirror of ``lt_fts`` (``bm25``), following every committed write the same way.
+        self._lexical = LexicalIndex()
+        self.db = LoggedDatabase(path, MIGRATIONS, lambda changes: self._lexical.apply(changes))
         #: container id -> its vectors by seq, each container's of its own dimension.  Changed on the event
         #: loop only, once the write that changes them has committed; searched in snapshots (``Matrix.rows``).
         self._indexes: dict[str, Matrix] = {}
@@ -58,10 +69,12 @@ class SqliteAgenticStore(AgenticStore):
     async def open(self, dimension: int) -> None:
         await self.db.open()
         self._indexes = await self.db.read(lambda c: load_vectors(c, self.db.path))
+        self._lexical = await self.db.run(load)
 
     async def close(self) -> None:
         await self.db.close()
         self._indexes.clear()
+        self._lexical = LexicalIndex()
 
     # -- the vector mirror (event loop) ------------------------------------------------
 
@@ -129,10 +142,8 @@ class SqliteAgenticStore(AgenticStore):
             ).fetchone()
             if row is None:
                 return None
-            c.execute(
-                "DELETE FROM lt_fts WHERE rowid IN (SELECT seq FROM memories WHERE container_id = ? AND memory_type = ?)",
-                (container_id, LONG_TERM),
-            )
+            sql = "SELECT seq FROM memories WHERE container_id = ? AND memory_type = ?"
+            fts_delete(c, [seq for (seq,) in c.execute(sql, (container_id, LONG_TERM)).fetchall()])
             c.execute("DELETE FROM memories WHERE container_id = ?", (container_id,))
             c.execute("DELETE FROM infer_jobs WHERE container_id = ?", (container_id,))
             seq_no = next_seq_no(c)
@@ -175,7 +186,7 @@ class SqliteAgenticStore(AgenticStore):
         ).fetchone()[0]
         if memory_type == LONG_TERM:
             index_terms(c, seq, doc)
-            c.execute("INSERT INTO lt_fts (rowid, memory) VALUES (?, ?)", (seq, valid_unicode(memory_text(doc))))
+            fts_put(c, seq, memory_text(doc), new=True)
         return StoredDoc(memory_id, doc, 1, seq_no, seq)
 
     def _select(
@@ -290,7 +301,7 @@ class SqliteAgenticStore(AgenticStore):
                 ).fetchall()
                 seqs.extend(row[0] for row in rows)
             if memory_type == LONG_TERM:
-                c.executemany("DELETE FROM lt_fts WHERE rowid = ?", [(seq,) for seq in seqs])
+                fts_delete(c, seqs)
             if seqs:
                 next_seq_no(c)
             return seqs
@@ -428,26 +439,31 @@ class SqliteAgenticStore(AgenticStore):
         return await self.db.read(search)
 
     async def bm25(self, scope: LongTermScope, query: str, k: int) -> list[tuple[StoredDoc, float]]:
-        match = fts_query(query)
+        words = query_words(query)
+        lexical = self._lexical
 
         def search(c: sqlite3.Connection) -> list[tuple[StoredDoc, float]]:
             matching = candidates(c, scope)
-            allowed = None if matching is None else set(matching.tolist())
-            if allowed is not None and not allowed:
+            if matching is not None and len(matching) == 0:
                 return []
-            # FTS5 ranks its matches fastest on its own; the ranked rows are read lazily and only the owner's
-            # docs of this container (and of the term filter) are kept, until there are k.
-            cursor = c.execute("SELECT rowid, -rank FROM lt_fts WHERE lt_fts MATCH ? ORDER BY rank", (match,))
+            # The mirror scores exactly as FTS5 does, when it holds what FTS5 holds and every query word is one
+            # FTS5 token (a phrase of several needs FTS5's positions): top k without scoring every match.
+            if totals(c) == (lexical.rows, lexical.tokens):
+                tokens = self.db.tokenizer.tokens(words)
+                if all(len(token) == 1 for token in tokens):
+                    owner = owner_key(scope.owner)
+                    top = lexical.search(scope.container_id, owner, [token[0] for token in tokens], k, matching)
+                    return hydrate(c, scope, top)
+            allowed = None if matching is None else set(matching.tolist())
             kept: list[tuple[StoredDoc, float]] = []
+            ranked = fts_ranked(c, fts_query(query) or "", allowed)
             try:
-                while len(kept) < k:
-                    rows = cursor.fetchmany(256)
-                    if not rows:
-                        break
-                    scored = [(int(seq), float(score)) for seq, score in rows if allowed is None or seq in allowed]
+                for scored in ranked:
                     kept += hydrate(c, scope, scored, limit=k - len(kept))
+                    if len(kept) >= k:
+                        break
             finally:
-                cursor.close()
+                ranked.close()
             return kept
 
-        return [] if match is None or scope.empty else await self.db.read(search)
+        return [] if not words or scope.empty else await self.db.read(search)

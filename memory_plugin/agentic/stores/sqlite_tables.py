@@ -8,7 +8,8 @@ Embedded layout (one SQLite file, WAL, ``synchronous=FULL``):
   vector id and the rowid in FTS5.
 * ``terms`` indexes long-term ``namespace.*``, ``tags.*``, ``strategy_id`` and
   ``namespace_size`` for the exact term filters of k-NN and BM25.
-* ``lt_fts`` is an FTS5 table of long-term ``memory`` text (BM25).
+* ``lt_fts`` is an FTS5 table of long-term ``memory`` text (BM25), written only through ``fts.fts_put`` and
+  ``fts.fts_delete`` so that the in-memory BM25 mirror (``bm25``) follows every committed change.
 * ``pending = 1`` marks a long-term memory whose embedding is not computed
   yet; ``infer_jobs`` holds inferring adds not yet applied.  Both are written
   in the same transaction as what caused them, and drained by background
@@ -32,6 +33,7 @@ import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM, flat_object_terms, valid_unicode
 from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc, memory_text, owner_key
+from memory_plugin.agentic.stores.fts import fts_delete, fts_put
 from memory_plugin.sqlite import run_script
 
 
@@ -143,7 +145,7 @@ def rewrite(c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bo
             "UPDATE memories SET doc = ?, version = version + 1, seq_no = ?, vector = NULL, pending = 1 WHERE seq = ?",
             (dumps(doc), seq_no, seq),
         )
-        c.execute("UPDATE lt_fts SET memory = ? WHERE rowid = ?", (valid_unicode(memory_text(doc)), seq))
+        fts_put(c, seq, memory_text(doc), new=False)
     else:
         c.execute(
             "UPDATE memories SET doc = ?, version = version + 1, seq_no = ? WHERE seq = ?", (dumps(doc), seq_no, seq)
@@ -154,7 +156,7 @@ def rewrite(c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bo
 def remove_memory(c: sqlite3.Connection, seq: int, memory_type: str) -> None:
     c.execute("DELETE FROM memories WHERE seq = ?", (seq,))
     if memory_type == LONG_TERM:
-        c.execute("DELETE FROM lt_fts WHERE rowid = ?", (seq,))
+        fts_delete(c, [seq])
 
 
 def _seqs(c: sqlite3.Connection, sql: str, parameters: Sequence[Any]) -> np.ndarray:
@@ -227,11 +229,3 @@ def hydrate(
         if row is not None:
             out.append((row_doc(row, "memory_id"), score))
     return out
-
-
-def fts_query(text: str) -> str | None:
-    """Free text as an FTS5 query: every word quoted (no operators), any of them may match, as ``match`` does."""
-    words = [word for word in "".join(ch if ch.isalnum() else " " for ch in text).split() if word]
-    if not words:
-        return None
-    return " OR ".join('"' + valid_unicode(word) + '"' for word in dict.fromkeys(words[:256]))

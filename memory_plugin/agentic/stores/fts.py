@@ -1,0 +1,267 @@
+"""``lt_fts``, the FTS5 table of long-term memory text, and what the in-memory BM25 mirror (``bm25``) needs of it.
+
+* Every write of ``lt_fts`` goes through ``fts_put`` / ``fts_delete``, which also log the row's seq in a temp
+  table of the writer's connection.  ``drain`` reads that log at the end of each write, inside its transaction,
+  so a rolled-back write leaves no trace and a committed one hands the mirror exactly what it changed.
+* ``Tokenizer`` asks FTS5 itself (a private in-memory FTS5 table with the same ``tokenize`` option) for
+  tokens, so the mirror never depends on a second tokenizer agreeing with unicode61.
+* ``load`` rebuilds the mirror at open from the table's own postings (``fts5vocab``), in one snapshot.
+* ``totals`` reads FTS5's row and token counts: a search uses the mirror only when they are the mirror's, and
+  otherwise lets FTS5 rank (``fts_ranked``), so a write that bypassed the log costs speed, never correctness.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Generator, Iterable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from memory_plugin.agentic.models import LONG_TERM, valid_unicode
+from memory_plugin.agentic.stores.bm25 import SEGMENT, Change, LexicalIndex, Segment, Shard
+from memory_plugin.sqlite import Database, Migration
+
+T = TypeVar("T")
+
+#: ``lt_fts``'s tokenize option (schema v1); the tokenizer and the mirror use the same.
+TOKENIZE = "unicode61 remove_diacritics 2"
+CHANGED_LOG = "CREATE TEMP TABLE IF NOT EXISTS lt_changed (seq INTEGER PRIMARY KEY)"
+_LOG = "INSERT OR IGNORE INTO temp.lt_changed VALUES (?)"
+#: Query words beyond this many are ignored (as ``fts_query`` always did).
+MAX_WORDS = 256
+
+
+def fts_put(c: sqlite3.Connection, seq: int, text: str, *, new: bool) -> None:
+    """Index a long-term doc's text (``new``) or replace it."""
+    if new:
+        c.execute("INSERT INTO lt_fts (rowid, memory) VALUES (?, ?)", (seq, valid_unicode(text)))
+    else:
+        c.execute("UPDATE lt_fts SET memory = ? WHERE rowid = ?", (valid_unicode(text), seq))
+    c.execute(_LOG, (seq,))
+
+
+def fts_delete(c: sqlite3.Connection, seqs: Iterable[int]) -> None:
+    rows = [(seq,) for seq in seqs]
+    c.executemany("DELETE FROM lt_fts WHERE rowid = ?", rows)
+    c.executemany(_LOG, rows)
+
+
+def query_words(text: str) -> list[str]:
+    """Free text's words (no operators), distinct, as FTS5 phrases: any of them may match, as ``match`` does."""
+    words = "".join(ch if ch.isalnum() else " " for ch in text).split()
+    return [valid_unicode(word) for word in dict.fromkeys(words[:MAX_WORDS])]
+
+
+def fts_query(text: str) -> str | None:
+    """Free text as an FTS5 query: every word quoted, OR-ed."""
+    words = query_words(text)
+    return " OR ".join(f'"{word}"' for word in words) if words else None
+
+
+class Tokenizer:
+    """FTS5's tokens for texts, from a private in-memory FTS5 table (any thread; one at a time)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._c = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self._uses = 0
+        self._create()
+
+    def _create(self) -> None:
+        self._c.execute("DROP TABLE IF EXISTS scratch")
+        self._c.execute(f"CREATE VIRTUAL TABLE scratch USING fts5 (memory, tokenize = '{TOKENIZE}')")
+        self._c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS scratch_vocab USING fts5vocab(scratch, instance)")
+
+    def tokens(self, texts: Sequence[str]) -> list[list[str]]:
+        out: list[list[tuple[int, str]]] = [[] for _ in texts]
+        with self._lock:
+            self._uses += 1
+            if self._uses % 4096 == 0:  # deletes leave tombstones until merged: start afresh now and then
+                self._create()
+            self._c.executemany(
+                "INSERT INTO scratch (rowid, memory) VALUES (?, ?)",
+                [(n, valid_unicode(text)) for n, text in enumerate(texts)],
+            )
+            rows = self._c.execute("SELECT doc, offset, term FROM scratch_vocab").fetchall()
+            self._c.execute("DELETE FROM scratch")
+        for doc, offset, term in rows:
+            out[doc].append((offset, term))
+        return [[term for _, term in sorted(doc)] for doc in out]
+
+    def close(self) -> None:
+        self._c.close()
+
+
+def drain(c: sqlite3.Connection, tokenizer: Tokenizer) -> list[Change]:
+    """The ``lt_fts`` rows this write changed, as they are now (inside the write's transaction)."""
+    seqs = [row[0] for row in c.execute("SELECT seq FROM temp.lt_changed")]
+    if not seqs:
+        return []
+    c.execute("DELETE FROM temp.lt_changed")
+    found: dict[int, tuple[str, str | None, tuple[str, str] | None]] = {}
+    for start in range(0, len(seqs), 500):
+        part = seqs[start : start + 500]
+        rows = c.execute(
+            "SELECT f.rowid, f.memory, m.container_id, m.organization_id, m.user_id FROM lt_fts f "
+            f"LEFT JOIN memories m ON m.seq = f.rowid AND m.memory_type = ? WHERE f.rowid IN ({','.join('?' * len(part))})",
+            (LONG_TERM, *part),
+        )
+        for seq, text, container_id, organization, user in rows:
+            found[seq] = (text, container_id, None if container_id is None else (organization, user))
+    present = [seq for seq in seqs if seq in found]
+    tokens = dict(zip(present, tokenizer.tokens([found[seq][0] for seq in present])))
+    return [
+        Change(seq, tokens[seq], found[seq][1], found[seq][2]) if seq in found else Change(seq, None) for seq in seqs
+    ]
+
+
+def _varint(blob: bytes, at: int) -> tuple[int, int]:
+    """SQLite's varint (big-endian 7-bit groups, a ninth byte of 8 bits)."""
+    value = 0
+    for index in range(8):
+        byte = blob[at + index]
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value, at + index + 1
+    return (value << 8) | blob[at + 8], at + 9
+
+
+def totals(c: sqlite3.Connection) -> tuple[int, int]:
+    """FTS5's own (rows, tokens) of ``lt_fts``: its averages record, which its ``bm25()`` divides."""
+    row = c.execute("SELECT block FROM lt_fts_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    rows, at = _varint(row[0], 0)
+    tokens, _ = _varint(row[0], at)
+    return rows, tokens
+
+
+def fts_ranked(
+    c: sqlite3.Connection, match: str, allowed: set[int] | None
+) -> Generator[list[tuple[int, float]], None, None]:
+    """FTS5's ranking of every match, in batches, restricted to ``allowed``: the caller hydrates until it has k."""
+    cursor = c.execute("SELECT rowid, -rank FROM lt_fts WHERE lt_fts MATCH ? ORDER BY rank", (match,))
+    try:
+        while rows := cursor.fetchmany(256):
+            yield [(int(seq), float(score)) for seq, score in rows if allowed is None or seq in allowed]
+    finally:
+        cursor.close()
+
+
+def load(c: sqlite3.Connection) -> LexicalIndex:
+    """The mirror of ``lt_fts`` as committed now, from FTS5's postings (on the writer's thread, at open)."""
+    c.execute(CHANGED_LOG)
+    c.execute("DELETE FROM temp.lt_changed")
+    c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.lt_vocab USING fts5vocab(main, lt_fts, instance)")
+    c.execute("BEGIN")
+    try:
+        grouped = c.execute("SELECT term, group_concat(doc) FROM temp.lt_vocab GROUP BY term").fetchall()
+        (rowids,) = c.execute("SELECT group_concat(rowid) FROM lt_fts").fetchone()
+        owners = c.execute(
+            "SELECT seq, container_id, organization_id, user_id FROM memories WHERE memory_type = ? ORDER BY seq",
+            (LONG_TERM,),
+        ).fetchall()
+    finally:
+        c.execute("COMMIT")
+    index = LexicalIndex()
+    words = [row[0] for row in grouped]
+    index.vocabulary = {word: n for n, word in enumerate(words)}
+    counts = np.asarray([row[1].count(",") + 1 for row in grouped], dtype=np.int64)
+    docs = np.fromstring(",".join(row[1] for row in grouped), dtype=np.int64, sep=",") if grouped else np.zeros(0)
+    docs = docs.astype(np.int64)
+    terms = np.repeat(np.arange(len(words), dtype=np.int64), counts)
+    order = np.lexsort((terms, docs))
+    docs, terms = docs[order], terms[order]
+    first = np.ones(len(docs), dtype=bool)
+    first[1:] = (docs[1:] != docs[:-1]) | (terms[1:] != terms[:-1])
+    starts = np.flatnonzero(first)
+    pair_docs, pair_terms = docs[starts], terms[starts]
+    pair_tfs = np.diff(np.append(starts, len(docs))).astype(np.float64)
+    index.df = np.bincount(pair_terms, minlength=max(len(words), 1)).astype(np.int64)
+    all_rows = np.unique(np.fromstring(rowids or "", dtype=np.int64, sep=","))
+    index.rows, index.tokens = len(all_rows), len(docs)
+    length_of = dict(zip(*np.unique(docs, return_counts=True)))
+    # each doc's (term, tf) pairs: a slice of the pair arrays, which are doc-major
+    doc_ids, doc_starts = np.unique(pair_docs, return_index=True)
+    doc_ends = np.append(doc_starts[1:], len(pair_docs))
+    span = {int(d): (int(a), int(b)) for d, a, b in zip(doc_ids.tolist(), doc_starts.tolist(), doc_ends.tolist())}
+    by_container: dict[str, list[tuple[int, int]]] = {}
+    owned: set[int] = set()
+    for seq, container_id, organization, user in owners:
+        owner = index.owners.setdefault((organization, user), len(index.owners))
+        by_container.setdefault(container_id, []).append((seq, owner))
+        owned.add(seq)
+    live_rows = set(all_rows.tolist())
+    for container_id, members in by_container.items():
+        members = [(seq, owner) for seq, owner in members if seq in live_rows]
+        if members:
+            index.shards[container_id] = _bulk_shard(members, span, length_of, pair_terms, pair_tfs)
+            index.where.update((seq, (container_id, n)) for n, (seq, _) in enumerate(members))
+    for seq in live_rows - owned:  # a row no long-term memory owns: counted by FTS5, found by nobody
+        a, b = span.get(seq, (0, 0))
+        index.where[seq] = (None, (pair_terms[a:b], pair_tfs[a:b], int(length_of.get(seq, 0))))
+    return index
+
+
+def _bulk_shard(
+    members: list[tuple[int, int]],
+    span: dict[int, tuple[int, int]],
+    length_of: dict[int, int],
+    pair_terms: np.ndarray,
+    pair_tfs: np.ndarray,
+) -> Shard:
+    """A container's shard from its (seq, owner) in seq order: whole segments frozen at once."""
+    shard = Shard()
+    count = len(members)
+    shard.seq_of = np.asarray([seq for seq, _ in members], dtype=np.int64)
+    shard.owner_of = np.asarray([owner for _, owner in members], dtype=np.int32)
+    shard.doclen = np.asarray([length_of.get(seq, 0) for seq, _ in members], dtype=np.float64)
+    shard.live = np.ones(count, dtype=bool)
+    shard.n = count
+    whole = count // SEGMENT * SEGMENT
+    segments: list[Segment] = []
+    for low in range(0, whole, SEGMENT):
+        slices = [span.get(seq, (0, 0)) for seq, _ in members[low : low + SEGMENT]]
+        picks = np.concatenate([np.arange(a, b) for a, b in slices]).astype(np.int64)
+        ords = np.repeat(np.arange(low, low + SEGMENT, dtype=np.int64), [b - a for a, b in slices])
+        segments.append(Segment.build(low, ords, pair_terms[picks], pair_tfs[picks], shard.doclen))
+    pending = []
+    for seq, _ in members[whole:]:
+        a, b = span.get(seq, (0, 0))
+        pending.append((pair_terms[a:b], pair_tfs[a:b]))
+    shard.state = (tuple(segments), pending)
+    return shard
+
+
+class LoggedDatabase(Database):
+    """The agentic file: every write also drains the ``lt_fts`` change log, and once it is committed hands the
+    changes to ``mirror`` (on the event loop, before the write's own ``committed`` hook)."""
+
+    def __init__(self, path: Path, migrations: Sequence[Migration], mirror: Callable[[list[Change]], None]) -> None:
+        super().__init__(path, migrations)
+        self.tokenizer = Tokenizer()
+        self._mirror = mirror
+
+    async def write(
+        self,
+        work: Callable[[sqlite3.Connection], T],
+        *,
+        settled: Callable[[], None] | None = None,
+        committed: Callable[[T], None] | None = None,
+    ) -> T:
+        def logged(c: sqlite3.Connection) -> tuple[T, list[Change]]:
+            result = work(c)
+            return result, drain(c, self.tokenizer)
+
+        def mirrored(outcome: tuple[T, list[Change]]) -> None:
+            result, changes = outcome
+            if changes:
+                self._mirror(changes)
+            if committed is not None:
+                committed(result)
+
+        result, _ = await super().write(logged, settled=settled, committed=mirrored)
+        return result

@@ -243,15 +243,15 @@ def plot_agentic(result: dict[str, Any], path: Path) -> Path:
     """Adding memories (infer off) in requests/s, and search latency over the long-term memories."""
     rows = result["results"]
     adds = [r for r in rows if r["case"].startswith("add")]
-    searches = [r for r in rows if r["case"].startswith(("semantic", "hybrid"))]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    searches = [r for r in rows if r["case"].startswith(("semantic", "hybrid", "bm25", "knn"))]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(16, 6))
     left.bar([r["case"] for r in adds], [r["req_per_s"] for r in adds], color="#4c72b0")
     left.set_title(f"add memory, infer off, concurrency {adds[0]['concurrency'] if adds else '-'}")
     left.set_ylabel("requests / s")
     xs = range(len(searches))
     right.bar([x - 0.2 for x in xs], [r["p50_ms"] for r in searches], 0.4, label="p50")
     right.bar([x + 0.2 for x in xs], [r["p99_ms"] for r in searches], 0.4, label="p99")
-    right.set_xticks(list(xs), [r["case"] for r in searches], rotation=15, ha="right")
+    right.set_xticks(list(xs), [r["case"] for r in searches], rotation=30, ha="right", fontsize=7)
     right.set_ylabel("ms (query embedding included)")
     right.set_title(f"search over {searches[0]['memories'] if searches else 0:,} long-term memories")
     right.legend()

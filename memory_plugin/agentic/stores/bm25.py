@@ -66,6 +66,22 @@ class Segment:
         return Segment(low, distinct, bounds, ords, tfs, terms, max_tf.astype(np.float64), min_dl.astype(np.float64))
 
 
+@dataclass(frozen=True)
+class TermList:
+    """One term's postings over a shard's first ``len(max_tf)`` segments, and per segment its largest
+    frequency and shortest doc (0 and 1 where it has none)."""
+
+    term: int
+    ords: np.ndarray
+    tfs: np.ndarray
+    max_tf: np.ndarray
+    min_dl: np.ndarray
+
+
+#: Postings a shard keeps gathered by term for searches before it starts afresh.
+GATHERED = 8_000_000
+
+
 def _grown(array: np.ndarray, size: int) -> np.ndarray:
     if size <= len(array):
         return array
@@ -89,6 +105,9 @@ class Shard:
     state: tuple[tuple[Segment, ...], list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=lambda: ((), []))
     #: A frozen view of the pending docs as the last search saw them: (their count, the segment).
     pending_view: tuple[int, Segment] | None = None
+    #: Searched terms' postings gathered over the frozen segments (the reader thread's own).
+    gathered: dict[int, TermList] = field(default_factory=dict)
+    gathered_size: int = 0
 
     def append(self, seq: int, owner: int, terms: np.ndarray, tfs: np.ndarray, length: int) -> int:
         ordinal = self.n
@@ -137,19 +156,62 @@ class Shard:
         tfs = np.concatenate([f for _, f in docs]).astype(np.float64)
         return Segment.build(low, ords, terms, tfs, self.doclen)
 
-    def view(self) -> tuple[list[Segment], int]:
-        """Every segment, the pending docs frozen as one more (cached while they do not change), and the
+    def view(self) -> tuple[tuple[Segment, ...], Segment | None, int]:
+        """The frozen segments, the pending docs frozen as one more (cached while they do not change), and the
         number of ordinals they cover."""
         segments, pending = self.state
         count = len(pending)
         low = len(segments) * SEGMENT
         if not count:
-            return list(segments), low
+            return segments, None, low
         cached = self.pending_view
         if cached is None or cached[0] != count or cached[1].low != low:
             cached = (count, self._freeze(pending[:count], low))
             self.pending_view = cached
-        return [*segments, cached[1]], low + count
+        return segments, cached[1], low + count
+
+    def term_lists(self, terms: list[int], segments: tuple[Segment, ...]) -> list[TermList]:
+        """Each term's postings over ``segments``, gathered once and extended as segments freeze."""
+        if self.gathered_size > GATHERED:
+            self.gathered, self.gathered_size = {}, 0
+        covered = {t: len(self.gathered[t].max_tf) if t in self.gathered else 0 for t in terms}
+        stale = [t for t in terms if t not in self.gathered or covered[t] != len(segments)]
+        if stale:
+            wanted = np.asarray(stale, dtype=np.int64)
+            slices: dict[int, list[tuple[int, int]]] = {t: [] for t in stale}  # (segment, term position)
+            for index in range(min(covered[t] for t in stale), len(segments)):
+                segment = segments[index]
+                if not len(segment.terms):
+                    continue
+                at = np.minimum(np.searchsorted(segment.terms, wanted), len(segment.terms) - 1)
+                hit = segment.terms[at] == wanted
+                for term, position, present in zip(stale, at.tolist(), hit.tolist()):
+                    if present and index >= covered[term]:
+                        slices[term].append((index, position))
+            for term in stale:
+                self.gathered[term] = self._gather(self.gathered.get(term), term, slices[term], segments)
+        return [self.gathered[t] for t in terms]
+
+    def _gather(
+        self, old: TermList | None, term: int, slices: list[tuple[int, int]], segments: tuple[Segment, ...]
+    ) -> TermList:
+        covered = 0 if old is None else len(old.max_tf)
+        max_tf, min_dl = np.zeros(len(segments) - covered), np.ones(len(segments) - covered)
+        ords, tfs = [] if old is None else [old.ords], [] if old is None else [old.tfs]
+        for index, position in slices:
+            segment = segments[index]
+            start, end = segment.starts[position], segment.starts[position + 1]
+            ords.append(segment.ords[start:end])
+            tfs.append(segment.tfs[start:end])
+            max_tf[index - covered], min_dl[index - covered] = segment.max_tf[position], segment.min_dl[position]
+            self.gathered_size += end - start
+        return TermList(
+            term,
+            np.concatenate(ords) if ords else np.zeros(0, dtype=np.int64),
+            np.concatenate(tfs) if tfs else np.zeros(0),
+            max_tf if old is None else np.concatenate([old.max_tf, max_tf]),
+            min_dl if old is None else np.concatenate([old.min_dl, min_dl]),
+        )
 
 
 class LexicalIndex:
@@ -251,56 +313,99 @@ class LexicalIndex:
         if shard is None or owner_id is None or rows == 0:
             return []
         weights: dict[int, float] = {}
-        avgdl = tokens / rows
         for word in words:
             term = self.vocabulary.get(word)
-            if term is None:
-                continue
-            n = int(self.df[term])
-            idf = math.log((rows - n + 0.5) / (n + 0.5))
-            weights[term] = weights.get(term, 0.0) + (idf if idf > 0.0 else 1e-6)
+            if term is not None:
+                n = int(self.df[term])
+                idf = math.log((rows - n + 0.5) / (n + 0.5))
+                weights[term] = weights.get(term, 0.0) + (idf if idf > 0.0 else 1e-6)
         if not weights:
             return []
-        query = np.fromiter(weights, dtype=np.int64)
-        weight = np.fromiter(weights.values(), dtype=np.float64)
-        order = np.argsort(query)
-        query, weight = query[order], weight[order]
-        parts, n = shard.view()
+        segments, tail, n = shard.view()
         live, doclen, owners, seqs = shard.live[:n].copy(), shard.doclen, shard.owner_of, shard.seq_of
-        bounds = []
-        for segment in parts:
-            if not len(segment.terms):
-                continue
-            at = np.minimum(np.searchsorted(segment.terms, query), len(segment.terms) - 1)
-            hit = segment.terms[at] == query
-            if not hit.any():
-                continue
-            tf, dl = segment.max_tf[at[hit]], segment.min_dl[at[hit]]
-            best = float(np.sum(weight[hit] * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * dl / avgdl))))
-            # the bound sums in another order than the scores: a margin far above rounding, far below 1e-6
-            bounds.append((best * (1 + 1e-9) + 1e-12, segment, at[hit], weight[hit]))
-        bounds.sort(key=lambda item: -item[0])
-        top_scores, top_seqs = np.zeros(0), np.zeros(0, dtype=np.int64)
-        for best, segment, at, w in bounds:
-            if len(top_scores) == k and best < top_scores[-1]:
+        lists = [_with_tail(found, tail) for found in shard.term_lists(list(weights), segments)]
+        search = _Search(lists, list(weights.values()), doclen[:n], tokens / rows, len(segments) + (tail is not None))
+        ok = live & (owners[:n] == owner_id)
+        if allowed is not None:
+            at = np.minimum(np.searchsorted(allowed, seqs[:n]), max(len(allowed) - 1, 0))
+            ok &= allowed[at] == seqs[:n] if len(allowed) else False
+        top = search.run(k, ok, seqs)
+        self.scored = search.scored
+        return [(int(seqs[o]), float(search.scores[o])) for o in top]
+
+
+def _with_tail(found: TermList, tail: Segment | None) -> TermList:
+    """A term's list with the not yet frozen docs as one more segment."""
+    if tail is None:
+        return found
+    at = int(np.searchsorted(tail.terms, found.term))
+    if at < len(tail.terms) and tail.terms[at] == found.term:
+        start, end = tail.starts[at], tail.starts[at + 1]
+        return TermList(
+            found.term,
+            np.concatenate([found.ords, tail.ords[start:end]]),
+            np.concatenate([found.tfs, tail.tfs[start:end]]),
+            np.append(found.max_tf, tail.max_tf[at]),
+            np.append(found.min_dl, tail.min_dl[at]),
+        )
+    return TermList(found.term, found.ords, found.tfs, np.append(found.max_tf, 0.0), np.append(found.min_dl, 1.0))
+
+
+class _Search:
+    """Block-max MaxScore, vectorised: segments best bound first in growing batches, each scored exactly; a
+    segment whose bound is below the k-th score so far is never read, and within a batch a term whose bound
+    (with every weaker term's) is below it only scores docs a stronger term found."""
+
+    def __init__(self, lists: list[TermList], weights: list[float], doclen: np.ndarray, avgdl: float, parts: int):
+        self.lists, self.weights, self.doclen, self.avgdl = lists, weights, doclen, avgdl
+        self.scores = np.zeros(len(doclen))
+        self.scored = 0
+        bounds = np.asarray([w * _saturation(found.max_tf, found.min_dl, avgdl) for found, w in zip(lists, weights)])
+        self.segment_bound = bounds.sum(axis=0) if len(bounds) else np.zeros(parts)
+        self.term_bound = bounds.max(axis=1) if parts else np.zeros(len(lists))
+        self.segment_of = [found.ords // SEGMENT for found in lists]
+
+    def run(self, k: int, ok: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """The ordinals of the top ``k`` docs ``ok`` allows, best first, ties by seq."""
+        order = np.argsort(-self.segment_bound, kind="stable")
+        done = np.zeros(len(order), dtype=bool)
+        threshold, batch = -math.inf, 2
+        while True:
+            # a margin far above rounding (the bound sums in another order) and far below 1e-6
+            open_ = order[~done[order] & (self.segment_bound[order] * (1 + 1e-9) + 1e-12 >= threshold)]
+            if not len(open_):
                 break
-            span = min(SEGMENT, n - segment.low)
-            scores = np.zeros(span)
-            for index, term_weight in zip(at.tolist(), w.tolist()):
-                start, end = segment.starts[index], segment.starts[index + 1]
-                ords, tfs = segment.ords[start:end], segment.tfs[start:end]
-                self.scored += len(ords)
-                norm = K1 * (1.0 - B + B * doclen[ords] / avgdl)
-                scores[ords - segment.low] += term_weight * (tfs * (K1 + 1.0)) / (tfs + norm)
-            ords = np.flatnonzero(scores > 0.0) + segment.low
-            ords = ords[live[ords] & (owners[ords] == owner_id)]
-            found = seqs[ords]
-            if allowed is not None:
-                at_allowed = np.minimum(np.searchsorted(allowed, found), max(len(allowed) - 1, 0))
-                keep = allowed[at_allowed] == found if len(allowed) else np.zeros(len(found), dtype=bool)
-                ords, found = ords[keep], found[keep]
-            top_scores = np.concatenate([top_scores, scores[ords - segment.low]])
-            top_seqs = np.concatenate([top_seqs, found])
-            ranked = np.lexsort((top_seqs, -top_scores))[:k]
-            top_scores, top_seqs = top_scores[ranked], top_seqs[ranked]
-        return [(int(seq), float(score)) for seq, score in zip(top_seqs.tolist(), top_scores.tolist())]
+            chosen = np.zeros(len(order), dtype=bool)
+            chosen[open_[:batch]] = True
+            done |= chosen
+            self._score(chosen, threshold)
+            found = np.flatnonzero((self.scores > 0.0) & ok)
+            if len(found) >= k:
+                threshold = float(np.partition(self.scores[found], len(found) - k)[len(found) - k])
+            batch *= 2
+        found = np.flatnonzero((self.scores > 0.0) & ok)
+        return found[np.lexsort((seqs[found], -self.scores[found]))[:k]]
+
+    def _score(self, chosen: np.ndarray, threshold: float) -> None:
+        """Score the chosen segments: every posting of the essential terms, and of the others only those of
+        docs an essential term holds (a doc with none of them cannot reach ``threshold``)."""
+        by_bound = np.argsort(self.term_bound, kind="stable")
+        weak = np.cumsum(self.term_bound[by_bound]) * (1 + 1e-9) + 1e-12 < threshold
+        essential = [int(i) for i in by_bound[~weak]]
+        candidates = np.zeros(len(self.scores), dtype=bool) if weak.any() else None
+        for i in [*essential, *(int(i) for i in by_bound[weak])]:
+            found = self.lists[i]
+            picked = chosen[self.segment_of[i]]
+            if candidates is not None and i not in essential:
+                picked &= candidates[found.ords]
+            ords, tfs = found.ords[picked], found.tfs[picked]
+            if candidates is not None and i in essential:
+                candidates[ords] = True
+            self.scored += len(ords)
+            norm = K1 * (1.0 - B + B * self.doclen[ords] / self.avgdl)
+            self.scores[ords] += self.weights[i] * (tfs * (K1 + 1.0)) / (tfs + norm)
+
+
+def _saturation(tf: np.ndarray, dl: np.ndarray, avgdl: float) -> np.ndarray:
+    """BM25's term-frequency part: rises with tf, falls with the doc's length (0 where tf is 0)."""
+    return (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * dl / avgdl))

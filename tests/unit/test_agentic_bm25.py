@@ -82,6 +82,7 @@ async def test_scores_and_top_k_equal_fts5_over_unicode_with_deletes_updates_and
     vocabulary = [word(rng) for _ in range(60)] + ["same", "Same", "SAME", "sáme"]
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(8)
+    assert await store.lexical_ready()
     await add(store, ALICE, "c1", [text(rng, vocabulary) for _ in range(300)], "a")
     await add(store, BOB, "c1", [text(rng, vocabulary) for _ in range(60)], "b")  # another owner, same container
     await add(store, EVE, "c2", [text(rng, vocabulary) for _ in range(200)], "e")  # another organisation
@@ -107,7 +108,10 @@ async def test_scores_and_top_k_equal_fts5_over_unicode_with_deletes_updates_and
     await store.close()
 
     reopened = SqliteAgenticStore(tmp_path / "a.sqlite3")
-    await reopened.open(8)
+    await reopened.open(8)  # the mirror builds from a snapshot while these writes commit: they are replayed
+    await add(reopened, ALICE, "c1", [text(rng, vocabulary) for _ in range(40)], "late")
+    await reopened.delete_ids(ALICE, "c1", LONG_TERM, [f"a-{n}" for n in range(1, 300, 5)])
+    assert await reopened.lexical_ready()
     assert await reopened.db.read(totals) == (reopened._lexical.rows, reopened._lexical.tokens)
     assert await assert_same_as_fts5(reopened, rng, queries) > len(queries) * 3
     await reopened.close()
@@ -136,6 +140,7 @@ def test_tokenizer_is_fts5s_own_on_unicode():
 async def test_early_termination_skips_segments_that_cannot_reach_the_top(tmp_path):
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(8)
+    assert await store.lexical_ready()
     filler = " ".join(f"w{n}" for n in range(40))
     texts = [f"router {filler}" for _ in range(SEGMENT * 8)]
     for n in (5, 3000, 7000):

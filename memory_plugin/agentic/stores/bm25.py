@@ -388,22 +388,24 @@ class _Search:
 
     def _score(self, chosen: np.ndarray, threshold: float) -> None:
         """Score the chosen segments: every posting of the essential terms, and of the others only those of
-        docs an essential term holds (a doc with none of them cannot reach ``threshold``)."""
+        docs an essential term holds (a doc with none of them cannot reach ``threshold``).  Terms are added in
+        the query's order, FTS5's, for every doc alike: docs equal in exact arithmetic stay equal to the bit,
+        so their ties fall by seq as FTS5's do."""
         by_bound = np.argsort(self.term_bound, kind="stable")
-        weak = np.cumsum(self.term_bound[by_bound]) * (1 + 1e-9) + 1e-12 < threshold
-        essential = [int(i) for i in by_bound[~weak]]
-        candidates = np.zeros(len(self.scores), dtype=bool) if weak.any() else None
-        for i in [*essential, *(int(i) for i in by_bound[weak])]:
-            found = self.lists[i]
-            picked = chosen[self.segment_of[i]]
-            if candidates is not None and i not in essential:
-                picked &= candidates[found.ords]
-            ords, tfs = found.ords[picked], found.tfs[picked]
-            if candidates is not None and i in essential:
-                candidates[ords] = True
+        weak = set(by_bound[np.cumsum(self.term_bound[by_bound]) * (1 + 1e-9) + 1e-12 < threshold].tolist())
+        picks = [chosen[of] for of in self.segment_of]
+        if weak:
+            candidates = np.zeros(len(self.scores), dtype=bool)
+            for i, found in enumerate(self.lists):
+                if i not in weak:
+                    candidates[found.ords[picks[i]]] = True
+            for i in weak:
+                picks[i] &= candidates[self.lists[i].ords]
+        for i, found in enumerate(self.lists):
+            ords, tfs = found.ords[picks[i]], found.tfs[picks[i]]
             self.scored += len(ords)
             norm = K1 * (1.0 - B + B * self.doclen[ords] / self.avgdl)
-            self.scores[ords] += self.weights[i] * (tfs * (K1 + 1.0)) / (tfs + norm)
+            self.scores[ords] += self.weights[i] * ((tfs * (K1 + 1.0)) / (tfs + norm))
 
 
 def _saturation(tf: np.ndarray, dl: np.ndarray, avgdl: float) -> np.ndarray:

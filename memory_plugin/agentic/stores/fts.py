@@ -151,11 +151,25 @@ def fts_ranked(
         cursor.close()
 
 
-def load(c: sqlite3.Connection) -> LexicalIndex:
-    """The mirror of ``lt_fts`` as committed now, from FTS5's postings (on the writer's thread, at open)."""
+def start_log(c: sqlite3.Connection) -> None:
+    """The writer's change log, empty (a temp table: it lives as long as the connection)."""
     c.execute(CHANGED_LOG)
     c.execute("DELETE FROM temp.lt_changed")
-    c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.lt_vocab USING fts5vocab(main, lt_fts, instance)")
+
+
+def load(path: Path, opened: Callable[[sqlite3.Connection], None]) -> LexicalIndex:
+    """The mirror of ``lt_fts`` as committed now, from FTS5's postings, on a connection of its own (handed to
+    ``opened``, which may interrupt it); in one read transaction, so one snapshot."""
+    c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        opened(c)
+        return _load(c)
+    finally:
+        c.close()
+
+
+def _load(c: sqlite3.Connection) -> LexicalIndex:
+    c.execute("CREATE VIRTUAL TABLE temp.lt_vocab USING fts5vocab(main, lt_fts, instance)")
     c.execute("BEGIN")
     try:
         grouped = c.execute("SELECT term, group_concat(doc) FROM temp.lt_vocab GROUP BY term").fetchall()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -25,7 +27,7 @@ from memory_plugin.agentic.stores.base import (
     owner_of,
     text_changed,
 )
-from memory_plugin.agentic.stores.bm25 import LexicalIndex
+from memory_plugin.agentic.stores.bm25 import Change, LexicalIndex
 from memory_plugin.agentic.stores.fts import (
     LoggedDatabase,
     fts_delete,
@@ -34,6 +36,7 @@ from memory_plugin.agentic.stores.fts import (
     fts_ranked,
     load,
     query_words,
+    start_log,
     totals,
 )
 from memory_plugin.agentic.stores.sqlite_tables import (
@@ -55,13 +58,15 @@ from memory_plugin.agentic.stores.vectors import Matrix, load_vectors
 from memory_plugin.auth import Principal
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class SqliteAgenticStore(AgenticStore):
     def __init__(self, path: Path) -> None:
         #: The BM25 mirror of ``lt_fts`` (``bm25``), following every committed write the same way.
         self._lexical = LexicalIndex()
-        self.db = LoggedDatabase(path, MIGRATIONS, lambda changes: self._lexical.apply(changes))
+        self._lexical_build = _LexicalBuild()
+        self.db = LoggedDatabase(path, MIGRATIONS, self._mirror)
         #: container id -> its vectors by seq, each container's of its own dimension.  Changed on the event
         #: loop only, once the write that changes them has committed; searched in snapshots (``Matrix.rows``).
         self._indexes: dict[str, Matrix] = {}
@@ -69,14 +74,27 @@ class SqliteAgenticStore(AgenticStore):
     async def open(self, dimension: int) -> None:
         await self.db.open()
         self._indexes = await self.db.read(lambda c: load_vectors(c, self.db.path))
-        self._lexical = await self.db.run(load)
+        await self.db.run(start_log)
+        self._lexical_build = _LexicalBuild()
+        self._lexical_build.start(self)
 
     async def close(self) -> None:
         await self.db.close()
         self._indexes.clear()
+        await self._lexical_build.stop()
         self._lexical = LexicalIndex()
 
-    # -- the vector mirror (event loop) ------------------------------------------------
+    # -- the mirrors (event loop) ------------------------------------------------------
+
+    def _mirror(self, changes: list[Change]) -> None:
+        if self._lexical_build.backlog is not None:
+            self._lexical_build.backlog.extend(changes)
+        else:
+            self._lexical.apply(changes)
+
+    async def lexical_ready(self) -> bool:
+        """Wait for the BM25 mirror (built after open; FTS5 ranks until then): whether it was built."""
+        return await self._lexical_build.wait()
 
     def _index(self, container_id: str, dimension: int) -> Matrix:
         """The container's matrix: its dimension is its embedding model's, the built-in one's or a remote one's."""
@@ -467,3 +485,45 @@ class SqliteAgenticStore(AgenticStore):
             return kept
 
         return [] if not words or scope.empty else await self.db.read(search)
+
+
+class _LexicalBuild:
+    """The BM25 mirror's build at open, beside the store's threads: FTS5 ranks meanwhile.  Writes that commit
+    meanwhile are kept and replayed on the built mirror; each change is a row's whole state, so replaying one
+    the snapshot already holds changes nothing."""
+
+    def __init__(self) -> None:
+        self.backlog: list[Change] | None = None
+        self._task: asyncio.Task[bool] | None = None
+        self._connection: sqlite3.Connection | None = None
+
+    def start(self, store: SqliteAgenticStore) -> None:
+        self.backlog = []
+        self._task = asyncio.get_running_loop().create_task(self._build(store))
+
+    async def _build(self, store: SqliteAgenticStore) -> bool:
+        try:
+            index = await asyncio.to_thread(load, store.db.path, self._opened)
+        except sqlite3.Error:
+            log.exception("the BM25 mirror of %s was not built: FTS5 ranks every search", store.db.path)
+            return False
+        finally:
+            self._connection = None
+        backlog, self.backlog = self.backlog or [], None
+        index.apply(backlog)
+        store._lexical = index
+        return True
+
+    def _opened(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    async def wait(self) -> bool:
+        return await asyncio.shield(self._task) if self._task is not None else False
+
+    async def stop(self) -> None:
+        if self._task is not None and not self._task.done():
+            connection = self._connection
+            if connection is not None:
+                connection.interrupt()
+            await asyncio.wait([self._task])
+        self._task, self.backlog = None, None

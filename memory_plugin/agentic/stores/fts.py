@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -25,6 +27,7 @@ from memory_plugin.agentic.stores.bm25 import SEGMENT, Change, LexicalIndex, Seg
 from memory_plugin.sqlite import Database, Migration
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: ``lt_fts``'s tokenize option (schema v1); the tokenizer and the mirror use the same.
 TOKENIZE = "unicode61 remove_diacritics 2"
@@ -279,3 +282,45 @@ class LoggedDatabase(Database):
 
         result, _ = await super().write(logged, settled=settled, committed=mirrored)
         return result
+
+
+class MirrorBuild:
+    """The BM25 mirror's build at open, beside the store's threads: FTS5 ranks meanwhile.  Writes that commit
+    meanwhile are kept and replayed on the built mirror; each change is a row's whole state, so replaying one
+    the snapshot already holds changes nothing."""
+
+    def __init__(self) -> None:
+        self.backlog: list[Change] | None = None
+        self._task: asyncio.Task[bool] | None = None
+        self._connection: sqlite3.Connection | None = None
+
+    def start(self, path: Path, built: Callable[[LexicalIndex], None]) -> None:
+        self.backlog = []
+        self._task = asyncio.get_running_loop().create_task(self._build(path, built))
+
+    async def _build(self, path: Path, built: Callable[[LexicalIndex], None]) -> bool:
+        try:
+            index = await asyncio.to_thread(load, path, self._opened)
+        except sqlite3.Error:
+            log.exception("the BM25 mirror of %s was not built: FTS5 ranks every search", path)
+            return False
+        finally:
+            self._connection = None
+        backlog, self.backlog = self.backlog or [], None
+        index.apply(backlog)
+        built(index)
+        return True
+
+    def _opened(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    async def wait(self) -> bool:
+        return await asyncio.shield(self._task) if self._task is not None else False
+
+    async def stop(self) -> None:
+        if self._task is not None and not self._task.done():
+            connection = self._connection
+            if connection is not None:
+                connection.interrupt()
+            await asyncio.wait([self._task])
+        self._task, self.backlog = None, None

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -30,11 +28,11 @@ from memory_plugin.agentic.stores.base import (
 from memory_plugin.agentic.stores.bm25 import Change, LexicalIndex
 from memory_plugin.agentic.stores.fts import (
     LoggedDatabase,
+    MirrorBuild,
     fts_delete,
     fts_put,
     fts_query,
     fts_ranked,
-    load,
     query_words,
     start_log,
     totals,
@@ -58,14 +56,13 @@ from memory_plugin.agentic.stores.vectors import Matrix, load_vectors
 from memory_plugin.auth import Principal
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 
 
 class SqliteAgenticStore(AgenticStore):
     def __init__(self, path: Path) -> None:
         #: The BM25 mirror of ``lt_fts`` (``bm25``), following every committed write the same way.
         self._lexical = LexicalIndex()
-        self._lexical_build = _LexicalBuild()
+        self._lexical_build = MirrorBuild()
         self.db = LoggedDatabase(path, MIGRATIONS, self._mirror)
         #: container id -> its vectors by seq, each container's of its own dimension.  Changed on the event
         #: loop only, once the write that changes them has committed; searched in snapshots (``Matrix.rows``).
@@ -75,8 +72,8 @@ class SqliteAgenticStore(AgenticStore):
         await self.db.open()
         self._indexes = await self.db.read(lambda c: load_vectors(c, self.db.path))
         await self.db.run(start_log)
-        self._lexical_build = _LexicalBuild()
-        self._lexical_build.start(self)
+        self._lexical_build = MirrorBuild()
+        self._lexical_build.start(self.db.path, self._built)
 
     async def close(self) -> None:
         await self.db.close()
@@ -91,6 +88,9 @@ class SqliteAgenticStore(AgenticStore):
             self._lexical_build.backlog.extend(changes)
         else:
             self._lexical.apply(changes)
+
+    def _built(self, index: LexicalIndex) -> None:
+        self._lexical = index
 
     async def lexical_ready(self) -> bool:
         """Wait for the BM25 mirror (built after open; FTS5 ranks until then): whether it was built."""
@@ -485,45 +485,3 @@ class SqliteAgenticStore(AgenticStore):
             return kept
 
         return [] if not words or scope.empty else await self.db.read(search)
-
-
-class _LexicalBuild:
-    """The BM25 mirror's build at open, beside the store's threads: FTS5 ranks meanwhile.  Writes that commit
-    meanwhile are kept and replayed on the built mirror; each change is a row's whole state, so replaying one
-    the snapshot already holds changes nothing."""
-
-    def __init__(self) -> None:
-        self.backlog: list[Change] | None = None
-        self._task: asyncio.Task[bool] | None = None
-        self._connection: sqlite3.Connection | None = None
-
-    def start(self, store: SqliteAgenticStore) -> None:
-        self.backlog = []
-        self._task = asyncio.get_running_loop().create_task(self._build(store))
-
-    async def _build(self, store: SqliteAgenticStore) -> bool:
-        try:
-            index = await asyncio.to_thread(load, store.db.path, self._opened)
-        except sqlite3.Error:
-            log.exception("the BM25 mirror of %s was not built: FTS5 ranks every search", store.db.path)
-            return False
-        finally:
-            self._connection = None
-        backlog, self.backlog = self.backlog or [], None
-        index.apply(backlog)
-        store._lexical = index
-        return True
-
-    def _opened(self, connection: sqlite3.Connection) -> None:
-        self._connection = connection
-
-    async def wait(self) -> bool:
-        return await asyncio.shield(self._task) if self._task is not None else False
-
-    async def stop(self) -> None:
-        if self._task is not None and not self._task.done():
-            connection = self._connection
-            if connection is not None:
-                connection.interrupt()
-            await asyncio.wait([self._task])
-        self._task, self.backlog = None, None

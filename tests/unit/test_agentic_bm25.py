@@ -134,6 +134,8 @@ def test_tokenizer_is_fts5s_own_on_unicode():
         ["unicode", "ecole", "ﬁne"]
     ]  # FTS5 folds case and accents, not ligatures
     assert query_words("a-b c_d é") == ["a", "b", "c", "d", "é"]
+    words = query_words(" ".join(texts + ["ABC Zeta42 x9Y Ünï"]))
+    assert tokenizer.query_tokens(words) == tokenizer.tokens(words)  # the ASCII shortcut is FTS5's answer
     tokenizer.close()
 
 

@@ -94,6 +94,13 @@ class Tokenizer:
             out[doc].append((offset, term))
         return [[term for _, term in sorted(doc)] for doc in out]
 
+    def query_tokens(self, words: Sequence[str]) -> list[list[str]]:
+        """``query_words``' tokens: an ASCII one is letters and digits only, which unicode61 keeps whole and
+        only lower-cases; any other asks FTS5."""
+        asked = [word for word in words if not word.isascii()]
+        answers = iter(self.tokens(asked) if asked else [])
+        return [[word.lower()] if word.isascii() else next(answers) for word in words]
+
     def close(self) -> None:
         self._c.close()
 
@@ -301,8 +308,9 @@ class MirrorBuild:
     async def _build(self, path: Path, built: Callable[[LexicalIndex], None]) -> bool:
         try:
             index = await asyncio.to_thread(load, path, self._opened)
-        except sqlite3.Error:
-            log.exception("the BM25 mirror of %s was not built: FTS5 ranks every search", path)
+        except sqlite3.Error as error:
+            if self.backlog is not None:  # not stopped: a real failure
+                log.error("the BM25 mirror of %s was not built (%s): FTS5 ranks every search", path, error)
             return False
         finally:
             self._connection = None
@@ -319,7 +327,7 @@ class MirrorBuild:
 
     async def stop(self) -> None:
         if self._task is not None and not self._task.done():
-            connection = self._connection
+            connection, self.backlog = self._connection, None
             if connection is not None:
                 connection.interrupt()
             await asyncio.wait([self._task])

@@ -467,7 +467,7 @@ class SqliteAgenticStore(AgenticStore):
             # The mirror scores exactly as FTS5 does, when it holds what FTS5 holds and every query word is one
             # FTS5 token (a phrase of several needs FTS5's positions): top k without scoring every match.
             if totals(c) == (lexical.rows, lexical.tokens):
-                tokens = self.db.tokenizer.tokens(words)
+                tokens = self.db.tokenizer.query_tokens(words)
                 if all(len(token) == 1 for token in tokens):
                     owner = owner_key(scope.owner)
                     top = lexical.search(scope.container_id, owner, [token[0] for token in tokens], k, matching)

@@ -19,15 +19,15 @@ STS credentials) cannot be checked without AWS and are refused.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from hashlib import sha256
 from pathlib import Path
 
 from botocore.auth import SigV4Auth
@@ -63,7 +63,9 @@ class SignedRequest:
     method: str
     raw_path: str
     headers: Mapping[str, str]  # lowercase names; repeated headers joined with ","
-    body: bytes
+    #: Reads the body: only once the headers passed every cheap check, so that no one unknown makes us
+    #: read (up to ``max_body_bytes``) before being refused.
+    read_body: Callable[[], Awaitable[bytes]]
 
 
 def load_keys(path: Path) -> dict[str, SigV4Key]:
@@ -113,7 +115,7 @@ class SigV4Verifier:
         if stamp != self._stamp:
             self._keys, self._stamp = load_keys(self.path), stamp
 
-    def verify(self, request: SignedRequest, now: datetime | None = None) -> Principal:
+    async def verify(self, request: SignedRequest, now: datetime | None = None) -> Principal:
         """The principal of a correctly signed request; ``Unauthorized`` naming what is wrong otherwise."""
         self._reload()
         headers = request.headers
@@ -146,29 +148,27 @@ class SigV4Verifier:
                 raise Unauthorized(f"the SigV4 signature must cover the {needed} header")
         if "x-amz-security-token" in headers:
             raise Unauthorized("SigV4 session tokens (temporary credentials) are not accepted: use an access key")
-        body_hash = hashlib.sha256(request.body).hexdigest()
-        declared = headers.get("x-amz-content-sha256")
-        if declared is not None and ("x-amz-content-sha256" not in signed or declared != body_hash):
-            raise Unauthorized("x-amz-content-sha256 must be signed and be the SHA-256 of the body")
         missing = [name for name in signed if name not in headers]
         if missing:
             raise Unauthorized(f"signed headers missing from the request: {', '.join(missing)}")
-        # Sign again, as the client did, over exactly the headers it signed.  An unknown key is signed with
-        # a dummy secret, so that timing does not tell known keys apart.
-        secret = key.secret_access_key if key else "unknown-key"
+        if key is None:  # access key ids are not secret (AWS names an unknown one too): refuse before the body
+            raise Unauthorized("the SigV4 signature does not match (unknown access key)")
+        body = await request.read_body()
+        declared = headers.get("x-amz-content-sha256")
+        if declared is not None and ("x-amz-content-sha256" not in signed or declared != sha256(body).hexdigest()):
+            raise Unauthorized("x-amz-content-sha256 must be signed and be the SHA-256 of the body")
+        # Sign again, as the client did, over exactly the headers it signed.
         aws = AWSRequest(
             method=request.method,
             url=f"http://{headers['host']}{request.raw_path}",
             headers={name: headers[name] for name in signed},
-            data=request.body,
+            data=body,
         )
         aws.context["timestamp"] = amz_date
-        signer = SigV4Auth(Credentials(key_id, secret), service, region)
+        signer = SigV4Auth(Credentials(key_id, key.secret_access_key), service, region)
         if signer.signed_headers(signer.headers_to_sign(aws)) != match["signed"]:
             raise Unauthorized("the SigV4 signed headers must be sorted, lowercase, and not hop-by-hop")
         expected = signer.signature(signer.string_to_sign(aws, signer.canonical_request(aws)), aws)
-        if not hmac.compare_digest(expected, match["signature"]) or key is None:
-            raise Unauthorized(
-                "the SigV4 signature does not match (unknown access key, wrong secret, or altered request)"
-            )
+        if not hmac.compare_digest(expected, match["signature"]):
+            raise Unauthorized("the SigV4 signature does not match (wrong secret, or the request was altered)")
         return key.principal

@@ -90,8 +90,7 @@ async def _authenticate(request: web.Request, keys: KeyBackend, sigv4: SigV4Veri
     authorization = request.headers.get("Authorization")
     if sigv4 is not None and authorization and authorization.startswith(SIGV4_SCHEME):
         headers = {name.lower(): ",".join(request.headers.getall(name)) for name in request.headers}
-        signed = SignedRequest(request.method, request.raw_path, headers, await read_body(request))
-        return sigv4.verify(signed)
+        return await sigv4.verify(SignedRequest(request.method, request.raw_path, headers, lambda: read_body(request)))
     return await keys.authenticate(authorization)
 
 

@@ -26,8 +26,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from memory_plugin.app import create_app
+from memory_plugin.errors import Unauthorized
 from memory_plugin.settings import Settings, load_settings
-from memory_plugin.sigv4 import SigV4Verifier, load_keys
+from memory_plugin.sigv4 import SignedRequest, SigV4Verifier, load_keys
 from tests.conftest import Caller
 
 BASE = "/_plugins/_ml/memory_containers"
@@ -335,7 +336,7 @@ async def test_bad_signatures_are_refused(remote, alice: Caller) -> None:  # typ
         path,
         body,
         signed(remote, "GET", BASE + path, body, key="AKIAUNKNOWN0000000000"),
-        "does not match",
+        "unknown access key",
     )
     await refused(remote, "GET", path, body, signed(remote, "GET", BASE + path, body, secret="wrong"), "does not match")
     await refused(remote, "GET", path, body, signed(remote, "GET", BASE + path, body, region="eu-west-1"), "region")
@@ -367,6 +368,25 @@ async def test_without_sigv4_settings_a_signature_is_refused(aiohttp_client, set
     response = await client.request("GET", BASE + "/x/memories/working/_search", data=b"{}", headers=headers)
     assert response.status == 401
     assert "Bearer or Basic" in (await response.json())["error"]["reason"]
+
+
+async def test_nothing_is_read_of_the_body_before_the_key_and_date_are_known(sigv4_file: Path) -> None:
+    """An unknown key, or a stale date, is refused from the headers alone: no one unknown makes us read a body."""
+    verifier = SigV4Verifier(sigv4_file, REGION)
+
+    class Client:
+        host, port = "127.0.0.1", 9200
+
+    async def never() -> bytes:
+        raise AssertionError("the body was read")
+
+    for headers in (
+        signed(Client, "POST", BASE + "/c/memories", b"{}", key="AKIAUNKNOWN0000000000"),
+        signed(Client, "POST", BASE + "/c/memories", b"{}", at=datetime.now(UTC) - timedelta(hours=1)),
+    ):
+        lowered = {name.lower(): value for name, value in headers.items()}
+        with pytest.raises(Unauthorized):
+            await verifier.verify(SignedRequest("POST", BASE + "/c/memories", lowered, never))
 
 
 def test_the_keys_file_must_be_private_and_well_formed(sigv4_file: Path) -> None:

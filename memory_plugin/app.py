@@ -46,6 +46,7 @@ from memory_plugin.ml.routes import ML
 from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
 from memory_plugin.settings import LUCENE_VERSIONS, Settings
+from memory_plugin.sigv4 import SigV4Verifier
 
 log = logging.getLogger("memory_plugin")
 
@@ -143,13 +144,20 @@ async def metrics(request: web.Request) -> web.Response:
     raise Forbidden("metrics are disabled: set metrics_token (MEMORY_PLUGIN_METRICS_TOKEN) to read them")
 
 
+def _sigv4(settings: Settings) -> SigV4Verifier | None:
+    """The SigV4 check, where the operator configured its keys (read now: a bad file fails the start)."""
+    if settings.sigv4_keys_file is None or settings.sigv4_region is None:
+        return None
+    return SigV4Verifier(settings.sigv4_keys_file, settings.sigv4_region)
+
+
 def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.Application:
     """The whole server.  Pass ``embedder`` to share one loaded model between apps."""
     keys = open_key_store(settings)
     registry = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[front_door(keys, registry, public=[health, metrics, *console.PUBLIC])],
+        middlewares=[front_door(keys, registry, public=[health, metrics, *console.PUBLIC], sigv4=_sigv4(settings))],
     )
     app[METRICS] = registry
     app[SETTINGS] = settings

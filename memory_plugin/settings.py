@@ -86,6 +86,11 @@ class Settings:
     #: Where API keys live: ``file`` (``keys_file``: one host) or ``opensearch`` (an index in the home
     #: region's cluster, which every process on every host reads; needs the home region on OpenSearch).
     keys_backend: str = "file"
+    #: AWS SigV4 access keys (ml-commons' remote agentic memory signs with them): a 0600 JSON file mapping
+    #: each access key id to its secret and principal (``memory_plugin.sigv4``); unset, SigV4 is refused.
+    sigv4_keys_file: Path | None = None
+    #: The region SigV4 requests must be signed for (the ``region`` of ml-commons' memory configuration).
+    sigv4_region: str | None = None
     #: Model folder; defaults to the default model built by ``make install``.
     model_dir: Path | None = None
     embed_threads: int | None = None
@@ -164,6 +169,8 @@ _SCALARS: dict[str, type] = {
     "data_dir": Path,
     "keys_file": Path,
     "keys_backend": str,
+    "sigv4_keys_file": Path,
+    "sigv4_region": str,
     "model_dir": Path,
     "embed_threads": int,
     "embed_precision": str,
@@ -297,6 +304,8 @@ def load_settings(
         raise ValueError(f"unknown regions {unknown}; regions are {list(REGIONS)}")
     if settings.home_region not in settings.regions:
         raise ValueError(f"home_region {settings.home_region!r} is not among the configured regions")
+    if (settings.sigv4_keys_file is None) != (settings.sigv4_region is None):
+        raise ValueError("settings 'sigv4_keys_file' and 'sigv4_region' go together: set both, or neither")
     if settings.keys_backend not in ("file", "opensearch"):
         raise ValueError(f"setting 'keys_backend' must be 'file' or 'opensearch', not {settings.keys_backend!r}")
     if settings.keys_backend == "opensearch" and not isinstance(

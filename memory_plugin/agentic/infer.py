@@ -39,6 +39,7 @@ from memory_plugin.agentic.models import (
 from memory_plugin.agentic.stores.base import AgenticStore, InferJob, LongTermChange, LongTermScope, owner_id
 from memory_plugin.agentic.views import cosine_score
 from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker, Worker
+from memory_plugin.auth import Principal
 from memory_plugin.clock import derived_id
 from memory_plugin.leases import LeaseLost
 
@@ -81,12 +82,13 @@ class InferWorker(Worker):
         """Run a job's strategies and apply their changes with their history, dropping the job, in one write."""
         started = time.perf_counter()
         next_id = job_ids(job)
-        stored = await self.store.get_container(job.owner, job.container_id)
+        stored = await self.store.find_container(job.owner.organization_id, job.container_id)
         if stored is None:
             await self.store.apply_infer(job, [], [])
             return
-        container = Container(job.container_id, stored.source)
+        container = Container(job.container_id, stored.source, stored.owner)
         config = container.config
+        models_owner = stored.owner or job.owner  # a role holder's job runs on the container owner's models
         request = job.request
         namespace: dict[str, str] = request.get("namespace", {})
         changes: list[LongTermChange] = []
@@ -98,7 +100,7 @@ class InferWorker(Worker):
                 if scope is None:
                     continue
                 try:
-                    strategy_changes = await self._run_strategy(job, config, strategy, scope, next_id)
+                    strategy_changes = await self._run_strategy(job, config, strategy, scope, next_id, models_owner)
                 except (LLMError, UpstreamFailed) as error:  # the LLM or the embedding model failed
                     outcome = "error"
                     history.append((next_id(), _error_record(job, scope, str(error))))
@@ -142,6 +144,7 @@ class InferWorker(Worker):
         strategy: Strategy,
         scope: dict[str, str],
         next_id: Callable[[], str],
+        models_owner: Principal,
     ) -> list[LongTermChange]:
         """Extract facts, find similar memories, decide, and return the changes (AGENTIC.md 6, steps 1-6)."""
         request_parameters = job.request.get("parameters") or {}
@@ -150,7 +153,7 @@ class InferWorker(Worker):
         if strategy.system_prompt and not prompts.custom_prompt_usable(system_prompt):
             raise LLMError('The strategy system_prompt must ask for JSON with a "facts" array')
         # AGENTIC.md 6: the strategy's own llm_id, else the container's
-        chat = await self.models.chat(job.owner, strategy.llm_id or config.get("llm_id"))
+        chat = await self.models.chat(models_owner, strategy.llm_id or config.get("llm_id"))
         await self._hold(job)
         extracted = await self._llm_json(
             chat, system_prompt, prompts.extraction_user_prompt(job.request["messages"]), path
@@ -166,7 +169,7 @@ class InferWorker(Worker):
         terms += [("namespace_size", str(len(scope))), ("strategy_id", strategy.id)]
         similar = LongTermScope(job.owner, job.container_id, terms)
         await self.embeddings.drain()  # earlier runs' memories must be findable
-        embedding = await self.models.embedding(job.owner, config)
+        embedding = await self.models.embedding(models_owner, config)
         old: dict[str, tuple[str, float]] = {}
         for fact in facts[:max_infer]:
             await self._hold(job)

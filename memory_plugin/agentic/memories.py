@@ -92,7 +92,7 @@ class Memories:
             raise InvalidArgument(
                 "infer=true requires llm_model_id to be configured in memory storage", parameter="infer"
             )
-        if infer and await self.models.chat(owner, config.get("llm_id")) is None:
+        if infer and await self.models.chat(container.owner or owner, config.get("llm_id")) is None:
             raise InvalidArgument(NO_LLM, parameter="infer")
         namespace = string_map(body, "namespace") or {}
         if "session_id" in namespace:
@@ -169,7 +169,7 @@ class Memories:
             return SessionWrite(namespace["session_id"], doc, touched_time=created)
         if payload_type != "conversational" or not config.get("llm_id"):
             return None
-        chat = await self.models.chat(owner, config.get("llm_id"))
+        chat = await self.models.chat(container.owner or owner, config.get("llm_id"))
         summary = await self._summarise(chat, messages or [], parameters) if chat is not None and messages else None
         session_id = new_id()
         doc = {**base, **({"summary": summary} if summary else {})}

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.opensearch_client import MAX_ID_BYTES, id_bytes
 
@@ -119,6 +120,8 @@ class Container:
 
     id: str
     source: Mapping[str, Any]
+    #: Its owner, whose registered models its ``llm_id`` and ``embedding_model_id`` name, whoever uses it.
+    owner: Principal | None = None
 
     @property
     def config(self) -> Mapping[str, Any]:

@@ -29,6 +29,8 @@ class StoredDoc:
     version: int = 1
     seq_no: int = 0
     seq: int = 0
+    #: A container's owner, as container reads return it (a container may be used by others: see ``may_use``).
+    owner: Principal | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,19 @@ def owner_key(owner: Principal) -> tuple[str, str]:
     return owner.organization_id, owner_id(owner)
 
 
+def may_use(caller: Principal, organization_id: str, user: str, roles: Iterable[str] | None) -> bool:
+    """Whether ``caller`` may read and write a container of ``(organization_id, user)`` shared with ``roles``:
+    ml-commons' ``checkMemoryContainerAccess`` inside one organisation.  Its owner, a key of the whole
+    organisation (ml-commons' ``all_access``), or a key holding one of its ``backend_roles``; never anyone
+    of another organisation.  Memories inside stay their writers' (every memory query is owner-scoped), as
+    ml-commons filters them by ``owner_id``."""
+    if caller.organization_id != organization_id:
+        return False
+    if caller.organization_admin or owner_id(caller) == user:
+        return True
+    return not set(caller.backend_roles).isdisjoint(roles or ())
+
+
 def owner_of(organization_id: str, user: str) -> Principal:
     """The principal an ``owner_key`` names."""
     return Principal(organization_id, user or None)
@@ -162,17 +177,29 @@ class AgenticStore(abc.ABC):
         """None when the id is taken."""
 
     @abc.abstractmethod
-    async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None: ...
+    async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
+        """The container if ``owner`` may use it (``may_use``), with its ``owner`` set."""
 
     @abc.abstractmethod
-    async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None: ...
+    async def find_container(self, organization_id: str, container_id: str) -> StoredDoc | None:
+        """The organisation's container, whoever owns it: for background work, whose access was checked when
+        it was queued, and for a write's check that the container still exists."""
+
+    @abc.abstractmethod
+    async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
+        """Replace a container ``owner`` may use; it keeps its owner."""
 
     @abc.abstractmethod
     async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         """Delete the container with all its memories and pending work."""
 
     @abc.abstractmethod
-    async def containers(self, owner: Principal) -> list[StoredDoc]: ...
+    async def containers(self, owner: Principal) -> list[StoredDoc]:
+        """The containers ``owner`` owns."""
+
+    @abc.abstractmethod
+    async def usable_containers(self, caller: Principal) -> list[StoredDoc]:
+        """Every container ``caller`` may use (``may_use``), selected by the store's own query."""
 
     # memories
     @abc.abstractmethod

@@ -59,11 +59,16 @@ from memory_plugin.agentic.stores.opensearch_documents import (
     INDEX_SETTINGS,
     JOB_MAPPINGS,
     PENDING,
+    container_doc,
+    container_owner,
+    container_terms,
     if_unchanged,
     memory_mappings,
     owned,
     owner_terms,
     stored_doc,
+    usable,
+    usable_terms,
     visible,
     with_owner,
 )
@@ -145,7 +150,7 @@ class OpenSearchAgenticStore(AgenticStore):
         prefix = self._prefixes.get(container_id)
         dimension = self.dimension
         if prefix is None or memory_type == LONG_TERM:
-            container = await self.get_container(owner, container_id)
+            container = await self.find_container(owner.organization_id, container_id)
             if container is None:
                 return None
             prefix = self._prefixes[container_id] = self._prefix_of(container.source)
@@ -194,7 +199,7 @@ class OpenSearchAgenticStore(AgenticStore):
         container document before it deletes its memories: so either that
         delete sees these documents, or this check sees the container gone.
         """
-        if await self._get_owned(self.container_index, owner, container_id) is not None:
+        if await self.find_container(owner.organization_id, container_id) is not None:
             return True
         self._prefixes.pop(container_id, None)
         await self._delete_matching([*written, self.job_index], self._scope(owner, container_id))
@@ -217,17 +222,21 @@ class OpenSearchAgenticStore(AgenticStore):
         return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
 
     async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
-        found = await self._get_owned(self.container_index, owner, container_id)
-        return stored_doc(found, container=True) if found else None
+        found = await get_document(self.client, self.container_index, container_id)
+        return container_doc(found) if found is not None and usable(found["_source"], owner) else None
+
+    async def find_container(self, organization_id: str, container_id: str) -> StoredDoc | None:
+        found = await get_document(self.client, self.container_index, container_id)
+        return container_doc(found) if found is not None and found["_source"]["tenant_id"] == organization_id else None
 
     async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
-        found = await self._get_owned(self.container_index, owner, container_id)
-        if found is None:
+        found = await get_document(self.client, self.container_index, container_id)
+        if found is None or not usable(found["_source"], owner):
             return None
         result = await self.client.index(
             index=self.container_index,
             id=container_id,
-            body=with_owner(owner, doc),
+            body=with_owner(container_owner(found["_source"]), doc),  # it stays its owner's
             refresh="true",
             **if_unchanged(found),
         )
@@ -240,12 +249,16 @@ class OpenSearchAgenticStore(AgenticStore):
         prefix, dimension = self._prefix_of(found["_source"]), self._dimension_of(found["_source"])
         result = await self.client.delete(index=self.container_index, id=container_id, refresh="true")
         memory_indices = [self._memory_index(prefix, memory_type, dimension) for memory_type in MEMORY_TYPES]
-        await self._delete_matching([*memory_indices, self.job_index], self._scope(owner, container_id))
+        # Every writer's memories go, role holders' too: nothing could reach them any more.
+        await self._delete_matching([*memory_indices, self.job_index], container_terms(owner, container_id))
         self._prefixes.pop(container_id, None)
         return StoredDoc(container_id, visible(found["_source"], True), result["_version"], result["_seq_no"])
 
     async def containers(self, owner: Principal) -> list[StoredDoc]:
         return await self._scan(self.container_index, owner_terms(owner), container=True)
+
+    async def usable_containers(self, caller: Principal) -> list[StoredDoc]:
+        return await self._scan(self.container_index, usable_terms(caller), container=True)
 
     # -- memories -----------------------------------------------------------------------
 

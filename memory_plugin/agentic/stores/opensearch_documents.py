@@ -21,10 +21,11 @@ dimension).  ``dynamic`` is false, so a field of an unexpected shape is kept in
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
-from memory_plugin.agentic.stores.base import StoredDoc, owner_key
+from memory_plugin.agentic.stores.base import StoredDoc, may_use, owner_id, owner_key, owner_of
 from memory_plugin.auth import Principal
 from memory_plugin.leases import LEASE_MAPPINGS
 
@@ -171,6 +172,35 @@ def owner_terms(owner: Principal) -> list[dict[str, Any]]:
 
 def owned(source: Mapping[str, Any], owner: Principal) -> bool:
     return (source.get("tenant_id"), source.get("owner_id")) == owner_key(owner)
+
+
+def usable(source: Mapping[str, Any], caller: Principal) -> bool:
+    """Whether ``caller`` may use the container ``source`` (``base.may_use``)."""
+    return may_use(caller, source.get("tenant_id", ""), source.get("owner_id", ""), source.get("backend_roles"))
+
+
+def usable_terms(caller: Principal) -> list[dict[str, Any]]:
+    """``usable`` as query filters, so that a listing selects in the query, never after it."""
+    terms: list[dict[str, Any]] = [{"term": {"tenant_id": caller.organization_id}}]
+    if not caller.organization_admin:
+        mine = {"term": {"owner_id": owner_id(caller)}}
+        shared = {"terms": {"backend_roles.keyword": list(caller.backend_roles)}}
+        terms.append({"bool": {"should": [mine, shared], "minimum_should_match": 1}})
+    return terms
+
+
+def container_owner(source: Mapping[str, Any]) -> Principal:
+    return owner_of(source.get("tenant_id", ""), source.get("owner_id", ""))
+
+
+def container_doc(hit: Mapping[str, Any]) -> StoredDoc:
+    """A container as a read returns it, with its owner."""
+    return replace(stored_doc(hit, True), owner=container_owner(hit["_source"]))
+
+
+def container_terms(owner: Principal, container_id: str) -> list[dict[str, Any]]:
+    """Every doc of a container, whoever wrote it (its users' memories, when it is deleted)."""
+    return [{"term": {"tenant_id": owner.organization_id}}, {"term": {"memory_container_id": container_id}}]
 
 
 def with_owner(owner: Principal, doc: Mapping[str, Any]) -> dict[str, Any]:

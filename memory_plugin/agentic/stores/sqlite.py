@@ -28,10 +28,12 @@ from memory_plugin.agentic.stores.base import (
 from memory_plugin.agentic.stores.sqlite_tables import (
     BATCH,
     CONTAINER_OWNER,
+    CONTAINER_USABLE,
     MEMORY_OWNER,
     MIGRATIONS,
     batches,
     candidates,
+    container_doc,
     dumps,
     fts_query,
     hydrate,
@@ -40,6 +42,7 @@ from memory_plugin.agentic.stores.sqlite_tables import (
     remove_memory,
     rewrite,
     row_doc,
+    usable_params,
 )
 from memory_plugin.agentic.stores.vectors import Matrix, load_vectors
 from memory_plugin.auth import Principal
@@ -104,19 +107,25 @@ class SqliteAgenticStore(AgenticStore):
     async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         def read(c: sqlite3.Connection) -> StoredDoc | None:
             row = c.execute(
-                f"SELECT * FROM containers WHERE {CONTAINER_OWNER}", (container_id, *owner_key(owner))
+                f"SELECT * FROM containers WHERE container_id = ? AND {CONTAINER_USABLE}",
+                (container_id, *usable_params(owner)),
             ).fetchone()
-            return row_doc(row, "container_id") if row else None
+            return container_doc(row) if row else None
 
         return await self.db.read(read)
+
+    async def find_container(self, organization_id: str, container_id: str) -> StoredDoc | None:
+        sql = "SELECT * FROM containers WHERE container_id = ? AND organization_id = ?"
+        row = await self.db.read(lambda c: c.execute(sql, (container_id, organization_id)).fetchone())
+        return container_doc(row) if row else None
 
     async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
         def replace(c: sqlite3.Connection) -> StoredDoc | None:
             seq_no = next_seq_no(c)
             row = c.execute(
-                f"UPDATE containers SET doc = ?, version = version + 1, seq_no = ? WHERE {CONTAINER_OWNER} "
-                "RETURNING version",
-                (dumps(doc), seq_no, container_id, *owner_key(owner)),
+                f"UPDATE containers SET doc = ?, version = version + 1, seq_no = ? WHERE container_id = ? AND "
+                f"{CONTAINER_USABLE} RETURNING version",
+                (dumps(doc), seq_no, container_id, *usable_params(owner)),
             ).fetchone()
             return StoredDoc(container_id, doc, row[0], seq_no) if row else None
 
@@ -146,7 +155,11 @@ class SqliteAgenticStore(AgenticStore):
 
     async def containers(self, owner: Principal) -> list[StoredDoc]:
         sql = "SELECT * FROM containers WHERE organization_id = ? AND user_id = ? ORDER BY rowid"
-        return await self.db.read(lambda c: [row_doc(row, "container_id") for row in c.execute(sql, owner_key(owner))])
+        return await self.db.read(lambda c: [container_doc(row) for row in c.execute(sql, owner_key(owner))])
+
+    async def usable_containers(self, caller: Principal) -> list[StoredDoc]:
+        sql = f"SELECT * FROM containers WHERE {CONTAINER_USABLE} ORDER BY rowid"
+        return await self.db.read(lambda c: [container_doc(row) for row in c.execute(sql, usable_params(caller))])
 
     # -- memories -----------------------------------------------------------------------
 
@@ -188,9 +201,10 @@ class SqliteAgenticStore(AgenticStore):
         return row
 
     def _has_container(self, c: sqlite3.Connection, owner: Principal, container_id: str) -> bool:
-        """Checked inside a write's transaction, so a container deleted meanwhile gets nothing written."""
-        sql = f"SELECT 1 FROM containers WHERE {CONTAINER_OWNER}"
-        return c.execute(sql, (container_id, *owner_key(owner))).fetchone() is not None
+        """Checked inside a write's transaction, so a container deleted meanwhile gets nothing written.  The
+        organisation's: the writer may be a role holder (the service checked its access before the write)."""
+        sql = "SELECT 1 FROM containers WHERE container_id = ? AND organization_id = ?"
+        return c.execute(sql, (container_id, owner.organization_id)).fetchone() is not None
 
     async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> bool:
         session = add.session

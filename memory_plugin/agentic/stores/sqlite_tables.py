@@ -26,12 +26,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM, flat_object_terms, valid_unicode
-from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc, memory_text, owner_key
+from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc, memory_text, owner_id, owner_key, owner_of
+from memory_plugin.auth import Principal
 from memory_plugin.sqlite import run_script
 
 
@@ -87,6 +89,12 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
 
 MIGRATIONS = [_schema_v1]
 CONTAINER_OWNER = "container_id = ? AND organization_id = ? AND user_id = ?"
+#: The containers a caller may use (``base.may_use``, in SQL): of its organisation, and its own, or any for an
+#: organisation key, or shared with one of its roles.  Parameters: organisation, admin (0/1), user, roles (JSON).
+CONTAINER_USABLE = (
+    "organization_id = ? AND (? OR user_id = ? OR EXISTS (SELECT 1 FROM json_each(containers.doc, '$.backend_roles') "
+    "AS shared WHERE shared.value IN (SELECT value FROM json_each(?))))"
+)
 MEMORY_OWNER = "container_id = ? AND memory_type = ? AND organization_id = ? AND user_id = ?"
 #: Host parameters per statement, well under SQLite's limit.
 BATCH = 500
@@ -102,6 +110,16 @@ def next_seq_no(c: sqlite3.Connection) -> int:
 def row_doc(row: sqlite3.Row, id_column: str) -> StoredDoc:
     seq = row["seq"] if "seq" in row.keys() else 0
     return StoredDoc(row[id_column], json.loads(row["doc"]), row["version"], row["seq_no"], seq)
+
+
+def container_doc(row: sqlite3.Row) -> StoredDoc:
+    """A container row, with its owner."""
+    return replace(row_doc(row, "container_id"), owner=owner_of(row["organization_id"], row["user_id"]))
+
+
+def usable_params(caller: Principal) -> tuple[Any, ...]:
+    """``CONTAINER_USABLE``'s parameters."""
+    return (caller.organization_id, int(caller.organization_admin), owner_id(caller), json.dumps(caller.backend_roles))
 
 
 def dumps(doc: dict[str, Any]) -> str:

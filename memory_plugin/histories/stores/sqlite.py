@@ -453,7 +453,7 @@ class SqliteHistoryStore(HistoryStore):
             )
             return {row["chunk_id"]: row for row in rows}
 
-        rows = await self._db.run(work)
+        rows = await self._db.read(work)  # beside the writer: a search never waits for a write's fsync
         hits = [
             Hit(
                 record=record_from_row(rows[chunk]),

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _vectors import synthetic  # noqa: E402
 
-from memory_plugin.histories.stores.planner import MODEL, graph_ef, plan  # noqa: E402
+from memory_plugin.histories.stores.planner import MODEL, graph_ef, plan, walk_units  # noqa: E402
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex  # noqa: E402
 
 DIM = 384
@@ -68,12 +68,16 @@ def build(size: int, cache: Path) -> tuple[TypeIndex, np.ndarray]:
 
 
 def timed(call: Callable[[], Any], repeat: int) -> tuple[float, list[Any]]:
-    """p50 nanoseconds of ``call`` and its results."""
+    """p50 CPU nanoseconds of ``call`` on this thread, and its results.
+
+    CPU time, not wall time: on a shared machine a long call is preempted more
+    often than a short one, which would skew the crossover towards short calls.
+    """
     results, spans = [], []
     for _ in range(repeat):
-        started = time.perf_counter_ns()
+        started = time.thread_time_ns()
         results.append(call())
-        spans.append(time.perf_counter_ns() - started)
+        spans.append(time.thread_time_ns() - started)
     return float(np.percentile(spans, 50)), results
 
 
@@ -103,8 +107,8 @@ def measure(index: TypeIndex, queries: np.ndarray, selectivity: float, seed: int
         "selectivity": selectivity,
         "count": count,
         "ef": ef,
-        "exact_p50_ms": round(float(np.percentile(exact_ns, 50)) / 1e6, 4),
-        "graph_p50_ms": round(float(np.percentile(graph_ns, 50)) / 1e6, 4),
+        "exact_cpu_p50_ms": round(float(np.percentile(exact_ns, 50)) / 1e6, 4),
+        "graph_cpu_p50_ms": round(float(np.percentile(graph_ns, 50)) / 1e6, 4),
         "graph_recall_at_10": round(float(np.mean(recalls)), 4),
         "planner_picks": "exact" if chosen.exact else "graph",
         "model_exact_ms": round(chosen.exact_ns / 1e6, 4),
@@ -120,29 +124,41 @@ def bitmap_ns_per_row(size: int) -> float:
 
 
 def fit(rows: list[dict[str, Any]], bitmap: float) -> dict[str, float]:
-    """Least-squares constants of ``planner.CostModel`` from the measured rows of every size."""
+    """Constants of ``planner.CostModel`` from the measured rows of every size (least relative error).
+
+    The walk is fitted where it can be chosen (selectivity >= 10%): below, the
+    ``efSearch`` cap and the recall floor decide, not its cost.
+    """
     counts = np.array([row["count"] * DIM for row in rows], dtype=np.float64)
-    exact = np.array([row["exact_p50_ms"] * 1e6 for row in rows])
-    (exact_fixed, exact_per), *_ = np.linalg.lstsq(np.c_[np.ones(len(rows)), counts], exact, rcond=None)
-    walks = np.array([row["ef"] * PARAMS.hnsw_m * DIM for row in rows], dtype=np.float64)
-    graph = np.array([row["graph_p50_ms"] * 1e6 - bitmap * row["size"] for row in rows])
-    (graph_fixed, graph_per), *_ = np.linalg.lstsq(np.c_[np.ones(len(rows)), walks], graph, rcond=None)
+    exact = np.array([row["exact_cpu_p50_ms"] * 1e6 for row in rows])
+    exact_fixed, exact_per = _relative_fit(counts, exact)
+    walked = [row for row in rows if row["selectivity"] >= 0.1]
+    units = np.array([walk_units(row["count"], row["size"], row["ef"], PARAMS.hnsw_m, DIM) for row in walked])
+    graph = np.array([row["graph_cpu_p50_ms"] * 1e6 - bitmap * row["size"] for row in walked])
+    graph_fixed, graph_per = _relative_fit(units, graph)
     kept = [row["selectivity"] for row in rows if row["graph_recall_at_10"] >= 0.99]
     return {
-        "exact_ns_per_dim": round(float(exact_per), 4),
-        "exact_fixed_ns": round(float(max(exact_fixed, 0.0))),
-        "graph_ns_per_dim": round(float(graph_per), 4),
-        "graph_fixed_ns": round(float(max(graph_fixed, 0.0))),
+        "exact_ns_per_dim": round(exact_per, 4),
+        "exact_fixed_ns": round(max(exact_fixed, 0.0)),
+        "graph_ns_per_unit": round(graph_per, 4),
+        "graph_fixed_ns": round(max(graph_fixed, 0.0)),
         "bitmap_ns_per_row": round(bitmap, 4),
         "lowest_selectivity_with_graph_recall_0.99": min(kept) if kept else None,
     }
+
+
+def _relative_fit(work: np.ndarray, ns: np.ndarray) -> tuple[float, float]:
+    """``(fixed, per unit)`` minimising the relative error (times span three decades)."""
+    weights = 1.0 / np.maximum(ns, 1.0)
+    (fixed, per), *_ = np.linalg.lstsq(np.c_[weights, work * weights], np.ones(len(ns)), rcond=None)
+    return float(fixed), float(per)
 
 
 def crossover(rows: list[dict[str, Any]]) -> float | None:
     """The smallest selectivity from which the walk is faster than the scan and keeps recall@10 >= 0.99."""
     for at, row in enumerate(rows):
         later = rows[at:]
-        if all(r["graph_p50_ms"] < r["exact_p50_ms"] and r["graph_recall_at_10"] >= 0.99 for r in later):
+        if all(r["graph_cpu_p50_ms"] < r["exact_cpu_p50_ms"] and r["graph_recall_at_10"] >= 0.99 for r in later):
             return float(row["selectivity"])
     return None
 
@@ -179,13 +195,13 @@ def main() -> None:
         result["sizes"][str(size)] = {"rows": table, "crossover_selectivity": crossover(table)}
         print(f"\n{size} chunks, dim {DIM}, M {PARAMS.hnsw_m}, ef_search {PARAMS.ef_search}, load {os.getloadavg()[0]}")
         print(
-            f"{'select.':>8} {'count':>7} {'ef':>5} {'exact ms':>9} {'graph ms':>9} {'recall':>7}"
+            f"{'select.':>8} {'count':>7} {'ef':>5} {'exact CPU ms':>12} {'graph CPU ms':>12} {'recall':>7}"
             f" {'model exact':>12} {'model graph':>12} {'picks':>6}"
         )
         for row in table:
             print(
-                f"{row['selectivity']:>8.3f} {row['count']:>7} {row['ef']:>5} {row['exact_p50_ms']:>9.3f}"
-                f" {row['graph_p50_ms']:>9.3f} {row['graph_recall_at_10']:>7.3f} {row['model_exact_ms']:>12.3f}"
+                f"{row['selectivity']:>8.3f} {row['count']:>7} {row['ef']:>5} {row['exact_cpu_p50_ms']:>12.3f}"
+                f" {row['graph_cpu_p50_ms']:>12.3f} {row['graph_recall_at_10']:>7.3f} {row['model_exact_ms']:>12.3f}"
                 f" {row['model_graph_ms']:>12.3f} {row['planner_picks']:>6}"
             )
         print(

@@ -44,7 +44,7 @@ def test_exact_threshold_is_a_ceiling_and_recall_a_floor() -> None:
     assert not plan(100, 100_000, **{**DEFAULTS, "exact_threshold": 0}).exact  # 0 forces the graph
     assert not plan(30_000, 100_000, **{**DEFAULTS, "exact_threshold": 20_000}).exact
     # a model under which the walk always looks cheaper still scans below the recall floor
-    cheap_walk = replace(MODEL, graph_ns_per_dim=0.0, graph_fixed_ns=0.0, bitmap_ns_per_row=0.0)
+    cheap_walk = replace(MODEL, graph_ns_per_unit=0.0, graph_fixed_ns=0.0, bitmap_ns_per_row=0.0)
     below = int(MODEL.min_graph_selectivity * 100_000) - 1
     assert plan(below, 100_000, **DEFAULTS, model=cheap_walk).exact
     assert not plan(below + 2, 100_000, **DEFAULTS, model=cheap_walk).exact

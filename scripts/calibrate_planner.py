@@ -136,14 +136,15 @@ def fit(rows: list[dict[str, Any]], bitmap: float) -> dict[str, float]:
     units = np.array([walk_units(row["count"], row["size"], row["ef"], PARAMS.hnsw_m, DIM) for row in walked])
     graph = np.array([row["graph_cpu_p50_ms"] * 1e6 - bitmap * row["size"] for row in walked])
     graph_fixed, graph_per = _relative_fit(units, graph)
-    kept = [row["selectivity"] for row in rows if row["graph_recall_at_10"] >= 0.99]
+    sizes = {row["size"] for row in rows}
+    floors = [recall_floor([row for row in rows if row["size"] == size]) for size in sizes]
     return {
         "exact_ns_per_dim": round(exact_per, 4),
         "exact_fixed_ns": round(max(exact_fixed, 0.0)),
         "graph_ns_per_unit": round(graph_per, 4),
         "graph_fixed_ns": round(max(graph_fixed, 0.0)),
         "bitmap_ns_per_row": round(bitmap, 4),
-        "lowest_selectivity_with_graph_recall_0.99": min(kept) if kept else None,
+        "min_graph_selectivity": max(floors, default=None),
     }
 
 
@@ -152,6 +153,16 @@ def _relative_fit(work: np.ndarray, ns: np.ndarray) -> tuple[float, float]:
     weights = 1.0 / np.maximum(ns, 1.0)
     (fixed, per), *_ = np.linalg.lstsq(np.c_[weights, work * weights], np.ones(len(ns)), rcond=None)
     return float(fixed), float(per)
+
+
+def recall_floor(rows: list[dict[str, Any]]) -> float:
+    """The smallest selectivity from which the walk keeps recall@10 >= 0.99 (rows ascending)."""
+    floor = 1.0
+    for row in reversed(rows):
+        if row["graph_recall_at_10"] < 0.99:
+            break
+        floor = row["selectivity"]
+    return float(floor)
 
 
 def crossover(rows: list[dict[str, Any]]) -> float | None:

@@ -49,6 +49,8 @@ class CostModel:
 #: 30% at 20k (6,000 candidates: scan 2.15 ms, walk 1.89 ms), 15% at 100k (15,000: 6.44 ms, 6.26 ms); the
 #: walk's recall@10 is >= 0.99 from 5% (0.998 at 100k; 0.987 at 3%, 0.905 at 1%).  The old guessed rule
 #: (scan only below 2,000 candidates or 5%) walked a 10% filter at 100k: 6.98 ms against a 3.53 ms scan.
+#: A second run with these constants picked the faster path at all 28 points but one near-tie (30% at 20k:
+#: scan 2.11 ms, walk 1.87 ms) and refitted 0.59 / 201,000 / 5.08 / 186,000.
 MODEL = CostModel(
     exact_ns_per_dim=0.673,
     exact_fixed_ns=199_000.0,

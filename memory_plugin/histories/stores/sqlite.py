@@ -28,11 +28,13 @@ Why it looks like this:
   time a filter names it (``metadata_columns``: one pass over SQLite while
   writes go on, see ``_build_metadata``; then kept in step with every write); at most ``metadata_columns`` keys per index, least
   recently used dropped.  A filter naming more keys than that compiles to SQL
-  (``sqlite_filters``) and yields chunk ids.  Few candidates (``<= exact_threshold``) are
-  ranked exactly over an in-memory vector matrix, reading the candidate rows in
-  place on the search thread (``exact_scores``); many are searched
-  with HNSW restricted by an ``IDSelectorBitmap`` and an ``efSearch`` scaled up
-  by 1/selectivity.  Without a filter the organisation's bitmap comes from an
+  (``sqlite_filters``) and yields chunk ids.  Knowing the candidates' count, the
+  planner (``planner``, measured costs) ranks them exactly over an in-memory
+  vector matrix, reading the candidate rows in place on the search thread
+  (``exact_scores``), or searches HNSW restricted by an ``IDSelectorBitmap``
+  and an ``efSearch`` scaled up by 1/selectivity, whichever costs less;
+  ``exact_threshold`` caps the scans, and very selective filters are always
+  scanned (the walk loses recall there).  Without a filter the organisation's bitmap comes from an
   in-memory org-code array (cached per index version), not from SQL.
 * Scores are recomputed (``exact_scores``) on the final candidates, so both paths
   return the same cosine values; ties are broken by chunk id.
@@ -453,7 +455,7 @@ class SqliteHistoryStore(HistoryStore):
             )
             return {row["chunk_id"]: row for row in rows}
 
-        rows = await self._db.run(work)
+        rows = await self._db.read(work)  # beside the writer: a search never waits for a write's fsync
         hits = [
             Hit(
                 record=record_from_row(rows[chunk]),

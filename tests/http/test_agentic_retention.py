@@ -390,3 +390,19 @@ async def test_the_background_sweep_applies_every_owners_policy(api, alice, caro
                 break
             await asyncio.sleep(0.05)
         assert await ids(api, caller, cid, "sessions") == set()
+
+
+async def test_a_doc_changed_since_the_sweep_read_it_is_kept(api, alice):
+    """The conditional delete itself: a snapshot older than the doc deletes nothing; the current one deletes."""
+    service = api.app[AGENTIC]
+    store, owner = service.retention.store, service.store
+    cid = await container(api, alice)
+    await session_with(api, alice, cid, "s")
+    me = principal(alice)
+    [before] = await store.snapshot(me, cid, "sessions")
+    await session_with(api, alice, cid, "s")  # touches the session
+    assert await store.delete_unchanged(me, cid, "sessions", [before]) == []
+    assert await owner.get(me, cid, "sessions", "s") is not None
+    [current] = await store.snapshot(me, cid, "sessions")
+    assert await store.delete_unchanged(me, cid, "sessions", [current, current]) == ["s"]
+    assert await store.delete_unchanged(me, cid, "sessions", [current]) == []  # idempotent

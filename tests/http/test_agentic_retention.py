@@ -406,3 +406,19 @@ async def test_a_doc_changed_since_the_sweep_read_it_is_kept(api, alice):
     [current] = await store.snapshot(me, cid, "sessions")
     assert await store.delete_unchanged(me, cid, "sessions", [current, current]) == ["s"]
     assert await store.delete_unchanged(me, cid, "sessions", [current]) == []  # idempotent
+
+
+async def test_a_session_touched_between_evaluation_and_delete_keeps_itself_and_its_messages(api, alice):
+    cid = await container(api, alice, {"retention_policy": {"sessions": {"retention_days": 1}}})
+    first = await session_with(api, alice, cid, "s", messages=2)
+    await backdate(api, alice, cid, "sessions", "s", last_updated_time=now_millis() - 2 * DAY_MILLIS)
+    owner, engine = principal(alice), retention(api)
+    stored = await api.app[AGENTIC].store.get_container(owner, cid)
+    plan = await engine.evaluate(owner, stored)
+    assert plan.report()["would_delete"]["working_memory"]["by_reason"]["cascade"] == 2
+    later = await session_with(api, alice, cid, "s")  # an add touches the session after the evaluation
+    assert (await engine.apply(owner, plan)).total == 0
+    assert await ids(api, alice, cid, "sessions") == {"s"}
+    assert await ids(api, alice, cid, "working") == {*first, *later}
+    plan = await engine.evaluate(owner, stored)  # evaluated afresh, the session is recent: nothing goes
+    assert plan.report()["total_would_delete"] == 0

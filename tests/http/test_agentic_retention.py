@@ -326,10 +326,12 @@ async def test_cluster_defaults_apply_unless_a_container_opts_out(api, alice):
 async def test_a_caller_only_sweeps_and_previews_what_it_may_see(api, alice, bob, carol):
     policy = {"retention_policy": {"sessions": {"max_count": 1}}}
     mine, theirs = await container(api, alice, policy), await container(api, bob, policy)
-    for caller, cid in ((alice, mine), (bob, theirs)):
-        await session_with(api, caller, cid, "old")
-        await backdate(api, caller, cid, "sessions", "old", last_updated_time=now_millis() - DAY_MILLIS)
-        await session_with(api, caller, cid, "new")
+    for caller, cid in ((alice, mine), (bob, theirs)):  # session ids of their own (OpenSearch keeps one per index)
+        await session_with(api, caller, cid, f"old-{caller.user_id}")
+        await backdate(
+            api, caller, cid, "sessions", f"old-{caller.user_id}", last_updated_time=now_millis() - DAY_MILLIS
+        )
+        await session_with(api, caller, cid, f"new-{caller.user_id}")
     for caller in (bob, carol):
         await error(
             api,
@@ -345,8 +347,8 @@ async def test_a_caller_only_sweeps_and_previews_what_it_may_see(api, alice, bob
     assert [result["container_id"] for result in everywhere["results"]] == [theirs]
     assert (await call(api, carol, "POST", "/_retention/_dry_run"))["results"] == []
     assert await execute(api, bob) == TRIGGERED
-    assert await ids(api, bob, theirs, "sessions") == {"new"}
-    assert await ids(api, alice, mine, "sessions") == {"old", "new"}
+    assert await ids(api, bob, theirs, "sessions") == {"new-bob"}
+    assert await ids(api, alice, mine, "sessions") == {"old-alice", "new-alice"}
 
 
 async def test_execute_takes_no_body_and_says_when_retention_is_off(api, alice):
@@ -382,8 +384,9 @@ async def test_the_background_sweep_applies_every_owners_policy(api, alice, caro
     policy = {"retention_policy": {"sessions": {"retention_days": 1}}}
     containers = {caller.user_id: (caller, await container(api, caller, policy)) for caller in (alice, carol)}
     for caller, cid in containers.values():
-        await session_with(api, caller, cid, "old")
-        await backdate(api, caller, cid, "sessions", "old", last_updated_time=now_millis() - 2 * DAY_MILLIS)
+        await session_with(api, caller, cid, f"old-{caller.user_id}")
+        old = now_millis() - 2 * DAY_MILLIS
+        await backdate(api, caller, cid, "sessions", f"old-{caller.user_id}", last_updated_time=old)
     for caller, cid in containers.values():
         for _ in range(400):  # bounded: 20 s at most
             if not await ids(api, caller, cid, "sessions"):

@@ -16,6 +16,7 @@ from typing import Any
 from memory_plugin.agentic.errors import ContentParseError, StatusForbidden
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest
+from memory_plugin.ml.requests import token_of
 
 RETENTION_SETTING = "plugins.ml_commons.memory.retention_enabled"
 RETENTION_DISABLED = (
@@ -38,23 +39,11 @@ RULE_FIELDS = ("retention_days", "max_count")
 POLICY_TYPES = (SESSIONS, LONG_TERM, HISTORY)
 
 
-def _token(value: Any) -> str:
-    if isinstance(value, bool):
-        return "VALUE_BOOLEAN"
-    if isinstance(value, int | float):
-        return "VALUE_NUMBER"
-    if isinstance(value, str):
-        return "VALUE_STRING"
-    if isinstance(value, list):
-        return "START_ARRAY"
-    return "VALUE_NULL"
-
-
 def _expect_object(value: Any, parameter: str) -> Mapping[str, Any]:
     """XContentParserUtils.ensureExpectedToken(START_OBJECT, ...)."""
     if not isinstance(value, dict):
         raise OpenSearchBadRequest(
-            f"Failed to parse object: expecting token of type [START_OBJECT] but found [{_token(value)}]",
+            f"Failed to parse object: expecting token of type [START_OBJECT] but found [{token_of(value)}]",
             exception="parsing_exception",
             parameter=parameter,
         )
@@ -70,7 +59,7 @@ def _int_value(value: Any, name: str) -> int:
         except ValueError:
             raise ContentParseError(f"[{name}] must be an integer, found [{value}]", parameter=name) from None
     if isinstance(number, bool) or not isinstance(number, int | float):
-        raise ContentParseError(f"[{name}] must be an integer, found [{_token(value)}]", parameter=name)
+        raise ContentParseError(f"[{name}] must be an integer, found [{token_of(value)}]", parameter=name)
     if not -(2**31) <= number < 2**31:
         raise ContentParseError(f"Numeric value ({value}) out of range of int", parameter=name)
     return int(number)

@@ -129,8 +129,19 @@ class Settings:
     reported_version: str = "3.3.0"
     #: Agentic memory (``/_plugins/_ml/memory_containers``); false answers 403 as ml-commons does.
     agentic_memory_enabled: bool = True
-    #: Accept ``retention_policy`` and ``pinned`` (ml-commons' ``memory.retention_enabled``); stored, not enforced.
+    #: Memory retention (ml-commons' ``memory.retention_enabled``): accept ``retention_policy`` and ``pinned``,
+    #: run the background sweep and the ``_retention`` endpoints (docs/agentic-retention.md).
     agentic_retention_enabled: bool = False
+    #: Seconds between background retention sweeps (ml-commons' ``memory.retention_job_interval_hours``, 24h).
+    agentic_retention_interval: float = 86400.0
+    #: Cluster-level default policy (ml-commons' ``memory.default_*``): -1 is unset; a positive value applies to
+    #: containers with no ``retention_policy`` of their own (and not ``null``).
+    agentic_retention_default_session_retention_days: int = -1
+    agentic_retention_default_session_max_count: int = -1
+    agentic_retention_default_long_term_max_count: int = -1
+    agentic_retention_default_history_max_count: int = -1
+    #: Days working memory of a session-less container is kept (``memory.working_memory_ttl_days``); -1: forever.
+    agentic_working_memory_ttl_days: int = -1
     #: OpenAI-compatible chat completions URL for ``infer: true``; unset, inferring adds answer 400.
     agentic_llm_url: str | None = None
     agentic_llm_api_key: str | None = None
@@ -193,6 +204,12 @@ _SCALARS: dict[str, type] = {
     "reported_version": str,
     "agentic_memory_enabled": bool,
     "agentic_retention_enabled": bool,
+    "agentic_retention_interval": float,
+    "agentic_retention_default_session_retention_days": int,
+    "agentic_retention_default_session_max_count": int,
+    "agentic_retention_default_long_term_max_count": int,
+    "agentic_retention_default_history_max_count": int,
+    "agentic_working_memory_ttl_days": int,
     "agentic_llm_url": str,
     "agentic_llm_api_key": str,
     "agentic_llm_model": str,
@@ -249,6 +266,25 @@ def _region(name: str, raw: Mapping[str, Any]) -> RegionSettings:
     raise ValueError(f"region {name}: store must be 'embedded' or 'opensearch', not {kind!r}")
 
 
+#: ml-commons' bounds of its retention settings (min, max), with -1 as unset.
+_RETENTION_BOUNDS = {
+    "agentic_retention_default_session_retention_days": 3650,
+    "agentic_retention_default_session_max_count": 1_000_000,
+    "agentic_retention_default_long_term_max_count": 1_000_000,
+    "agentic_retention_default_history_max_count": 10_000_000,
+    "agentic_working_memory_ttl_days": 365,
+}
+
+
+def _check_retention(settings: Settings) -> None:
+    if not settings.agentic_retention_interval > 0:
+        raise ValueError("setting 'agentic_retention_interval' must be a positive number of seconds")
+    for name, most in _RETENTION_BOUNDS.items():
+        value = getattr(settings, name)
+        if not -1 <= value <= most:
+            raise ValueError(f"setting {name!r} must be between -1 and {most} (0 or less: unset)")
+
+
 def load_settings(
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
@@ -293,6 +329,7 @@ def load_settings(
         raise ValueError(
             "settings 'ml_org_calls_per_minute' and 'ml_org_concurrent_calls' must be 0 (no limit) or more"
         )
+    _check_retention(settings)
     if settings.page_cache_mb < 0:
         raise ValueError("setting 'page_cache_mb' must be 0 (keep no pages) or more megabytes")
     if not 1 <= settings.bridge_batch_size <= 100:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from memory_plugin.agentic.container_ids import custom_container_id
 from memory_plugin.agentic.errors import Conflict, StatusForbidden, StatusNotFound
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name, parse_memory_type
 from memory_plugin.agentic.requests import Body, new_container, required, updated_container, without_nested
+from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc, owner_id
 from memory_plugin.agentic.views import container_view, hit_extras, took, write_response
 from memory_plugin.auth import Principal
@@ -29,10 +31,18 @@ def found_container(stored: StoredDoc | None) -> StoredDoc:
 
 
 class Containers:
-    def __init__(self, store: AgenticStore, models: ContainerModels, *, retention_enabled: bool) -> None:
+    def __init__(
+        self,
+        store: AgenticStore,
+        models: ContainerModels,
+        *,
+        retention_enabled: bool,
+        retention_defaults: RetentionDefaults | None = None,
+    ) -> None:
         self.store = store
         self.models = models
         self.retention_enabled = retention_enabled
+        self.retention_defaults = retention_defaults or RetentionDefaults()
 
     async def load(self, owner: Principal, container_id: str) -> Container:
         """The container, which every memory call reads first (a 404 when the caller may not use it)."""
@@ -42,6 +52,13 @@ class Containers:
     async def create(self, owner: Principal, body: Body) -> dict[str, Any]:
         body = required(body)
         doc = new_container(body, await self.models.dimension(owner, body), self.retention_enabled, owner_id(owner))
+        if self.retention_enabled:
+            self.retention_defaults.apply_on_create(doc["configuration"])
+        custom = custom_container_id(body)
+        if custom is not None:
+            if await self.store.insert_container(owner, custom, doc) is None:
+                raise Conflict(f"memory container id '{custom}' already exists")
+            return {"memory_container_id": custom, "status": "created"}
         while True:
             container_id = new_id()
             if await self.store.insert_container(owner, container_id, doc) is not None:

@@ -25,6 +25,8 @@ from memory_plugin.agentic.llm import ChatModel, ContainerModels, RegisteredMode
 from memory_plugin.agentic.memories import Memories
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.requests import Body
+from memory_plugin.agentic.retention_service import RetentionService
+from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.search import LongTermSearcher
 from memory_plugin.agentic.stores.base import AgenticStore
 from memory_plugin.agentic.workers import EmbeddingWorker, settled
@@ -46,6 +48,8 @@ class AgenticService:
         models: RegisteredModels | None = None,
         enabled: bool = True,
         retention_enabled: bool = False,
+        retention_defaults: RetentionDefaults | None = None,
+        retention_interval: float = 86400.0,
         metrics: AgenticMetrics | None = None,
     ) -> None:
         """``llm``: the operator's default LLM; ``models``: the owners' registered models, which a container's
@@ -58,7 +62,9 @@ class AgenticService:
         self.models = chosen
         self.embeddings = EmbeddingWorker(store, chosen, self.metrics)
         self.infer = InferWorker(store, chosen, self.embeddings, self.metrics)
-        self.containers = Containers(store, chosen, retention_enabled=retention_enabled)
+        defaults = retention_defaults or RetentionDefaults()
+        self.containers = Containers(store, chosen, retention_enabled=retention_enabled, retention_defaults=defaults)
+        self.retention = RetentionService(store, defaults, enabled=retention_enabled, interval=retention_interval)
         self.memories = Memories(
             store,
             self.containers,
@@ -75,8 +81,10 @@ class AgenticService:
         """Start the background workers; they first drain whatever a previous run left queued."""
         self.embeddings.start()
         self.infer.start()
+        self.retention.start()
 
     async def stop(self) -> None:
+        await self.retention.stop()
         await self.embeddings.stop()
         await self.infer.stop()
         await self.models.close()
@@ -166,3 +174,17 @@ class AgenticService:
     async def hybrid_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
         return await self.search.hybrid(owner, container_id, body)
+
+    # -- retention (docs/agentic-retention.md) ---------------------------------------------
+
+    async def retention_dry_run(self, owner: Principal, container_id: str) -> dict[str, Any]:
+        self._check()
+        return await self.retention.dry_run(owner, container_id)
+
+    async def retention_dry_run_all(self, owner: Principal) -> dict[str, Any]:
+        self._check()
+        return await self.retention.dry_run_all(owner)
+
+    async def retention_execute(self, owner: Principal) -> dict[str, Any]:
+        self._check()
+        return await self.retention.execute(owner)

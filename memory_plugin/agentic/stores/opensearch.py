@@ -49,6 +49,7 @@ from memory_plugin.agentic.stores.base import (
     LongTermScope,
     MemoryAdd,
     PendingEmbedding,
+    SessionWrite,
     StoredDoc,
     memory_text,
     normalised,
@@ -79,6 +80,8 @@ from memory_plugin.opensearch_client import bulk, create_index, delete_by_query,
 from memory_plugin.settings import OpenSearchRegion
 
 log = logging.getLogger("memory_plugin.agentic")
+#: Tries of an add's session write that loses races (another add's touch, an update, a retention sweep).
+SESSION_WRITE_ATTEMPTS = 8
 
 
 class OpenSearchAgenticStore(AgenticStore):
@@ -280,18 +283,7 @@ class OpenSearchAgenticStore(AgenticStore):
             if sessions is None:
                 return False
             written.append(sessions)
-            found = await self._get_owned(sessions, owner, session.session_id, container_id)
-            if found is None and session.doc is not None:
-                actions += [
-                    {"create": {"_index": sessions, "_id": session.session_id}},
-                    self._source(owner, session.doc, SESSIONS),
-                ]
-                session.created = True
-            elif found is not None:
-                actions += [
-                    {"index": {"_index": sessions, "_id": session.session_id, **if_unchanged(found)}},
-                    session.touched(found["_source"]),
-                ]
+            await self._write_session(owner, container_id, sessions, session)
         actions += [{"create": {"_index": index, "_id": add.working_id}}, self._source(owner, add.working, WORKING)]
         if add.infer_request is not None:
             job = {
@@ -303,6 +295,24 @@ class OpenSearchAgenticStore(AgenticStore):
             actions += [{"index": {"_index": self.job_index}}, with_owner(owner, job)]
         await self._bulk(actions)
         return await self._container_kept(owner, container_id, written)
+
+    async def _write_session(self, owner: Principal, container_id: str, index: str, session: SessionWrite) -> None:
+        """Create or touch an add's session, before its working doc; a touch is conditional on the version read,
+        and a session changed or gone meanwhile (an update, a retention sweep) is read and written again."""
+        for _ in range(SESSION_WRITE_ATTEMPTS):
+            found = await self._get_owned(index, owner, session.session_id, container_id)
+            if found is None and session.doc is None:
+                return
+            fresh = self._source(owner, session.doc or {}, SESSIONS)
+            body = fresh if found is None else session.touched(found["_source"])
+            condition = {"op_type": "create"} if found is None else if_unchanged(found)
+            try:
+                await self.client.index(index=index, id=session.session_id, body=body, refresh="true", **condition)
+            except ConflictError:
+                continue
+            session.created = found is None
+            return
+        raise ConflictError(409, "version_conflict_engine_exception", f"session [{session.session_id}] kept changing")
 
     async def create_session(
         self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]

@@ -171,11 +171,7 @@ class OpenSearchAgenticStore(AgenticStore):
     ) -> dict[str, Any] | None:
         """The doc if it is the owner's (and, for a memory, the container's); None otherwise or without an index."""
         found = await get_document(self.client, index, doc_id) if index else None
-        if found is None or not owned(found["_source"], owner):
-            return None
-        if container_id is not None and found["_source"].get("memory_container_id") != container_id:
-            return None
-        return found
+        return found if found is not None and _in_scope(found, owner, container_id) else None
 
     async def _scan(self, index: str, filters: list[dict[str, Any]], container: bool = False) -> list[StoredDoc]:
         """Every doc matching ``filters``, oldest first."""
@@ -300,7 +296,9 @@ class OpenSearchAgenticStore(AgenticStore):
         """Create or touch an add's session, before its working doc; a touch is conditional on the version read,
         and a session changed or gone meanwhile (an update, a retention sweep) is read and written again."""
         for _ in range(SESSION_WRITE_ATTEMPTS):
-            found = await self._get_owned(index, owner, session.session_id, container_id)
+            found = await get_document(self.client, index, session.session_id)
+            if found is not None and not _in_scope(found, owner, container_id):
+                return  # another owner's or container's (indices may be shared): not ours to touch or reveal
             if found is None and session.doc is None:
                 return
             fresh = self._source(owner, session.doc or {}, SESSIONS)
@@ -508,3 +506,9 @@ class OpenSearchAgenticStore(AgenticStore):
 
     async def bm25(self, scope: LongTermScope, query: str, k: int) -> list[tuple[StoredDoc, float]]:
         return await self._ranked(scope, {"match": {"memory": query}}, k)
+
+
+def _in_scope(found: dict[str, Any], owner: Principal, container_id: str | None) -> bool:
+    """The doc is the owner's (and, for a memory, the container's)."""
+    source = found["_source"]
+    return owned(source, owner) and (container_id is None or source.get("memory_container_id") == container_id)

@@ -39,6 +39,7 @@ async def open_agentic(
             enabled=settings.agentic_memory_enabled,
             retention_enabled=settings.agentic_retention_enabled,
             metrics=AgenticMetrics(metrics.registry if metrics else None),
+            forgetting=settings.agentic_forgetting,
         )
         try:
             await service.start()

@@ -243,3 +243,16 @@ async def test_a_run_that_applies_after_its_source_went_is_undone(api, alice, ll
     assert [m["memory"] for m in await long_term(api, alice, cid)] == ["Bob drinks green tea"]
     assert quoting(await history(api, alice, cid), "oslo") == []
     await call(api, alice, "GET", f"/{cid}/memories/working/{kept}")
+
+
+async def test_with_forgetting_off_deletes_are_ml_commons(api, alice, llm):
+    """``agentic_forgetting = false``: a delete removes the one doc, as ml-commons does."""
+    service = api.app[AGENTIC]
+    service.forgetting.enabled = service.infer.forgetting = False
+    cid = await container(api, alice, SEMANTIC_CONFIG)
+    working = await add(api, alice, cid, llm, ["Bob keeps bees"], session_id="s1")
+    deleted = await call(api, alice, "DELETE", f"/{cid}/memories/sessions/s1", params={"report": "true"})
+    assert deleted["forgotten"]["working_memories"] == []
+    await call(api, alice, "GET", f"/{cid}/memories/working/{working}")  # a session delete leaves its working
+    await call(api, alice, "DELETE", f"/{cid}/memories/working/{working}")
+    assert [m["memory"] for m in await long_term(api, alice, cid)] == ["Bob keeps bees"]

@@ -55,7 +55,6 @@ from memory_plugin.agentic.stores.base import (
     text_changed,
 )
 from memory_plugin.agentic.stores.opensearch_documents import (
-    ADDED_FIELDS,
     CONTAINER_MAPPINGS,
     INDEX_SETTINGS,
     JOB_MAPPINGS,
@@ -68,7 +67,7 @@ from memory_plugin.agentic.stores.opensearch_documents import (
     visible,
     with_owner,
 )
-from memory_plugin.agentic.stores.opensearch_forgetting import forget
+from memory_plugin.agentic.stores.opensearch_forgetting import forget, map_added_fields
 from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, read_job, unclaimed
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten
 from memory_plugin.auth import Principal
@@ -124,9 +123,7 @@ class OpenSearchAgenticStore(AgenticStore):
             return
         settings = {**INDEX_SETTINGS, **({"knn": True} if knn else {})}
         if not await create_index(self.client, index, {"settings": {"index": settings}, "mappings": mappings}):
-            added = {name: value for name, value in mappings["properties"].items() if name in ADDED_FIELDS}
-            if added:  # an index from before these fields: map them (adding a field is always allowed)
-                await self.client.indices.put_mapping(index=index, body={"properties": added})
+            await map_added_fields(self.client, index, mappings)
         self._created.add(index)
 
     def _prefix_of(self, source: Mapping[str, Any]) -> str:
@@ -325,8 +322,7 @@ class OpenSearchAgenticStore(AgenticStore):
         if found is None or index is None:
             return None
         source = self._source(owner, doc, memory_type)
-        if SOURCES in found["_source"]:  # hidden from the caller, who sent the doc back without it
-            source[SOURCES] = found["_source"][SOURCES]
+        source.update({k: v for k, v in found["_source"].items() if k == SOURCES})  # hidden: not sent back
         if memory_type == LONG_TERM and not text_changed(memory_type, found["_source"], doc):
             source["embedding_pending"] = found["_source"].get("embedding_pending", False)
             if "memory_embedding" in found["_source"]:
@@ -365,10 +361,9 @@ class OpenSearchAgenticStore(AgenticStore):
         container = await self.get_container(owner, container_id)
         if container is None:
             return Forgotten()
-        prefix, dimension = self._prefix_of(container.source), self._dimension_of(container.source)
+        prefix, dimension, ids = self._prefix_of(container.source), self._dimension_of(container.source), working_ids
         indices = {memory_type: self._memory_index(prefix, memory_type, dimension) for memory_type in MEMORY_TYPES}
-        ids = list(dict.fromkeys(working_ids))
-        return await forget(self.client, indices, self.job_index, self._scope(owner, container_id), ids)
+        return await forget(self.client, indices, self.job_index, self._scope(owner, container_id), list(ids))
 
     async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
         index = await self._index(owner, container_id, LONG_TERM)

@@ -22,6 +22,7 @@ from typing import Any
 from opensearchpy import AsyncOpenSearch
 
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, WORKING
+from memory_plugin.agentic.stores.opensearch_documents import ADDED_FIELDS
 from memory_plugin.agentic.stores.opensearch_queues import unclaimed
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, plan
 from memory_plugin.leases import conditional_bulk
@@ -30,6 +31,13 @@ from memory_plugin.opensearch_client import delete_by_query
 #: A cascade that keeps losing races with other writers gives up after this many rounds (and can be re-run).
 ROUNDS = 5
 SOURCE_ID = f"{SOURCES}.working_memory_id"
+
+
+async def map_added_fields(client: AsyncOpenSearch, index: str, mappings: Mapping[str, Any]) -> None:
+    """Map the fields added since an index was made (the hidden sources): adding a field is always allowed."""
+    added = {name: value for name, value in mappings["properties"].items() if name in ADDED_FIELDS}
+    if added:
+        await client.indices.put_mapping(index=index, body={"properties": added})
 
 
 async def _raw(
@@ -56,6 +64,7 @@ async def forget(
     ids: list[str],
 ) -> Forgotten:
     """``indices``: the container's index of each memory type; ``scope``: its owner and container filters."""
+    ids = list(dict.fromkeys(ids))
     if not ids:
         return Forgotten()
     gone = await delete_by_query(client, indices[WORKING], {"bool": {"filter": [*scope, {"ids": {"values": ids}}]}})

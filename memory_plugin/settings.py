@@ -148,6 +148,9 @@ class Settings:
     agentic_llm_model: str = "gpt-4o-mini"
     #: Seconds one LLM call may take.
     agentic_llm_timeout: float = 30.0
+    #: Deleting a working memory or session also deletes the long-term memories inferred only from it and
+    #: the history quoting it (``agentic/forgetting.py``); false: ml-commons' delete of the one doc.
+    agentic_forgetting: bool = True
     #: Where connectors may send requests: each action's URL must fully match one of these
     #: (ml-commons' ``plugins.ml_commons.trusted_connector_endpoints_regex``, same default).
     ml_trusted_endpoints_regex: tuple[str, ...] = TRUSTED_ENDPOINTS
@@ -214,6 +217,7 @@ _SCALARS: dict[str, type] = {
     "agentic_llm_api_key": str,
     "agentic_llm_model": str,
     "agentic_llm_timeout": float,
+    "agentic_forgetting": bool,
     "ml_trusted_endpoints_regex": tuple,
     "ml_allow_private_addresses": bool,
     "ml_connector_timeout": float,

@@ -29,6 +29,7 @@ from memory_plugin.agentic.llm import (
 )
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.models import (
+    WORKING,
     Container,
     LongTermMemory,
     Strategy,
@@ -37,6 +38,7 @@ from memory_plugin.agentic.models import (
     valid_unicode,
 )
 from memory_plugin.agentic.stores.base import AgenticStore, InferJob, LongTermChange, LongTermScope, owner_id
+from memory_plugin.agentic.stores.sources import SOURCES, source_entry
 from memory_plugin.agentic.views import cosine_score
 from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker, Worker
 from memory_plugin.auth import Principal
@@ -59,6 +61,8 @@ class InferWorker(Worker):
         self.models = models
         self.embeddings = embeddings
         self.metrics = metrics
+        #: Deleting a working memory forgets what was inferred from it (``forgetting``); off: ml-commons' way.
+        self.forgetting = True
 
     async def drain(self) -> None:
         # A shared queue is claimed a job at a time, so that no claimed job waits out its lease behind others.
@@ -72,6 +76,19 @@ class InferWorker(Worker):
                     await self.run(job)
                 except LeaseLost:
                     log.info("infer job %s was taken over by another process; leaving it to them", job.job_id)
+
+    async def _forget_if_source_gone(self, job: InferJob) -> None:
+        """After applying: if the run's working memory was deleted meanwhile (on OpenSearch a cascade can run
+        between this run's lease check and its bulk), forget it again, which removes what this run wrote.
+        Checked after the refreshed bulk, and a cascade deletes the working memory before it looks for what
+        cites it: so either that cascade sees this run's writes, or this check sees the source gone."""
+        source = job_source(job)
+        if source is None:
+            return
+        working_id = source["working_memory_id"]
+        if await self.store.get(job.owner, job.container_id, WORKING, working_id) is None:
+            log.info("infer job %s: its working memory %s was deleted meanwhile; forgetting", job.job_id, working_id)
+            await self.store.forget(job.owner, job.container_id, [working_id])
 
     async def _hold(self, job: InferJob) -> None:
         """Before a slow step: extend this process's lease on the job, or stop if it was taken over."""
@@ -122,6 +139,8 @@ class InferWorker(Worker):
         if config.get("disable_history", False):
             history = []
         await self.store.apply_infer(job, changes, history)
+        if self.forgetting and (changes or history):
+            await self._forget_if_source_gone(job)
         self.metrics.infer_runs.labels(outcome).inc()
         self.metrics.infer_seconds.observe(time.perf_counter() - started)
         for change in changes:
@@ -203,7 +222,12 @@ class InferWorker(Worker):
                 if event == "UPDATE" and isinstance(memory_text, str) and memory_text.strip():
                     changes.append(
                         LongTermChange(
-                            "UPDATE", target, memory=memory_text.strip(), last_updated_time=now, doc={"before": before}
+                            "UPDATE",
+                            target,
+                            memory=memory_text.strip(),
+                            last_updated_time=now,
+                            doc={"before": before},
+                            source=job_source(job),
                         )
                     )
                 elif event == "DELETE":
@@ -226,7 +250,19 @@ def _add(
     memory = LongTermMemory(
         fact, strategy, scope, owner_id(job.owner), job.container_id, created_time=now, tags=job.request.get("tags")
     )
-    return LongTermChange("ADD", memory_id, doc=memory.to_source())
+    doc = memory.to_source()
+    source = job_source(job)
+    if source is not None:
+        doc[SOURCES] = [{**source, "memory": fact}]
+    return LongTermChange("ADD", memory_id, doc=doc, source=source)
+
+
+def job_source(job: InferJob) -> dict[str, Any] | None:
+    """The working memory (and session) a job's run infers from: the source its changes record."""
+    working_id = job.request.get("working_memory_id")
+    if not working_id:
+        return None
+    return source_entry(str(working_id), job.request.get("namespace", {}).get("session_id"))
 
 
 def _history_record(job: InferJob, change: LongTermChange, scope: dict[str, str]) -> dict[str, Any]:
@@ -241,6 +277,7 @@ def _history_record(job: InferJob, change: LongTermChange, scope: dict[str, str]
     if job.request.get("tags"):
         record["tags"] = job.request["tags"]
     record["created_time"] = now_millis()
+    _record_source(job, record)
     if change.event == "ADD" and change.doc is not None:
         record["after"] = {"memory": change.doc["memory"]}
     elif change.event == "UPDATE":
@@ -260,4 +297,12 @@ def _error_record(job: InferJob, scope: dict[str, str], error: str) -> dict[str,
         record["tags"] = job.request["tags"]
     record["owner_id"] = owner_id(job.owner)
     record["error"] = error
+    _record_source(job, record)
     return record
+
+
+def _record_source(job: InferJob, record: dict[str, Any]) -> None:
+    """A history entry records the run's source (hidden), so that forgetting the source finds it."""
+    source = job_source(job)
+    if source is not None:
+        record[SOURCES] = [source]

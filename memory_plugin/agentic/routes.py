@@ -203,4 +203,9 @@ async def update_memory(request: web.Request) -> web.Response:
 
 @routes.delete(TYPED + "/{memory_id}")
 async def delete_memory(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.delete_memory, MEMORY_IDS)
+    """``?report=true`` (ours) adds what the delete forgot to ml-commons' response (``forgetting``)."""
+    check_params(request, ("report",))
+    report = boolean(dict(request.query), "report", False) or False
+    container_id, memory_type, memory_id = (request.match_info[name] for name in MEMORY_IDS)
+    deleted = await _service(request).delete_memory(principal_of(request), container_id, memory_type, memory_id, report)
+    return json_response(deleted)

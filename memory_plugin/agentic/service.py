@@ -20,6 +20,7 @@ from typing import Any
 from embedder import AsyncEmbedder
 from memory_plugin.agentic.containers import Containers
 from memory_plugin.agentic.errors import StatusForbidden
+from memory_plugin.agentic.forgetting import Forgetting
 from memory_plugin.agentic.infer import InferWorker
 from memory_plugin.agentic.llm import ChatModel, ContainerModels, RegisteredModels
 from memory_plugin.agentic.memories import Memories
@@ -29,6 +30,7 @@ from memory_plugin.agentic.retention_service import RetentionService
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.search import LongTermSearcher
 from memory_plugin.agentic.stores.base import AgenticStore
+from memory_plugin.agentic.stores.sources import Forgotten
 from memory_plugin.agentic.workers import EmbeddingWorker, settled
 from memory_plugin.auth import Principal
 
@@ -51,6 +53,7 @@ class AgenticService:
         retention_defaults: RetentionDefaults | None = None,
         retention_interval: float = 86400.0,
         metrics: AgenticMetrics | None = None,
+        forgetting: bool = True,
     ) -> None:
         """``llm``: the operator's default LLM; ``models``: the owners' registered models, which a container's
         ``llm_id`` and ``embedding_model_id`` name."""
@@ -74,6 +77,9 @@ class AgenticService:
             retention_enabled=retention_enabled,
         )
         self.search = LongTermSearcher(store, self.containers, chosen, self.metrics)
+        #: Deletes of working memory and sessions cascade to what was inferred from them (``forgetting``).
+        self.forgetting = Forgetting(store, self.containers, self.memories, self.embeddings, enabled=forgetting)
+        self.infer.forgetting = forgetting
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -129,6 +135,10 @@ class AgenticService:
         the agentic API disabled: the data may predate that setting."""
         return await self.containers.erase_user(organization_id, user_id)
 
+    async def forget_user(self, organization_id: str, user_id: str) -> Forgotten:
+        """The rest of erasing a user: what the organisation's shared containers hold under their user id."""
+        return await self.forgetting.erase_user(organization_id, user_id)
+
     async def search_containers(self, owner: Principal, body: Body) -> dict[str, Any]:
         self._check()
         return await self.containers.search(owner, body)
@@ -153,9 +163,11 @@ class AgenticService:
         self._check()
         return await self.memories.update(owner, container_id, raw_type, memory_id, body)
 
-    async def delete_memory(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
+    async def delete_memory(
+        self, owner: Principal, container_id: str, raw_type: str, memory_id: str, report: bool = False
+    ) -> dict[str, Any]:
         self._check()
-        return await self.memories.delete(owner, container_id, raw_type, memory_id)
+        return await self.forgetting.delete(owner, container_id, raw_type, memory_id, report)
 
     async def search_memories(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         self._check()
@@ -163,7 +175,7 @@ class AgenticService:
 
     async def delete_by_query(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         self._check()
-        return await self.memories.delete_by_query(owner, container_id, raw_type, body)
+        return await self.forgetting.delete_by_query(owner, container_id, raw_type, body)
 
     # -- long-term search -----------------------------------------------------------------
 

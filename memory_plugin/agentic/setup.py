@@ -48,6 +48,7 @@ async def open_agentic(
             ),
             retention_interval=settings.agentic_retention_interval,
             metrics=AgenticMetrics(metrics.registry if metrics else None),
+            forgetting=settings.agentic_forgetting,
         )
         try:
             await service.start()

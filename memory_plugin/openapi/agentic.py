@@ -181,6 +181,12 @@ def agentic_operations() -> Schema:
             "put": AGENTIC.op(
                 "Update one memory (allowed keys depend on the type)", write, json_object(minProperties=1)
             ),
-            "delete": AGENTIC.op("Delete one memory", write),
+            "delete": AGENTIC.op(
+                "Delete one memory; working memory and sessions forget what was inferred from them",
+                write,
+                parameters=[
+                    query_param("report", BOOLEAN, description="add the erasure report (`forgotten`) to the answer")
+                ],
+            ),
         },
     }

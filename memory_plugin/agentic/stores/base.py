@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM
+from memory_plugin.agentic.stores.sources import Forgotten, with_update_source
 from memory_plugin.auth import Principal
 from memory_plugin.leases import Lease
 
@@ -55,10 +56,13 @@ class LongTermChange:
     doc: dict[str, Any] | None = None
     memory: str | None = None
     last_updated_time: int = 0
+    #: The run's source (``sources.source_entry``), recorded on the memories it ADDs and UPDATEs.
+    source: Mapping[str, Any] | None = None
 
     def applied_to(self, current: Mapping[str, Any]) -> dict[str, Any]:
-        """An UPDATE's new version of the ``current`` doc."""
-        return {**current, "memory": self.memory, "last_updated_time": self.last_updated_time}
+        """An UPDATE's new version of the raw ``current`` doc, its sources merged with the run's."""
+        merged = with_update_source(current, self.source, self.memory)
+        return {**merged, "memory": self.memory, "last_updated_time": self.last_updated_time}
 
 
 @dataclass
@@ -233,6 +237,12 @@ class AgenticStore(abc.ABC):
 
     @abc.abstractmethod
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int: ...
+
+    @abc.abstractmethod
+    async def forget(self, owner: Principal, container_id: str, working_ids: Sequence[str]) -> Forgotten:
+        """Forget these working memories by the rule of ``sources``: their queued infer jobs, the long-term
+        memories inferred from them and the history quoting them, then the working docs themselves.
+        Idempotent: forgetting ids already forgotten (or never there) finds the rest of the work, or none."""
 
     @abc.abstractmethod
     async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:

@@ -73,7 +73,9 @@ from memory_plugin.agentic.stores.opensearch_documents import (
     visible,
     with_owner,
 )
+from memory_plugin.agentic.stores.opensearch_forgetting import forget, map_added_fields
 from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, read_job, unclaimed
+from memory_plugin.agentic.stores.sources import SOURCES, Forgotten
 from memory_plugin.auth import Principal
 from memory_plugin.leases import conditional_bulk
 from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
@@ -128,7 +130,8 @@ class OpenSearchAgenticStore(AgenticStore):
         if index in self._created:
             return
         settings = {**INDEX_SETTINGS, **({"knn": True} if knn else {})}
-        await create_index(self.client, index, {"settings": {"index": settings}, "mappings": mappings})
+        if not await create_index(self.client, index, {"settings": {"index": settings}, "mappings": mappings}):
+            await map_added_fields(self.client, index, mappings)
         self._created.add(index)
 
     def _prefix_of(self, source: Mapping[str, Any]) -> str:
@@ -286,6 +289,7 @@ class OpenSearchAgenticStore(AgenticStore):
                 "memory_container_id": container_id,
                 "created_time": add.working["created_time"],
                 "attempts": 0,
+                "working_memory_id": add.working_id,
                 "request": add.infer_request,
             }
             actions += [{"index": {"_index": self.job_index}}, with_owner(owner, job)]
@@ -339,6 +343,7 @@ class OpenSearchAgenticStore(AgenticStore):
         if found is None or index is None:
             return None
         source = self._source(owner, doc, memory_type)
+        source.update({k: v for k, v in found["_source"].items() if k == SOURCES})  # hidden: not sent back
         if memory_type == LONG_TERM and not text_changed(memory_type, found["_source"], doc):
             source["embedding_pending"] = found["_source"].get("embedding_pending", False)
             if "memory_embedding" in found["_source"]:
@@ -372,6 +377,14 @@ class OpenSearchAgenticStore(AgenticStore):
                 [index], [*self._scope(owner, container_id), {"ids": {"values": part}}]
             )
         return deleted
+
+    async def forget(self, owner: Principal, container_id: str, working_ids: Sequence[str]) -> Forgotten:
+        container = await self.get_container(owner, container_id)
+        if container is None:
+            return Forgotten()
+        prefix, dimension, ids = self._prefix_of(container.source), self._dimension_of(container.source), working_ids
+        indices = {memory_type: self._memory_index(prefix, memory_type, dimension) for memory_type in MEMORY_TYPES}
+        return await forget(self.client, indices, self.job_index, self._scope(owner, container_id), list(ids))
 
     async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
         index = await self._index(owner, container_id, LONG_TERM)

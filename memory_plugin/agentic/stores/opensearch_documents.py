@@ -16,6 +16,8 @@ dimension).  ``dynamic`` is false, so a field of an unexpected shape is kept in
 - ``embedding_pending`` marks a long-term memory whose embedding is still to be
   computed (the durable queue of the embedder drain), and ``embedding_lease_until``
   which server process computes it (``opensearch_queues``); not shown either.
+- ``memory_sources`` on long-term and history docs: the working memories an infer run wrote them from
+  (``sources``), which forgetting looks up; not shown.  An infer job also names its ``working_memory_id``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
 from memory_plugin.agentic.stores.base import StoredDoc, may_use, owner_id, owner_key, owner_of
+from memory_plugin.agentic.stores.sources import SOURCES
 from memory_plugin.auth import Principal
 from memory_plugin.leases import LEASE_MAPPINGS
 
@@ -33,7 +36,18 @@ _KEYWORD = {"type": "keyword"}
 _FLAT = {"type": "flat_object"}
 _DATE = {"type": "date", "format": "strict_date_time||epoch_millis"}
 _STORED_ONLY = {"type": "object", "enabled": False}
-_HIDDEN = ("tenant_id", "embedding_pending", "embedding_lease_until")
+_HIDDEN = ("tenant_id", "embedding_pending", "embedding_lease_until", SOURCES)
+#: The hidden field's mapping, in long-term and history indices.
+SOURCES_MAPPING = {
+    "type": "object",
+    "properties": {
+        "working_memory_id": {"type": "keyword"},
+        "session_id": {"type": "keyword"},
+        "memory": {"type": "text", "index": False},
+    },
+}
+#: Fields added since the first release: put into the mappings of indices that existed before them.
+ADDED_FIELDS = (SOURCES, "working_memory_id")
 _COMMON = {
     "owner_id": _KEYWORD,
     "memory_container_id": _KEYWORD,
@@ -119,6 +133,7 @@ _TYPE_PROPERTIES: dict[str, dict[str, Any]] = {
         "pinned": {"type": "boolean"},
         "embedding_pending": {"type": "boolean"},
         "embedding_lease_until": {"type": "double"},
+        SOURCES: SOURCES_MAPPING,
     },
     HISTORY: {
         "memory_id": _KEYWORD,
@@ -126,6 +141,7 @@ _TYPE_PROPERTIES: dict[str, dict[str, Any]] = {
         "before": _HISTORY_SIDE,
         "after": _HISTORY_SIDE,
         "error": {"type": "text"},
+        SOURCES: SOURCES_MAPPING,
     },
 }
 
@@ -155,6 +171,7 @@ JOB_MAPPINGS: dict[str, Any] = {
         "owner_id": _KEYWORD,
         "created_time": _DATE,
         "attempts": {"type": "integer"},
+        "working_memory_id": _KEYWORD,
         "request": _STORED_ONLY,
         **LEASE_MAPPINGS,
     },

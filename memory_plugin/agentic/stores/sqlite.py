@@ -25,6 +25,8 @@ from memory_plugin.agentic.stores.base import (
     owner_of,
     text_changed,
 )
+from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, without_sources
+from memory_plugin.agentic.stores.sqlite_forgetting import forget, index_history_terms
 from memory_plugin.agentic.stores.sqlite_tables import (
     BATCH,
     CONTAINER_OWNER,
@@ -189,6 +191,8 @@ class SqliteAgenticStore(AgenticStore):
         if memory_type == LONG_TERM:
             index_terms(c, seq, doc)
             c.execute("INSERT INTO lt_fts (rowid, memory) VALUES (?, ?)", (seq, valid_unicode(memory_text(doc))))
+        elif memory_type == HISTORY:
+            index_history_terms(c, seq, doc)
         return StoredDoc(memory_id, doc, 1, seq_no, seq)
 
     def _select(
@@ -261,11 +265,14 @@ class SqliteAgenticStore(AgenticStore):
             if row is None:
                 return None, False
             seq = row["seq"]
-            reembed = text_changed(memory_type, json.loads(row["doc"]), doc)
-            seq_no = rewrite(c, seq, doc, reembed=reembed)
+            current = json.loads(row["doc"])
+            reembed = text_changed(memory_type, current, doc)
+            # hidden from the caller, who sent the doc back without it
+            kept = {**doc, SOURCES: current[SOURCES]} if SOURCES in current else doc
+            seq_no = rewrite(c, seq, kept, reembed=reembed)
             if memory_type == LONG_TERM:
-                index_terms(c, seq, doc)
-            return StoredDoc(memory_id, doc, row["version"] + 1, seq_no, seq), reembed
+                index_terms(c, seq, kept)
+            return StoredDoc(memory_id, without_sources(doc), row["version"] + 1, seq_no, seq), reembed
 
         def unindex(result: tuple[StoredDoc | None, bool]) -> None:
             stored, reembed = result
@@ -315,6 +322,15 @@ class SqliteAgenticStore(AgenticStore):
 
         deleted = await self._write(delete, unindex)
         return len(deleted)
+
+    async def forget(self, owner: Principal, container_id: str, working_ids: Sequence[str]) -> Forgotten:
+        ids = list(dict.fromkeys(working_ids))
+
+        def work(c: sqlite3.Connection) -> tuple[Forgotten, list[int]]:
+            return forget(c, owner, container_id, ids)
+
+        forgotten, _ = await self._write(work, lambda result: self._unindex(container_id, result[1]))
+        return forgotten
 
     async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
         def read(c: sqlite3.Connection) -> dict[str, list[float]]:
@@ -412,7 +428,9 @@ class SqliteAgenticStore(AgenticStore):
                 if row is None:
                     continue
                 if change.event == "UPDATE":
-                    rewrite(c, row["seq"], change.applied_to(json.loads(row["doc"])), reembed=True)
+                    updated = change.applied_to(json.loads(row["doc"]))
+                    rewrite(c, row["seq"], updated, reembed=True)
+                    index_terms(c, row["seq"], updated)
                 elif change.event == "DELETE":
                     remove_memory(c, row["seq"], LONG_TERM)
                 unindex.append(row["seq"])

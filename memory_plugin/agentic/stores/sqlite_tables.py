@@ -33,6 +33,7 @@ import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM, flat_object_terms, valid_unicode
 from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc, memory_text, owner_id, owner_key, owner_of
+from memory_plugin.agentic.stores.sources import SOURCES, sources_of, without_sources
 from memory_plugin.auth import Principal
 from memory_plugin.sqlite import run_script
 
@@ -109,7 +110,8 @@ def next_seq_no(c: sqlite3.Connection) -> int:
 
 def row_doc(row: sqlite3.Row, id_column: str) -> StoredDoc:
     seq = row["seq"] if "seq" in row.keys() else 0
-    return StoredDoc(row[id_column], json.loads(row["doc"]), row["version"], row["seq_no"], seq)
+    # ``memory_sources`` is ours: no answer shows it (``sources``)
+    return StoredDoc(row[id_column], without_sources(json.loads(row["doc"])), row["version"], row["seq_no"], seq)
 
 
 def container_doc(row: sqlite3.Row) -> StoredDoc:
@@ -140,6 +142,8 @@ def _long_term_terms(doc: dict[str, Any]) -> list[tuple[str, str]]:
     for name in ("strategy_id", "namespace_size", "strategy_type"):
         if doc.get(name) is not None:
             pairs.append((name, str(doc[name])))
+    # what ``sqlite_forgetting`` finds a doc's sources by; no term filter a caller builds can name this field
+    pairs += [(SOURCES, str(entry.get("working_memory_id"))) for entry in sources_of(doc)]
     return pairs
 
 

@@ -15,8 +15,7 @@ this store                                  ml-commons
                                             prefix share the indices)
 ``R-ml-am-infer-jobs``                      (a thread pool; here a durable queue)
 ==========================================  ============================================
-
-The mappings and the two fields of ours are in ``opensearch_documents``.
+The mappings and the fields of ours are in ``opensearch_documents``.
 
 Writes use ``refresh=true``.  An infer run is applied as **one** bulk request
 that ends with the deletion of its queued job: this process dying cannot split
@@ -51,21 +50,18 @@ from memory_plugin.agentic.stores.base import (
     PendingEmbedding,
     SessionWrite,
     StoredDoc,
-    memory_text,
-    normalised,
     text_changed,
 )
 from memory_plugin.agentic.stores.opensearch_documents import (
     CONTAINER_MAPPINGS,
     INDEX_SETTINGS,
     JOB_MAPPINGS,
-    PENDING,
     container_doc,
     container_owner,
     container_terms,
     if_unchanged,
+    in_scope,
     memory_mappings,
-    owned,
     owner_terms,
     stored_doc,
     usable,
@@ -74,7 +70,7 @@ from memory_plugin.agentic.stores.opensearch_documents import (
     with_owner,
 )
 from memory_plugin.agentic.stores.opensearch_forgetting import forget, map_added_fields
-from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, read_job, unclaimed
+from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, unclaimed
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten
 from memory_plugin.auth import Principal
 from memory_plugin.leases import conditional_bulk
@@ -174,7 +170,7 @@ class OpenSearchAgenticStore(AgenticStore):
     ) -> dict[str, Any] | None:
         """The doc if it is the owner's (and, for a memory, the container's); None otherwise or without an index."""
         found = await get_document(self.client, index, doc_id) if index else None
-        return found if found is not None and _in_scope(found, owner, container_id) else None
+        return found if found is not None and in_scope(found, owner, container_id) else None
 
     async def _scan(self, index: str, filters: list[dict[str, Any]], container: bool = False) -> list[StoredDoc]:
         """Every doc matching ``filters``, oldest first."""
@@ -301,7 +297,7 @@ class OpenSearchAgenticStore(AgenticStore):
         and a session changed or gone meanwhile (an update, a retention sweep) is read and written again."""
         for _ in range(SESSION_WRITE_ATTEMPTS):
             found = await get_document(self.client, index, session.session_id)
-            if found is not None and not _in_scope(found, owner, container_id):
+            if found is not None and not in_scope(found, owner, container_id):
                 return  # another owner's or container's (indices may be shared): not ours to touch or reveal
             if found is None and session.doc is None:
                 return
@@ -411,30 +407,13 @@ class OpenSearchAgenticStore(AgenticStore):
         await self.queues.release_embeddings(self.client, entries)
 
     async def pending_count(self) -> int:
-        result = await self.client.count(
-            index=self.long_term_indices, body={"query": PENDING}, ignore_unavailable=True, allow_no_indices=True
-        )
-        return int(result["count"])
+        return await self.queues.pending_count(self.client)
 
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
-        stored = 0
-        for (index, memory_id), text, vector in rows:
-            found = await get_document(self.client, index, memory_id)
-            if found is None or not found["_source"].get("embedding_pending") or memory_text(found["_source"]) != text:
-                continue
-            unit = [float(x) for x in normalised(vector)]
-            source = {**unclaimed(found["_source"]), "embedding_pending": False, "memory_embedding": unit}
-            try:
-                await self.client.index(index=index, id=memory_id, body=source, refresh="true", **if_unchanged(found))
-            except (ConflictError, NotFoundError):
-                continue  # changed meanwhile: the newer text is pending
-            stored += 1
-        return stored
+        return await self.queues.store_embeddings(self.client, rows)
 
     async def infer_jobs(self, limit: int) -> list[InferJob]:
-        body = {"size": limit, "sort": [{"created_time": "asc"}], "query": {"match_all": {}}}
-        result = await self.client.search(index=self.job_index, body=body)
-        return [read_job(hit) for hit in result["hits"]["hits"]]
+        return await self.queues.jobs(self.client, limit)
 
     async def claim_infer_jobs(self, limit: int) -> list[InferJob]:
         return await self.queues.claim_jobs(self.client, limit)
@@ -519,9 +498,3 @@ class OpenSearchAgenticStore(AgenticStore):
 
     async def bm25(self, scope: LongTermScope, query: str, k: int) -> list[tuple[StoredDoc, float]]:
         return await self._ranked(scope, {"match": {"memory": query}}, k)
-
-
-def _in_scope(found: dict[str, Any], owner: Principal, container_id: str | None) -> bool:
-    """The doc is the owner's (and, for a memory, the container's)."""
-    source = found["_source"]
-    return owned(source, owner) and (container_id is None or source.get("memory_container_id") == container_id)

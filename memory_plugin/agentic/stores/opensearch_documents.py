@@ -238,3 +238,9 @@ def stored_doc(hit: Mapping[str, Any], container: bool = False) -> StoredDoc:
 def if_unchanged(found: Mapping[str, Any]) -> dict[str, Any]:
     """The optimistic-concurrency condition of a write over the version ``found`` was read at."""
     return {"if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]}
+
+
+def in_scope(found: Mapping[str, Any], owner: Principal, container_id: str | None) -> bool:
+    """The doc is the owner's (and, for a memory, the container's)."""
+    source = found["_source"]
+    return owned(source, owner) and (container_id is None or source.get("memory_container_id") == container_id)

@@ -272,7 +272,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     before: dict[str, Any] = {}
                     for case, (params, mask_of) in CASES.items():
                         backend[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
-                        if isinstance(store, SqliteHistoryStore):  # the same load, filters on SQL as before the columns
+                        if isinstance(store, SqliteHistoryStore) and args.sql:  # the same load, filters on SQL
                             store.filter_target = "sql"
                             before[case] = await measure(store, vectors, queries, params, mask_of(numbers), 10)
                             store.filter_target = "columns"
@@ -503,6 +503,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-results/search.json"))
     parser.add_argument("--opensearch", action="store_true", help="also bench a real node started here")
     parser.add_argument("--opensearch-url", help="also bench this running OpenSearch node")
+    parser.add_argument(
+        "--no-sql", dest="sql", action="store_false", help="skip the embedded store's SQL filters (slow at 1M)"
+    )
     parser.add_argument("--knn-engine", default="lucene", help="k-NN engine of the OpenSearch index")
     args = parser.parse_args()
     if args.metadata:

@@ -75,6 +75,13 @@ def index_name(container: Mapping[str, Any], memory_type: str) -> str:
     return f".plugins-ml-am-{name}" if config.get("use_system_index", True) else name
 
 
+def store_prefix(container: Mapping[str, Any]) -> str:
+    """The part of an OpenSearch store's index names that tells containers' indices apart, as ``index_name``."""
+    config = container.get("configuration", {})
+    prefix = str(config.get("index_prefix", DEFAULT_PREFIX))
+    return prefix if config.get("use_system_index", True) else f"user-{prefix}"
+
+
 def parse_memory_type(raw: str) -> str:
     lowered = raw.lower()
     if lowered not in MEMORY_TYPES:

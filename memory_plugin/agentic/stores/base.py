@@ -267,6 +267,10 @@ class AgenticStore(abc.ABC):
     async def pending_count(self) -> int: ...
 
     @abc.abstractmethod
+    async def infer_job_count(self) -> int:
+        """Infer jobs queued and not yet applied, held or not: the backlog health and metrics show."""
+
+    @abc.abstractmethod
     async def infer_jobs(self, limit: int) -> list[InferJob]:
         """The oldest queued jobs, held by anyone or no one (a look: nothing is claimed)."""
 

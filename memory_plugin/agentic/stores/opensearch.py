@@ -40,7 +40,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError
 from opensearchpy.helpers import async_scan
 
-from memory_plugin.agentic.models import DEFAULT_PREFIX, HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING
+from memory_plugin.agentic.models import HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING, store_prefix
 from memory_plugin.agentic.stores.base import (
     AgenticStore,
     InferJob,
@@ -130,11 +130,6 @@ class OpenSearchAgenticStore(AgenticStore):
             await map_added_fields(self.client, index, mappings)
         self._created.add(index)
 
-    def _prefix_of(self, source: Mapping[str, Any]) -> str:
-        config = source.get("configuration", {})
-        prefix = str(config.get("index_prefix", DEFAULT_PREFIX))
-        return prefix if config.get("use_system_index", True) else f"user-{prefix}"
-
     def _dimension_of(self, source: Mapping[str, Any]) -> int:
         return int(source.get("configuration", {}).get("embedding_dimension") or self.dimension)
 
@@ -155,7 +150,7 @@ class OpenSearchAgenticStore(AgenticStore):
             container = await self.find_container(owner.organization_id, container_id)
             if container is None:
                 return None
-            prefix = self._prefixes[container_id] = self._prefix_of(container.source)
+            prefix = self._prefixes[container_id] = store_prefix(container.source)
             dimension = self._dimension_of(container.source)
         index = self._memory_index(prefix, memory_type, dimension)
         await self._ensure(index, memory_mappings(memory_type, dimension), knn=memory_type == LONG_TERM)
@@ -216,7 +211,7 @@ class OpenSearchAgenticStore(AgenticStore):
             )
         except ConflictError:
             return None
-        self._prefixes[container_id] = self._prefix_of(doc)
+        self._prefixes[container_id] = store_prefix(doc)
         return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
 
     async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
@@ -244,7 +239,7 @@ class OpenSearchAgenticStore(AgenticStore):
         found = await self._get_owned(self.container_index, owner, container_id)
         if found is None:
             return None
-        prefix, dimension = self._prefix_of(found["_source"]), self._dimension_of(found["_source"])
+        prefix, dimension = store_prefix(found["_source"]), self._dimension_of(found["_source"])
         result = await self.client.delete(index=self.container_index, id=container_id, refresh="true")
         memory_indices = [self._memory_index(prefix, memory_type, dimension) for memory_type in MEMORY_TYPES]
         # Every writer's memories go, role holders' too: nothing could reach them any more.
@@ -378,7 +373,7 @@ class OpenSearchAgenticStore(AgenticStore):
         container = await self.get_container(owner, container_id)
         if container is None:
             return Forgotten()
-        prefix, dimension, ids = self._prefix_of(container.source), self._dimension_of(container.source), working_ids
+        prefix, dimension, ids = store_prefix(container.source), self._dimension_of(container.source), working_ids
         indices = {memory_type: self._memory_index(prefix, memory_type, dimension) for memory_type in MEMORY_TYPES}
         return await forget(self.client, indices, self.job_index, self._scope(owner, container_id), list(ids))
 
@@ -408,6 +403,9 @@ class OpenSearchAgenticStore(AgenticStore):
 
     async def pending_count(self) -> int:
         return await self.queues.pending_count(self.client)
+
+    async def infer_job_count(self) -> int:
+        return int((await self.client.count(index=self.job_index))["count"])
 
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
         return await self.queues.store_embeddings(self.client, rows)

@@ -369,6 +369,9 @@ class SqliteAgenticStore(AgenticStore):
             await self.db.read(lambda c: c.execute("SELECT count(*) FROM memories WHERE pending = 1").fetchone()[0])
         )
 
+    async def infer_job_count(self) -> int:
+        return int(await self.db.read(lambda c: c.execute("SELECT count(*) FROM infer_jobs").fetchone()[0]))
+
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
         def store(c: sqlite3.Connection) -> list[tuple[str, int, np.ndarray]]:
             stored = []

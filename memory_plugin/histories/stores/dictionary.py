@@ -37,6 +37,14 @@ class Dictionary:
         self.folded: list[str] = [""]  # casefolded values, extended lazily for ``contains``
         self.codes: dict[str, int] = {}
 
+    @classmethod
+    def restore(cls, values: Sequence[str]) -> Dictionary:
+        """The dictionary whose codes 1.. are ``values`` (``values[1:]`` of a saved one)."""
+        dictionary = cls()
+        dictionary.values += values
+        dictionary.codes = {value: code for code, value in enumerate(values, start=1)}
+        return dictionary
+
     def encode(self, value: str | None) -> int:
         if value is None:
             return 0

@@ -99,6 +99,23 @@ class FilterColumns:
                 new[:used] = old[:used]
                 columns[field] = new
 
+    def saved(self, used: int) -> tuple[dict[str, np.ndarray], dict[str, list[str | None]]]:
+        """``(arrays, dictionary values)`` of the rows below ``used``, for a snapshot (``restore``)."""
+        arrays = {f"s.{field}": column[:used] for field, column in self.strings.items()}
+        arrays |= {f"d.{field}": column[:used] for field, column in self.dates.items()}
+        return arrays, {field: dictionary.values[1:] for field, dictionary in self.dictionaries.items()}
+
+    def restore(self, arrays: Mapping[str, np.ndarray], values: Mapping[str, list[str]]) -> None:
+        """Take the rows and dictionaries ``saved`` gave (metadata columns are built again when a filter names them)."""
+        for field, column in self.strings.items():
+            saved = arrays[f"s.{field}"]
+            if len(saved) and (saved.min() < 0 or saved.max() > len(values[field])):
+                raise ValueError(f"saved column {field} has codes beyond its dictionary")
+            column[: len(saved)] = saved
+            self.dictionaries[field] = Dictionary.restore(values[field])
+        for field, column in self.dates.items():
+            column[: len(arrays[f"d.{field}"])] = arrays[f"d.{field}"]
+
     def assign(
         self, positions: np.ndarray, rows: Sequence[Row], metadata: Sequence[Mapping[str, Any]] | None = None
     ) -> None:

@@ -45,6 +45,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,14 +61,27 @@ from memory_plugin.dates import to_micros
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
 from memory_plugin.histories.stores.filter_columns import Row, can_compile
 from memory_plugin.histories.stores.filters import Filter
+from memory_plugin.histories.stores.index_snapshots import (
+    Mark,
+    changes_since,
+    commit_mark,
+    deleted_seq,
+    folder_of,
+    org_table,
+    read_marks,
+    read_snapshot,
+    remove_other_snapshots,
+    restore,
+    write_snapshot,
+)
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, metadata_keys
 from memory_plugin.histories.stores.records import Chunk, DeleteCounts, Hit, Record, shown_score
 from memory_plugin.histories.stores.sqlite_filters import compile_filter, register_functions
 from memory_plugin.histories.stores.sqlite_tables import (
     MIGRATIONS,
-    ROW_SQL,
     column_row,
     fetch_ids,
+    load_chunks,
     metadata_values,
     record_from_row,
 )
@@ -121,6 +135,8 @@ class SqliteHistoryStore(HistoryStore):
         self._building: dict[tuple[str, str], asyncio.Future[None]] = {}
         #: How each index was loaded at open(): "snapshot" or "rebuilt (...)".
         self.load_report: dict[str, str] = {}
+        #: The snapshot mark of each index saved or loaded (``index_snapshots``).
+        self._marks: dict[str, Mark] = {}
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -140,58 +156,90 @@ class SqliteHistoryStore(HistoryStore):
         record_types = await self._db.run(
             lambda c: [row[0] for row in c.execute("SELECT DISTINCT record_type FROM records ORDER BY 1")]
         )
+        marks = await self._db.run(read_marks)
         for record_type in record_types:
-            ids, vectors, orgs, rows = await self._db.run(partial(self._load_chunks, record_type=record_type))
             base = _file_base(self.path, record_type)
-            index, how = await self._offload(TypeIndex.load, self._params, base, ids, vectors, orgs, rows)
+            index, how = await self._load(record_type, base, marks.get(record_type))
             self._indexes[record_type] = index
             self.load_report[record_type] = how
             if how != "snapshot":
                 log.info("embedded store %s: index %s %s", self.path, record_type, how)
+            await self._offload(
+                remove_other_snapshots, base, marks[record_type].generation if record_type in marks else None
+            )
+        for record_type in marks.keys() - set(record_types):  # every record of the type deleted
+            await self._db.write(partial(commit_mark, record_type=record_type, mark=None))
+            await self._offload(remove_other_snapshots, _file_base(self.path, record_type), None)
 
-    def _load_chunks(
-        self, connection: sqlite3.Connection, *, record_type: str
+    async def _load(self, record_type: str, base: Path, mark: Mark | None) -> tuple[TypeIndex, str]:
+        """The index from its snapshot and the changes since its mark, or else from every chunk in SQLite."""
+        params = self._require_open()
+        checked = "checked against the database"
+        if mark is not None:
+            try:
+                loaded = await self._offload(read_snapshot, params, base, mark)
+                codes = org_table(loaded.organizations, self._org_code)
+                checks = await self._db.run(
+                    partial(changes_since, record_type=record_type, mark=mark, sample=loaded.sample())
+                )
+                added = await self._db.run(partial(self._chunks, record_type=record_type, after=mark.last_id))
+                index = await self._offload(restore, params, loaded, codes, checks, added)
+                self._marks[record_type] = mark
+                return index, "snapshot"
+            except Exception as error:  # damaged, or another state than SQLite's: SQLite is the truth
+                checked = f"checked against the database ({error})"
+                base = folder_of(base, mark.generation) / "index"
+        ids, vectors, orgs, rows = await self._db.run(partial(self._chunks, record_type=record_type))
+        index, how = await self._offload(TypeIndex.load, params, base, ids, vectors, orgs, rows)
+        return index, f"snapshot {checked}" if how == "snapshot" else how
+
+    def _chunks(
+        self, connection: sqlite3.Connection, *, record_type: str, after: int = -1
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Row]]:
-        assert self._params is not None
-        cursor = connection.cursor()
-        cursor.row_factory = None
-        total = cursor.execute(
-            "SELECT count(*) FROM chunks c JOIN records r ON r.rid = c.rid WHERE r.record_type = ?", (record_type,)
-        ).fetchone()[0]
-        ids = np.empty(total, dtype=np.int64)
-        vectors = np.empty((total, self._params.dimension), dtype=np.float32)
-        orgs = np.empty(total, dtype=np.int32)
-        rows: list[Row] = []
-        cursor.execute(
-            f"SELECT c.id, c.vector, r.organization_id, {ROW_SQL} FROM chunks c JOIN records r ON r.rid = c.rid"
-            " WHERE r.record_type = ? ORDER BY c.id",
-            (record_type,),
+        params = self._require_open()
+        return load_chunks(
+            connection, record_type=record_type, dimension=params.dimension, org_code=self._org_code, after=after
         )
-        at = 0
-        while batch := cursor.fetchmany(10_000):
-            end = at + len(batch)
-            ids[at:end] = [row[0] for row in batch]
-            vectors[at:end] = np.frombuffer(b"".join(row[1] for row in batch), dtype=np.float32).reshape(len(batch), -1)
-            orgs[at:end] = [self._org_code(row[2]) for row in batch]
-            rows += [row[3:] for row in batch]
-            at = end
-        return ids[:at], vectors[:at], orgs[:at], rows
 
     async def snapshot(self) -> None:
         """Persist the indexes that changed (also done on close and every ``snapshot_every`` adds)."""
+        async with self._write_lock:
+            await self._snapshot_all()
+
+    async def _snapshot_all(self) -> None:
         for record_type, index in list(self._indexes.items()):
-            base = _file_base(self.path, record_type)
-            if index.unsaved == 0 and base.with_suffix(".faiss").exists():
-                continue
-            async with index.lock.read():
-                await self._offload(index.save, base)
+            if index.unsaved or record_type not in self._marks:
+                await self._snapshot(record_type, index)
+
+    async def _snapshot(self, record_type: str, index: TypeIndex) -> None:
+        """Write ``index``'s snapshot, then move its mark to it (``_write_lock`` held: every commit is applied).
+
+        Deletes are in the log (``deleted_chunks``) until a snapshot covers them.
+        """
+        base = _file_base(self.path, record_type)
+        async with index.lock.read():
+            seq = await self._db.run(deleted_seq)
+            last = int(index.ids[index.n - 1]) if index.n else 0
+            mark = Mark(secrets.token_hex(8), last, seq, index.n)
+            await self._offload(write_snapshot, index, base, mark, list(self._org_codes))
+        try:
+            await self._db.write(partial(commit_mark, record_type=record_type, mark=mark))
+        except Exception as error:
+            await self._offload(
+                remove_other_snapshots,
+                base,
+                self._marks[record_type].generation if record_type in self._marks else None,
+            )
+            raise OSError(f"snapshot mark not stored: {error}") from error
+        self._marks[record_type] = mark
+        await self._offload(remove_other_snapshots, base, mark.generation)
 
     async def close(self) -> None:
         if self._pool is None:
             return
         async with self._write_lock:
             try:
-                await self.snapshot()
+                await self._snapshot_all()
             except (OSError, RuntimeError) as error:  # faiss reports write failures as RuntimeError
                 # The snapshot is only a cache of SQLite: the next open() rebuilds it.
                 log.warning(
@@ -204,6 +252,7 @@ class SqliteHistoryStore(HistoryStore):
             self._search_pool.shutdown(wait=True)
             self._search_pool = None
         self._indexes.clear()
+        self._marks.clear()
 
     async def health(self) -> dict[str, Any]:
         def count(connection: sqlite3.Connection) -> tuple[int, int]:
@@ -335,8 +384,7 @@ class SqliteHistoryStore(HistoryStore):
                 )
             if index.unsaved >= self._snapshot_every:
                 try:
-                    async with index.lock.read():
-                        await self._offload(index.save, _file_base(self.path, record_type))
+                    await self._snapshot(record_type, index)
                 except (OSError, RuntimeError) as error:
                     # The write is committed in SQLite already: a snapshot that cannot be
                     # written (full disk) must not turn its acknowledgement into an error.

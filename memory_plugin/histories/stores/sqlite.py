@@ -49,6 +49,7 @@ import secrets
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from functools import partial
 from hashlib import sha1
 from pathlib import Path
@@ -137,6 +138,8 @@ class SqliteHistoryStore(HistoryStore):
         self.load_report: dict[str, str] = {}
         #: The snapshot mark of each index saved or loaded (``index_snapshots``).
         self._marks: dict[str, Mark] = {}
+        #: The reads of the memory-mapped graphs into memory, per record type (``_own``).
+        self._owning: dict[str, asyncio.Future[None]] = {}
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -177,14 +180,16 @@ class SqliteHistoryStore(HistoryStore):
         checked = "checked against the database"
         if mark is not None:
             try:
-                loaded = await self._offload(read_snapshot, params, base, mark)
-                codes = org_table(loaded.organizations, self._org_code)
-                checks = await self._db.run(
-                    partial(changes_since, record_type=record_type, mark=mark, sample=loaded.sample())
-                )
                 added = await self._db.run(partial(self._chunks, record_type=record_type, after=mark.last_id))
+                mapped = len(added[0]) == 0  # nothing to add: map the graph, read it into memory later (_own)
+                loaded = await self._offload(read_snapshot, params, base, mark, mapped)
+                codes = org_table(loaded.organizations, self._org_code)
+                checks = await self._db.run(partial(changes_since, mark=mark, sample=loaded.sample()))
                 index = await self._offload(restore, params, loaded, codes, checks, added)
                 self._marks[record_type] = mark
+                if index.mapped:
+                    graph = folder_of(base, mark.generation) / "index.faiss"
+                    self._owning[record_type] = asyncio.ensure_future(self._own(index, graph))
                 return index, "snapshot"
             except Exception as error:  # damaged, or another state than SQLite's: SQLite is the truth
                 checked = f"checked against the database ({error})"
@@ -192,6 +197,29 @@ class SqliteHistoryStore(HistoryStore):
         ids, vectors, orgs, rows = await self._db.run(partial(self._chunks, record_type=record_type))
         index, how = await self._offload(TypeIndex.load, params, base, ids, vectors, orgs, rows)
         return index, f"snapshot {checked}" if how == "snapshot" else how
+
+    async def _own(self, index: TypeIndex, graph: Path) -> None:
+        """Replace the mapped graph by one read into memory, without holding searches back meanwhile."""
+        hnsw, vectors = await self._offload(index.owned_copy, graph)
+        async with index.lock.write():
+            index.adopt(hnsw, vectors)
+
+    async def _owned(self) -> None:
+        """Wait until no index is memory-mapped: before a write commits, so a failure fails the write."""
+        for record_type, owning in list(self._owning.items()):
+            try:
+                await asyncio.shield(owning)
+            except Exception:
+                index = self._indexes[record_type]
+                self._owning[record_type] = asyncio.ensure_future(
+                    self._own(
+                        index,
+                        folder_of(_file_base(self.path, record_type), self._marks[record_type].generation)
+                        / "index.faiss",
+                    )
+                )
+                raise
+            del self._owning[record_type]
 
     def _chunks(
         self, connection: sqlite3.Connection, *, record_type: str, after: int = -1
@@ -238,6 +266,8 @@ class SqliteHistoryStore(HistoryStore):
         if self._pool is None:
             return
         async with self._write_lock:
+            with suppress(Exception):  # a graph left mapped is not written again: its snapshot is current
+                await self._owned()
             try:
                 await self._snapshot_all()
             except (OSError, RuntimeError) as error:  # faiss reports write failures as RuntimeError
@@ -314,6 +344,7 @@ class SqliteHistoryStore(HistoryStore):
             return removed, list(added.values())
 
         async with self._write_lock:
+            await self._owned()
             removed, added = await self._db.write(work)
             await self._apply(removed, added)
 

@@ -101,7 +101,7 @@ class FilterColumns:
 
     def saved(self, used: int) -> tuple[dict[str, np.ndarray], dict[str, list[str | None]]]:
         """``(arrays, dictionary values)`` of the rows below ``used``, for a snapshot (``restore``)."""
-        arrays = {f"s.{field}": column[:used] for field, column in self.strings.items()}
+        arrays: dict[str, np.ndarray] = {f"s.{field}": column[:used] for field, column in self.strings.items()}
         arrays |= {f"d.{field}": column[:used] for field, column in self.dates.items()}
         return arrays, {field: dictionary.values[1:] for field, dictionary in self.dictionaries.items()}
 
@@ -113,8 +113,8 @@ class FilterColumns:
                 raise ValueError(f"saved column {field} has codes beyond its dictionary")
             column[: len(saved)] = saved
             self.dictionaries[field] = Dictionary.restore(values[field])
-        for field, column in self.dates.items():
-            column[: len(arrays[f"d.{field}"])] = arrays[f"d.{field}"]
+        for field, micros in self.dates.items():
+            micros[: len(arrays[f"d.{field}"])] = arrays[f"d.{field}"]
 
     def assign(
         self, positions: np.ndarray, rows: Sequence[Row], metadata: Sequence[Mapping[str, Any]] | None = None

@@ -119,19 +119,29 @@ def changes_since(
 # -- files --------------------------------------------------------------------------
 
 
-def write_snapshot(index: TypeIndex, base: Path, mark: Mark, org_names: list[str]) -> None:
-    """Write ``index`` (read lock held) as the folder of ``mark``; the caller commits the mark after."""
+def write_snapshot(
+    index: TypeIndex, base: Path, mark: Mark, org_names: list[str], graph_from: Path | None = None
+) -> None:
+    """Write ``index`` (read lock held) as the folder of ``mark``; the caller commits the mark after.
+
+    ``graph_from``: the folder of the current snapshot when only deletes happened since, whose
+    graph is linked, not written again (deletes change the organisation codes, never the graph).
+    """
     n = index.n
     folder = folder_of(base, mark.generation)
     staging = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     try:
         make_private_dir(staging)
-        index.save(staging / "index")
+        if graph_from is None:
+            index.save(staging / "index")
+        else:
+            for name in ("index.faiss", "index.ids.npy"):
+                os.link(graph_from / name, staging / name)
         arrays, dictionaries = index.columns.saved(n)
         arrays |= {"ids": index.ids[:n], "orgs": index.orgs[:n]}
         with os.fdopen(fresh_private_file(staging / "state.npz"), "wb") as file:
-            np.savez(file, **arrays)
+            np.savez(file, **arrays)  # type: ignore[arg-type]
             file.flush()
             os.fsync(file.fileno())
         body = {

@@ -236,7 +236,7 @@ class SqliteHistoryStore(HistoryStore):
 
     async def _snapshot_all(self) -> None:
         for record_type, index in list(self._indexes.items()):
-            if index.unsaved or record_type not in self._marks:
+            if index.unsaved or index.killed or record_type not in self._marks:
                 await self._snapshot(record_type, index)
 
     async def _snapshot(self, record_type: str, index: TypeIndex) -> None:
@@ -249,7 +249,10 @@ class SqliteHistoryStore(HistoryStore):
             seq = await self._db.run(deleted_seq)
             last = int(index.ids[index.n - 1]) if index.n else 0
             mark = Mark(secrets.token_hex(8), last, seq, index.n)
-            await self._offload(write_snapshot, index, base, mark, list(self._org_codes))
+            current = self._marks.get(record_type)
+            graph = folder_of(base, current.generation) if current and not index.unsaved else None
+            await self._offload(write_snapshot, index, base, mark, list(self._org_codes), graph)
+            index.killed = 0
         try:
             await self._db.write(partial(commit_mark, record_type=record_type, mark=mark))
         except Exception as error:

@@ -101,6 +101,8 @@ class TypeIndex:
         self.n = 0
         self.version = 0
         self.unsaved = 0
+        #: Chunks killed since the last snapshot.
+        self.killed = 0
         self.lock = ReadWriteLock()
         self._org_cache: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
 
@@ -147,7 +149,7 @@ class TypeIndex:
         hnsw = faiss.read_index(str(path))
         if hnsw.ntotal != self.n:
             raise RuntimeError("the snapshot file no longer holds the mapped graph")
-        hnsw.hnsw.efSearch = self.params.ef_search
+        hnsw.hnsw.efSearch = self.params.ef_search  # type: ignore[attr-defined]
         storage = faiss.downcast_index(hnsw.storage)  # type: ignore[attr-defined]
         vectors = np.zeros((len(self.ids), self.params.dimension), dtype=np.float32)
         vectors[: self.n] = faiss.rev_swig_ptr(storage.get_xb(), self.n * hnsw.d).reshape(self.n, hnsw.d)  # type: ignore[attr-defined]
@@ -162,6 +164,7 @@ class TypeIndex:
         positions = self.positions(ids)
         if len(positions):
             self.orgs[positions] = -1
+            self.killed += len(positions)
             self.version += 1
 
     def metadata_column(self, chunk_ids: np.ndarray, texts: Sequence[str], below: int) -> KeyColumn:

@@ -59,7 +59,10 @@ async def test_reopen_maps_the_snapshot_and_matches_a_rebuild(tmp_path: Path) ->
     fast = await reopened(tmp_path, exact_threshold=0, ef_search=256)
     try:
         assert fast.load_report == {"voice": "snapshot", "message": "snapshot"}
-        assert set(fast._owning) == {"voice", "message"}  # nothing written since: mapped, read into memory later
+        assert set(fast._snapshots.owning) == {
+            "voice",
+            "message",
+        }  # nothing written since: mapped, read into memory later
         await StoreContract().assert_filters_match(fast, survivors)
         # a write waits for the graph read into memory, then is searchable at once
         record, chunks = make_dataset(seed=99, per_org=1)[0]
@@ -106,7 +109,7 @@ async def test_deletes_after_the_snapshot_stay_dead(tmp_path: Path) -> None:
     store = await reopened(tmp_path)
     try:
         assert set(store.load_report.values()) == {"snapshot"}
-        assert set(store._owning) == {"voice", "message"}
+        assert set(store._snapshots.owning) == {"voice", "message"}
         survivors = [item for item in dataset if not (item[0].organization_id == "org-a" and item[0].record_id in gone)]
         await StoreContract().assert_filters_match(store, survivors)
         index = store._indexes["voice"]
@@ -191,7 +194,7 @@ _CRASHING_SNAPSHOT = """
 import asyncio, os, signal, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from memory_plugin.histories.stores import sqlite
+from memory_plugin.histories.stores import snapshot_keeper, sqlite
 from tests.support.store_contract import DIM, make_dataset
 
 def die(*args, **kwargs):
@@ -205,7 +208,7 @@ async def main():
     await store.snapshot()
     await store.write_records(dataset[40:])
     await store.delete_record("org-a", "rec-002")
-    sqlite.{step} = die
+    setattr(snapshot_keeper, {step!r}, die)
     await store.snapshot()
 
 asyncio.run(main())
@@ -225,7 +228,7 @@ async def test_a_crash_while_snapshotting_leaves_one_consistent_snapshot(tmp_pat
         assert set(store.load_report.values()) == {"snapshot"}
         assert len(folders(tmp_path)) == 1, "the snapshot the mark does not name is removed"
         # before the mark moved, the old snapshot is used and the rest is read from SQLite (not mapped)
-        assert len(store._owning) == (step == "remove_other_snapshots")
+        assert len(store._snapshots.owning) == (step == "remove_other_snapshots")
         await StoreContract().assert_filters_match(store, dataset)
     finally:
         await store.close()

@@ -2,19 +2,20 @@
 
 Layout of a region folder::
 
-    store.sqlite3          records + chunks (vectors as float32 BLOBs), WAL
-    hnsw-<type>.faiss      HNSW snapshot of one record_type (positions 0..n-1)
-    hnsw-<type>.ids.npy    the chunk id held at each snapshot position
+    store.sqlite3          records + chunks (vectors as float32 BLOBs), the delete log, the snapshot marks; WAL
+    hnsw-<type>.<gen>/     the snapshot of one record_type's index (``index_snapshots``)
 
 Why it looks like this:
 
 * Every acknowledged write is durable when its SQLite transaction commits.
   The faiss index is only a cache: chunk ids come from ``AUTOINCREMENT`` and
   are never reused, and a position in the index never changes its chunk, so a
-  snapshot is always a valid *prefix*.  ``open()`` loads the snapshot, checks
-  it against SQLite (ids and vectors), adds the chunks written since and marks
-  the chunks deleted since as dead.  A missing, corrupt or inconsistent
-  snapshot (or one more than half dead) is rebuilt from SQLite.
+  snapshot is always a valid *prefix*.  ``open()`` loads the snapshot its mark
+  in SQLite names (the graph memory-mapped), checks it cheaply, adds the chunks
+  written after the mark and marks the chunks the delete log lists since as
+  dead: a restart reads the changes, not every vector.  A damaged or
+  disagreeing snapshot is checked against every chunk in SQLite (ids and
+  vectors), and rebuilt if that fails too (or if it is more than half dead).
 * HNSW cannot remove vectors, so deleted chunks stay in the graph as dead
   positions.  Every search goes through a candidate set (the organisation is
   always a filter) built from live chunks only, so stale vectors never surface;
@@ -44,14 +45,11 @@ import asyncio
 import json
 import logging
 import os
-import re
-import secrets
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from functools import partial
-from hashlib import sha1
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -62,27 +60,14 @@ from memory_plugin.dates import to_micros
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
 from memory_plugin.histories.stores.filter_columns import Row, can_compile
 from memory_plugin.histories.stores.filters import Filter
-from memory_plugin.histories.stores.index_snapshots import (
-    Mark,
-    changes_since,
-    commit_mark,
-    deleted_seq,
-    folder_of,
-    org_table,
-    read_marks,
-    read_snapshot,
-    remove_other_snapshots,
-    restore,
-    write_snapshot,
-)
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, metadata_keys
 from memory_plugin.histories.stores.records import Chunk, DeleteCounts, Hit, Record, shown_score
+from memory_plugin.histories.stores.snapshot_keeper import SnapshotKeeper
 from memory_plugin.histories.stores.sqlite_filters import compile_filter, register_functions
 from memory_plugin.histories.stores.sqlite_tables import (
     MIGRATIONS,
     column_row,
     fetch_ids,
-    load_chunks,
     metadata_values,
     record_from_row,
 )
@@ -91,12 +76,6 @@ from memory_plugin.sqlite import Database
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _file_base(folder: Path, record_type: str) -> Path:
-    if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", record_type):
-        return folder / f"hnsw-{record_type}"
-    return folder / f"hnsw-{sha1(record_type.encode()).hexdigest()[:16]}"
 
 
 #: ``(record_type, chunk ids, vectors, organization ids, column rows, metadata)`` per added group.
@@ -136,10 +115,9 @@ class SqliteHistoryStore(HistoryStore):
         self._building: dict[tuple[str, str], asyncio.Future[None]] = {}
         #: How each index was loaded at open(): "snapshot" or "rebuilt (...)".
         self.load_report: dict[str, str] = {}
-        #: The snapshot mark of each index saved or loaded (``index_snapshots``).
-        self._marks: dict[str, Mark] = {}
-        #: The reads of the memory-mapped graphs into memory, per record type (``_own``).
-        self._owning: dict[str, asyncio.Future[None]] = {}
+        self._snapshots = SnapshotKeeper(
+            self.path, self._db, self._offload, self._org_code, lambda: list(self._org_codes)
+        )
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -159,120 +137,25 @@ class SqliteHistoryStore(HistoryStore):
         record_types = await self._db.run(
             lambda c: [row[0] for row in c.execute("SELECT DISTINCT record_type FROM records ORDER BY 1")]
         )
-        marks = await self._db.run(read_marks)
-        for record_type in record_types:
-            base = _file_base(self.path, record_type)
-            index, how = await self._load(record_type, base, marks.get(record_type))
+        for record_type, (index, how) in (await self._snapshots.load_all(self._params, record_types)).items():
             self._indexes[record_type] = index
             self.load_report[record_type] = how
             if how != "snapshot":
                 log.info("embedded store %s: index %s %s", self.path, record_type, how)
-            await self._offload(
-                remove_other_snapshots, base, marks[record_type].generation if record_type in marks else None
-            )
-        for record_type in marks.keys() - set(record_types):  # every record of the type deleted
-            await self._db.write(partial(commit_mark, record_type=record_type, mark=None))
-            await self._offload(remove_other_snapshots, _file_base(self.path, record_type), None)
-
-    async def _load(self, record_type: str, base: Path, mark: Mark | None) -> tuple[TypeIndex, str]:
-        """The index from its snapshot and the changes since its mark, or else from every chunk in SQLite."""
-        params = self._require_open()
-        checked = "checked against the database"
-        if mark is not None:
-            try:
-                added = await self._db.run(partial(self._chunks, record_type=record_type, after=mark.last_id))
-                mapped = len(added[0]) == 0  # nothing to add: map the graph, read it into memory later (_own)
-                loaded = await self._offload(read_snapshot, params, base, mark, mapped)
-                codes = org_table(loaded.organizations, self._org_code)
-                checks = await self._db.run(partial(changes_since, mark=mark, sample=loaded.sample()))
-                index = await self._offload(restore, params, loaded, codes, checks, added)
-                self._marks[record_type] = mark
-                if index.mapped:
-                    graph = folder_of(base, mark.generation) / "index.faiss"
-                    self._owning[record_type] = asyncio.ensure_future(self._own(index, graph))
-                return index, "snapshot"
-            except Exception as error:  # damaged, or another state than SQLite's: SQLite is the truth
-                checked = f"checked against the database ({error})"
-                base = folder_of(base, mark.generation) / "index"
-        ids, vectors, orgs, rows = await self._db.run(partial(self._chunks, record_type=record_type))
-        index, how = await self._offload(TypeIndex.load, params, base, ids, vectors, orgs, rows)
-        return index, f"snapshot {checked}" if how == "snapshot" else how
-
-    async def _own(self, index: TypeIndex, graph: Path) -> None:
-        """Replace the mapped graph by one read into memory, without holding searches back meanwhile."""
-        hnsw, vectors = await self._offload(index.owned_copy, graph)
-        async with index.lock.write():
-            index.adopt(hnsw, vectors)
-
-    async def _owned(self) -> None:
-        """Wait until no index is memory-mapped: before a write commits, so a failure fails the write."""
-        for record_type, owning in list(self._owning.items()):
-            try:
-                await asyncio.shield(owning)
-            except Exception:
-                index = self._indexes[record_type]
-                self._owning[record_type] = asyncio.ensure_future(
-                    self._own(
-                        index,
-                        folder_of(_file_base(self.path, record_type), self._marks[record_type].generation)
-                        / "index.faiss",
-                    )
-                )
-                raise
-            del self._owning[record_type]
-
-    def _chunks(
-        self, connection: sqlite3.Connection, *, record_type: str, after: int = -1
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Row]]:
-        params = self._require_open()
-        return load_chunks(
-            connection, record_type=record_type, dimension=params.dimension, org_code=self._org_code, after=after
-        )
 
     async def snapshot(self) -> None:
         """Persist the indexes that changed (also done on close and every ``snapshot_every`` adds)."""
         async with self._write_lock:
-            await self._snapshot_all()
-
-    async def _snapshot_all(self) -> None:
-        for record_type, index in list(self._indexes.items()):
-            if index.unsaved or index.killed or record_type not in self._marks:
-                await self._snapshot(record_type, index)
-
-    async def _snapshot(self, record_type: str, index: TypeIndex) -> None:
-        """Write ``index``'s snapshot, then move its mark to it (``_write_lock`` held: every commit is applied).
-
-        Deletes are in the log (``deleted_chunks``) until a snapshot covers them.
-        """
-        base = _file_base(self.path, record_type)
-        async with index.lock.read():
-            seq = await self._db.run(deleted_seq)
-            last = int(index.ids[index.n - 1]) if index.n else 0
-            mark = Mark(secrets.token_hex(8), last, seq, index.n)
-            current = self._marks.get(record_type)
-            graph = folder_of(base, current.generation) if current and not index.unsaved else None
-            await self._offload(write_snapshot, index, base, mark, list(self._org_codes), graph)
-            index.killed = 0
-        try:
-            await self._db.write(partial(commit_mark, record_type=record_type, mark=mark))
-        except Exception as error:
-            await self._offload(
-                remove_other_snapshots,
-                base,
-                self._marks[record_type].generation if record_type in self._marks else None,
-            )
-            raise OSError(f"snapshot mark not stored: {error}") from error
-        self._marks[record_type] = mark
-        await self._offload(remove_other_snapshots, base, mark.generation)
+            await self._snapshots.save_changed(self._indexes)
 
     async def close(self) -> None:
         if self._pool is None:
             return
         async with self._write_lock:
             with suppress(Exception):  # a graph left mapped is not written again: its snapshot is current
-                await self._owned()
+                await self._snapshots.owned(self._indexes)
             try:
-                await self._snapshot_all()
+                await self._snapshots.save_changed(self._indexes)
             except (OSError, RuntimeError) as error:  # faiss reports write failures as RuntimeError
                 # The snapshot is only a cache of SQLite: the next open() rebuilds it.
                 log.warning(
@@ -285,7 +168,9 @@ class SqliteHistoryStore(HistoryStore):
             self._search_pool.shutdown(wait=True)
             self._search_pool = None
         self._indexes.clear()
-        self._marks.clear()
+        self._snapshots = SnapshotKeeper(
+            self.path, self._db, self._offload, self._org_code, lambda: list(self._org_codes)
+        )
 
     async def health(self) -> dict[str, Any]:
         def count(connection: sqlite3.Connection) -> tuple[int, int]:
@@ -347,7 +232,7 @@ class SqliteHistoryStore(HistoryStore):
             return removed, list(added.values())
 
         async with self._write_lock:
-            await self._owned()
+            await self._snapshots.owned(self._indexes)
             removed, added = await self._db.write(work)
             await self._apply(removed, added)
 
@@ -418,7 +303,7 @@ class SqliteHistoryStore(HistoryStore):
                 )
             if index.unsaved >= self._snapshot_every:
                 try:
-                    await self._snapshot(record_type, index)
+                    await self._snapshots.save(record_type, index)
                 except (OSError, RuntimeError) as error:
                     # The write is committed in SQLite already: a snapshot that cannot be
                     # written (full disk) must not turn its acknowledgement into an error.

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_plugin.histories.stores.filters import Filter
+from memory_plugin.histories.stores.filters import Filter, parse_filters
 from memory_plugin.histories.stores.records import Chunk
 from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 from tests.support.store_contract import (
@@ -263,5 +263,23 @@ async def test_the_log_holds_what_no_snapshot_covers(tmp_path: Path) -> None:
         assert set(again.load_report.values()) == {"snapshot"}
         assert all((folders(tmp_path, kind)[0] / "index.faiss").stat().st_nlink == 1 for kind in ("voice", "message"))
         await StoreContract().assert_filters_match(again, expected)
+    finally:
+        await again.close()
+
+
+async def test_odd_strings_survive_the_snapshot(tmp_path: Path) -> None:
+    """Field values with a NUL (JSON allows it) or beyond ASCII come back exactly, and filter exactly."""
+    record, chunks = make_dataset(per_org=1)[0]
+    odd = [replace(record, record_id=f"odd-{i}", user_id=user) for i, user in enumerate(["a\x00b", "a", "Über"])]
+    store = await reopened(tmp_path)
+    await store.write_records([(item, chunks) for item in odd])
+    await store.close()
+    again = await reopened(tmp_path)
+    try:
+        assert set(again.load_report.values()) == {"snapshot"}
+        for item in odd:
+            where = parse_filters([("filter[user_id]", item.user_id or "")])
+            hits = await again.search(item.organization_id, item.record_type, chunks[0].vector, where, 10)
+            assert [hit.record.record_id for hit in hits] == [item.record_id]
     finally:
         await again.close()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -99,11 +99,12 @@ class FilterColumns:
                 new[:used] = old[:used]
                 columns[field] = new
 
-    def saved(self, used: int) -> tuple[dict[str, np.ndarray], dict[str, list[str | None]]]:
+    def saved(self, used: int) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
         """``(arrays, dictionary values)`` of the rows below ``used``, for a snapshot (``restore``)."""
         arrays: dict[str, np.ndarray] = {f"s.{field}": column[:used] for field, column in self.strings.items()}
         arrays |= {f"d.{field}": column[:used] for field, column in self.dates.items()}
-        return arrays, {field: dictionary.values[1:] for field, dictionary in self.dictionaries.items()}
+        values = {field: cast(list[str], dictionary.values[1:]) for field, dictionary in self.dictionaries.items()}
+        return arrays, values  # code 0 (None) is implied
 
     def restore(self, arrays: Mapping[str, np.ndarray], values: Mapping[str, list[str]]) -> None:
         """Take the rows and dictionaries ``saved`` gave (metadata columns are built again when a filter names them)."""

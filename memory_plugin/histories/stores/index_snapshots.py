@@ -4,8 +4,9 @@ A snapshot is one folder per record type and generation, ``hnsw-<type>.<generati
 
     index.faiss     the HNSW graph with its vectors (positions 0..n-1)
     index.ids.npy   the chunk id at each position (what the SQLite fallback checks against)
-    state.npz       ids, organisation codes (-1: dead) and the top-level filter columns (zip: CRC-checked)
-    meta.json       the mark below, the organisation names of the codes, the column dictionaries, file sizes
+    state.npz       ids, organisation codes (-1: dead), the top-level filter columns and their
+                    dictionaries (NUL-joined; in meta.json if a value holds a NUL) (zip: CRC-checked)
+    meta.json       the mark below, the organisation names of the codes, file sizes (CRC-checked)
 
 and a row of ``index_snapshots`` in SQLite, the *mark*: the generation, the
 highest chunk id it holds and the last ``deleted_chunks`` seq it has applied.
@@ -140,6 +141,12 @@ def write_snapshot(
                 os.link(graph_from / name, staging / name)
         arrays, dictionaries = index.columns.saved(n)
         arrays |= {"ids": index.ids[:n], "orgs": index.orgs[:n]}
+        counts = {field: len(values) for field, values in dictionaries.items()}
+        for field in list(dictionaries):
+            if not any("\x00" in value for value in dictionaries[field]):
+                # one NUL-joined text: split in C at open, where JSON decodes a string at a time
+                joined = "\x00".join(dictionaries.pop(field)).encode("utf-8", "surrogatepass")
+                arrays[f"v.{field}"] = np.frombuffer(joined, dtype=np.uint8)
         with os.fdopen(fresh_private_file(staging / "state.npz"), "wb") as file:
             np.savez(file, **arrays)  # type: ignore[arg-type]
             file.flush()
@@ -151,6 +158,7 @@ def write_snapshot(
             "sizes": {name: (staging / name).stat().st_size for name in ("index.faiss", "state.npz")},
             "organizations": org_names,
             "dictionaries": dictionaries,
+            "counts": counts,
         }
         text = json.dumps(body, separators=(",", ":"))
         with os.fdopen(fresh_private_file(staging / "meta.json"), "w", encoding="utf-8") as file:
@@ -220,6 +228,13 @@ def read_snapshot(params: IndexParams, base: Path, mark: Mark, mapped: bool) -> 
             raise ValueError(f"snapshot {name} has {(folder / name).stat().st_size} bytes, not {size}")
     with np.load(folder / "state.npz", allow_pickle=False) as state:  # zipfile checks each member's CRC
         arrays = {name: state[name] for name in state.files}
+    dictionaries: dict[str, list[str]] = body["dictionaries"]
+    for field, count in body["counts"].items():
+        if field not in dictionaries:
+            text = arrays.pop(f"v.{field}").tobytes().decode("utf-8", "surrogatepass")
+            dictionaries[field] = text.split("\x00") if count else []
+        if len(dictionaries[field]) != count:
+            raise ValueError(f"snapshot dictionary of {field} has {len(dictionaries[field])} values, not {count}")
     ids = arrays["ids"]
     if any(len(array) != mark.positions for array in arrays.values()):
         raise ValueError("snapshot arrays disagree with the mark on their length")
@@ -231,7 +246,7 @@ def read_snapshot(params: IndexParams, base: Path, mark: Mark, mapped: bool) -> 
     hnsw = faiss.read_index(str(folder / "index.faiss"), faiss.IO_FLAG_MMAP_IFC if mapped else 0)
     if hnsw.d != params.dimension or hnsw.metric_type != faiss.METRIC_INNER_PRODUCT or hnsw.ntotal != mark.positions:
         raise ValueError("snapshot graph disagrees with the mark")
-    return Loaded(hnsw, arrays, organizations, body["dictionaries"], mapped)
+    return Loaded(hnsw, arrays, organizations, dictionaries, mapped)
 
 
 def restore(

@@ -283,3 +283,25 @@ async def test_odd_strings_survive_the_snapshot(tmp_path: Path) -> None:
             assert [hit.record.record_id for hit in hits] == [item.record_id]
     finally:
         await again.close()
+
+
+async def test_a_record_type_deleted_whole_loses_its_snapshot(tmp_path: Path) -> None:
+    """Its mark would hold the delete log back forever: open() drops mark and folder."""
+    dataset = make_dataset()
+    store = await reopened(tmp_path)
+    await store.write_records(dataset)
+    await store.close()
+    store = await reopened(tmp_path)
+    await store.delete_matching("org-a", parse_filters([("filter[record_type]", "message")]))
+    await store.delete_matching("org-b", parse_filters([("filter[record_type]", "message")]))
+    await store._db.close()  # crash: the log holds the deletes
+    assert log_size(tmp_path) > 0
+    again = await reopened(tmp_path)
+    try:
+        assert again.load_report == {"voice": "snapshot"}
+        assert folders(tmp_path, "message") == []
+        await again.snapshot()
+        assert log_size(tmp_path) == 0
+        await StoreContract().assert_filters_match(again, [item for item in dataset if item[0].record_type == "voice"])
+    finally:
+        await again.close()

@@ -12,6 +12,7 @@ import asyncio
 import re
 import secrets
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from functools import partial
 from hashlib import sha1
 from pathlib import Path
@@ -71,8 +72,9 @@ class SnapshotKeeper:
             keep = marks[record_type].generation if record_type in marks else None
             await self._offload(remove_other_snapshots, base, keep)
         for record_type in marks.keys() - set(record_types):  # every record of the type deleted
-            await self._db.write(partial(commit_mark, record_type=record_type, mark=None))
-            await self._offload(remove_other_snapshots, file_base(self.path, record_type), None)
+            with suppress(Exception):  # a cleanup (a full disk): must not keep the store from opening
+                await self._db.write(partial(commit_mark, record_type=record_type, mark=None))
+                await self._offload(remove_other_snapshots, file_base(self.path, record_type), None)
         return loaded
 
     async def _load(
@@ -118,8 +120,11 @@ class SnapshotKeeper:
             del self.owning[record_type]
 
     async def save_changed(self, indexes: dict[str, TypeIndex]) -> None:
+        """Save what changed; a mark behind the delete log moves too (cheaply, the graph linked) so the log is trimmed."""
+        seq = await self._db.run(deleted_seq)
         for record_type, index in list(indexes.items()):
-            if index.unsaved or index.killed or record_type not in self.marks:
+            mark = self.marks.get(record_type)
+            if index.unsaved or index.killed or mark is None or mark.deleted_seq < seq:
                 await self.save(record_type, index)
 
     async def save(self, record_type: str, index: TypeIndex) -> None:

@@ -82,17 +82,22 @@ class TypeIndex:
     the write lock mutate; readers take local references first.
     """
 
-    def __init__(self, params: IndexParams, hnsw: faiss.Index, capacity: int) -> None:
+    def __init__(self, params: IndexParams, hnsw: faiss.Index, capacity: int, *, with_vectors: bool = True) -> None:
         self.params = params
         self.hnsw = hnsw
         capacity = max(capacity, 1024)
         self.ids = np.zeros(capacity, dtype=np.int64)
-        self.vectors = np.zeros((capacity, params.dimension), dtype=np.float32)
+        self.vectors = np.zeros((capacity if with_vectors else 0, params.dimension), dtype=np.float32)
+        #: The graph and ``vectors`` are read-only views of a snapshot file: ``adopt`` an owned
+        #: copy before ``append`` (faiss aborts the process when a viewed graph grows).
+        self.mapped = False
         self.orgs = np.full(capacity, -1, dtype=np.int32)
         self.columns = FilterColumns(capacity, params.metadata_columns)
         self.n = 0
         self.version = 0
         self.unsaved = 0
+        #: Chunks killed since the last snapshot.
+        self.killed = 0
         self.lock = ReadWriteLock()
         self._org_cache: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
 
@@ -117,6 +122,8 @@ class TypeIndex:
     ) -> None:
         if len(ids) == 0:
             return
+        if self.mapped:
+            raise RuntimeError("a memory-mapped index cannot grow: adopt an owned copy first")
         if self.n and ids[0] <= self.ids[self.n - 1]:
             raise RuntimeError("chunk ids must grow")
         end = self.n + len(ids)
@@ -132,10 +139,27 @@ class TypeIndex:
         self.unsaved += len(ids)
         self.version += 1
 
+    def owned_copy(self, path: Path) -> tuple[faiss.Index, np.ndarray]:
+        """The graph read (not mapped) from ``path`` and its vectors in an array with room to grow."""
+        hnsw = faiss.read_index(str(path))
+        if hnsw.ntotal != self.n:
+            raise RuntimeError("the snapshot file no longer holds the mapped graph")
+        hnsw.hnsw.efSearch = self.params.ef_search  # type: ignore[attr-defined]
+        storage = faiss.downcast_index(hnsw.storage)  # type: ignore[attr-defined]
+        vectors = np.zeros((len(self.ids), self.params.dimension), dtype=np.float32)
+        vectors[: self.n] = faiss.rev_swig_ptr(storage.get_xb(), self.n * hnsw.d).reshape(self.n, hnsw.d)  # type: ignore[attr-defined]
+        return hnsw, vectors
+
+    def adopt(self, hnsw: faiss.Index, vectors: np.ndarray) -> None:
+        """Search ``owned_copy``'s graph and vectors from now on, the mapped ones no more (write lock held)."""
+        self.hnsw, self.vectors, self.mapped = hnsw, vectors, False
+        self.version += 1
+
     def kill(self, ids: np.ndarray) -> None:
         positions = self.positions(ids)
         if len(positions):
             self.orgs[positions] = -1
+            self.killed += len(positions)
             self.version += 1
 
     def metadata_column(self, chunk_ids: np.ndarray, texts: Sequence[str], below: int) -> KeyColumn:

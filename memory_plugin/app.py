@@ -46,6 +46,7 @@ from memory_plugin.ml.routes import ML
 from memory_plugin.openapi import openapi_document
 from memory_plugin.services import open_services
 from memory_plugin.settings import LUCENE_VERSIONS, Settings
+from memory_plugin.sigv4 import SigV4Verifier
 
 log = logging.getLogger("memory_plugin")
 
@@ -57,6 +58,7 @@ MODEL = web.AppKey("model", Mapping[str, Any])
 PROCESS = web.AppKey("process", Mapping[str, Any])
 #: Long-term memories waiting for their embedding, as the agentic store counts them.
 AGENTIC_PENDING = web.AppKey("agentic_pending", Sampled)
+AGENTIC_INFER_JOBS = web.AppKey("agentic_infer_jobs", Sampled)
 
 OPENAPI = openapi_document()
 
@@ -110,8 +112,8 @@ async def health(request: web.Request) -> web.Response:
     count it, every process's (from memory: no store is asked on the request's path).
 
     ``backlog.outbox`` is how far search lags behind memory writes (also ``details.bridge``, as
-    before), ``backlog.agentic_pending_embeddings`` the long-term memories not yet embedded
-    (None until first counted)."""
+    before), ``backlog.agentic_pending_embeddings`` the long-term memories not yet embedded and
+    ``backlog.agentic_infer_jobs`` the inferring adds not yet applied (None until first counted)."""
     details: dict[str, Any] = {"model": request.config_dict[MODEL]}
     backlog: dict[str, Any] = {}
     bridge = request.config_dict.get(BRIDGE)
@@ -120,6 +122,9 @@ async def health(request: web.Request) -> web.Response:
     pending = request.config_dict.get(AGENTIC_PENDING)
     if pending is not None:
         backlog["agentic_pending_embeddings"] = pending.current()
+    jobs = request.config_dict.get(AGENTIC_INFER_JOBS)
+    if jobs is not None:
+        backlog["agentic_infer_jobs"] = jobs.current()
     return json_response(
         {"status": "green", "process": request.config_dict[PROCESS], "backlog": backlog, "details": details}
     )
@@ -143,13 +148,20 @@ async def metrics(request: web.Request) -> web.Response:
     raise Forbidden("metrics are disabled: set metrics_token (MEMORY_PLUGIN_METRICS_TOKEN) to read them")
 
 
+def _sigv4(settings: Settings) -> SigV4Verifier | None:
+    """The SigV4 check, where the operator configured its keys (read now: a bad file fails the start)."""
+    if settings.sigv4_keys_file is None or settings.sigv4_region is None:
+        return None
+    return SigV4Verifier(settings.sigv4_keys_file, settings.sigv4_region)
+
+
 def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.Application:
     """The whole server.  Pass ``embedder`` to share one loaded model between apps."""
     keys = open_key_store(settings)
     registry = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[front_door(keys, registry, public=[health, metrics, *console.PUBLIC])],
+        middlewares=[front_door(keys, registry, public=[health, metrics, *console.PUBLIC], sigv4=_sigv4(settings))],
     )
     app[METRICS] = registry
     app[SETTINGS] = settings
@@ -177,6 +189,10 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             stack.push_async_callback(pending.close)
             await pending.refresh()
             registry.agentic_pending.set_function(lambda: pending.current() or 0)
+            jobs = app[AGENTIC_INFER_JOBS] = Sampled(services.agentic.store.infer_job_count)
+            stack.push_async_callback(jobs.close)
+            await jobs.refresh()
+            registry.agentic_infer_jobs.set_function(lambda: jobs.current() or 0)
             yield
 
     app.cleanup_ctx.append(services_context)

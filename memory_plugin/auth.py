@@ -29,14 +29,16 @@ import hmac
 import json
 import logging
 import os
+import re
 import secrets
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from memory_plugin.dates import isoformat
 from memory_plugin.errors import Unauthorized, Unavailable
@@ -47,10 +49,19 @@ log = logging.getLogger("memory_plugin")
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """The caller: an organisation, and optionally a user within it."""
+    """The caller: an organisation, and optionally a user within it, with the backend roles its key holds.
+
+    A key without a user speaks for the whole organisation (ml-commons' ``all_access`` within it); the
+    roles open the containers created with ``backend_roles`` naming one of them (same organisation only).
+    """
 
     organization_id: str
     user_id: str | None = None
+    backend_roles: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def organization_admin(self) -> bool:
+        return self.user_id is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +72,17 @@ class KeyEntry:
     user_id: str | None
     created_at: str
     revoked: bool = False
+    #: Absent from keys made before roles existed: those keys hold none.
+    backend_roles: tuple[str, ...] = ()
 
     @property
     def principal(self) -> Principal:
-        return Principal(self.organization_id, self.user_id)
+        return Principal(self.organization_id, self.user_id, self.backend_roles)
+
+    @classmethod
+    def from_stored(cls, raw: Mapping[str, Any]) -> KeyEntry:
+        """An entry as the keys file or index holds it (roles as a JSON list, or not at all)."""
+        return cls(**{**raw, "backend_roles": tuple(raw.get("backend_roles") or ())})
 
 
 def _check_name(what: str, name: str) -> None:
@@ -72,19 +90,29 @@ def _check_name(what: str, name: str) -> None:
         raise ValueError(f"the {what} id must be a non-empty printable name, not {name!r}")
 
 
+#: What ml-commons accepts as a backend role (``MLCreateMemoryContainerInput``), as the API checks it.
+BACKEND_ROLE = re.compile(r"[A-Za-z0-9:+=,.@_/-]{1,128}")
+
+
 def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def new_key(organization_id: str, user_id: str | None = None) -> tuple[KeyEntry, str]:
+def new_key(
+    organization_id: str, user_id: str | None = None, backend_roles: Sequence[str] = ()
+) -> tuple[KeyEntry, str]:
     """A fresh key's entry (what is stored) and its full token (shown once, never stored).
 
     An empty organisation or user would read as "no user", an
-    organisation-wide key: both must be real names.
+    organisation-wide key: both must be real names.  Roles follow ml-commons'
+    rule for ``backend_roles`` (what a container may name).
     """
     _check_name("organization", organization_id)
     if user_id is not None:
         _check_name("user", user_id)
+    for role in backend_roles:
+        if not BACKEND_ROLE.fullmatch(role):
+            raise ValueError(f"a backend role is 1-128 of letters, digits and :+=,.@_/- , not {role!r}")
     key_id = "key_" + secrets.token_hex(8)
     secret = secrets.token_urlsafe(32)
     entry = KeyEntry(
@@ -93,6 +121,7 @@ def new_key(organization_id: str, user_id: str | None = None) -> tuple[KeyEntry,
         organization_id=organization_id,
         user_id=user_id,
         created_at=isoformat(datetime.now(UTC)),
+        backend_roles=tuple(dict.fromkeys(backend_roles)),
     )
     return entry, f"{key_id}.{secret}"
 
@@ -130,7 +159,9 @@ class KeyBackend(abc.ABC):
     # -- administration: synchronous, for the CLI and scripts ----------------
 
     @abc.abstractmethod
-    def create(self, organization_id: str, user_id: str | None = None) -> tuple[KeyEntry, str]:
+    def create(
+        self, organization_id: str, user_id: str | None = None, backend_roles: Sequence[str] = ()
+    ) -> tuple[KeyEntry, str]:
         """Add a key and return it with its full token, which is shown only now."""
 
     @abc.abstractmethod
@@ -263,7 +294,7 @@ class KeyStore(KeyBackend):
         if stamp == self._stamp:
             return
         document = json.loads(self.path.read_text())
-        self._keys = {raw["key_id"]: KeyEntry(**raw) for raw in document.get("keys", [])}
+        self._keys = {raw["key_id"]: KeyEntry.from_stored(raw) for raw in document.get("keys", [])}
         self._stamp = stamp
 
     async def read(self) -> Mapping[str, KeyEntry]:
@@ -309,8 +340,10 @@ class KeyStore(KeyBackend):
 
     # -- administration -------------------------------------------------------
 
-    def create(self, organization_id: str, user_id: str | None = None) -> tuple[KeyEntry, str]:
-        entry, token = new_key(organization_id, user_id)
+    def create(
+        self, organization_id: str, user_id: str | None = None, backend_roles: Sequence[str] = ()
+    ) -> tuple[KeyEntry, str]:
+        entry, token = new_key(organization_id, user_id, backend_roles)
         with self._locked():
             self._save({**self._keys, entry.key_id: entry})
         return entry, token
@@ -320,7 +353,7 @@ class KeyStore(KeyBackend):
             entry = self._keys.get(key_id)
             if entry is None:
                 return False
-            self._save({**self._keys, key_id: KeyEntry(**{**asdict(entry), "revoked": True})})
+            self._save({**self._keys, key_id: KeyEntry.from_stored({**asdict(entry), "revoked": True})})
         return True
 
     def entries(self) -> list[KeyEntry]:

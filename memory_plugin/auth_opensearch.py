@@ -15,7 +15,7 @@ the CLI is a process of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -40,6 +40,7 @@ MAPPINGS = {
         "user_id": {"type": "keyword"},
         "created_at": {"type": "keyword"},
         "revoked": {"type": "boolean"},
+        "backend_roles": {"type": "keyword"},
     },
 }
 #: One shard; a replica wherever the cluster has a second node, none on a single node (still green).
@@ -63,7 +64,7 @@ def _page_body(after: str | None) -> dict[str, Any]:
 
 
 def _entry(hit: Mapping[str, Any]) -> KeyEntry:
-    return KeyEntry(**hit["_source"])
+    return KeyEntry.from_stored(hit["_source"])
 
 
 class OpenSearchKeyStore(KeyBackend):
@@ -87,6 +88,8 @@ class OpenSearchKeyStore(KeyBackend):
 
     def _ensure_index(self, client: OpenSearch) -> None:
         if client.indices.exists(index=self.index):
+            # An index made before keys had roles: its strict mapping learns the new field (idempotent).
+            client.indices.put_mapping(index=self.index, body={"properties": MAPPINGS["properties"]})
             return
         try:
             client.indices.create(index=self.index, body={"settings": SETTINGS, "mappings": MAPPINGS})
@@ -94,8 +97,10 @@ class OpenSearchKeyStore(KeyBackend):
             if error.error != "resource_already_exists_exception":
                 raise
 
-    def create(self, organization_id: str, user_id: str | None = None) -> tuple[KeyEntry, str]:
-        entry, token = new_key(organization_id, user_id)
+    def create(
+        self, organization_id: str, user_id: str | None = None, backend_roles: Sequence[str] = ()
+    ) -> tuple[KeyEntry, str]:
+        entry, token = new_key(organization_id, user_id, backend_roles)
 
         def create(client: OpenSearch) -> None:
             self._ensure_index(client)

@@ -38,9 +38,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _keys_create(args: argparse.Namespace) -> int:
     keys = open_key_store(_settings(args))
-    entry, token = keys.create(args.org, args.user)
+    entry, token = keys.create(args.org, args.user, args.backend_role or ())
     print(
-        f"key_id:  {entry.key_id}\norg:     {entry.organization_id}\nuser:    {entry.user_id or '-'}\nkey:     {token}"
+        f"key_id:  {entry.key_id}\norg:     {entry.organization_id}\nuser:    {entry.user_id or '-'}\n"
+        f"roles:   {','.join(entry.backend_roles) or '-'}\nkey:     {token}"
     )
     return 0
 
@@ -57,7 +58,8 @@ def _keys_revoke(args: argparse.Namespace) -> int:
 def _keys_list(args: argparse.Namespace) -> int:
     for entry in open_key_store(_settings(args)).entries():
         state = "revoked" if entry.revoked else "active"
-        print(f"{entry.key_id}\t{entry.organization_id}\t{entry.user_id or '-'}\t{entry.created_at}\t{state}")
+        roles = ",".join(entry.backend_roles) or "-"
+        print(f"{entry.key_id}\t{entry.organization_id}\t{entry.user_id or '-'}\t{roles}\t{entry.created_at}\t{state}")
     return 0
 
 
@@ -97,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys.add_parser("create", parents=[common], help="create a key and print it once")
     create.add_argument("--org", required=True, help="organization id")
     create.add_argument("--user", help="user id within the organization")
+    create.add_argument(
+        "--backend-role",
+        action="append",
+        help="a backend role the key holds (repeatable): opens the containers shared with that role",
+    )
     create.set_defaults(run=_keys_create)
     revoke = keys.add_parser("revoke", parents=[common], help="revoke a key by its id")
     revoke.add_argument("key_id")

@@ -80,6 +80,11 @@ class Metrics:
             "Long-term memories waiting for their embedding, as the agentic store counts them (every process's)",
             registry=self.registry,
         )
+        self.agentic_infer_jobs = Gauge(
+            "memory_plugin_agentic_infer_jobs",
+            "Inferring adds whose LLM run is not yet applied, as the agentic store counts them (every process's)",
+            registry=self.registry,
+        )
 
     def identify(self, node_name: str) -> dict[str, Any]:
         """Label this registry with the process serving it (call it in the process that serves)."""

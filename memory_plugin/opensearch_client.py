@@ -95,6 +95,15 @@ async def get_document(client: AsyncOpenSearch, index: str, doc_id: str) -> dict
     return document if document.get("found") else None
 
 
+async def get_documents(client: AsyncOpenSearch, index: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The documents found among ``ids`` (real-time, one request), by id."""
+    wanted = list(dict.fromkeys(doc_id for doc_id in ids if 0 < id_bytes(doc_id) <= MAX_ID_BYTES))
+    if not wanted:
+        return {}
+    documents = (await client.mget(index=index, body={"ids": wanted}))["docs"]
+    return {doc["_id"]: doc for doc in documents if doc.get("found")}
+
+
 def id_bytes(doc_id: str) -> int:
     """A document id's length as OpenSearch counts it (UTF-8 bytes)."""
     return len(doc_id.encode("utf-8", "surrogatepass"))

@@ -86,6 +86,11 @@ class Settings:
     #: Where API keys live: ``file`` (``keys_file``: one host) or ``opensearch`` (an index in the home
     #: region's cluster, which every process on every host reads; needs the home region on OpenSearch).
     keys_backend: str = "file"
+    #: AWS SigV4 access keys (ml-commons' remote agentic memory signs with them): a 0600 JSON file mapping
+    #: each access key id to its secret and principal (``memory_plugin.sigv4``); unset, SigV4 is refused.
+    sigv4_keys_file: Path | None = None
+    #: The region SigV4 requests must be signed for (the ``region`` of ml-commons' memory configuration).
+    sigv4_region: str | None = None
     #: Model folder; defaults to the default model built by ``make install``.
     model_dir: Path | None = None
     embed_threads: int | None = None
@@ -124,14 +129,28 @@ class Settings:
     reported_version: str = "3.3.0"
     #: Agentic memory (``/_plugins/_ml/memory_containers``); false answers 403 as ml-commons does.
     agentic_memory_enabled: bool = True
-    #: Accept ``retention_policy`` and ``pinned`` (ml-commons' ``memory.retention_enabled``); stored, not enforced.
+    #: Memory retention (ml-commons' ``memory.retention_enabled``): accept ``retention_policy`` and ``pinned``,
+    #: run the background sweep and the ``_retention`` endpoints (docs/agentic-retention.md).
     agentic_retention_enabled: bool = False
+    #: Seconds between background retention sweeps (ml-commons' ``memory.retention_job_interval_hours``, 24h).
+    agentic_retention_interval: float = 86400.0
+    #: Cluster-level default policy (ml-commons' ``memory.default_*``): -1 is unset; a positive value applies to
+    #: containers with no ``retention_policy`` of their own (and not ``null``).
+    agentic_retention_default_session_retention_days: int = -1
+    agentic_retention_default_session_max_count: int = -1
+    agentic_retention_default_long_term_max_count: int = -1
+    agentic_retention_default_history_max_count: int = -1
+    #: Days working memory of a session-less container is kept (``memory.working_memory_ttl_days``); -1: forever.
+    agentic_working_memory_ttl_days: int = -1
     #: OpenAI-compatible chat completions URL for ``infer: true``; unset, inferring adds answer 400.
     agentic_llm_url: str | None = None
     agentic_llm_api_key: str | None = None
     agentic_llm_model: str = "gpt-4o-mini"
     #: Seconds one LLM call may take.
     agentic_llm_timeout: float = 30.0
+    #: Deleting a working memory or session also deletes the long-term memories inferred only from it and
+    #: the history quoting it (``agentic/forgetting.py``); false: ml-commons' delete of the one doc.
+    agentic_forgetting: bool = True
     #: Where connectors may send requests: each action's URL must fully match one of these
     #: (ml-commons' ``plugins.ml_commons.trusted_connector_endpoints_regex``, same default).
     ml_trusted_endpoints_regex: tuple[str, ...] = TRUSTED_ENDPOINTS
@@ -164,6 +183,8 @@ _SCALARS: dict[str, type] = {
     "data_dir": Path,
     "keys_file": Path,
     "keys_backend": str,
+    "sigv4_keys_file": Path,
+    "sigv4_region": str,
     "model_dir": Path,
     "embed_threads": int,
     "embed_precision": str,
@@ -186,10 +207,17 @@ _SCALARS: dict[str, type] = {
     "reported_version": str,
     "agentic_memory_enabled": bool,
     "agentic_retention_enabled": bool,
+    "agentic_retention_interval": float,
+    "agentic_retention_default_session_retention_days": int,
+    "agentic_retention_default_session_max_count": int,
+    "agentic_retention_default_long_term_max_count": int,
+    "agentic_retention_default_history_max_count": int,
+    "agentic_working_memory_ttl_days": int,
     "agentic_llm_url": str,
     "agentic_llm_api_key": str,
     "agentic_llm_model": str,
     "agentic_llm_timeout": float,
+    "agentic_forgetting": bool,
     "ml_trusted_endpoints_regex": tuple,
     "ml_allow_private_addresses": bool,
     "ml_connector_timeout": float,
@@ -242,6 +270,25 @@ def _region(name: str, raw: Mapping[str, Any]) -> RegionSettings:
     raise ValueError(f"region {name}: store must be 'embedded' or 'opensearch', not {kind!r}")
 
 
+#: ml-commons' bounds of its retention settings (min, max), with -1 as unset.
+_RETENTION_BOUNDS = {
+    "agentic_retention_default_session_retention_days": 3650,
+    "agentic_retention_default_session_max_count": 1_000_000,
+    "agentic_retention_default_long_term_max_count": 1_000_000,
+    "agentic_retention_default_history_max_count": 10_000_000,
+    "agentic_working_memory_ttl_days": 365,
+}
+
+
+def _check_retention(settings: Settings) -> None:
+    if not settings.agentic_retention_interval > 0:
+        raise ValueError("setting 'agentic_retention_interval' must be a positive number of seconds")
+    for name, most in _RETENTION_BOUNDS.items():
+        value = getattr(settings, name)
+        if not -1 <= value <= most:
+            raise ValueError(f"setting {name!r} must be between -1 and {most} (0 or less: unset)")
+
+
 def load_settings(
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
@@ -286,6 +333,7 @@ def load_settings(
         raise ValueError(
             "settings 'ml_org_calls_per_minute' and 'ml_org_concurrent_calls' must be 0 (no limit) or more"
         )
+    _check_retention(settings)
     if settings.page_cache_mb < 0:
         raise ValueError("setting 'page_cache_mb' must be 0 (keep no pages) or more megabytes")
     if not 1 <= settings.bridge_batch_size <= 100:
@@ -297,6 +345,8 @@ def load_settings(
         raise ValueError(f"unknown regions {unknown}; regions are {list(REGIONS)}")
     if settings.home_region not in settings.regions:
         raise ValueError(f"home_region {settings.home_region!r} is not among the configured regions")
+    if (settings.sigv4_keys_file is None) != (settings.sigv4_region is None):
+        raise ValueError("settings 'sigv4_keys_file' and 'sigv4_region' go together: set both, or neither")
     if settings.keys_backend not in ("file", "opensearch"):
         raise ValueError(f"setting 'keys_backend' must be 'file' or 'opensearch', not {settings.keys_backend!r}")
     if settings.keys_backend == "opensearch" and not isinstance(

@@ -1,14 +1,21 @@
-"""Memory containers: create, read, update, delete and search them, always as their owner."""
+"""Memory containers: create, read, update, delete and search them.
+
+A container is its owner's, and usable too by the keys of its organisation that hold one of its
+``backend_roles`` and by the organisation's own key (``stores.base.may_use``); only the owner and the
+organisation's key delete it.  Anyone else finds no such container (404).
+"""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from memory_plugin.agentic.errors import Conflict, StatusNotFound
+from memory_plugin.agentic.container_ids import custom_container_id
+from memory_plugin.agentic.errors import Conflict, StatusForbidden, StatusNotFound
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name, parse_memory_type
 from memory_plugin.agentic.requests import Body, new_container, required, updated_container, without_nested
+from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc, owner_id
 from memory_plugin.agentic.views import container_view, hit_extras, took, write_response
 from memory_plugin.auth import Principal
@@ -24,19 +31,34 @@ def found_container(stored: StoredDoc | None) -> StoredDoc:
 
 
 class Containers:
-    def __init__(self, store: AgenticStore, models: ContainerModels, *, retention_enabled: bool) -> None:
+    def __init__(
+        self,
+        store: AgenticStore,
+        models: ContainerModels,
+        *,
+        retention_enabled: bool,
+        retention_defaults: RetentionDefaults | None = None,
+    ) -> None:
         self.store = store
         self.models = models
         self.retention_enabled = retention_enabled
+        self.retention_defaults = retention_defaults or RetentionDefaults()
 
     async def load(self, owner: Principal, container_id: str) -> Container:
-        """The owner's container, which every memory call reads first (a 404 when it is not theirs)."""
+        """The container, which every memory call reads first (a 404 when the caller may not use it)."""
         stored = found_container(await self.store.get_container(owner, container_id))
-        return Container(stored.id, stored.source)
+        return Container(stored.id, stored.source, stored.owner)
 
     async def create(self, owner: Principal, body: Body) -> dict[str, Any]:
         body = required(body)
         doc = new_container(body, await self.models.dimension(owner, body), self.retention_enabled, owner_id(owner))
+        if self.retention_enabled:
+            self.retention_defaults.apply_on_create(doc["configuration"])
+        custom = custom_container_id(body)
+        if custom is not None:
+            if await self.store.insert_container(owner, custom, doc) is None:
+                raise Conflict(f"memory container id '{custom}' already exists")
+            return {"memory_container_id": custom, "status": "created"}
         while True:
             container_id = new_id()
             if await self.store.insert_container(owner, container_id, doc) is not None:
@@ -53,7 +75,7 @@ class Containers:
     async def update(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         body = required(body)
         current = await self.load(owner, container_id)
-        dimension = await self.models.dimension(owner, body)
+        dimension = await self.models.dimension(current.owner or owner, body)
         doc = updated_container(current.source, body, dimension, self.retention_enabled)
         stored = found_container(await self.store.replace_container(owner, container_id, doc))
         response = write_response(CONTAINER_INDEX, stored, "updated")
@@ -69,6 +91,10 @@ class Containers:
     ) -> dict[str, Any]:
         types = [parse_memory_type(name.strip()) for name in delete_memories or () if name.strip()]
         container = await self.load(owner, container_id)
+        if container.owner is not None and container.owner != owner:
+            if not owner.organization_admin:  # a role holder: ml-commons' words and status
+                raise StatusForbidden("Only container owner can delete container")
+            owner = container.owner  # the organisation's key deletes it as its owner would
         if delete_all_memories or types:
             config = container.config
             sharing = [
@@ -96,7 +122,7 @@ class Containers:
     async def search(self, owner: Principal, body: Body) -> dict[str, Any]:
         query = parse_search(without_nested(body))
         started = time.perf_counter()
-        containers = await self.store.containers(owner)
+        containers = await self.store.usable_containers(owner)
         rows = [(c.id, container_view(c.source)) for c in containers]
         result = await bounded(lambda budget: execute(query, rows, budget=budget))
         return search_response(

@@ -29,6 +29,7 @@ from memory_plugin.agentic.llm import (
 )
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.models import (
+    WORKING,
     Container,
     LongTermMemory,
     Strategy,
@@ -37,8 +38,10 @@ from memory_plugin.agentic.models import (
     valid_unicode,
 )
 from memory_plugin.agentic.stores.base import AgenticStore, InferJob, LongTermChange, LongTermScope, owner_id
+from memory_plugin.agentic.stores.sources import SOURCES, source_entry
 from memory_plugin.agentic.views import cosine_score
 from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker, Worker
+from memory_plugin.auth import Principal
 from memory_plugin.clock import derived_id
 from memory_plugin.leases import LeaseLost
 
@@ -58,6 +61,8 @@ class InferWorker(Worker):
         self.models = models
         self.embeddings = embeddings
         self.metrics = metrics
+        #: Deleting a working memory forgets what was inferred from it (``forgetting``); off: ml-commons' way.
+        self.forgetting = True
 
     async def drain(self) -> None:
         # A shared queue is claimed a job at a time, so that no claimed job waits out its lease behind others.
@@ -72,6 +77,19 @@ class InferWorker(Worker):
                 except LeaseLost:
                     log.info("infer job %s was taken over by another process; leaving it to them", job.job_id)
 
+    async def _forget_if_source_gone(self, job: InferJob) -> None:
+        """After applying: if the run's working memory was deleted meanwhile (on OpenSearch a cascade can run
+        between this run's lease check and its bulk), forget it again, which removes what this run wrote.
+        Checked after the refreshed bulk, and a cascade deletes the working memory before it looks for what
+        cites it: so either that cascade sees this run's writes, or this check sees the source gone."""
+        source = job_source(job)
+        if source is None:
+            return
+        working_id = source["working_memory_id"]
+        if await self.store.get(job.owner, job.container_id, WORKING, working_id) is None:
+            log.info("infer job %s: its working memory %s was deleted meanwhile; forgetting", job.job_id, working_id)
+            await self.store.forget(job.owner, job.container_id, [working_id])
+
     async def _hold(self, job: InferJob) -> None:
         """Before a slow step: extend this process's lease on the job, or stop if it was taken over."""
         if not await self.store.renew_infer_job(job):
@@ -81,12 +99,13 @@ class InferWorker(Worker):
         """Run a job's strategies and apply their changes with their history, dropping the job, in one write."""
         started = time.perf_counter()
         next_id = job_ids(job)
-        stored = await self.store.get_container(job.owner, job.container_id)
+        stored = await self.store.find_container(job.owner.organization_id, job.container_id)
         if stored is None:
             await self.store.apply_infer(job, [], [])
             return
-        container = Container(job.container_id, stored.source)
+        container = Container(job.container_id, stored.source, stored.owner)
         config = container.config
+        models_owner = stored.owner or job.owner  # a role holder's job runs on the container owner's models
         request = job.request
         namespace: dict[str, str] = request.get("namespace", {})
         changes: list[LongTermChange] = []
@@ -98,7 +117,7 @@ class InferWorker(Worker):
                 if scope is None:
                     continue
                 try:
-                    strategy_changes = await self._run_strategy(job, config, strategy, scope, next_id)
+                    strategy_changes = await self._run_strategy(job, config, strategy, scope, next_id, models_owner)
                 except (LLMError, UpstreamFailed) as error:  # the LLM or the embedding model failed
                     outcome = "error"
                     history.append((next_id(), _error_record(job, scope, str(error))))
@@ -120,6 +139,8 @@ class InferWorker(Worker):
         if config.get("disable_history", False):
             history = []
         await self.store.apply_infer(job, changes, history)
+        if self.forgetting and (changes or history):
+            await self._forget_if_source_gone(job)
         self.metrics.infer_runs.labels(outcome).inc()
         self.metrics.infer_seconds.observe(time.perf_counter() - started)
         for change in changes:
@@ -142,6 +163,7 @@ class InferWorker(Worker):
         strategy: Strategy,
         scope: dict[str, str],
         next_id: Callable[[], str],
+        models_owner: Principal,
     ) -> list[LongTermChange]:
         """Extract facts, find similar memories, decide, and return the changes (AGENTIC.md 6, steps 1-6)."""
         request_parameters = job.request.get("parameters") or {}
@@ -150,7 +172,7 @@ class InferWorker(Worker):
         if strategy.system_prompt and not prompts.custom_prompt_usable(system_prompt):
             raise LLMError('The strategy system_prompt must ask for JSON with a "facts" array')
         # AGENTIC.md 6: the strategy's own llm_id, else the container's
-        chat = await self.models.chat(job.owner, strategy.llm_id or config.get("llm_id"))
+        chat = await self.models.chat(models_owner, strategy.llm_id or config.get("llm_id"))
         await self._hold(job)
         extracted = await self._llm_json(
             chat, system_prompt, prompts.extraction_user_prompt(job.request["messages"]), path
@@ -166,7 +188,7 @@ class InferWorker(Worker):
         terms += [("namespace_size", str(len(scope))), ("strategy_id", strategy.id)]
         similar = LongTermScope(job.owner, job.container_id, terms)
         await self.embeddings.drain()  # earlier runs' memories must be findable
-        embedding = await self.models.embedding(job.owner, config)
+        embedding = await self.models.embedding(models_owner, config)
         old: dict[str, tuple[str, float]] = {}
         for fact in facts[:max_infer]:
             await self._hold(job)
@@ -200,7 +222,12 @@ class InferWorker(Worker):
                 if event == "UPDATE" and isinstance(memory_text, str) and memory_text.strip():
                     changes.append(
                         LongTermChange(
-                            "UPDATE", target, memory=memory_text.strip(), last_updated_time=now, doc={"before": before}
+                            "UPDATE",
+                            target,
+                            memory=memory_text.strip(),
+                            last_updated_time=now,
+                            doc={"before": before},
+                            source=job_source(job),
                         )
                     )
                 elif event == "DELETE":
@@ -223,7 +250,19 @@ def _add(
     memory = LongTermMemory(
         fact, strategy, scope, owner_id(job.owner), job.container_id, created_time=now, tags=job.request.get("tags")
     )
-    return LongTermChange("ADD", memory_id, doc=memory.to_source())
+    doc = memory.to_source()
+    source = job_source(job)
+    if source is not None:
+        doc[SOURCES] = [{**source, "memory": fact}]
+    return LongTermChange("ADD", memory_id, doc=doc, source=source)
+
+
+def job_source(job: InferJob) -> dict[str, Any] | None:
+    """The working memory (and session) a job's run infers from: the source its changes record."""
+    working_id = job.request.get("working_memory_id")
+    if not working_id:
+        return None
+    return source_entry(str(working_id), job.request.get("namespace", {}).get("session_id"))
 
 
 def _history_record(job: InferJob, change: LongTermChange, scope: dict[str, str]) -> dict[str, Any]:
@@ -238,6 +277,7 @@ def _history_record(job: InferJob, change: LongTermChange, scope: dict[str, str]
     if job.request.get("tags"):
         record["tags"] = job.request["tags"]
     record["created_time"] = now_millis()
+    _record_source(job, record)
     if change.event == "ADD" and change.doc is not None:
         record["after"] = {"memory": change.doc["memory"]}
     elif change.event == "UPDATE":
@@ -257,4 +297,12 @@ def _error_record(job: InferJob, scope: dict[str, str], error: str) -> dict[str,
         record["tags"] = job.request["tags"]
     record["owner_id"] = owner_id(job.owner)
     record["error"] = error
+    _record_source(job, record)
     return record
+
+
+def _record_source(job: InferJob, record: dict[str, Any]) -> None:
+    """A history entry records the run's source (hidden), so that forgetting the source finds it."""
+    source = job_source(job)
+    if source is not None:
+        record[SOURCES] = [source]

@@ -36,6 +36,7 @@ from memory_plugin.agentic.requests import (
     text,
     without_nested,
 )
+from memory_plugin.agentic.retention_policy import PINNED_DISABLED, PINNED_WORKING
 from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import AgenticStore, MemoryAdd, SessionWrite, StoredDoc, owner_id
 from memory_plugin.agentic.views import by_query_response, hit_extras, memory_view, took, write_response
@@ -84,15 +85,15 @@ class Memories:
             )
         messages = parse_messages(body)
         infer = boolean(body, "infer", False)
-        if "pinned" in body:
-            raise InvalidArgument("Working memory cannot be pinned", parameter="pinned")
+        if body.get("pinned") is not None:
+            raise StatusBadRequest(PINNED_WORKING, parameter="pinned")
         if infer and not messages:
             raise InvalidArgument("No messages provided when inferring memory", parameter="messages")
         if infer and not config.get("llm_id"):
             raise InvalidArgument(
                 "infer=true requires llm_model_id to be configured in memory storage", parameter="infer"
             )
-        if infer and await self.models.chat(owner, config.get("llm_id")) is None:
+        if infer and await self.models.chat(container.owner or owner, config.get("llm_id")) is None:
             raise InvalidArgument(NO_LLM, parameter="infer")
         namespace = string_map(body, "namespace") or {}
         if "session_id" in namespace:
@@ -169,7 +170,7 @@ class Memories:
             return SessionWrite(namespace["session_id"], doc, touched_time=created)
         if payload_type != "conversational" or not config.get("llm_id"):
             return None
-        chat = await self.models.chat(owner, config.get("llm_id"))
+        chat = await self.models.chat(container.owner or owner, config.get("llm_id"))
         summary = await self._summarise(chat, messages or [], parameters) if chat is not None and messages else None
         session_id = new_id()
         doc = {**base, **({"summary": summary} if summary else {})}
@@ -254,12 +255,11 @@ class Memories:
         stored = found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
         doc = dict(stored.source)
         changes = {key: body[key] for key in UPDATABLE[memory_type] if key in body}
-        if "pinned" in changes:
+        if "pinned" in body:
             if not self.retention_enabled:
-                raise StatusForbidden(
-                    "Pinning needs memory retention. To enable, please update the setting agentic_retention_enabled "
-                    "(plugins.ml_commons.memory.retention_enabled)"
-                )
+                raise StatusForbidden(PINNED_DISABLED)
+            if memory_type == WORKING:
+                raise StatusBadRequest(PINNED_WORKING, parameter="pinned")
             doc["pinned"] = boolean(changes, "pinned")
         if memory_type == LONG_TERM and "memory" in changes:
             memory = text(changes, "memory")

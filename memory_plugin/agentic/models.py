@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.opensearch_client import MAX_ID_BYTES, id_bytes
 
@@ -74,6 +75,13 @@ def index_name(container: Mapping[str, Any], memory_type: str) -> str:
     return f".plugins-ml-am-{name}" if config.get("use_system_index", True) else name
 
 
+def store_prefix(container: Mapping[str, Any]) -> str:
+    """The part of an OpenSearch store's index names that tells containers' indices apart, as ``index_name``."""
+    config = container.get("configuration", {})
+    prefix = str(config.get("index_prefix", DEFAULT_PREFIX))
+    return prefix if config.get("use_system_index", True) else f"user-{prefix}"
+
+
 def parse_memory_type(raw: str) -> str:
     lowered = raw.lower()
     if lowered not in MEMORY_TYPES:
@@ -119,6 +127,8 @@ class Container:
 
     id: str
     source: Mapping[str, Any]
+    #: Its owner, whose registered models its ``llm_id`` and ``embedding_model_id`` name, whoever uses it.
+    owner: Principal | None = None
 
     @property
     def config(self) -> Mapping[str, Any]:

@@ -9,19 +9,17 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from memory_plugin.agentic.errors import ContentParseError, IndexNameError, StatusForbidden, StatusNotFound
+from memory_plugin.agentic.errors import ContentParseError, IndexNameError, StatusNotFound
 from memory_plugin.agentic.models import (
     DEFAULT_PREFIX,
     EMBEDDING_TYPES,
-    HISTORY,
-    LONG_TERM,
     MAX_DIMENSION,
     MAX_INFER_SIZE_DEFAULT,
     MAX_INFER_SIZE_LIMIT,
-    SESSIONS,
     STRATEGY_TYPES,
     now_millis,
 )
+from memory_plugin.agentic.retention_policy import checked_policy, merged_policy, stored
 from memory_plugin.errors import InvalidArgument
 
 T = TypeVar("T")
@@ -212,36 +210,6 @@ def parse_strategy(raw: Any, *, keep_id: bool = False) -> dict[str, Any]:
     return strategy
 
 
-def _check_retention(policy: Any, retention_enabled: bool) -> dict[str, Any] | None:
-    if policy is None:
-        return None
-    if not retention_enabled:
-        raise StatusForbidden(
-            "Memory retention is not enabled. To enable, please update the setting agentic_retention_enabled "
-            "(plugins.ml_commons.memory.retention_enabled)"
-        )
-    if not isinstance(policy, dict):
-        raise ContentParseError("[retention_policy] must be an object", parameter="retention_policy")
-    for memory_type, rules in policy.items():
-        if memory_type not in (SESSIONS, LONG_TERM, HISTORY):
-            raise InvalidArgument(
-                f"Invalid retention policy memory type: {memory_type}. Must be one of: sessions, long-term, history",
-                parameter="retention_policy",
-            )
-        if not isinstance(rules, dict):
-            raise ContentParseError(f"[retention_policy.{memory_type}] must be an object", parameter="retention_policy")
-        for key in rules:
-            allowed = ("max_count",) if memory_type == HISTORY else ("retention_days", "max_count")
-            if key not in allowed:
-                raise InvalidArgument(
-                    f"Invalid retention field [{key}] for {memory_type}", parameter="retention_policy"
-                )
-            value = integer(rules, key)
-            if value is None or value <= 0:
-                raise InvalidArgument(f"[{memory_type}.{key}] must be a positive integer", parameter="retention_policy")
-    return policy
-
-
 def parse_embedding(config: Mapping[str, Any], model_dimension: int | None) -> dict[str, Any]:
     """The embedding fields.  ``model_dimension`` is the built-in model's, which the container's must match;
     None when ``embedding_model_id`` names the owner's registered remote model, whose dimension the
@@ -333,9 +301,10 @@ def parse_configuration(raw: Any, model_dimension: int | None, retention_enabled
         value = obj(raw, name)
         if value:
             config[name] = value
-    policy = _check_retention(raw.get("retention_policy"), retention_enabled)
-    if policy:
-        config["retention_policy"] = policy
+    if "retention_policy" in raw:
+        policy = checked_policy(raw["retention_policy"], retention_enabled)
+        # An explicit null is the container's opt-out of cluster defaults, kept as ml-commons keeps it.
+        config["retention_policy"] = None if policy is None else stored(policy)
     _check_strategies_need_models(config)
     return config
 
@@ -398,15 +367,10 @@ def updated_container(
         if config.get("llm_id"):
             config.setdefault("max_infer_size", MAX_INFER_SIZE_DEFAULT)
         if "retention_policy" in raw:
-            policy = raw["retention_policy"]
-            if policy is None:
-                config.pop("retention_policy", None)
-            else:
-                checked = _check_retention(policy, retention_enabled) or {}
-                merged = config.get("retention_policy", {})
-                for memory_type, rules in checked.items():
-                    merged[memory_type] = {**merged.get(memory_type, {}), **rules}
-                config["retention_policy"] = merged
+            policy = checked_policy(raw["retention_policy"], retention_enabled)
+            config["retention_policy"] = (
+                None if policy is None else merged_policy(config.get("retention_policy"), policy)
+            )
         strategies = raw.get("strategies")
         if strategies is not None:
             if not isinstance(strategies, list):

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from memory_plugin.agentic.errors import StatusBadRequest
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
 from memory_plugin.agentic.requests import boolean
 from memory_plugin.agentic.service import AgenticService
@@ -77,6 +78,24 @@ async def _answer(
 @routes.post(BASE + "/_create")
 async def create_container(request: web.Request) -> web.Response:
     return await _answer(request, AgenticService.create_container, body=_object)
+
+
+@routes.post(BASE + "/_retention/_execute")
+async def execute_retention(request: web.Request) -> web.Response:
+    check_params(request)
+    if request.body_exists and await request.read():
+        raise StatusBadRequest("_execute does not accept a request body; it always runs cluster-wide.")
+    return json_response(await _service(request).retention_execute(principal_of(request)))
+
+
+@routes.post(BASE + "/_retention/_dry_run")
+async def dry_run_retention_everywhere(request: web.Request) -> web.Response:
+    return await _answer(request, AgenticService.retention_dry_run_all)
+
+
+@routes.post(CONTAINER + "/_retention/_dry_run")
+async def dry_run_retention(request: web.Request) -> web.Response:
+    return await _answer(request, AgenticService.retention_dry_run, CONTAINER_IDS)
 
 
 @routes.route("*", BASE + "/_search")
@@ -184,4 +203,9 @@ async def update_memory(request: web.Request) -> web.Response:
 
 @routes.delete(TYPED + "/{memory_id}")
 async def delete_memory(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.delete_memory, MEMORY_IDS)
+    """``?report=true`` (ours) adds what the delete forgot to ml-commons' response (``forgetting``)."""
+    check_params(request, ("report",))
+    report = boolean(dict(request.query), "report", False) or False
+    container_id, memory_type, memory_id = (request.match_info[name] for name in MEMORY_IDS)
+    deleted = await _service(request).delete_memory(principal_of(request), container_id, memory_type, memory_id, report)
+    return json_response(deleted)

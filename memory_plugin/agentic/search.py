@@ -117,7 +117,8 @@ class LongTermSearcher:
 
     async def _query_vector(self, owner: Principal, search: LongTermSearch) -> np.ndarray:
         config = search.container.config
-        return await self.models.query_vector(await self.models.embedding(owner, config), config, search.query)
+        embedding = await self.models.embedding(search.container.owner or owner, config)  # the owner's models
+        return await self.models.query_vector(embedding, config, search.query)
 
     async def _checked(self, owner: Principal, container_id: str, body: Body, kind: str) -> LongTermSearch:
         """Validate a semantic or hybrid search body (AGENTIC.md 4.7, 4.8) against its container."""

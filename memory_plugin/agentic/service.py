@@ -20,13 +20,17 @@ from typing import Any
 from embedder import AsyncEmbedder
 from memory_plugin.agentic.containers import Containers
 from memory_plugin.agentic.errors import StatusForbidden
+from memory_plugin.agentic.forgetting import Forgetting
 from memory_plugin.agentic.infer import InferWorker
 from memory_plugin.agentic.llm import ChatModel, ContainerModels, RegisteredModels
 from memory_plugin.agentic.memories import Memories
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.requests import Body
+from memory_plugin.agentic.retention_service import RetentionService
+from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.search import LongTermSearcher
 from memory_plugin.agentic.stores.base import AgenticStore
+from memory_plugin.agentic.stores.sources import Forgotten
 from memory_plugin.agentic.workers import EmbeddingWorker, settled
 from memory_plugin.auth import Principal
 
@@ -46,7 +50,10 @@ class AgenticService:
         models: RegisteredModels | None = None,
         enabled: bool = True,
         retention_enabled: bool = False,
+        retention_defaults: RetentionDefaults | None = None,
+        retention_interval: float = 86400.0,
         metrics: AgenticMetrics | None = None,
+        forgetting: bool = True,
     ) -> None:
         """``llm``: the operator's default LLM; ``models``: the owners' registered models, which a container's
         ``llm_id`` and ``embedding_model_id`` name."""
@@ -58,7 +65,9 @@ class AgenticService:
         self.models = chosen
         self.embeddings = EmbeddingWorker(store, chosen, self.metrics)
         self.infer = InferWorker(store, chosen, self.embeddings, self.metrics)
-        self.containers = Containers(store, chosen, retention_enabled=retention_enabled)
+        defaults = retention_defaults or RetentionDefaults()
+        self.containers = Containers(store, chosen, retention_enabled=retention_enabled, retention_defaults=defaults)
+        self.retention = RetentionService(store, defaults, enabled=retention_enabled, interval=retention_interval)
         self.memories = Memories(
             store,
             self.containers,
@@ -68,6 +77,9 @@ class AgenticService:
             retention_enabled=retention_enabled,
         )
         self.search = LongTermSearcher(store, self.containers, chosen, self.metrics)
+        #: Deletes of working memory and sessions cascade to what was inferred from them (``forgetting``).
+        self.forgetting = Forgetting(store, self.containers, self.memories, self.embeddings, enabled=forgetting)
+        self.infer.forgetting = forgetting
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -75,8 +87,10 @@ class AgenticService:
         """Start the background workers; they first drain whatever a previous run left queued."""
         self.embeddings.start()
         self.infer.start()
+        self.retention.start()
 
     async def stop(self) -> None:
+        await self.retention.stop()
         await self.embeddings.stop()
         await self.infer.stop()
         await self.models.close()
@@ -121,6 +135,10 @@ class AgenticService:
         the agentic API disabled: the data may predate that setting."""
         return await self.containers.erase_user(organization_id, user_id)
 
+    async def forget_user(self, organization_id: str, user_id: str) -> Forgotten:
+        """The rest of erasing a user: what the organisation's shared containers hold under their user id."""
+        return await self.forgetting.erase_user(organization_id, user_id)
+
     async def search_containers(self, owner: Principal, body: Body) -> dict[str, Any]:
         self._check()
         return await self.containers.search(owner, body)
@@ -145,9 +163,11 @@ class AgenticService:
         self._check()
         return await self.memories.update(owner, container_id, raw_type, memory_id, body)
 
-    async def delete_memory(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
+    async def delete_memory(
+        self, owner: Principal, container_id: str, raw_type: str, memory_id: str, report: bool = False
+    ) -> dict[str, Any]:
         self._check()
-        return await self.memories.delete(owner, container_id, raw_type, memory_id)
+        return await self.forgetting.delete(owner, container_id, raw_type, memory_id, report)
 
     async def search_memories(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         self._check()
@@ -155,7 +175,7 @@ class AgenticService:
 
     async def delete_by_query(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         self._check()
-        return await self.memories.delete_by_query(owner, container_id, raw_type, body)
+        return await self.forgetting.delete_by_query(owner, container_id, raw_type, body)
 
     # -- long-term search -----------------------------------------------------------------
 
@@ -166,3 +186,17 @@ class AgenticService:
     async def hybrid_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
         self._check()
         return await self.search.hybrid(owner, container_id, body)
+
+    # -- retention (docs/agentic-retention.md) ---------------------------------------------
+
+    async def retention_dry_run(self, owner: Principal, container_id: str) -> dict[str, Any]:
+        self._check()
+        return await self.retention.dry_run(owner, container_id)
+
+    async def retention_dry_run_all(self, owner: Principal) -> dict[str, Any]:
+        self._check()
+        return await self.retention.dry_run_all(owner)
+
+    async def retention_execute(self, owner: Principal) -> dict[str, Any]:
+        self._check()
+        return await self.retention.execute(owner)

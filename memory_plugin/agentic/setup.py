@@ -9,6 +9,7 @@ from embedder import AsyncEmbedder
 from memory_plugin.agentic.connector import LLMSettings, OpenAIChat
 from memory_plugin.agentic.llm import RegisteredModels
 from memory_plugin.agentic.metrics import AgenticMetrics
+from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.stores import open_agentic_store
 from memory_plugin.metrics import Metrics
@@ -38,7 +39,16 @@ async def open_agentic(
             models=models,
             enabled=settings.agentic_memory_enabled,
             retention_enabled=settings.agentic_retention_enabled,
+            retention_defaults=RetentionDefaults(
+                settings.agentic_retention_default_session_retention_days,
+                settings.agentic_retention_default_session_max_count,
+                settings.agentic_retention_default_long_term_max_count,
+                settings.agentic_retention_default_history_max_count,
+                settings.agentic_working_memory_ttl_days,
+            ),
+            retention_interval=settings.agentic_retention_interval,
             metrics=AgenticMetrics(metrics.registry if metrics else None),
+            forgetting=settings.agentic_forgetting,
         )
         try:
             await service.start()

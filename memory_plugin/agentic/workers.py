@@ -132,11 +132,11 @@ class EmbeddingWorker(Worker):
 
     async def _passages(self, group: Sequence[PendingEmbedding]) -> np.ndarray:
         owner, container_id = group[0].owner, group[0].container_id
-        container = await self.store.get_container(owner, container_id)
+        container = await self.store.find_container(owner.organization_id, container_id)
         if container is None:
             raise LookupError(f"memory container {container_id} is gone")
         config = container.source.get("configuration", {})
-        return await self.models.passages(owner, config, [entry.text for entry in group])
+        return await self.models.passages(container.owner or owner, config, [entry.text for entry in group])
 
 
 async def settled(store: AgenticStore, workers: Sequence[Worker], timeout: float = 60.0) -> None:

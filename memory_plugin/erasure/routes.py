@@ -3,6 +3,8 @@ those users in every API.  Registered right after the histories routes, on the s
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from memory_plugin.erasure.service import ErasureService
@@ -19,7 +21,7 @@ routes = web.RouteTableDef()
 async def delete_matching(request: web.Request) -> web.Response:
     check_params(request, prefixes=("filter[",))
     erased = await request.config_dict[ERASURE].delete_matching(principal_of(request), filters_of(request))
-    data = {
+    data: dict[str, Any] = {
         "deleted_records": erased.records,
         "deleted_chunks": erased.chunks,
         "deleted_memories": erased.memories,
@@ -27,4 +29,6 @@ async def delete_matching(request: web.Request) -> web.Response:
         "deleted_memory_containers": erased.memory_containers,
         "deleted_ml_documents": erased.ml_documents,
     }
+    if erased.agentic_forgotten:  # what a user erasure found in the organisation's shared agentic containers
+        data["forgotten_agentic_memories"] = erased.agentic_forgotten
     return json_response({"data": data})

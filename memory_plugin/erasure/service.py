@@ -7,8 +7,8 @@ erase its own part.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from memory_plugin.auth import Principal
 from memory_plugin.histories.service import HistoryService
@@ -23,11 +23,22 @@ class MemoryEraser(Protocol):
         ...
 
 
+class Forgotten(Protocol):
+    """What forgetting removed from the organisation's shared containers (``agentic.stores.sources``)."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 class ContainerEraser(Protocol):
     """Erases a user's agentic memory containers, with every memory in them (the agentic service)."""
 
     async def erase_user(self, organization_id: str, user_id: str) -> int:
         """Containers removed."""
+        ...
+
+    async def forget_user(self, organization_id: str, user_id: str) -> Forgotten:
+        """In the organisation-wide containers: what is filed under the user's ``namespace.user_id``, and what
+        was inferred from it."""
         ...
 
 
@@ -49,6 +60,8 @@ class Erasure:
     messages: int = 0
     memory_containers: int = 0
     ml_documents: int = 0
+    #: The erasure report of agentic memory in the organisation's shared containers, by id (what was found).
+    agentic_forgotten: dict[str, Any] = field(default_factory=dict)
 
 
 def erased_users(principal: Principal, where: Filter) -> list[str]:
@@ -84,10 +97,14 @@ class ErasureService:
         deleted = await self.histories.delete_matching(principal, where)
         organization_id = principal.organization_id
         memories = messages = containers = ml_documents = 0
+        forgotten: dict[str, Any] = {}
         for user_id in erased_users(principal, where):
             erased_memories, erased_messages = await self.memory.erase_user(organization_id, user_id)
             memories, messages = memories + erased_memories, messages + erased_messages
             containers += await self.containers.erase_user(organization_id, user_id)
+            for name, value in (await self.containers.forget_user(organization_id, user_id)).as_dict().items():
+                if value:
+                    forgotten[name] = forgotten.get(name, 0 if isinstance(value, int) else []) + value
             ml_documents += await self.models.erase_user(organization_id, user_id)
         return Erasure(
             records=deleted.records,
@@ -96,4 +113,5 @@ class ErasureService:
             messages=messages,
             memory_containers=containers,
             ml_documents=ml_documents,
+            agentic_forgotten=forgotten,
         )

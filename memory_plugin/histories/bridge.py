@@ -207,7 +207,7 @@ class HistoryBridge:
 
     async def _apply_in_time(self, entries: Sequence[OutboxEntry]) -> None:
         """Apply a batch; one of leased entries within ``batch_seconds``, else it is retried (by anyone)."""
-        if not any(entry.lease is not None for entry in entries):  # one process's outbox
+        if not self.store.shared:
             await self._apply(entries)
             return
         try:
@@ -243,7 +243,7 @@ class HistoryBridge:
             if isinstance(outcome, BaseException)
             for interaction in by_owner[owner]
         }
-        if any(entry.lease is not None for entry in entries):  # shared with other processes' bridges
+        if self.store.shared:  # other processes' bridges may have written since
             failed |= await self._changed_meanwhile([i for i in latest.values() if i.interaction_id not in failed])
         done: list[OutboxEntry] = []
         retry: list[OutboxEntry] = []
@@ -283,10 +283,7 @@ class HistoryBridge:
         Another process may have written a newer text (read later, ingested earlier): the entry is taken
         again.  A conversation deleted meanwhile may have had its records deleted before this write
         landed: they are deleted again."""
-        current: list[Interaction | None] = []
-        for start in range(0, len(ingested), 8):  # a few at a time: requests share the connection pool
-            part = ingested[start : start + 8]
-            current += await asyncio.gather(*(self.store.get_interaction(i.owner, i.interaction_id) for i in part))
+        current = await self.store.current_interactions(ingested)
         changed: set[str] = set()
         gone: dict[tuple[Principal, str], None] = {}
         for before, now in zip(ingested, current):

@@ -16,11 +16,13 @@ from aiohttp.typedefs import Middleware
 from memory_plugin.auth import KeyBackend, Principal
 from memory_plugin.errors import NotFound, PayloadTooLarge, ServiceError
 from memory_plugin.http.apis import TELNYX, Api, api_of
-from memory_plugin.http.body import MAX_BODY_BYTES, UnsupportedContentType
+from memory_plugin.http.body import MAX_BODY_BYTES, UnsupportedContentType, read_body
 from memory_plugin.http.json import encode_json
 from memory_plugin.http.params import check_text
 from memory_plugin.metrics import Metrics
 from memory_plugin.opensearch_rest import filter_path
+from memory_plugin.sigv4 import SCHEME as SIGV4_SCHEME
+from memory_plugin.sigv4 import SignedRequest, SigV4Verifier
 
 log = logging.getLogger("memory_plugin.http")
 
@@ -36,13 +38,15 @@ def principal_of(request: web.Request) -> Principal:
     return request[PRINCIPAL]
 
 
-def front_door(keys: KeyBackend, metrics: Metrics, public: Iterable[Handler] = ()) -> Middleware:
+def front_door(
+    keys: KeyBackend, metrics: Metrics, public: Iterable[Handler] = (), sigv4: SigV4Verifier | None = None
+) -> Middleware:
     """Everything every request needs around its handler, in one middleware: one frame per request, not six.
 
     Outermost first: a request id (``X-Request-Id``, on errors too), the request's
     metrics and log line, then errors in the API's own format around the key
-    check (every route but the ``public`` handlers needs one), strict text in the
-    URL, the handler, and ``filter_path``.
+    check (every route but the ``public`` handlers needs one; an AWS SigV4 signature
+    where ``sigv4`` is configured), strict text in the URL, the handler, and ``filter_path``.
     """
     public = frozenset(public)
 
@@ -55,7 +59,7 @@ def front_door(keys: KeyBackend, metrics: Metrics, public: Iterable[Handler] = (
         started = time.perf_counter()
         status = 500
         try:
-            response = await _answer(request, handler, keys, public)
+            response = await _answer(request, handler, keys, public, sigv4)
             status = response.status
         except web.HTTPException as exc:
             status = exc.status
@@ -80,14 +84,24 @@ def front_door(keys: KeyBackend, metrics: Metrics, public: Iterable[Handler] = (
     return serve
 
 
+async def _authenticate(request: web.Request, keys: KeyBackend, sigv4: SigV4Verifier | None) -> Principal:
+    """The caller: an API key (Bearer or Basic), or an AWS SigV4 signature (ml-commons' remote agentic memory),
+    which covers the body: it is read first (and kept for the handler)."""
+    authorization = request.headers.get("Authorization")
+    if sigv4 is not None and authorization and authorization.startswith(SIGV4_SCHEME):
+        headers = {name.lower(): ",".join(request.headers.getall(name)) for name in request.headers}
+        return await sigv4.verify(SignedRequest(request.method, request.raw_path, headers, lambda: read_body(request)))
+    return await keys.authenticate(authorization)
+
+
 async def _answer(
-    request: web.Request, handler: Handler, keys: KeyBackend, public: frozenset[Handler]
+    request: web.Request, handler: Handler, keys: KeyBackend, public: frozenset[Handler], sigv4: SigV4Verifier | None
 ) -> web.StreamResponse:
     """The handler's answer, or the error it raised as the API words it."""
     api = api_of(request)
     try:
         if request.match_info.handler not in public:
-            request[PRINCIPAL] = await keys.authenticate(request.headers.get("Authorization"))
+            request[PRINCIPAL] = await _authenticate(request, keys, sigv4)
         check_text(request)
         return _filter_path(request, api, await handler(request))
     except ServiceError as error:

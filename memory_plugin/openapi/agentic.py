@@ -61,6 +61,7 @@ def agentic_operations() -> Schema:
     container = json_object(
         {
             **each(STRING, "name", "description"),
+            "memory_container_id": {"type": "string", "pattern": "^[a-zA-Z0-9][a-zA-Z0-9_-]*$", "maxLength": 512},
             "backend_roles": array({"type": "string", "pattern": "^[A-Za-z0-9:+=,.@_/-]{1,128}$"}),
             "configuration": configuration,
         }
@@ -120,8 +121,24 @@ def agentic_operations() -> Schema:
     return {
         AGENTIC_BASE + "/_create": {
             "post": AGENTIC.op(
-                "Create a memory container", json_object(each(STRING, "memory_container_id", "status")), container
+                "Create a memory container (3.9: with a memory_container_id of the caller's choosing)",
+                json_object(each(STRING, "memory_container_id", "status")),
+                container,
+                errors=(*AGENTIC.errors, "409"),
             )
+        },
+        AGENTIC_BASE + "/_retention/_execute": {
+            "post": AGENTIC.op(
+                "Run memory retention over the caller's containers (3.9; no body)",
+                json_object({**each(BOOLEAN, "acknowledged", "triggered"), **each(STRING, "status", "message")}),
+            )
+        },
+        AGENTIC_BASE + "/_retention/_dry_run": {
+            "post": AGENTIC.op("What retention would delete in each of the caller's containers (3.9)", ANY_OBJECT)
+        },
+        AGENTIC_BASE + "/{memory_container_id}/_retention/_dry_run": {
+            "parameters": container_path,
+            "post": AGENTIC.op("What retention would delete in one container (3.9)", ANY_OBJECT),
         },
         AGENTIC_BASE + "/_search": {"get": container_search, "post": container_search},
         AGENTIC_BASE + "/{memory_container_id}": {
@@ -164,6 +181,12 @@ def agentic_operations() -> Schema:
             "put": AGENTIC.op(
                 "Update one memory (allowed keys depend on the type)", write, json_object(minProperties=1)
             ),
-            "delete": AGENTIC.op("Delete one memory", write),
+            "delete": AGENTIC.op(
+                "Delete one memory; working memory and sessions forget what was inferred from them",
+                write,
+                parameters=[
+                    query_param("report", BOOLEAN, description="add the erasure report (`forgotten`) to the answer")
+                ],
+            ),
         },
     }

@@ -52,6 +52,22 @@ def conversation(*texts: str) -> list[dict[str, Any]]:
     return [{"role": roles[i % 2], "content": [{"type": "text", "text": t}]} for i, t in enumerate(texts)]
 
 
+async def test_an_add_naming_another_owners_session_id_neither_fails_nor_touches_it(api, alice, carol):
+    """Session ids are document ids in an index other owners' containers may share (OpenSearch): an add by
+    someone else naming the same id must not answer 500, nor touch (or reveal) the other owner's session."""
+    mine = await container(api, alice)
+    theirs = await container(api, carol)
+    body = {"messages": conversation("hi"), "namespace": {"session_id": "shared-id"}}
+    assert (await call(api, alice, "POST", f"/{mine}/memories", body))["session_id"] == "shared-id"
+    before = await call(api, alice, "GET", f"/{mine}/memories/sessions/shared-id")
+    for _ in range(2):
+        added = await call(api, carol, "POST", f"/{theirs}/memories", body)
+        assert added["session_id"] == "shared-id" and set(added) == {"session_id", "working_memory_id"}
+    assert await call(api, alice, "GET", f"/{mine}/memories/sessions/shared-id") == before
+    working = await call(api, carol, "POST", f"/{theirs}/memories/working/_search", {"query": {"match_all": {}}})
+    assert working["hits"]["total"]["value"] == 2
+
+
 async def test_container_crud_and_defaults(api, alice):
     cid = await container(api, alice, SEMANTIC_CONFIG, description="support")
     doc = await call(api, alice, "GET", f"/{cid}")

@@ -13,7 +13,7 @@ async def test_health_names_the_process_and_the_backlog(aiohttp_client, settings
     client = await aiohttp_client(create_app(settings.replace(node_name="node-7", bridge=True), embedder=embedder))
     body = await (await client.get("/_health")).json()
     assert body["process"] == {"hostname": socket.gethostname(), "pid": os.getpid(), "node_name": "node-7"}
-    assert body["backlog"]["agentic_pending_embeddings"] == 0
+    assert body["backlog"]["agentic_pending_embeddings"] == 0 and body["backlog"]["agentic_infer_jobs"] == 0
     assert body["backlog"]["outbox"] == body["details"]["bridge"]
 
 
@@ -26,3 +26,4 @@ async def test_metrics_name_the_process_and_the_agentic_backlog(aiohttp_client, 
         f'memory_plugin_process{{hostname="{socket.gethostname()}",node_name="node-7",pid="{os.getpid()}"}} 1.0' in text
     )
     assert "memory_plugin_agentic_pending_embeddings 0.0" in text
+    assert "memory_plugin_agentic_infer_jobs 0.0" in text

@@ -171,10 +171,11 @@ async def test_a_stale_holder_cannot_finish_a_job_another_process_took_over(  # 
         await stale.apply_infer(job, [], [])
         jobs = f"{index_prefix}-ml-am-infer-jobs"
         assert count(opensearch_nodes[0], jobs) == 1, "the stale holder dropped a job it no longer held"
+        assert await fresh.infer_job_count() == await stale.infer_job_count() == 1  # held or not, it is queued
         [queued] = await fresh.infer_jobs(1)
         assert queued.attempts == 0
         await fresh.apply_infer(taken, [], [])
-        assert count(opensearch_nodes[0], jobs) == 0
+        assert count(opensearch_nodes[0], jobs) == 0 and await fresh.infer_job_count() == 0
     finally:
         await stale.close()
         await fresh.close()

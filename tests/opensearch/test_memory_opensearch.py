@@ -243,6 +243,27 @@ async def test_another_owner_sees_nothing(store):  # type: ignore[no-untyped-def
     assert [c.conversation_id for c in await store.list_conversations(ALICE, 0, 10)] == ["c-alice"]
 
 
+async def test_current_interactions_reads_in_one_request_and_keeps_ownership(store, sqlite_store):  # type: ignore[no-untyped-def]
+    """The bridge's re-read: as get_interaction, each, in order; a gone or foreign one is None."""
+    for opened in (store, sqlite_store):
+        await opened.add_conversation(conversation("c", ALICE, at(1)))
+        for n in range(3):
+            assert await opened.add_interaction(interaction(f"i{n}", "c", ALICE, at(n + 2)))
+        changed = await opened.update_interaction(ALICE, "i1", {"response": "changed"})
+        assert changed is not None
+        asked = [
+            interaction("i2", "c", ALICE, at(4)),
+            interaction("i1", "c", ALICE, at(3)),
+            interaction("i0", "c", BOB, at(2)),  # not Bob's
+            interaction("never", "c", ALICE, at(5)),
+            interaction("i2", "c", ALICE, at(4)),  # asked twice
+        ]
+        current = await opened.current_interactions(asked)
+        assert current == [await opened.get_interaction(i.owner, i.interaction_id) for i in asked]
+        assert [None if i is None else i.response for i in current] == ["out i2", "changed", None, None, "out i2"]
+    assert await store.current_interactions([]) == []
+
+
 async def test_conversations_newest_first_ties_by_id_desc(store):  # type: ignore[no-untyped-def]
     # Same millisecond, different microseconds; and exact ties broken by id.
     await store.add_conversation(conversation("b", ALICE, at(1)))

@@ -56,6 +56,10 @@ def _search(report: dict[str, Any]) -> None:
     assert set(backends) <= set(row), row.keys()
     for backend in backends:
         assert {"unfiltered", "filter 1%", "filter 30%"} <= set(row[backend]), (backend, row[backend])
+    ratios = {(name, case): ratio for name, case, ratio in row["ratio_to_exact_p50"]}
+    assert ratios[("embedded", "filter 1%")] == round(
+        row["embedded"]["filter 1%"]["p50_ms"] / row["exact (numpy)"]["filter 1%"]["p50_ms"], 2
+    )
 
 
 @benchmark("bench_http.py", "--records", "3", "--searches", "6", "--concurrency", "1,2")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM
-from memory_plugin.agentic.stores.base import LongTermScope
+from memory_plugin.agentic.stores.base import LongTermScope, MemoryAdd
 from memory_plugin.agentic.stores.fts import fts_query
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.auth import Principal
@@ -90,3 +90,22 @@ async def test_an_embedding_lands_only_on_the_text_it_was_made_from(tmp_path):
     assert await store.store_embeddings([(seq, "new text", unit(5))]) == 1
     assert (await store.knn(LongTermScope(ALICE, "c1"), unit(5), 1))[0][0].source["memory"] == "new text"
     await store.close()
+
+
+async def test_the_infer_job_backlog_counts_every_queued_job(tmp_path):  # type: ignore[no-untyped-def]
+    """What ``backlog.agentic_infer_jobs`` reads: the jobs queued and not yet applied."""
+    store = SqliteAgenticStore(tmp_path / "agentic.sqlite3")
+    await store.open(8)
+    try:
+        owner = Principal("org-1", "alice")
+        assert await store.insert_container(owner, "c", {"name": "c", "configuration": {}}) is not None
+        assert await store.infer_job_count() == 0
+        for n in range(3):
+            add = MemoryAdd(f"w{n}", {"created_time": n}, infer_request={"n": n})
+            assert await store.add_memory(owner, "c", add)
+        assert await store.infer_job_count() == 3
+        [job, *_] = await store.infer_jobs(3)
+        await store.apply_infer(job, [], [])
+        assert await store.infer_job_count() == 2
+    finally:
+        await store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -102,7 +103,7 @@ async def test_filter_columns_are_rebuilt_from_sqlite(tmp_path: Path) -> None:
     for how in ("snapshot", "rebuilt (no snapshot)"):
         if how != "snapshot":
             for snapshot in tmp_path.glob("hnsw-*"):
-                snapshot.unlink()
+                shutil.rmtree(snapshot)
         reopened = SqliteHistoryStore(tmp_path, exact_threshold=0, ef_search=256)
         await reopened.open(DIM)
         try:
@@ -176,7 +177,7 @@ async def test_corrupt_snapshot_is_rebuilt(tmp_path: Path) -> None:
     await store.open(DIM)
     await store.write_records(dataset)
     await store.close()
-    (tmp_path / "hnsw-voice.faiss").write_bytes(b"garbage")
+    next(tmp_path.glob("hnsw-voice.*/index.faiss")).write_bytes(b"garbage")
     reopened = SqliteHistoryStore(tmp_path)
     await reopened.open(DIM)
     try:

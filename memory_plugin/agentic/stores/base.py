@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM
+from memory_plugin.agentic.stores.sources import Forgotten, with_update_source
 from memory_plugin.auth import Principal
 from memory_plugin.leases import Lease
 
@@ -29,6 +30,8 @@ class StoredDoc:
     version: int = 1
     seq_no: int = 0
     seq: int = 0
+    #: A container's owner, as container reads return it (a container may be used by others: see ``may_use``).
+    owner: Principal | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,13 @@ class LongTermChange:
     doc: dict[str, Any] | None = None
     memory: str | None = None
     last_updated_time: int = 0
+    #: The run's source (``sources.source_entry``), recorded on the memories it ADDs and UPDATEs.
+    source: Mapping[str, Any] | None = None
 
     def applied_to(self, current: Mapping[str, Any]) -> dict[str, Any]:
-        """An UPDATE's new version of the ``current`` doc."""
-        return {**current, "memory": self.memory, "last_updated_time": self.last_updated_time}
+        """An UPDATE's new version of the raw ``current`` doc, its sources merged with the run's."""
+        merged = with_update_source(current, self.source, self.memory)
+        return {**merged, "memory": self.memory, "last_updated_time": self.last_updated_time}
 
 
 @dataclass
@@ -120,6 +126,19 @@ def owner_key(owner: Principal) -> tuple[str, str]:
     return owner.organization_id, owner_id(owner)
 
 
+def may_use(caller: Principal, organization_id: str, user: str, roles: Iterable[str] | None) -> bool:
+    """Whether ``caller`` may read and write a container of ``(organization_id, user)`` shared with ``roles``:
+    ml-commons' ``checkMemoryContainerAccess`` inside one organisation.  Its owner, a key of the whole
+    organisation (ml-commons' ``all_access``), or a key holding one of its ``backend_roles``; never anyone
+    of another organisation.  Memories inside stay their writers' (every memory query is owner-scoped), as
+    ml-commons filters them by ``owner_id``."""
+    if caller.organization_id != organization_id:
+        return False
+    if caller.organization_admin or owner_id(caller) == user:
+        return True
+    return not set(caller.backend_roles).isdisjoint(roles or ())
+
+
 def owner_of(organization_id: str, user: str) -> Principal:
     """The principal an ``owner_key`` names."""
     return Principal(organization_id, user or None)
@@ -162,17 +181,29 @@ class AgenticStore(abc.ABC):
         """None when the id is taken."""
 
     @abc.abstractmethod
-    async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None: ...
+    async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
+        """The container if ``owner`` may use it (``may_use``), with its ``owner`` set."""
 
     @abc.abstractmethod
-    async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None: ...
+    async def find_container(self, organization_id: str, container_id: str) -> StoredDoc | None:
+        """The organisation's container, whoever owns it: for background work, whose access was checked when
+        it was queued, and for a write's check that the container still exists."""
+
+    @abc.abstractmethod
+    async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
+        """Replace a container ``owner`` may use; it keeps its owner."""
 
     @abc.abstractmethod
     async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         """Delete the container with all its memories and pending work."""
 
     @abc.abstractmethod
-    async def containers(self, owner: Principal) -> list[StoredDoc]: ...
+    async def containers(self, owner: Principal) -> list[StoredDoc]:
+        """The containers ``owner`` owns."""
+
+    @abc.abstractmethod
+    async def usable_containers(self, caller: Principal) -> list[StoredDoc]:
+        """Every container ``caller`` may use (``may_use``), selected by the store's own query."""
 
     # memories
     @abc.abstractmethod
@@ -208,6 +239,12 @@ class AgenticStore(abc.ABC):
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int: ...
 
     @abc.abstractmethod
+    async def forget(self, owner: Principal, container_id: str, working_ids: Sequence[str]) -> Forgotten:
+        """Forget these working memories by the rule of ``sources``: their queued infer jobs, the long-term
+        memories inferred from them and the history quoting them, then the working docs themselves.
+        Idempotent: forgetting ids already forgotten (or never there) finds the rest of the work, or none."""
+
+    @abc.abstractmethod
     async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
         """``memory_embedding`` of long-term docs, for the answers that show it."""
 
@@ -228,6 +265,10 @@ class AgenticStore(abc.ABC):
 
     @abc.abstractmethod
     async def pending_count(self) -> int: ...
+
+    @abc.abstractmethod
+    async def infer_job_count(self) -> int:
+        """Infer jobs queued and not yet applied, held or not: the backlog health and metrics show."""
 
     @abc.abstractmethod
     async def infer_jobs(self, limit: int) -> list[InferJob]:

@@ -15,8 +15,7 @@ this store                                  ml-commons
                                             prefix share the indices)
 ``R-ml-am-infer-jobs``                      (a thread pool; here a durable queue)
 ==========================================  ============================================
-
-The mappings and the two fields of ours are in ``opensearch_documents``.
+The mappings and the fields of ours are in ``opensearch_documents``.
 
 Writes use ``refresh=true``.  An infer run is applied as **one** bulk request
 that ends with the deletion of its queued job: this process dying cannot split
@@ -41,7 +40,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError
 from opensearchpy.helpers import async_scan
 
-from memory_plugin.agentic.models import DEFAULT_PREFIX, HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING
+from memory_plugin.agentic.models import HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING, store_prefix
 from memory_plugin.agentic.stores.base import (
     AgenticStore,
     InferJob,
@@ -49,31 +48,38 @@ from memory_plugin.agentic.stores.base import (
     LongTermScope,
     MemoryAdd,
     PendingEmbedding,
+    SessionWrite,
     StoredDoc,
-    memory_text,
-    normalised,
     text_changed,
 )
 from memory_plugin.agentic.stores.opensearch_documents import (
     CONTAINER_MAPPINGS,
     INDEX_SETTINGS,
     JOB_MAPPINGS,
-    PENDING,
+    container_doc,
+    container_owner,
+    container_terms,
     if_unchanged,
+    in_scope,
     memory_mappings,
-    owned,
     owner_terms,
     stored_doc,
+    usable,
+    usable_terms,
     visible,
     with_owner,
 )
-from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, read_job, unclaimed
+from memory_plugin.agentic.stores.opensearch_forgetting import forget, map_added_fields
+from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, unclaimed
+from memory_plugin.agentic.stores.sources import SOURCES, Forgotten
 from memory_plugin.auth import Principal
 from memory_plugin.leases import conditional_bulk
 from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
 from memory_plugin.settings import OpenSearchRegion
 
 log = logging.getLogger("memory_plugin.agentic")
+#: Tries of an add's session write that loses races (another add's touch, an update, a retention sweep).
+SESSION_WRITE_ATTEMPTS = 8
 
 
 class OpenSearchAgenticStore(AgenticStore):
@@ -120,13 +126,9 @@ class OpenSearchAgenticStore(AgenticStore):
         if index in self._created:
             return
         settings = {**INDEX_SETTINGS, **({"knn": True} if knn else {})}
-        await create_index(self.client, index, {"settings": {"index": settings}, "mappings": mappings})
+        if not await create_index(self.client, index, {"settings": {"index": settings}, "mappings": mappings}):
+            await map_added_fields(self.client, index, mappings)
         self._created.add(index)
-
-    def _prefix_of(self, source: Mapping[str, Any]) -> str:
-        config = source.get("configuration", {})
-        prefix = str(config.get("index_prefix", DEFAULT_PREFIX))
-        return prefix if config.get("use_system_index", True) else f"user-{prefix}"
 
     def _dimension_of(self, source: Mapping[str, Any]) -> int:
         return int(source.get("configuration", {}).get("embedding_dimension") or self.dimension)
@@ -145,10 +147,10 @@ class OpenSearchAgenticStore(AgenticStore):
         prefix = self._prefixes.get(container_id)
         dimension = self.dimension
         if prefix is None or memory_type == LONG_TERM:
-            container = await self.get_container(owner, container_id)
+            container = await self.find_container(owner.organization_id, container_id)
             if container is None:
                 return None
-            prefix = self._prefixes[container_id] = self._prefix_of(container.source)
+            prefix = self._prefixes[container_id] = store_prefix(container.source)
             dimension = self._dimension_of(container.source)
         index = self._memory_index(prefix, memory_type, dimension)
         await self._ensure(index, memory_mappings(memory_type, dimension), knn=memory_type == LONG_TERM)
@@ -163,11 +165,7 @@ class OpenSearchAgenticStore(AgenticStore):
     ) -> dict[str, Any] | None:
         """The doc if it is the owner's (and, for a memory, the container's); None otherwise or without an index."""
         found = await get_document(self.client, index, doc_id) if index else None
-        if found is None or not owned(found["_source"], owner):
-            return None
-        if container_id is not None and found["_source"].get("memory_container_id") != container_id:
-            return None
-        return found
+        return found if found is not None and in_scope(found, owner, container_id) else None
 
     async def _scan(self, index: str, filters: list[dict[str, Any]], container: bool = False) -> list[StoredDoc]:
         """Every doc matching ``filters``, oldest first."""
@@ -194,7 +192,7 @@ class OpenSearchAgenticStore(AgenticStore):
         container document before it deletes its memories: so either that
         delete sees these documents, or this check sees the container gone.
         """
-        if await self._get_owned(self.container_index, owner, container_id) is not None:
+        if await self.find_container(owner.organization_id, container_id) is not None:
             return True
         self._prefixes.pop(container_id, None)
         await self._delete_matching([*written, self.job_index], self._scope(owner, container_id))
@@ -213,21 +211,25 @@ class OpenSearchAgenticStore(AgenticStore):
             )
         except ConflictError:
             return None
-        self._prefixes[container_id] = self._prefix_of(doc)
+        self._prefixes[container_id] = store_prefix(doc)
         return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
 
     async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
-        found = await self._get_owned(self.container_index, owner, container_id)
-        return stored_doc(found, container=True) if found else None
+        found = await get_document(self.client, self.container_index, container_id)
+        return container_doc(found) if found is not None and usable(found["_source"], owner) else None
+
+    async def find_container(self, organization_id: str, container_id: str) -> StoredDoc | None:
+        found = await get_document(self.client, self.container_index, container_id)
+        return container_doc(found) if found is not None and found["_source"]["tenant_id"] == organization_id else None
 
     async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
-        found = await self._get_owned(self.container_index, owner, container_id)
-        if found is None:
+        found = await get_document(self.client, self.container_index, container_id)
+        if found is None or not usable(found["_source"], owner):
             return None
         result = await self.client.index(
             index=self.container_index,
             id=container_id,
-            body=with_owner(owner, doc),
+            body=with_owner(container_owner(found["_source"]), doc),  # it stays its owner's
             refresh="true",
             **if_unchanged(found),
         )
@@ -237,15 +239,19 @@ class OpenSearchAgenticStore(AgenticStore):
         found = await self._get_owned(self.container_index, owner, container_id)
         if found is None:
             return None
-        prefix, dimension = self._prefix_of(found["_source"]), self._dimension_of(found["_source"])
+        prefix, dimension = store_prefix(found["_source"]), self._dimension_of(found["_source"])
         result = await self.client.delete(index=self.container_index, id=container_id, refresh="true")
         memory_indices = [self._memory_index(prefix, memory_type, dimension) for memory_type in MEMORY_TYPES]
-        await self._delete_matching([*memory_indices, self.job_index], self._scope(owner, container_id))
+        # Every writer's memories go, role holders' too: nothing could reach them any more.
+        await self._delete_matching([*memory_indices, self.job_index], container_terms(owner, container_id))
         self._prefixes.pop(container_id, None)
         return StoredDoc(container_id, visible(found["_source"], True), result["_version"], result["_seq_no"])
 
     async def containers(self, owner: Principal) -> list[StoredDoc]:
         return await self._scan(self.container_index, owner_terms(owner), container=True)
+
+    async def usable_containers(self, caller: Principal) -> list[StoredDoc]:
+        return await self._scan(self.container_index, usable_terms(caller), container=True)
 
     # -- memories -----------------------------------------------------------------------
 
@@ -267,29 +273,39 @@ class OpenSearchAgenticStore(AgenticStore):
             if sessions is None:
                 return False
             written.append(sessions)
-            found = await self._get_owned(sessions, owner, session.session_id, container_id)
-            if found is None and session.doc is not None:
-                actions += [
-                    {"create": {"_index": sessions, "_id": session.session_id}},
-                    self._source(owner, session.doc, SESSIONS),
-                ]
-                session.created = True
-            elif found is not None:
-                actions += [
-                    {"index": {"_index": sessions, "_id": session.session_id, **if_unchanged(found)}},
-                    session.touched(found["_source"]),
-                ]
+            await self._write_session(owner, container_id, sessions, session)
         actions += [{"create": {"_index": index, "_id": add.working_id}}, self._source(owner, add.working, WORKING)]
         if add.infer_request is not None:
             job = {
                 "memory_container_id": container_id,
                 "created_time": add.working["created_time"],
                 "attempts": 0,
+                "working_memory_id": add.working_id,
                 "request": add.infer_request,
             }
             actions += [{"index": {"_index": self.job_index}}, with_owner(owner, job)]
         await self._bulk(actions)
         return await self._container_kept(owner, container_id, written)
+
+    async def _write_session(self, owner: Principal, container_id: str, index: str, session: SessionWrite) -> None:
+        """Create or touch an add's session, before its working doc; a touch is conditional on the version read,
+        and a session changed or gone meanwhile (an update, a retention sweep) is read and written again."""
+        for _ in range(SESSION_WRITE_ATTEMPTS):
+            found = await get_document(self.client, index, session.session_id)
+            if found is not None and not in_scope(found, owner, container_id):
+                return  # another owner's or container's (indices may be shared): not ours to touch or reveal
+            if found is None and session.doc is None:
+                return
+            fresh = self._source(owner, session.doc or {}, SESSIONS)
+            body = fresh if found is None else session.touched(found["_source"])
+            condition = {"op_type": "create"} if found is None else if_unchanged(found)
+            try:
+                await self.client.index(index=index, id=session.session_id, body=body, refresh="true", **condition)
+            except ConflictError:
+                continue
+            session.created = found is None
+            return
+        raise ConflictError(409, "version_conflict_engine_exception", f"session [{session.session_id}] kept changing")
 
     async def create_session(
         self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]
@@ -318,6 +334,7 @@ class OpenSearchAgenticStore(AgenticStore):
         if found is None or index is None:
             return None
         source = self._source(owner, doc, memory_type)
+        source.update({k: v for k, v in found["_source"].items() if k == SOURCES})  # hidden: not sent back
         if memory_type == LONG_TERM and not text_changed(memory_type, found["_source"], doc):
             source["embedding_pending"] = found["_source"].get("embedding_pending", False)
             if "memory_embedding" in found["_source"]:
@@ -352,6 +369,14 @@ class OpenSearchAgenticStore(AgenticStore):
             )
         return deleted
 
+    async def forget(self, owner: Principal, container_id: str, working_ids: Sequence[str]) -> Forgotten:
+        container = await self.get_container(owner, container_id)
+        if container is None:
+            return Forgotten()
+        prefix, dimension, ids = store_prefix(container.source), self._dimension_of(container.source), working_ids
+        indices = {memory_type: self._memory_index(prefix, memory_type, dimension) for memory_type in MEMORY_TYPES}
+        return await forget(self.client, indices, self.job_index, self._scope(owner, container_id), list(ids))
+
     async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
         index = await self._index(owner, container_id, LONG_TERM)
         if index is None or not ids:
@@ -377,30 +402,16 @@ class OpenSearchAgenticStore(AgenticStore):
         await self.queues.release_embeddings(self.client, entries)
 
     async def pending_count(self) -> int:
-        result = await self.client.count(
-            index=self.long_term_indices, body={"query": PENDING}, ignore_unavailable=True, allow_no_indices=True
-        )
-        return int(result["count"])
+        return await self.queues.pending_count(self.client)
+
+    async def infer_job_count(self) -> int:
+        return int((await self.client.count(index=self.job_index))["count"])
 
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
-        stored = 0
-        for (index, memory_id), text, vector in rows:
-            found = await get_document(self.client, index, memory_id)
-            if found is None or not found["_source"].get("embedding_pending") or memory_text(found["_source"]) != text:
-                continue
-            unit = [float(x) for x in normalised(vector)]
-            source = {**unclaimed(found["_source"]), "embedding_pending": False, "memory_embedding": unit}
-            try:
-                await self.client.index(index=index, id=memory_id, body=source, refresh="true", **if_unchanged(found))
-            except (ConflictError, NotFoundError):
-                continue  # changed meanwhile: the newer text is pending
-            stored += 1
-        return stored
+        return await self.queues.store_embeddings(self.client, rows)
 
     async def infer_jobs(self, limit: int) -> list[InferJob]:
-        body = {"size": limit, "sort": [{"created_time": "asc"}], "query": {"match_all": {}}}
-        result = await self.client.search(index=self.job_index, body=body)
-        return [read_job(hit) for hit in result["hits"]["hits"]]
+        return await self.queues.jobs(self.client, limit)
 
     async def claim_infer_jobs(self, limit: int) -> list[InferJob]:
         return await self.queues.claim_jobs(self.client, limit)

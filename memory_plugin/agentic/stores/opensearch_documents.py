@@ -16,15 +16,19 @@ dimension).  ``dynamic`` is false, so a field of an unexpected shape is kept in
 - ``embedding_pending`` marks a long-term memory whose embedding is still to be
   computed (the durable queue of the embedder drain), and ``embedding_lease_until``
   which server process computes it (``opensearch_queues``); not shown either.
+- ``memory_sources`` on long-term and history docs: the working memories an infer run wrote them from
+  (``sources``), which forgetting looks up; not shown.  An infer job also names its ``working_memory_id``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
-from memory_plugin.agentic.stores.base import StoredDoc, owner_key
+from memory_plugin.agentic.stores.base import StoredDoc, may_use, owner_id, owner_key, owner_of
+from memory_plugin.agentic.stores.sources import SOURCES
 from memory_plugin.auth import Principal
 from memory_plugin.leases import LEASE_MAPPINGS
 
@@ -32,7 +36,18 @@ _KEYWORD = {"type": "keyword"}
 _FLAT = {"type": "flat_object"}
 _DATE = {"type": "date", "format": "strict_date_time||epoch_millis"}
 _STORED_ONLY = {"type": "object", "enabled": False}
-_HIDDEN = ("tenant_id", "embedding_pending", "embedding_lease_until")
+_HIDDEN = ("tenant_id", "embedding_pending", "embedding_lease_until", SOURCES)
+#: The hidden field's mapping, in long-term and history indices.
+SOURCES_MAPPING = {
+    "type": "object",
+    "properties": {
+        "working_memory_id": {"type": "keyword"},
+        "session_id": {"type": "keyword"},
+        "memory": {"type": "text", "index": False},
+    },
+}
+#: Fields added since the first release: put into the mappings of indices that existed before them.
+ADDED_FIELDS = (SOURCES, "working_memory_id")
 _COMMON = {
     "owner_id": _KEYWORD,
     "memory_container_id": _KEYWORD,
@@ -118,6 +133,7 @@ _TYPE_PROPERTIES: dict[str, dict[str, Any]] = {
         "pinned": {"type": "boolean"},
         "embedding_pending": {"type": "boolean"},
         "embedding_lease_until": {"type": "double"},
+        SOURCES: SOURCES_MAPPING,
     },
     HISTORY: {
         "memory_id": _KEYWORD,
@@ -125,6 +141,7 @@ _TYPE_PROPERTIES: dict[str, dict[str, Any]] = {
         "before": _HISTORY_SIDE,
         "after": _HISTORY_SIDE,
         "error": {"type": "text"},
+        SOURCES: SOURCES_MAPPING,
     },
 }
 
@@ -154,6 +171,7 @@ JOB_MAPPINGS: dict[str, Any] = {
         "owner_id": _KEYWORD,
         "created_time": _DATE,
         "attempts": {"type": "integer"},
+        "working_memory_id": _KEYWORD,
         "request": _STORED_ONLY,
         **LEASE_MAPPINGS,
     },
@@ -171,6 +189,35 @@ def owner_terms(owner: Principal) -> list[dict[str, Any]]:
 
 def owned(source: Mapping[str, Any], owner: Principal) -> bool:
     return (source.get("tenant_id"), source.get("owner_id")) == owner_key(owner)
+
+
+def usable(source: Mapping[str, Any], caller: Principal) -> bool:
+    """Whether ``caller`` may use the container ``source`` (``base.may_use``)."""
+    return may_use(caller, source.get("tenant_id", ""), source.get("owner_id", ""), source.get("backend_roles"))
+
+
+def usable_terms(caller: Principal) -> list[dict[str, Any]]:
+    """``usable`` as query filters, so that a listing selects in the query, never after it."""
+    terms: list[dict[str, Any]] = [{"term": {"tenant_id": caller.organization_id}}]
+    if not caller.organization_admin:
+        mine = {"term": {"owner_id": owner_id(caller)}}
+        shared = {"terms": {"backend_roles.keyword": list(caller.backend_roles)}}
+        terms.append({"bool": {"should": [mine, shared], "minimum_should_match": 1}})
+    return terms
+
+
+def container_owner(source: Mapping[str, Any]) -> Principal:
+    return owner_of(source.get("tenant_id", ""), source.get("owner_id", ""))
+
+
+def container_doc(hit: Mapping[str, Any]) -> StoredDoc:
+    """A container as a read returns it, with its owner."""
+    return replace(stored_doc(hit, True), owner=container_owner(hit["_source"]))
+
+
+def container_terms(owner: Principal, container_id: str) -> list[dict[str, Any]]:
+    """Every doc of a container, whoever wrote it (its users' memories, when it is deleted)."""
+    return [{"term": {"tenant_id": owner.organization_id}}, {"term": {"memory_container_id": container_id}}]
 
 
 def with_owner(owner: Principal, doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -191,3 +238,9 @@ def stored_doc(hit: Mapping[str, Any], container: bool = False) -> StoredDoc:
 def if_unchanged(found: Mapping[str, Any]) -> dict[str, Any]:
     """The optimistic-concurrency condition of a write over the version ``found`` was read at."""
     return {"if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]}
+
+
+def in_scope(found: Mapping[str, Any], owner: Principal, container_id: str | None) -> bool:
+    """The doc is the owner's (and, for a memory, the container's)."""
+    source = found["_source"]
+    return owned(source, owner) and (container_id is None or source.get("memory_container_id") == container_id)

@@ -14,10 +14,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from opensearchpy import AsyncOpenSearch
+from opensearchpy.exceptions import ConflictError, NotFoundError
 
-from memory_plugin.agentic.stores.base import InferJob, PendingEmbedding, memory_text, owner_of
-from memory_plugin.agentic.stores.opensearch_documents import PENDING
+from memory_plugin.agentic.stores.base import InferJob, PendingEmbedding, memory_text, normalised, owner_of
+from memory_plugin.agentic.stores.opensearch_documents import PENDING, if_unchanged
 from memory_plugin.leases import (
     RELEASED,
     Lease,
@@ -28,6 +30,7 @@ from memory_plugin.leases import (
     renew,
     unleased,
 )
+from memory_plugin.opensearch_client import get_document
 
 #: Besides one model call, what a job's holder does between two renewals of its lease (a few reads, a
 #: k-NN search, one bulk write), with room for a slow cluster.
@@ -152,3 +155,31 @@ class OpenSearchQueues:
                     {"doc": {EMBEDDING_LEASE: 0.0}},
                 ]
         await conditional_bulk(client, actions, refresh=True)
+
+    async def pending_count(self, client: AsyncOpenSearch) -> int:
+        result = await client.count(
+            index=self.long_term_indices, body={"query": PENDING}, ignore_unavailable=True, allow_no_indices=True
+        )
+        return int(result["count"])
+
+    async def store_embeddings(self, client: AsyncOpenSearch, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
+        """Each vector onto its memory, unless the memory changed since its text was read (then it is pending)."""
+        stored = 0
+        for (index, memory_id), text, vector in rows:
+            found = await get_document(client, index, memory_id)
+            if found is None or not found["_source"].get("embedding_pending") or memory_text(found["_source"]) != text:
+                continue
+            unit = [float(x) for x in normalised(vector)]
+            source = {**unclaimed(found["_source"]), "embedding_pending": False, "memory_embedding": unit}
+            try:
+                await client.index(index=index, id=memory_id, body=source, refresh="true", **if_unchanged(found))
+            except (ConflictError, NotFoundError):
+                continue  # changed meanwhile: the newer text is pending
+            stored += 1
+        return stored
+
+    async def jobs(self, client: AsyncOpenSearch, limit: int) -> list[InferJob]:
+        """The oldest queued infer jobs, claimed or not."""
+        body = {"size": limit, "sort": [{"created_time": "asc"}], "query": {"match_all": {}}}
+        result = await client.search(index=self.job_index, body=body)
+        return [read_job(hit) for hit in result["hits"]["hits"]]

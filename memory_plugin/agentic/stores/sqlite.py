@@ -31,19 +31,21 @@ from memory_plugin.agentic.stores.fts import (
     MirrorBuild,
     fts_delete,
     fts_put,
-    fts_query,
-    fts_ranked,
     query_words,
     start_log,
-    totals,
 )
+from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, without_sources
+from memory_plugin.agentic.stores.sqlite_forgetting import forget, index_history_terms
 from memory_plugin.agentic.stores.sqlite_tables import (
     BATCH,
     CONTAINER_OWNER,
+    CONTAINER_USABLE,
     MEMORY_OWNER,
     MIGRATIONS,
     batches,
+    bm25_top,
     candidates,
+    container_doc,
     dumps,
     hydrate,
     index_terms,
@@ -51,6 +53,7 @@ from memory_plugin.agentic.stores.sqlite_tables import (
     remove_memory,
     rewrite,
     row_doc,
+    usable_params,
 )
 from memory_plugin.agentic.stores.vectors import Matrix, load_vectors
 from memory_plugin.auth import Principal
@@ -135,19 +138,25 @@ class SqliteAgenticStore(AgenticStore):
     async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         def read(c: sqlite3.Connection) -> StoredDoc | None:
             row = c.execute(
-                f"SELECT * FROM containers WHERE {CONTAINER_OWNER}", (container_id, *owner_key(owner))
+                f"SELECT * FROM containers WHERE container_id = ? AND {CONTAINER_USABLE}",
+                (container_id, *usable_params(owner)),
             ).fetchone()
-            return row_doc(row, "container_id") if row else None
+            return container_doc(row) if row else None
 
         return await self.db.read(read)
+
+    async def find_container(self, organization_id: str, container_id: str) -> StoredDoc | None:
+        sql = "SELECT * FROM containers WHERE container_id = ? AND organization_id = ?"
+        row = await self.db.read(lambda c: c.execute(sql, (container_id, organization_id)).fetchone())
+        return container_doc(row) if row else None
 
     async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
         def replace(c: sqlite3.Connection) -> StoredDoc | None:
             seq_no = next_seq_no(c)
             row = c.execute(
-                f"UPDATE containers SET doc = ?, version = version + 1, seq_no = ? WHERE {CONTAINER_OWNER} "
-                "RETURNING version",
-                (dumps(doc), seq_no, container_id, *owner_key(owner)),
+                f"UPDATE containers SET doc = ?, version = version + 1, seq_no = ? WHERE container_id = ? AND "
+                f"{CONTAINER_USABLE} RETURNING version",
+                (dumps(doc), seq_no, container_id, *usable_params(owner)),
             ).fetchone()
             return StoredDoc(container_id, doc, row[0], seq_no) if row else None
 
@@ -175,7 +184,11 @@ class SqliteAgenticStore(AgenticStore):
 
     async def containers(self, owner: Principal) -> list[StoredDoc]:
         sql = "SELECT * FROM containers WHERE organization_id = ? AND user_id = ? ORDER BY rowid"
-        return await self.db.read(lambda c: [row_doc(row, "container_id") for row in c.execute(sql, owner_key(owner))])
+        return await self.db.read(lambda c: [container_doc(row) for row in c.execute(sql, owner_key(owner))])
+
+    async def usable_containers(self, caller: Principal) -> list[StoredDoc]:
+        sql = f"SELECT * FROM containers WHERE {CONTAINER_USABLE} ORDER BY rowid"
+        return await self.db.read(lambda c: [container_doc(row) for row in c.execute(sql, usable_params(caller))])
 
     # -- memories -----------------------------------------------------------------------
 
@@ -205,6 +218,8 @@ class SqliteAgenticStore(AgenticStore):
         if memory_type == LONG_TERM:
             index_terms(c, seq, doc)
             fts_put(c, seq, memory_text(doc), new=True)
+        elif memory_type == HISTORY:
+            index_history_terms(c, seq, doc)
         return StoredDoc(memory_id, doc, 1, seq_no, seq)
 
     def _select(
@@ -217,9 +232,10 @@ class SqliteAgenticStore(AgenticStore):
         return row
 
     def _has_container(self, c: sqlite3.Connection, owner: Principal, container_id: str) -> bool:
-        """Checked inside a write's transaction, so a container deleted meanwhile gets nothing written."""
-        sql = f"SELECT 1 FROM containers WHERE {CONTAINER_OWNER}"
-        return c.execute(sql, (container_id, *owner_key(owner))).fetchone() is not None
+        """Checked inside a write's transaction, so a container deleted meanwhile gets nothing written.  The
+        organisation's: the writer may be a role holder (the service checked its access before the write)."""
+        sql = "SELECT 1 FROM containers WHERE container_id = ? AND organization_id = ?"
+        return c.execute(sql, (container_id, owner.organization_id)).fetchone() is not None
 
     async def add_memory(self, owner: Principal, container_id: str, add: MemoryAdd) -> bool:
         session = add.session
@@ -276,11 +292,14 @@ class SqliteAgenticStore(AgenticStore):
             if row is None:
                 return None, False
             seq = row["seq"]
-            reembed = text_changed(memory_type, json.loads(row["doc"]), doc)
-            seq_no = rewrite(c, seq, doc, reembed=reembed)
+            current = json.loads(row["doc"])
+            reembed = text_changed(memory_type, current, doc)
+            # hidden from the caller, who sent the doc back without it
+            kept = {**doc, SOURCES: current[SOURCES]} if SOURCES in current else doc
+            seq_no = rewrite(c, seq, kept, reembed=reembed)
             if memory_type == LONG_TERM:
-                index_terms(c, seq, doc)
-            return StoredDoc(memory_id, doc, row["version"] + 1, seq_no, seq), reembed
+                index_terms(c, seq, kept)
+            return StoredDoc(memory_id, without_sources(doc), row["version"] + 1, seq_no, seq), reembed
 
         def unindex(result: tuple[StoredDoc | None, bool]) -> None:
             stored, reembed = result
@@ -331,6 +350,15 @@ class SqliteAgenticStore(AgenticStore):
         deleted = await self._write(delete, unindex)
         return len(deleted)
 
+    async def forget(self, owner: Principal, container_id: str, working_ids: Sequence[str]) -> Forgotten:
+        ids = list(dict.fromkeys(working_ids))
+
+        def work(c: sqlite3.Connection) -> tuple[Forgotten, list[int]]:
+            return forget(c, owner, container_id, ids)
+
+        forgotten, _ = await self._write(work, lambda result: self._unindex(container_id, result[1]))
+        return forgotten
+
     async def embeddings(self, owner: Principal, container_id: str, ids: Sequence[str]) -> dict[str, list[float]]:
         def read(c: sqlite3.Connection) -> dict[str, list[float]]:
             out: dict[str, list[float]] = {}
@@ -367,6 +395,9 @@ class SqliteAgenticStore(AgenticStore):
         return int(
             await self.db.read(lambda c: c.execute("SELECT count(*) FROM memories WHERE pending = 1").fetchone()[0])
         )
+
+    async def infer_job_count(self) -> int:
+        return int(await self.db.read(lambda c: c.execute("SELECT count(*) FROM infer_jobs").fetchone()[0]))
 
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
         def store(c: sqlite3.Connection) -> list[tuple[str, int, np.ndarray]]:
@@ -427,7 +458,9 @@ class SqliteAgenticStore(AgenticStore):
                 if row is None:
                     continue
                 if change.event == "UPDATE":
-                    rewrite(c, row["seq"], change.applied_to(json.loads(row["doc"])), reembed=True)
+                    updated = change.applied_to(json.loads(row["doc"]))
+                    rewrite(c, row["seq"], updated, reembed=True)
+                    index_terms(c, row["seq"], updated)
                 elif change.event == "DELETE":
                     remove_memory(c, row["seq"], LONG_TERM)
                 unindex.append(row["seq"])
@@ -457,31 +490,7 @@ class SqliteAgenticStore(AgenticStore):
         return await self.db.read(search)
 
     async def bm25(self, scope: LongTermScope, query: str, k: int) -> list[tuple[StoredDoc, float]]:
-        words = query_words(query)
-        lexical = self._lexical
-
-        def search(c: sqlite3.Connection) -> list[tuple[StoredDoc, float]]:
-            matching = candidates(c, scope)
-            if matching is not None and len(matching) == 0:
-                return []
-            # The mirror scores exactly as FTS5 does, when it holds what FTS5 holds and every query word is one
-            # FTS5 token (a phrase of several needs FTS5's positions): top k without scoring every match.
-            if totals(c) == (lexical.rows, lexical.tokens):
-                tokens = self.db.tokenizer.query_tokens(words)
-                if all(len(token) == 1 for token in tokens):
-                    owner = owner_key(scope.owner)
-                    top = lexical.search(scope.container_id, owner, [token[0] for token in tokens], k, matching)
-                    return hydrate(c, scope, top)
-            allowed = None if matching is None else set(matching.tolist())
-            kept: list[tuple[StoredDoc, float]] = []
-            ranked = fts_ranked(c, fts_query(query) or "", allowed)
-            try:
-                for scored in ranked:
-                    kept += hydrate(c, scope, scored, limit=k - len(kept))
-                    if len(kept) >= k:
-                        break
-            finally:
-                ranked.close()
-            return kept
-
-        return [] if not words or scope.empty else await self.db.read(search)
+        lexical, tokenizer = self._lexical, self.db.tokenizer
+        if scope.empty or not query_words(query):
+            return []
+        return await self.db.read(lambda c: bm25_top(c, scope, query, k, lexical, tokenizer))

@@ -27,13 +27,17 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM, flat_object_terms, valid_unicode
-from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc, memory_text, owner_key
-from memory_plugin.agentic.stores.fts import fts_delete, fts_put
+from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc, memory_text, owner_id, owner_key, owner_of
+from memory_plugin.agentic.stores.bm25 import LexicalIndex
+from memory_plugin.agentic.stores.fts import Tokenizer, fts_delete, fts_put, fts_query, fts_ranked, query_words, totals
+from memory_plugin.agentic.stores.sources import SOURCES, sources_of, without_sources
+from memory_plugin.auth import Principal
 from memory_plugin.sqlite import run_script
 
 
@@ -89,6 +93,12 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
 
 MIGRATIONS = [_schema_v1]
 CONTAINER_OWNER = "container_id = ? AND organization_id = ? AND user_id = ?"
+#: The containers a caller may use (``base.may_use``, in SQL): of its organisation, and its own, or any for an
+#: organisation key, or shared with one of its roles.  Parameters: organisation, admin (0/1), user, roles (JSON).
+CONTAINER_USABLE = (
+    "organization_id = ? AND (? OR user_id = ? OR EXISTS (SELECT 1 FROM json_each(containers.doc, '$.backend_roles') "
+    "AS shared WHERE shared.value IN (SELECT value FROM json_each(?))))"
+)
 MEMORY_OWNER = "container_id = ? AND memory_type = ? AND organization_id = ? AND user_id = ?"
 #: Host parameters per statement, well under SQLite's limit.
 BATCH = 500
@@ -103,7 +113,18 @@ def next_seq_no(c: sqlite3.Connection) -> int:
 
 def row_doc(row: sqlite3.Row, id_column: str) -> StoredDoc:
     seq = row["seq"] if "seq" in row.keys() else 0
-    return StoredDoc(row[id_column], json.loads(row["doc"]), row["version"], row["seq_no"], seq)
+    # ``memory_sources`` is ours: no answer shows it (``sources``)
+    return StoredDoc(row[id_column], without_sources(json.loads(row["doc"])), row["version"], row["seq_no"], seq)
+
+
+def container_doc(row: sqlite3.Row) -> StoredDoc:
+    """A container row, with its owner."""
+    return replace(row_doc(row, "container_id"), owner=owner_of(row["organization_id"], row["user_id"]))
+
+
+def usable_params(caller: Principal) -> tuple[Any, ...]:
+    """``CONTAINER_USABLE``'s parameters."""
+    return (caller.organization_id, int(caller.organization_admin), owner_id(caller), json.dumps(caller.backend_roles))
 
 
 def dumps(doc: dict[str, Any]) -> str:
@@ -124,6 +145,8 @@ def _long_term_terms(doc: dict[str, Any]) -> list[tuple[str, str]]:
     for name in ("strategy_id", "namespace_size", "strategy_type"):
         if doc.get(name) is not None:
             pairs.append((name, str(doc[name])))
+    # what ``sqlite_forgetting`` finds a doc's sources by; no term filter a caller builds can name this field
+    pairs += [(SOURCES, str(entry.get("working_memory_id"))) for entry in sources_of(doc)]
     return pairs
 
 
@@ -229,3 +252,30 @@ def hydrate(
         if row is not None:
             out.append((row_doc(row, "memory_id"), score))
     return out
+
+
+def bm25_top(
+    c: sqlite3.Connection, scope: LongTermScope, query: str, k: int, lexical: LexicalIndex, tokenizer: Tokenizer
+) -> list[tuple[StoredDoc, float]]:
+    """The top ``k`` by FTS5's BM25.  The mirror scores exactly as FTS5 does when it holds what FTS5 holds and
+    every query word is one FTS5 token (a phrase of several needs FTS5's positions): top k without scoring
+    every match.  Otherwise FTS5 ranks every match, and the owner's docs of the container are kept until k."""
+    matching = candidates(c, scope)
+    if matching is not None and len(matching) == 0:
+        return []
+    if totals(c) == (lexical.rows, lexical.tokens):
+        tokens = tokenizer.query_tokens(query_words(query))
+        if all(len(token) == 1 for token in tokens):
+            words = [token[0] for token in tokens]
+            return hydrate(c, scope, lexical.search(scope.container_id, owner_key(scope.owner), words, k, matching))
+    allowed = None if matching is None else set(matching.tolist())
+    kept: list[tuple[StoredDoc, float]] = []
+    ranked = fts_ranked(c, fts_query(query) or "", allowed)
+    try:
+        for scored in ranked:
+            kept += hydrate(c, scope, scored, limit=k - len(kept))
+            if len(kept) >= k:
+                break
+    finally:
+        ranked.close()
+    return kept

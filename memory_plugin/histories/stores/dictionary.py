@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -35,7 +35,26 @@ class Dictionary:
     def __init__(self) -> None:
         self.values: list[str | None] = [None]
         self.folded: list[str] = [""]  # casefolded values, extended lazily for ``contains``
-        self.codes: dict[str, int] = {}
+        self._codes: dict[str, int] | None = {}
+
+    @classmethod
+    def restore(cls, values: Sequence[str]) -> Dictionary:
+        """The dictionary whose codes 1.. are ``values`` (``values[1:]`` of a saved one).
+
+        The value → code map is built on first use: at a million record ids it
+        is most of a restart's time, and only writes and filters on the field need it.
+        """
+        dictionary = cls()
+        dictionary.values += values
+        dictionary._codes = None
+        return dictionary
+
+    @property
+    def codes(self) -> dict[str, int]:
+        codes = self._codes
+        if codes is None:  # two searches may both build it: the same map, published whole
+            codes = self._codes = dict(zip(cast(list[str], self.values[1:]), range(1, len(self.values))))
+        return codes
 
     def encode(self, value: str | None) -> int:
         if value is None:

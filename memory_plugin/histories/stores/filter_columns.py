@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -98,6 +98,24 @@ class FilterColumns:
                 new = np.zeros(capacity, dtype=old.dtype)
                 new[:used] = old[:used]
                 columns[field] = new
+
+    def saved(self, used: int) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+        """``(arrays, dictionary values)`` of the rows below ``used``, for a snapshot (``restore``)."""
+        arrays: dict[str, np.ndarray] = {f"s.{field}": column[:used] for field, column in self.strings.items()}
+        arrays |= {f"d.{field}": column[:used] for field, column in self.dates.items()}
+        values = {field: cast(list[str], dictionary.values[1:]) for field, dictionary in self.dictionaries.items()}
+        return arrays, values  # code 0 (None) is implied
+
+    def restore(self, arrays: Mapping[str, np.ndarray], values: Mapping[str, list[str]]) -> None:
+        """Take the rows and dictionaries ``saved`` gave (metadata columns are built again when a filter names them)."""
+        for field, column in self.strings.items():
+            saved = arrays[f"s.{field}"]
+            if len(saved) and (saved.min() < 0 or saved.max() > len(values[field])):
+                raise ValueError(f"saved column {field} has codes beyond its dictionary")
+            column[: len(saved)] = saved
+            self.dictionaries[field] = Dictionary.restore(values[field])
+        for field, micros in self.dates.items():
+            micros[: len(arrays[f"d.{field}"])] = arrays[f"d.{field}"]
 
     def assign(
         self, positions: np.ndarray, rows: Sequence[Row], metadata: Sequence[Mapping[str, Any]] | None = None

@@ -2,19 +2,20 @@
 
 Layout of a region folder::
 
-    store.sqlite3          records + chunks (vectors as float32 BLOBs), WAL
-    hnsw-<type>.faiss      HNSW snapshot of one record_type (positions 0..n-1)
-    hnsw-<type>.ids.npy    the chunk id held at each snapshot position
+    store.sqlite3          records + chunks (vectors as float32 BLOBs), the delete log, the snapshot marks; WAL
+    hnsw-<type>.<gen>/     the snapshot of one record_type's index (``index_snapshots``)
 
 Why it looks like this:
 
 * Every acknowledged write is durable when its SQLite transaction commits.
   The faiss index is only a cache: chunk ids come from ``AUTOINCREMENT`` and
   are never reused, and a position in the index never changes its chunk, so a
-  snapshot is always a valid *prefix*.  ``open()`` loads the snapshot, checks
-  it against SQLite (ids and vectors), adds the chunks written since and marks
-  the chunks deleted since as dead.  A missing, corrupt or inconsistent
-  snapshot (or one more than half dead) is rebuilt from SQLite.
+  snapshot is always a valid *prefix*.  ``open()`` loads the snapshot its mark
+  in SQLite names (the graph memory-mapped), checks it cheaply, adds the chunks
+  written after the mark and marks the chunks the delete log lists since as
+  dead: a restart reads the changes, not every vector.  A damaged or
+  disagreeing snapshot is checked against every chunk in SQLite (ids and
+  vectors), and rebuilt if that fails too (or if it is more than half dead).
 * HNSW cannot remove vectors, so deleted chunks stay in the graph as dead
   positions.  Every search goes through a candidate set (the organisation is
   always a filter) built from live chunks only, so stale vectors never surface;
@@ -28,11 +29,13 @@ Why it looks like this:
   time a filter names it (``metadata_columns``: one pass over SQLite while
   writes go on, see ``_build_metadata``; then kept in step with every write); at most ``metadata_columns`` keys per index, least
   recently used dropped.  A filter naming more keys than that compiles to SQL
-  (``sqlite_filters``) and yields chunk ids.  Few candidates (``<= exact_threshold``) are
-  ranked exactly over an in-memory vector matrix, reading the candidate rows in
-  place on the search thread (``exact_scores``); many are searched
-  with HNSW restricted by an ``IDSelectorBitmap`` and an ``efSearch`` scaled up
-  by 1/selectivity.  Without a filter the organisation's bitmap comes from an
+  (``sqlite_filters``) and yields chunk ids.  Knowing the candidates' count, the
+  planner (``planner``, measured costs) ranks them exactly over an in-memory
+  vector matrix, reading the candidate rows in place on the search thread
+  (``exact_scores``), or searches HNSW restricted by an ``IDSelectorBitmap``
+  and an ``efSearch`` scaled up by 1/selectivity, whichever costs less;
+  ``exact_threshold`` caps the scans, and very selective filters are always
+  scanned (the walk loses recall there).  Without a filter the organisation's bitmap comes from an
   in-memory org-code array (cached per index version), not from SQL.
 * Scores are recomputed (``exact_scores``) on the final candidates, so both paths
   return the same cosine values; ties are broken by chunk id.
@@ -44,12 +47,11 @@ import asyncio
 import json
 import logging
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from functools import partial
-from hashlib import sha1
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -62,10 +64,10 @@ from memory_plugin.histories.stores.filter_columns import Row, can_compile
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, metadata_keys
 from memory_plugin.histories.stores.records import Chunk, DeleteCounts, Hit, Record, shown_score
+from memory_plugin.histories.stores.snapshot_keeper import SnapshotKeeper
 from memory_plugin.histories.stores.sqlite_filters import compile_filter, register_functions
 from memory_plugin.histories.stores.sqlite_tables import (
     MIGRATIONS,
-    ROW_SQL,
     column_row,
     fetch_ids,
     metadata_values,
@@ -76,12 +78,6 @@ from memory_plugin.sqlite import Database
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _file_base(folder: Path, record_type: str) -> Path:
-    if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", record_type):
-        return folder / f"hnsw-{record_type}"
-    return folder / f"hnsw-{sha1(record_type.encode()).hexdigest()[:16]}"
 
 
 #: ``(record_type, chunk ids, vectors, organization ids, column rows, metadata)`` per added group.
@@ -121,6 +117,9 @@ class SqliteHistoryStore(HistoryStore):
         self._building: dict[tuple[str, str], asyncio.Future[None]] = {}
         #: How each index was loaded at open(): "snapshot" or "rebuilt (...)".
         self.load_report: dict[str, str] = {}
+        self._snapshots = SnapshotKeeper(
+            self.path, self._db, self._offload, self._org_code, lambda: list(self._org_codes)
+        )
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -140,58 +139,25 @@ class SqliteHistoryStore(HistoryStore):
         record_types = await self._db.run(
             lambda c: [row[0] for row in c.execute("SELECT DISTINCT record_type FROM records ORDER BY 1")]
         )
-        for record_type in record_types:
-            ids, vectors, orgs, rows = await self._db.run(partial(self._load_chunks, record_type=record_type))
-            base = _file_base(self.path, record_type)
-            index, how = await self._offload(TypeIndex.load, self._params, base, ids, vectors, orgs, rows)
+        for record_type, (index, how) in (await self._snapshots.load_all(self._params, record_types)).items():
             self._indexes[record_type] = index
             self.load_report[record_type] = how
             if how != "snapshot":
                 log.info("embedded store %s: index %s %s", self.path, record_type, how)
 
-    def _load_chunks(
-        self, connection: sqlite3.Connection, *, record_type: str
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Row]]:
-        assert self._params is not None
-        cursor = connection.cursor()
-        cursor.row_factory = None
-        total = cursor.execute(
-            "SELECT count(*) FROM chunks c JOIN records r ON r.rid = c.rid WHERE r.record_type = ?", (record_type,)
-        ).fetchone()[0]
-        ids = np.empty(total, dtype=np.int64)
-        vectors = np.empty((total, self._params.dimension), dtype=np.float32)
-        orgs = np.empty(total, dtype=np.int32)
-        rows: list[Row] = []
-        cursor.execute(
-            f"SELECT c.id, c.vector, r.organization_id, {ROW_SQL} FROM chunks c JOIN records r ON r.rid = c.rid"
-            " WHERE r.record_type = ? ORDER BY c.id",
-            (record_type,),
-        )
-        at = 0
-        while batch := cursor.fetchmany(10_000):
-            end = at + len(batch)
-            ids[at:end] = [row[0] for row in batch]
-            vectors[at:end] = np.frombuffer(b"".join(row[1] for row in batch), dtype=np.float32).reshape(len(batch), -1)
-            orgs[at:end] = [self._org_code(row[2]) for row in batch]
-            rows += [row[3:] for row in batch]
-            at = end
-        return ids[:at], vectors[:at], orgs[:at], rows
-
     async def snapshot(self) -> None:
         """Persist the indexes that changed (also done on close and every ``snapshot_every`` adds)."""
-        for record_type, index in list(self._indexes.items()):
-            base = _file_base(self.path, record_type)
-            if index.unsaved == 0 and base.with_suffix(".faiss").exists():
-                continue
-            async with index.lock.read():
-                await self._offload(index.save, base)
+        async with self._write_lock:
+            await self._snapshots.save_changed(self._indexes)
 
     async def close(self) -> None:
         if self._pool is None:
             return
         async with self._write_lock:
+            with suppress(Exception):  # a graph left mapped is not written again: its snapshot is current
+                await self._snapshots.owned(self._indexes)
             try:
-                await self.snapshot()
+                await self._snapshots.save_changed(self._indexes)
             except (OSError, RuntimeError) as error:  # faiss reports write failures as RuntimeError
                 # The snapshot is only a cache of SQLite: the next open() rebuilds it.
                 log.warning(
@@ -204,6 +170,9 @@ class SqliteHistoryStore(HistoryStore):
             self._search_pool.shutdown(wait=True)
             self._search_pool = None
         self._indexes.clear()
+        self._snapshots = SnapshotKeeper(
+            self.path, self._db, self._offload, self._org_code, lambda: list(self._org_codes)
+        )
 
     async def health(self) -> dict[str, Any]:
         def count(connection: sqlite3.Connection) -> tuple[int, int]:
@@ -265,6 +234,7 @@ class SqliteHistoryStore(HistoryStore):
             return removed, list(added.values())
 
         async with self._write_lock:
+            await self._snapshots.owned(self._indexes)
             removed, added = await self._db.write(work)
             await self._apply(removed, added)
 
@@ -335,8 +305,7 @@ class SqliteHistoryStore(HistoryStore):
                 )
             if index.unsaved >= self._snapshot_every:
                 try:
-                    async with index.lock.read():
-                        await self._offload(index.save, _file_base(self.path, record_type))
+                    await self._snapshots.save(record_type, index)
                 except (OSError, RuntimeError) as error:
                     # The write is committed in SQLite already: a snapshot that cannot be
                     # written (full disk) must not turn its acknowledgement into an error.
@@ -453,7 +422,7 @@ class SqliteHistoryStore(HistoryStore):
             )
             return {row["chunk_id"]: row for row in rows}
 
-        rows = await self._db.run(work)
+        rows = await self._db.read(work)  # beside the writer: a search never waits for a write's fsync
         hits = [
             Hit(
                 record=record_from_row(rows[chunk]),

@@ -26,20 +26,44 @@ from memory_plugin.histories.stores.filters import (
     TOP_LEVEL_FIELDS,
     Condition,
     Filter,
+    _metadata_holds,
     as_number,
     fold,
 )
 
 _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+#: Below this magnitude SQLite holds a JSON number exactly (an int64 or a real) and compares ints with reals
+#: exactly; beyond it a JSON int is read as a lossy real (10**30 would equal 1e30), so ``matches`` decides.
+_SQL_EXACT = "9.2e18"
 
 
 def register_functions(connection: sqlite3.Connection) -> None:
     """Add the SQL functions compiled filters use to ``connection``."""
     connection.create_function("mp_contains", 2, _contains, deterministic=True)
+    connection.create_function("mp_metadata_holds", 3, _metadata_holds_json, deterministic=True)
 
 
 def _contains(value: Any, needle: str) -> bool:
     return isinstance(value, str) and fold(needle) in fold(value)
+
+
+def _metadata_holds_json(value: str, op: str, expected: str) -> bool:
+    """``matches``' metadata test on a value's JSON text (``->``) against a JSON list of filter values."""
+    decoded = json.loads(value)
+    return any(_metadata_holds(op, decoded, text) for text in json.loads(expected))
+
+
+def _numeric(path: str, test: str, bound: Any, op: str, texts: list[str]) -> tuple[str, list[Any]]:
+    """A numeric metadata test ``value <test>`` (one ``?``, ``bound``), exact for JSON ints of any size.
+
+    ``texts`` are the filter's values, for ``matches`` to judge the values beyond ``_SQL_EXACT``.
+    """
+    kind, extracted = "json_type(r.metadata, ?)", "json_extract(r.metadata, ?)"
+    sql = (
+        f"({kind} IN ('integer', 'real') AND CASE WHEN abs({extracted}) < {_SQL_EXACT} THEN {extracted} {test}"
+        " ELSE mp_metadata_holds(r.metadata -> ?, ?, ?) END)"
+    )
+    return sql, [path, path, path, bound, path, op, json.dumps(texts)]
 
 
 def compile_filter(where: Filter) -> tuple[str, list[Any]]:
@@ -95,8 +119,9 @@ def _one_of(condition: Condition) -> tuple[str, list[Any]]:
         params += [path, json.dumps(booleans)]
     numbers = [number for number in map(as_number, texts) if number is not None]
     if numbers:
-        options.append(f"({kind} IN ('integer', 'real') AND {extracted} {listed})")
-        params += [path, path, json.dumps(numbers)]
+        sql, numeric_params = _numeric(path, listed, json.dumps(numbers), "in", texts)
+        options.append(sql)
+        params += numeric_params
     return " OR ".join(options), params
 
 
@@ -125,10 +150,10 @@ def _metadata(key: str, op: str, value: str) -> tuple[str, list[Any]]:
         if value in ("true", "false"):
             options.append((f"{kind} = ?", [path, value]))
         if number is not None:
-            options.append((f"({kind} IN ('integer', 'real') AND {extracted} = ?)", [path, path, number]))
+            options.append(_numeric(path, "= ?", number, op, [value]))
         return " OR ".join(sql for sql, _ in options), [p for _, ps in options for p in ps]
     if op == "contains":
         return f"({kind} = 'text' AND mp_contains({extracted}, ?))", [path, path, value]
     if number is not None:
-        return f"({kind} IN ('integer', 'real') AND {extracted} {_RANGE_SQL[op]} ?)", [path, path, number]
+        return _numeric(path, f"{_RANGE_SQL[op]} ?", number, op, [value])
     return f"({kind} = 'text' AND {extracted} {_RANGE_SQL[op]} ?)", [path, path, value]

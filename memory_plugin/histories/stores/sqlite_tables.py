@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -53,7 +54,36 @@ _SCHEMA_V1 = """
         """
 
 
-MIGRATIONS = [_schema_v1]
+def _schema_v2(connection: sqlite3.Connection) -> None:
+    """The log of deleted chunks and the marks of the index snapshots (``index_snapshots``).
+
+    A trigger writes the log in the transaction of every delete, cascades
+    included, so a snapshot knows exactly which deletes it has not seen.
+    """
+    run_script(
+        connection,
+        """
+        CREATE TABLE deleted_chunks (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a snapshot covers every seq up to its mark
+            chunk_id INTEGER NOT NULL
+        );
+        CREATE TABLE index_snapshots (
+            record_type TEXT PRIMARY KEY,
+            generation TEXT NOT NULL,  -- names the snapshot folder, and is written in it
+            last_id INTEGER NOT NULL,  -- the snapshot holds every chunk up to this id
+            deleted_seq INTEGER NOT NULL,  -- ... and every delete logged up to this seq
+            positions INTEGER NOT NULL
+        );
+        """,
+    )
+    # one statement: its body holds a ``;``, which run_script would split on
+    connection.execute(
+        "CREATE TRIGGER chunks_deleted AFTER DELETE ON chunks BEGIN"
+        " INSERT INTO deleted_chunks (chunk_id) VALUES (old.id); END"
+    )
+
+
+MIGRATIONS = [_schema_v1, _schema_v2]
 
 
 def record_from_row(row: sqlite3.Row) -> Record:
@@ -98,6 +128,36 @@ def metadata_values(connection: sqlite3.Connection, *, record_type: str, path: s
     ).fetchall()
     rows = [row for row in rows if row[1] is not None]
     return np.fromiter((row[0] for row in rows), np.int64, len(rows)), [row[1] for row in rows]
+
+
+def load_chunks(
+    connection: sqlite3.Connection, *, record_type: str, dimension: int, org_code: Callable[[str], int], after: int = -1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Row]]:
+    """``(ids, vectors, org codes, column rows)`` of the record type's chunks with an id above ``after``, by id."""
+    cursor = connection.cursor()
+    cursor.row_factory = None
+    total = cursor.execute(
+        "SELECT count(*) FROM chunks c JOIN records r ON r.rid = c.rid WHERE r.record_type = ? AND c.id > ?",
+        (record_type, after),
+    ).fetchone()[0]
+    ids = np.empty(total, dtype=np.int64)
+    vectors = np.empty((total, dimension), dtype=np.float32)
+    orgs = np.empty(total, dtype=np.int32)
+    rows: list[Row] = []
+    cursor.execute(
+        f"SELECT c.id, c.vector, r.organization_id, {ROW_SQL} FROM chunks c JOIN records r ON r.rid = c.rid"
+        " WHERE r.record_type = ? AND c.id > ? ORDER BY c.id",
+        (record_type, after),
+    )
+    at = 0
+    while batch := cursor.fetchmany(10_000):
+        end = at + len(batch)
+        ids[at:end] = [row[0] for row in batch]
+        vectors[at:end] = np.frombuffer(b"".join(row[1] for row in batch), dtype=np.float32).reshape(len(batch), -1)
+        orgs[at:end] = [org_code(row[2]) for row in batch]
+        rows += [row[3:] for row in batch]
+        at = end
+    return ids[:at], vectors[:at], orgs[:at], rows
 
 
 def fetch_ids(connection: sqlite3.Connection, sql: str, params: list[Any]) -> np.ndarray:

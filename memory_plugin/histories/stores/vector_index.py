@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import faiss
 import numpy as np
@@ -23,12 +23,7 @@ from memory_plugin.files import fresh_private_file
 from memory_plugin.histories.stores.filter_columns import FilterColumns, Row
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, KeyColumn, decode_values
-
-_MAX_EF = 2048
-#: Below this many candidates exact search always wins; above it, exact search
-#: is kept only for selective filters, where HNSW with a selector loses recall.
-_ALWAYS_EXACT = 2_000
-_EXACT_SELECTIVITY = 0.05
+from memory_plugin.histories.stores.planner import plan
 
 
 class ReadWriteLock:
@@ -87,17 +82,22 @@ class TypeIndex:
     the write lock mutate; readers take local references first.
     """
 
-    def __init__(self, params: IndexParams, hnsw: faiss.Index, capacity: int) -> None:
+    def __init__(self, params: IndexParams, hnsw: faiss.Index, capacity: int, *, with_vectors: bool = True) -> None:
         self.params = params
         self.hnsw = hnsw
         capacity = max(capacity, 1024)
         self.ids = np.zeros(capacity, dtype=np.int64)
-        self.vectors = np.zeros((capacity, params.dimension), dtype=np.float32)
+        self.vectors = np.zeros((capacity if with_vectors else 0, params.dimension), dtype=np.float32)
+        #: The graph and ``vectors`` are read-only views of a snapshot file: ``adopt`` an owned
+        #: copy before ``append`` (faiss aborts the process when a viewed graph grows).
+        self.mapped = False
         self.orgs = np.full(capacity, -1, dtype=np.int32)
         self.columns = FilterColumns(capacity, params.metadata_columns)
         self.n = 0
         self.version = 0
         self.unsaved = 0
+        #: Chunks killed since the last snapshot.
+        self.killed = 0
         self.lock = ReadWriteLock()
         self._org_cache: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
 
@@ -122,6 +122,8 @@ class TypeIndex:
     ) -> None:
         if len(ids) == 0:
             return
+        if self.mapped:
+            raise RuntimeError("a memory-mapped index cannot grow: adopt an owned copy first")
         if self.n and ids[0] <= self.ids[self.n - 1]:
             raise RuntimeError("chunk ids must grow")
         end = self.n + len(ids)
@@ -137,10 +139,27 @@ class TypeIndex:
         self.unsaved += len(ids)
         self.version += 1
 
+    def owned_copy(self, path: Path) -> tuple[faiss.Index, np.ndarray]:
+        """The graph read (not mapped) from ``path`` and its vectors in an array with room to grow."""
+        hnsw = faiss.read_index(str(path))
+        if hnsw.ntotal != self.n:
+            raise RuntimeError("the snapshot file no longer holds the mapped graph")
+        hnsw.hnsw.efSearch = self.params.ef_search  # type: ignore[attr-defined]
+        storage = faiss.downcast_index(hnsw.storage)  # type: ignore[attr-defined]
+        vectors = np.zeros((len(self.ids), self.params.dimension), dtype=np.float32)
+        vectors[: self.n] = faiss.rev_swig_ptr(storage.get_xb(), self.n * hnsw.d).reshape(self.n, hnsw.d)  # type: ignore[attr-defined]
+        return hnsw, vectors
+
+    def adopt(self, hnsw: faiss.Index, vectors: np.ndarray) -> None:
+        """Search ``owned_copy``'s graph and vectors from now on, the mapped ones no more (write lock held)."""
+        self.hnsw, self.vectors, self.mapped = hnsw, vectors, False
+        self.version += 1
+
     def kill(self, ids: np.ndarray) -> None:
         positions = self.positions(ids)
         if len(positions):
             self.orgs[positions] = -1
+            self.killed += len(positions)
             self.version += 1
 
     def metadata_column(self, chunk_ids: np.ndarray, texts: Sequence[str], below: int) -> KeyColumn:
@@ -198,12 +217,21 @@ class TypeIndex:
         return mask, positions
 
     def search(
-        self, query: np.ndarray, org: int, k: int, *, where: Filter | None = None, candidates: np.ndarray | None = None
+        self,
+        query: np.ndarray,
+        org: int,
+        k: int,
+        *,
+        where: Filter | None = None,
+        candidates: np.ndarray | None = None,
+        path: Literal["plan", "exact", "graph"] = "plan",
     ) -> list[tuple[int, float]]:
         """Top ``k`` ``(chunk_id, score)`` of the org's chunks.
 
         Restricted to ``candidates`` (positions, from SQL) when given, else to
         the positions whose columns satisfy ``where`` (its metadata keys kept).
+        ``planner`` chooses the exact scan or the graph walk; ``path`` forces one
+        (calibration and tests).
         """
         n = self.n
         ids, vectors = self.ids[:n], self.vectors[:n]
@@ -215,25 +243,40 @@ class TypeIndex:
         count = len(candidates)
         if count == 0 or k <= 0:
             return []
-        selectivity = count / max(self.hnsw.ntotal, 1)
-        if count <= self.params.exact_threshold and (count <= _ALWAYS_EXACT or selectivity <= _EXACT_SELECTIVITY):
+        total = self.hnsw.ntotal
+        choice = plan(
+            count,
+            total,
+            k=k,
+            ef_search=self.params.ef_search,
+            hnsw_m=self.params.hnsw_m,
+            dimension=self.params.dimension,
+            exact_threshold=self.params.exact_threshold,
+        )
+        if path == "exact" or (path == "plan" and choice.exact):
             return best_k(ids[candidates], exact_scores(vectors, candidates, query), k)
-        if mask is None:
-            mask = np.zeros(n, dtype=bool)
-            mask[candidates] = True
-        ef = int(min(_MAX_EF, max(self.params.ef_search, k) / selectivity))
-        ef = max(ef, self.params.ef_search, k)
+        found = self._walk(query, k, n, candidates, mask, choice.ef)
+        return best_k(ids[found], exact_scores(vectors, found, query), k)
+
+    def _walk(
+        self, query: np.ndarray, k: int, n: int, candidates: np.ndarray, mask: np.ndarray | None, ef: int
+    ) -> np.ndarray:
+        """The positions HNSW finds among ``candidates`` (``mask`` over positions below ``n``, if built)."""
+        count = len(candidates)
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
         params.efSearch = ef
         bitmap = None
         if count < self.hnsw.ntotal:
             # Some positions are dead or belong to others: restrict the walk to ours.
+            if mask is None:
+                mask = np.zeros(n, dtype=bool)
+                mask[candidates] = True
             bitmap = np.packbits(mask, bitorder="little")
             params.sel = faiss.IDSelectorBitmap(n, faiss.swig_ptr(bitmap))
         _, labels = self.hnsw.search(query[None, :], min(k, count), params=params)
-        found = labels[0][labels[0] >= 0]
         del bitmap
-        return best_k(ids[found], exact_scores(vectors, found, query), k)
+        found: np.ndarray = labels[0][labels[0] >= 0]
+        return found
 
     # -- persistence ------------------------------------------------------
 
@@ -352,4 +395,5 @@ def best_k(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float
         keep = -scores <= kth  # everything tied with the k-th stays in the race
         ids, scores = ids[keep], scores[keep]
     order = np.lexsort((ids, -scores))[:k]
-    return [(int(ids[i]), float(np.clip(scores[i], -1.0, 1.0))) for i in order]
+    # one clip over the k kept, not one per hit: numpy's scalar clip cost a third of a 1% search
+    return list(zip(ids[order].tolist(), np.clip(scores[order], -1.0, 1.0).tolist()))

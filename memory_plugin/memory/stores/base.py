@@ -68,6 +68,9 @@ class OutboxLag:
 class MemoryStore(abc.ABC):
     #: Write an outbox entry with every change the history bridge must mirror (the bridge is on).
     outbox: bool = False
+    #: Other processes work on the same data (OpenSearch): the outbox's entries are leased, and what was
+    #: read may have changed by the time it is applied.
+    shared: bool = False
 
     @abc.abstractmethod
     async def open(self) -> None: ...
@@ -103,6 +106,10 @@ class MemoryStore(abc.ABC):
 
     @abc.abstractmethod
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None: ...
+
+    async def current_interactions(self, interactions: Sequence[Interaction]) -> list[Interaction | None]:
+        """Each interaction as stored now (None once gone): what a shared outbox's reader re-checks."""
+        return [await self.get_interaction(i.owner, i.interaction_id) for i in interactions]
 
     @abc.abstractmethod
     async def list_interactions(

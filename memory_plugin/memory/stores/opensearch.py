@@ -86,6 +86,7 @@ from memory_plugin.opensearch_client import (
     bulk,
     delete_by_query,
     get_document,
+    get_documents,
     make_client,
 )
 from memory_plugin.settings import OpenSearchRegion
@@ -95,6 +96,8 @@ _RETRIES = 50
 
 
 class OpenSearchMemoryStore(MemoryStore):
+    shared = True
+
     def __init__(self, settings: OpenSearchRegion, *, outbox: bool = False) -> None:
         self.settings = settings
         self.outbox = outbox
@@ -371,6 +374,19 @@ class OpenSearchMemoryStore(MemoryStore):
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None:
         document = await self._get_owned(self.message_index, interaction_id, owner)
         return None if document is None else read_interaction(interaction_id, document["_source"], document["_version"])
+
+    async def current_interactions(self, interactions: Sequence[Interaction]) -> list[Interaction | None]:
+        found = await get_documents(self.client, self.message_index, [i.interaction_id for i in interactions])
+        current: list[Interaction | None] = []
+        for interaction in interactions:
+            document = found.get(interaction.interaction_id)
+            owners = document is not None and owned(document["_source"], interaction.owner)
+            current.append(
+                read_interaction(interaction.interaction_id, document["_source"], document["_version"])
+                if document is not None and owners
+                else None
+            )
+        return current
 
     async def list_interactions(
         self, owner: Principal, conversation_id: str, offset: int, limit: int, newest_first: bool

@@ -43,7 +43,7 @@ from memory_plugin.memory.stores.opensearch_documents import (
     read_interaction,
 )
 from memory_plugin.memory.stores.opensearch_schema import INDEX_SETTINGS
-from memory_plugin.opensearch_client import bulk, create_index
+from memory_plugin.opensearch_client import bulk, create_index, get_documents
 
 _KEYWORD = {"type": "keyword"}
 
@@ -131,8 +131,10 @@ class OpenSearchOutbox:
         sources = [hit["_source"] for hit in hits]
         message_ids = sorted({s["message_id"] for s in sources if s["kind"] == "index" and s.get("message_id")})
         memory_ids = sorted({s["memory_id"] for s in sources})
-        messages = await _mget(client, self.message_index, message_ids)
-        memories = await _mget(client, self.meta_index, memory_ids)
+        messages = {
+            i: doc["_source"] for i, doc in (await get_documents(client, self.message_index, message_ids)).items()
+        }
+        memories = {i: doc["_source"] for i, doc in (await get_documents(client, self.meta_index, memory_ids)).items()}
         entries = []
         for (hit, lease), source in zip(claimed, sources):
             owner = principal_of(source)  # an entry's owner fields are top level
@@ -175,10 +177,3 @@ class OpenSearchOutbox:
 def _held(entry: OutboxEntry) -> dict[str, int]:
     """The condition of a write that finishes an entry: it is still as our claim left it."""
     return entry.lease.condition() if entry.lease else {}
-
-
-async def _mget(client: AsyncOpenSearch, index: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    if not ids:
-        return {}
-    documents = (await client.mget(index=index, body={"ids": list(ids)}))["docs"]
-    return {doc["_id"]: doc["_source"] for doc in documents if doc.get("found")}

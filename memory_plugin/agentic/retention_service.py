@@ -1,0 +1,117 @@
+"""The retention endpoints and the background sweep, over ``retention`` (no HTTP here).
+
+``POST /_plugins/_ml/memory_containers/_retention/_execute`` and the dry-runs
+answer in ml-commons' shapes (docs/agentic-retention.md section 5).  A caller
+only ever evaluates or sweeps the containers it may see; the background sweep,
+which has no caller, takes every container of every owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from memory_plugin.agentic.errors import StatusNotFound
+from memory_plugin.agentic.retention import Retention, RetentionRuns
+from memory_plugin.agentic.retention_settings import RetentionDefaults
+from memory_plugin.agentic.stores.base import AgenticStore
+from memory_plugin.agentic.stores.retention import retention_store
+from memory_plugin.auth import Principal
+
+log = logging.getLogger(__name__)
+
+#: Containers one cluster-wide dry-run evaluates (ml-commons' MAX_CONTAINERS_PER_DRY_RUN).
+MAX_CONTAINERS_PER_DRY_RUN = 1000
+_MESSAGES = {
+    "triggered": "Memory retention job triggered. Deletions run asynchronously per configured retention policy.",
+    "already_running": "Memory retention job is already in progress; this invocation was skipped to avoid "
+    "double-running.",
+    "retention_disabled": "Memory retention is disabled (plugins.ml_commons.memory.retention_enabled=false); "
+    "nothing was triggered.",
+}
+
+
+def trigger_response(status: str) -> dict[str, Any]:
+    """``MLExecuteMemoryRetentionResponse``."""
+    triggered = status == "triggered"
+    return {"acknowledged": triggered, "triggered": triggered, "status": status, "message": _MESSAGES[status]}
+
+
+class RetentionService:
+    def __init__(
+        self, store: AgenticStore, defaults: RetentionDefaults, *, enabled: bool, interval: float = 86400.0
+    ) -> None:
+        self.agentic = store
+        self.store = retention_store(store)
+        self.retention = Retention(self.store, defaults, enabled=enabled)
+        self.runs = RetentionRuns(self.retention)
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    # -- the endpoints ---------------------------------------------------------------------
+
+    async def dry_run(self, owner: Principal, container_id: str) -> dict[str, Any]:
+        container = await self.agentic.get_container(owner, container_id)
+        if container is None:
+            raise StatusNotFound(
+                f"Failed to find memory container with the provided memory container id: {container_id}"
+            )
+        return (await self.retention.evaluate(owner, container)).report()
+
+    async def dry_run_all(self, owner: Principal) -> dict[str, Any]:
+        containers = sorted(await self.agentic.containers(owner), key=lambda doc: doc.id)
+        truncated = len(containers) > MAX_CONTAINERS_PER_DRY_RUN
+        response: dict[str, Any] = {"skipped_count": 0, "truncated": truncated}
+        if truncated:
+            response["warning"] = (
+                f"Cluster-wide retention dry-run evaluated the first {MAX_CONTAINERS_PER_DRY_RUN} memory containers; "
+                "additional containers were not evaluated. Narrow the scope or run per-container dry-runs."
+            )
+        results = []
+        for container in containers[:MAX_CONTAINERS_PER_DRY_RUN]:
+            try:
+                results.append((await self.retention.evaluate(owner, container)).report())
+            except Exception:
+                log.exception("retention dry-run: container %s skipped", container.id)
+                response["skipped_count"] += 1
+        response["results"] = results
+        return response
+
+    async def execute(self, owner: Principal) -> dict[str, Any]:
+        """The on-demand run, over the caller's containers; it has finished when this answers."""
+        if not self.retention.enabled:
+            return trigger_response("retention_disabled")
+        if self.runs.running:
+            return trigger_response("already_running")
+        containers = await self.agentic.containers(owner)
+        totals = await self.runs.run((owner, container) for container in containers)
+        return trigger_response("triggered" if totals is not None else "already_running")
+
+    # -- the background sweep -------------------------------------------------------------
+
+    async def sweep(self) -> dict[str, int] | None:
+        """One run over every container; None if a run is in progress in this process."""
+        return await self.runs.run(await self.store.every_container())
+
+    def start(self) -> None:
+        if self.retention.enabled and self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="agentic-retention")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                totals = await self.sweep()
+                if totals and any(totals.values()):
+                    log.info("memory retention sweep deleted %s", totals)
+            except Exception:
+                log.exception("memory retention sweep failed; the next one is in %s seconds", self.interval)

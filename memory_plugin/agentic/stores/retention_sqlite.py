@@ -1,0 +1,61 @@
+"""Retention on the embedded store: a delete is conditional on the row's version, in one transaction."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from memory_plugin.agentic.models import LONG_TERM
+from memory_plugin.agentic.stores.base import StoredDoc, owner_key, owner_of
+from memory_plugin.agentic.stores.fts import fts_delete
+from memory_plugin.agentic.stores.retention import RetentionStore, Snapshot
+from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
+from memory_plugin.agentic.stores.sqlite_tables import MEMORY_OWNER, next_seq_no, row_doc
+from memory_plugin.auth import Principal
+
+
+class SqliteRetention(RetentionStore):
+    def __init__(self, store: SqliteAgenticStore) -> None:
+        self.store = store
+
+    async def every_container(self) -> list[tuple[Principal, StoredDoc]]:
+        def read(c: sqlite3.Connection) -> list[tuple[Principal, StoredDoc]]:
+            rows = c.execute("SELECT * FROM containers ORDER BY rowid")
+            return [(owner_of(row["organization_id"], row["user_id"]), row_doc(row, "container_id")) for row in rows]
+
+        return await self.store.db.read(read)
+
+    async def snapshot(self, owner: Principal, container_id: str, memory_type: str) -> list[Snapshot]:
+        sql = f"SELECT seq, memory_id, doc, version FROM memories WHERE {MEMORY_OWNER} ORDER BY seq"
+        params = (container_id, memory_type, *owner_key(owner))
+
+        def read(c: sqlite3.Connection) -> list[Snapshot]:
+            return [
+                Snapshot(row["memory_id"], json.loads(row["doc"]), (row["seq"], row["version"]))
+                for row in c.execute(sql, params)
+            ]
+
+        return await self.store.db.read(read)
+
+    async def delete_unchanged(
+        self, owner: Principal, container_id: str, memory_type: str, docs: Sequence[Snapshot]
+    ) -> list[str]:
+        sql = f"DELETE FROM memories WHERE seq = ? AND version = ? AND {MEMORY_OWNER} RETURNING seq"
+        scope = (container_id, memory_type, *owner_key(owner))
+
+        def delete(c: sqlite3.Connection) -> list[tuple[int, str]]:
+            gone = [(row[0], doc.id) for doc in docs for row in c.execute(sql, (*doc.token, *scope)).fetchall()]
+            if memory_type == LONG_TERM:
+                fts_delete(c, [seq for seq, _ in gone])
+            if gone:
+                next_seq_no(c)
+            return gone
+
+        def unindex(gone: list[tuple[int, str]]) -> None:
+            if memory_type == LONG_TERM:
+                self.store._unindex(container_id, [seq for seq, _ in gone])
+
+        if not docs:
+            return []
+        return [memory_id for _, memory_id in await self.store._write(delete, unindex)]

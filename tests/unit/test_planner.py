@@ -1,0 +1,117 @@
+"""The search planner: its choice, and that both paths it chooses between rank like brute force."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pytest
+
+from memory_plugin.histories.stores import planner, vector_index
+from memory_plugin.histories.stores.filters import Condition, Filter, matches
+from memory_plugin.histories.stores.planner import MODEL, plan
+from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
+from tests.support.store_contract import DIM, StoreContract, unit
+from tests.unit.test_metadata_columns import random_condition, write_random
+
+DEFAULTS = {"k": 10, "ef_search": 128, "hnsw_m": 32, "dimension": 384, "exact_threshold": 20_000}
+
+
+def test_small_candidate_sets_are_scanned_large_ones_walked() -> None:
+    for total in (20_000, 100_000, 1_000_000):
+        assert plan(total // 100, total, **DEFAULTS).exact  # 1%: a scan reads fewer rows than the walk visits
+        assert not plan(total, total, **DEFAULTS).exact  # no filter: the graph
+        assert not plan(total // 2, total, **DEFAULTS).exact
+    assert plan(5, 1_000_000, **DEFAULTS).exact
+    # the estimates order the same way as the choice
+    small, large = plan(500, 100_000, **DEFAULTS), plan(90_000, 100_000, **DEFAULTS)
+    assert small.exact_ns < small.graph_ns and large.graph_ns < large.exact_ns
+
+
+def test_choice_grows_with_dimension_and_count() -> None:
+    """Somewhere between 1% and 100% the choice flips once, and never back."""
+    total = 100_000
+    choices = [plan(count, total, **DEFAULTS).exact for count in range(100, total + 1, 100)]
+    flips = sum(a != b for a, b in zip(choices, choices[1:]))
+    assert choices[0] and not choices[-1] and flips == 1
+
+
+def test_exact_threshold_is_a_ceiling_and_recall_a_floor() -> None:
+    assert not plan(100, 100_000, **{**DEFAULTS, "exact_threshold": 0}).exact  # 0 forces the graph
+    assert not plan(30_000, 100_000, **{**DEFAULTS, "exact_threshold": 20_000}).exact
+    # a model under which the walk always looks cheaper still scans below the recall floor
+    cheap_walk = replace(MODEL, graph_ns_per_unit=0.0, graph_fixed_ns=0.0, bitmap_ns_per_row=0.0)
+    below = int(MODEL.min_graph_selectivity * 100_000) - 1
+    assert plan(below, 100_000, **DEFAULTS, model=cheap_walk).exact
+    assert not plan(below + 2, 100_000, **DEFAULTS, model=cheap_walk).exact
+    assert plan(10, 100_000, **DEFAULTS, model=cheap_walk).exact  # no more candidates than k
+
+
+class TestPlannerAlwaysScansContract(StoreContract):
+    """The contract with the planner told that walks are dear: every search is an exact scan."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SqliteHistoryStore]:
+        dear = replace(MODEL, graph_fixed_ns=1e18)
+        monkeypatch.setattr(planner, "MODEL", dear)
+        monkeypatch.setattr(vector_index, "plan", lambda *a, **kw: plan(*a, **{**kw, "model": dear}))
+        store = SqliteHistoryStore(tmp_path / "usa", exact_threshold=10**9)
+        await store.open(DIM)
+        yield store
+        await store.close()
+
+
+def brute_force(index: vector_index.TypeIndex, positions: np.ndarray, query: np.ndarray, k: int) -> list[int]:
+    """Chunk ids of the best ``k`` by inner product, ties by chunk id."""
+    ids = index.ids[positions]
+    scores = index.vectors[positions] @ query
+    order = sorted(range(len(ids)), key=lambda i: (-float(scores[i]), int(ids[i])))
+    return [int(ids[i]) for i in order[:k]]
+
+
+async def test_both_paths_agree_with_brute_force_over_random_filters(tmp_path: Path) -> None:
+    """Hundreds of random filters on a seeded store: the scan, the walk and the planner's pick rank as brute force."""
+    rng = random.Random(21)
+    store = SqliteHistoryStore(tmp_path, ef_search=1024, exact_threshold=10**9)
+    await store.open(DIM)
+    try:
+        items = await write_random(store, random.Random(8), 0, 1500)
+        records = {f"r{i}": record for i, (record, _) in enumerate(items)}
+        index = store._indexes["voice"]
+        queries = unit(np.random.default_rng(4), 40)
+        chunk_records = await store._db.run(
+            lambda c: dict(c.execute("SELECT c.id, r.record_id FROM chunks c JOIN records r ON r.rid = c.rid"))
+        )
+        paths: tuple[Literal["exact", "graph", "plan"], ...] = ("exact", "graph", "plan")
+        compared = 0
+        for round_ in range(300):
+            conditions = [random_condition(rng) for _ in range(rng.randint(0, 2))]
+            if round_ % 3 == 0:
+                conditions.append(Condition("user_id", "in", tuple(rng.sample(["u0", "u1", "u2"], rng.randint(1, 2)))))
+            where = Filter(tuple(conditions))
+            org = f"org-{round_ % 2}"
+            await store._keep_metadata(index, "voice", [c.field[9:] for c in conditions if c.is_metadata])
+            passing = np.array(
+                [
+                    position
+                    for position in range(index.n)
+                    if records[chunk_records[int(index.ids[position])]].organization_id == org
+                    and matches(where, records[chunk_records[int(index.ids[position])]])
+                ],
+                dtype=np.int64,
+            )
+            query = queries[round_ % len(queries)]
+            k = rng.choice([1, 10, 50])
+            truth = brute_force(index, passing, query, k)
+            code = store._org_codes[org]
+            for path in paths:
+                found = [chunk for chunk, _ in index.search(query, code, k, where=where, path=path)]
+                assert found == truth, (path, where, k)
+            compared += bool(truth)
+        assert compared > 150
+    finally:
+        await store.close()

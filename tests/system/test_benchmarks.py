@@ -107,6 +107,15 @@ def _agentic(report: dict[str, Any]) -> None:
             "semantic k=10, namespace",
             "hybrid k=10",
             "hybrid k=10, namespace",
+            "hybrid k=10 (FTS5 ranks, before)",
+            "hybrid k=10, namespace (FTS5 ranks, before)",
+            "bm25 k=10 (store only)",
+            "bm25 k=10 (store only, FTS5 ranks)",
+            "bm25 k=10, namespace (store only)",
+            "knn k=10 (store only)",
+            "knn k=10, namespace (store only)",
+            "reopen (vectors; FTS5 ranks until the mirror is built)",
+            "BM25 mirror built after reopen",
             "query embedding only",
         ]
     )

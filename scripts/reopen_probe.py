@@ -1,8 +1,11 @@
-"""Restart time of the embedded history store: reopen from the snapshot, clean and after a crash.
+"""Probe of the embedded history store's restart: reopen from the snapshot, clean and after a crash.
 
-    PYTHONPATH=. python scripts/bench_reopen.py build FOLDER N   # N random 384-dim chunks (10 orgs), then close
-    PYTHONPATH=. python scripts/bench_reopen.py reopen FOLDER    # time open() (prints how each index was loaded)
-    PYTHONPATH=. python scripts/bench_reopen.py crash FOLDER     # 1000 writes, 100 deletes after the snapshot; SIGKILL
+A developer's probe, not a benchmark: ``bench_search.py`` reports the clean reopen
+(``reopen_s``) beside its searches; this one also times the crash path by hand.
+
+    PYTHONPATH=. python scripts/reopen_probe.py build FOLDER N   # N random 384-dim chunks (10 orgs), then close
+    PYTHONPATH=. python scripts/reopen_probe.py reopen FOLDER    # time open() (prints how each index was loaded)
+    PYTHONPATH=. python scripts/reopen_probe.py crash FOLDER     # 1000 writes, 100 deletes after the snapshot; SIGKILL
 
 Building goes through ``write_records`` (the HNSW graph grows as in production:
 about 10 minutes per 100k chunks on 2 shared cores); a store built by

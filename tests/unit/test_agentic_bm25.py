@@ -3,6 +3,7 @@ ties included, over random unicode corpora with deletes, updates and reopening; 
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
 
@@ -11,7 +12,7 @@ import numpy as np
 from memory_plugin.agentic.models import LONG_TERM
 from memory_plugin.agentic.stores.base import LongTermScope, owner_key
 from memory_plugin.agentic.stores.bm25 import SEGMENT, LexicalIndex
-from memory_plugin.agentic.stores.fts import TOKENIZE, Tokenizer, query_words, totals
+from memory_plugin.agentic.stores.fts import TOKENIZE, MirrorBuild, Tokenizer, query_words, totals
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.auth import Principal
 
@@ -160,3 +161,15 @@ async def test_early_termination_skips_segments_that_cannot_reach_the_top(tmp_pa
     everything = mirror.search("c1", owner_key(ALICE), ["router"], len(texts))
     assert mirror.scored == len(texts) and [seq for seq, _ in everything[:3]] == [doc.seq for doc, _ in hits]
     await store.close()
+
+
+async def test_stopping_a_build_whose_connection_was_just_closed_is_quiet() -> None:
+    """The build's thread closes its connection before its task resumes: a close in between must not raise
+    (it did: ``Cannot operate on a closed database`` at an app's cleanup)."""
+    build = MirrorBuild()
+    closed = sqlite3.connect(":memory:")
+    closed.close()
+    build._connection = closed
+    build._task = asyncio.get_running_loop().create_task(asyncio.sleep(0.01, result=True))
+    await build.stop()
+    assert build._task is None

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -329,6 +330,8 @@ class MirrorBuild:
         if self._task is not None and not self._task.done():
             connection, self.backlog = self._connection, None
             if connection is not None:
-                connection.interrupt()
+                # The build's thread may have just closed it (its task has not resumed yet): nothing to stop.
+                with contextlib.suppress(sqlite3.ProgrammingError):
+                    connection.interrupt()
             await asyncio.wait([self._task])
         self._task, self.backlog = None, None

@@ -251,7 +251,8 @@ def check_agentic(
     decisions: Mapping[str, int],
     interrupted: Mapping[str, int] | None = None,
 ) -> list[Anomaly]:
-    """Agentic infer adds (value: the message text) and working-memory deletes (key: the working memory id).
+    """Agentic infer adds (value: the message text) and working-memory deletes (key: the working memory id):
+    an add's fact exists once, from one LLM run, until its working memory is deleted; then it is forgotten.
 
     ``working`` maps a message text to the working memory ids holding it; ``long_term`` a message text to the
     long-term memories extracted from it; ``extractions`` and ``decisions`` a message text to the LLM calls
@@ -277,9 +278,14 @@ def check_agentic(
                 anomalies.append(Anomaly("deleted-memory-back", op.key, f"working {ids}", (op, *removed)))
             elif not removed and not maybe_removed and ids != [op.detail]:
                 anomalies.append(Anomaly("working-not-once", op.key, f"working {ids}, acknowledged {op.detail}", (op,)))
-            if facts != 1:
+            # Deleting a working memory forgets what was inferred from it (agentic/forgetting.py): its job may
+            # never run then, and a run that raced the delete is undone.
+            if removed and facts:
+                anomalies.append(Anomaly("forgotten-fact-back", op.key, f"{facts} long-term memories", (op, *removed)))
+            elif not removed and not (facts == 1 or (maybe_removed and facts == 0)):
                 anomalies.append(Anomaly("infer-not-once", op.key, f"{facts} long-term memories from it", (op,)))
-            if not 1 <= calls <= runs or decided > runs:
+            fewest = 0 if removed or maybe_removed else 1
+            if not fewest <= calls <= runs or decided > runs:
                 anomalies.append(Anomaly("llm-not-once", op.key, f"{calls} extractions, {decided} decisions", (op,)))
         elif op.outcome == INFO:
             if len(ids) > 1 or facts > 1 or calls > runs or decided > runs:

@@ -158,11 +158,17 @@ def test_an_infer_add_runs_exactly_once():
     assert kinds(check_agentic(ops, {}, {}, {}, {})) == ["working-not-once", "infer-not-once", "llm-not-once"]
 
 
-def test_a_deleted_working_memory_stays_deleted():
+def test_a_deleted_working_memory_stays_deleted_and_its_fact_is_forgotten():
     ops = [op(0, AGENTIC_ADD, "c", "t0", 0, 1, OK, detail="w0"), op(1, AGENTIC_DELETE, "w0", "t0", 2, 3, OK)]
     once = {"t0": 1}
-    assert check_agentic(ops, {}, once, once, {}) == []
-    assert kinds(check_agentic(ops, {"t0": ["w0"]}, once, once, {})) == ["deleted-memory-back"]
+    assert check_agentic(ops, {}, {}, once, {}) == []
+    assert check_agentic(ops, {}, {}, {}, {}) == []  # deleted before its job ran: no LLM call at all
+    assert kinds(check_agentic(ops, {"t0": ["w0"]}, {}, once, {})) == ["deleted-memory-back"]
+    assert kinds(check_agentic(ops, {}, once, once, {})) == ["forgotten-fact-back"]
+    assert kinds(check_agentic(ops, {}, {}, {"t0": 2}, {})) == ["llm-not-once"]
+    unknown = [ops[0], op(1, AGENTIC_DELETE, "w0", "t0", 2, 3, INFO)]  # the delete may or may not have happened
+    assert check_agentic(unknown, {}, {}, once, {}) == check_agentic(unknown, {}, once, once, {}) == []
+    assert kinds(check_agentic(unknown, {}, {"t0": 2}, {"t0": 2}, {})) == ["infer-not-once", "llm-not-once"]
 
 
 def test_queues_and_views():

@@ -13,7 +13,7 @@ import pytest
 
 from memory_plugin.histories.stores import planner, vector_index
 from memory_plugin.histories.stores.filters import Condition, Filter, matches
-from memory_plugin.histories.stores.planner import MODEL, plan
+from memory_plugin.histories.stores.planner import MODEL, graph_ef, plan
 from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 from tests.support.store_contract import DIM, StoreContract, unit
 from tests.unit.test_metadata_columns import random_condition, write_random
@@ -49,6 +49,17 @@ def test_exact_threshold_is_a_ceiling_and_recall_a_floor() -> None:
     assert plan(below, 100_000, **DEFAULTS, model=cheap_walk).exact
     assert not plan(below + 2, 100_000, **DEFAULTS, model=cheap_walk).exact
     assert plan(10, 100_000, **DEFAULTS, model=cheap_walk).exact  # no more candidates than k
+
+
+def test_a_larger_graph_is_walked_more_widely() -> None:
+    """Up to 100k nodes the configured efSearch; beyond, wider (recall at 1M), then a filter widens it more."""
+    assert graph_ef(100_000, 100_000, 10, 128) == 128
+    assert graph_ef(20_000, 20_000, 10, 128) == 128
+    widths = [graph_ef(total, total, 10, 128) for total in (200_000, 500_000, 1_000_000, 3_000_000)]
+    assert widths == sorted(widths) and len(set(widths)) == 4 and 900 <= widths[2] <= 1100
+    assert graph_ef(300_000, 1_000_000, 10, 128) > widths[2]  # 30% pass: more of the walk is wasted
+    assert graph_ef(10, 10**9, 10, 128) == planner.MAX_EF  # capped
+    assert graph_ef(5, 5, 50, 16) == 50  # never below k
 
 
 class TestPlannerAlwaysScansContract(StoreContract):

@@ -33,8 +33,8 @@ Why it looks like this:
   planner (``planner``, measured costs) ranks them exactly over an in-memory
   vector matrix, reading the candidate rows in place on the search thread
   (``exact_scores``), or searches HNSW restricted by an ``IDSelectorBitmap``
-  and an ``efSearch`` scaled up by 1/selectivity, whichever costs less;
-  ``exact_threshold`` caps the scans, and very selective filters are always
+  and an ``efSearch`` scaled up by the graph's size and 1/selectivity, whichever costs less;
+  ``exact_threshold`` caps the scans (100k rows: tens of milliseconds at worst), and very selective filters are always
   scanned (the walk loses recall there).  Without a filter the organisation's bitmap comes from an
   in-memory org-code array (cached per index version), not from SQL.
 * Scores are recomputed (``exact_scores``) on the final candidates, so both paths
@@ -94,7 +94,7 @@ class SqliteHistoryStore(HistoryStore):
         hnsw_m: int = 32,
         ef_construction: int = 64,
         ef_search: int = 128,
-        exact_threshold: int = 20_000,
+        exact_threshold: int = 100_000,
         snapshot_every: int = 100_000,
         filter_target: Literal["columns", "sql"] = "columns",
         metadata_columns: int = DEFAULT_LIMIT,

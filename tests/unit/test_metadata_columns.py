@@ -80,6 +80,31 @@ def test_key_column_positions_are_matches_exactly() -> None:
     assert column.positions("eq", ("5",), 450).max() < 450  # a reader with an older size sees only its rows
 
 
+def test_a_condition_asked_again_after_writes_sees_the_new_values() -> None:
+    """Answers are kept per condition and extended by the values added since: after each batch they are exact."""
+    rng = random.Random(11)
+    column = KeyColumn()
+    values: list[Any] = []
+    conditions = [(op, tuple(rng.sample(EXPECTED, rng.randint(1, 3)))) for op in OPERATORS for _ in range(4)]
+    grew = 0
+    for _ in range(6):
+        batch = [rng.choice([*VALUES, None, "absent"]) for _ in range(rng.randint(1, 120))]
+        start = len(values)
+        present = [(start + i, v) for i, v in enumerate(batch) if v != "absent"]
+        column.add([p for p, _ in present], [v for _, v in present])
+        values += batch
+        records = [Record("o", f"r{i}", "voice", "USA", NOW, NOW, metadata={"k": v}) for i, v in enumerate(values)]
+        for op, expected in conditions:
+            condition = Filter((Condition("metadata.k", op, expected),))
+            truth = [i for i, r in enumerate(records) if values[i] not in (None, "absent") and matches(condition, r)]
+            before = len(column.positions(op, expected, start))
+            assert column.positions(op, expected, len(values)).tolist() == truth, (op, expected)
+            assert column.positions(op, expected, start).tolist() == truth[:before]  # an older reader's rows
+            grew += len(truth) > before
+    assert grew > 20  # the kept answers did grow: the tails were evaluated
+    assert len(column._found) == len(set(conditions))  # and were kept, not started over
+
+
 async def write_random(
     store: SqliteHistoryStore, rng: random.Random, start: int, count: int, keys: tuple[str, ...] = KEYS
 ) -> list[tuple[Record, list[Chunk]]]:

@@ -42,6 +42,13 @@ DEFAULT_LIMIT = 64
 #: Ints beyond this magnitude may not survive float64; each is checked and kept aside if it would not.
 _EXACT_INT = 2**53
 _MISSING = object()
+#: A key column's sizes per kind of value: strings, numbers, true, false, big ints.
+_Sizes = tuple[int, int, int, int, int]
+_NOTHING: _Sizes = (0, 0, 0, 0, 0)
+_NO_POSITIONS = np.empty(0, dtype=np.int64)
+_NO_POSITIONS.flags.writeable = False
+#: Positions the kept answers of one key column may hold beyond four times the column's own.
+_FOUND_ROOM = 65_536
 
 
 def metadata_keys(where: Filter) -> list[str]:
@@ -79,13 +86,27 @@ class _Growing:
 class KeyColumn:
     """One metadata key's values, by kind, at the positions that have it."""
 
-    __slots__ = ("string_at", "codes", "dictionary", "number_at", "numbers", "big", "true_at", "false_at")
+    __slots__ = (
+        "string_at",
+        "codes",
+        "dictionary",
+        "number_at",
+        "numbers",
+        "big",
+        "true_at",
+        "false_at",
+        "_found",
+        "_found_size",
+    )
 
     def __init__(self) -> None:
         self.string_at, self.codes, self.dictionary = _Growing(np.int64), _Growing(np.int32), Dictionary()
         self.number_at, self.numbers = _Growing(np.int64), _Growing(np.float64)
         self.big: list[tuple[int, int]] = []  # (position, int) for ints float64 cannot hold exactly
         self.true_at, self.false_at = _Growing(np.int64), _Growing(np.int64)
+        #: The positions each ``(op, values)`` matched, and the kinds' sizes then (``positions``).
+        self._found: dict[tuple[str, tuple[str, ...]], tuple[_Sizes, np.ndarray]] = {}
+        self._found_size = 0
 
     def add(self, positions: Iterable[int], values: Iterable[Any]) -> None:
         """Append ``values`` (``_MISSING`` or a metadata value) at ``positions``, ascending and past any held."""
@@ -127,46 +148,75 @@ class KeyColumn:
     def positions(self, op: str, expected: Sequence[str], used: int) -> np.ndarray:
         """Ascending positions below ``used`` whose value satisfies ``op`` against any of ``expected``.
 
-        The cases of ``filters._metadata_holds``, one kind of value at a time.
+        A condition asked before is answered from what it matched then plus
+        the values added since (a position's value never changes), as
+        Lucene's query cache keeps a filter's documents: the same
+        ``filter[language]=en`` does not gather every code again per search.
+        The cache holds at most :data:`_FOUND_ROOM` positions more than four
+        times the column's (8 bytes each), then starts over.
         """
+        key = (op, tuple(expected))
+        sizes = self._sizes()
+        seen, held = self._found.get(key, (_NOTHING, _NO_POSITIONS))
+        if seen != sizes:
+            added = self._matching(op, expected, seen)
+            held = np.concatenate((held, added)) if len(held) and len(added) else added if len(added) else held
+            total = sum(sizes)
+            self._found_size += len(added)
+            if self._found_size > 4 * total + _FOUND_ROOM:
+                self._found, self._found_size = {}, len(held)
+            self._found[key] = (sizes, held)  # searches run in parallel: publish whole
+        if len(held) and held[-1] >= used:  # a reader holding an older ``used``
+            held = held[: np.searchsorted(held, used)]
+        return held
+
+    def _sizes(self) -> _Sizes:
+        return (self.string_at.size, self.number_at.size, self.true_at.size, self.false_at.size, len(self.big))
+
+    def _matching(self, op: str, expected: Sequence[str], since: _Sizes) -> np.ndarray:
+        """The positions added after ``since`` whose value satisfies the condition, ascending.
+
+        The cases of ``filters._metadata_holds``, one kind of value at a time.
+        Every value added after ``since`` is at a higher position than any
+        before it (``add``), so these follow the positions matched before.
+        """
+        strings_from, numbers_from, true_from, false_from, big_from = since
         found: list[np.ndarray] = []
         numbers = [number for number in map(as_number, expected) if number is not None]
         if op in ("eq", "in"):
             strings: Sequence[str] = expected
             if "true" in expected:
-                found.append(self.true_at.view())
+                found.append(self.true_at.view()[true_from:])
             if "false" in expected:
-                found.append(self.false_at.view())
+                found.append(self.false_at.view()[false_from:])
         elif op == "contains":
             strings, numbers = expected, []
         else:  # a range: numbers against numeric bounds, strings against the others
             strings = [value for value in expected if as_number(value) is None]
-        if strings and self.string_at.size:
+        if strings and self.string_at.size > strings_from:
             table = self.dictionary.table(op, strings)
-            codes = self.codes.view()
+            codes = self.codes.view()[strings_from:]
+            string_at = self.string_at.view()[strings_from:]
             picked = np.flatnonzero(table)
             if len(picked) == 1:
-                found.append(self.string_at.view()[codes == picked[0]])
+                found.append(string_at[codes == picked[0]])
             elif len(picked):
-                found.append(self.string_at.view()[table[codes]])
-        if numbers and self.number_at.size:
-            values = self.numbers.view()
+                found.append(string_at[table[codes]])
+        if numbers and self.number_at.size > numbers_from:
+            values = self.numbers.view()[numbers_from:]
             compare = COMPARE[op]
             holds = compare(values, numbers[0])
             for number in numbers[1:]:
                 holds |= compare(values, number)
-            found.append(self.number_at.view()[holds])
-        if numbers and self.big:
+            found.append(self.number_at.view()[numbers_from:][holds])
+        if numbers and len(self.big) > big_from:
             compare = COMPARE[op]
-            big = [position for position, value in self.big if any(compare(value, number) for number in numbers)]
+            big = [p for p, value in self.big[big_from:] if any(compare(value, number) for number in numbers)]
             found.append(np.asarray(big, dtype=np.int64))
         found = [part for part in found if len(part)]
         if not found:
-            return np.empty(0, dtype=np.int64)
-        positions = found[0] if len(found) == 1 else np.sort(np.concatenate(found))  # kinds are disjoint
-        if len(positions) and positions[-1] >= used:  # a reader holding an older ``used``
-            positions = positions[: np.searchsorted(positions, used)]
-        return positions
+            return _NO_POSITIONS
+        return found[0] if len(found) == 1 else np.sort(np.concatenate(found))  # kinds are disjoint
 
 
 def _float_holds(value: int) -> bool:

@@ -272,8 +272,9 @@ class AsyncEmbedder:
             first = self._peek(queue)
             if first is None:
                 continue
-            # wait for company until the batch is full or the first item's deadline passes
-            deadline = first.enqueued + self.max_wait
+            # Passages wait for company until the batch is full or the first one's deadline passes.  A
+            # query does not: the model is idle here, and queries arriving while it runs are batched next.
+            deadline = first.enqueued + (0.0 if first.kind == "query" else self.max_wait)
             while len(queue) < self.max_batch:
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:

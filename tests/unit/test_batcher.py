@@ -153,3 +153,23 @@ async def test_a_short_text_whose_turn_it_is_does_not_take_long_passages_along()
     assert batches[0] == ["one interaction"]
     # and the long passages still batch together afterwards
     assert sorted(len(texts) for texts in batches[1:]) == [6]
+
+
+async def test_a_query_never_waits_for_company_and_those_arriving_meanwhile_batch_together():
+    """With an hour's batching window, a lone query still runs at once; the ones that arrive while it runs go next, together."""
+    inner = RecordingEmbedder()
+    batcher = AsyncEmbedder(inner, max_batch=32, max_wait_ms=3_600_000)
+    try:
+        lone = asyncio.ensure_future(batcher.query("first"))
+        for _ in range(100):  # the worker takes it without waiting out the window
+            await asyncio.sleep(0.01)
+            if batcher.pending == 0:
+                break
+        assert batcher.pending == 0
+        later = [asyncio.ensure_future(batcher.query(f"later {n}")) for n in range(3)]
+        await asyncio.sleep(0.01)
+        inner.release.set()
+        await asyncio.wait_for(asyncio.gather(lone, *later), 30)
+    finally:
+        await batcher.close()
+    assert inner.batches == [("query", ["first"]), ("query", ["later 0", "later 1", "later 2"])]

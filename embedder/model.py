@@ -55,6 +55,9 @@ def open_session(
     opts.inter_op_num_threads = inter_threads
     if intra_threads is not None:
         opts.intra_op_num_threads = intra_threads
+    # Threads that spin after a run take a core from the search that follows (searches, SQLite,
+    # BLAS share the machine with the model): they sleep instead.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if optimized_model_path is not None:
         opts.optimized_model_filepath = optimized_model_path
     source = model if isinstance(model, bytes) else str(model)

@@ -153,3 +153,17 @@ async def test_a_role_holders_inferred_memories_are_its_own(api, alice, dave, ll
     semantic = await call(api, dave, "POST", f"/{shared}/memories/long-term/_semantic_search", {"query": "desk"})
     assert [hit["_id"] for hit in semantic["hits"]["hits"]] == [hit["_id"]]
     assert await ids(api, alice, f"/{shared}/memories/long-term/_search") == []
+
+
+async def test_a_search_ranks_only_the_callers_memories_so_others_never_crowd_out_its_top_k(api, alice, dave, llm):
+    """In a shared container the nearest memories may be another writer's: k results are still the caller's k best."""
+    shared = await container(api, alice, SEMANTIC_CONFIG, backend_roles=["support"])
+    desks = ["Alice's desk is by the door", "Alice's desk is made of oak", "Alice keeps two lamps on her desk"]
+    await seed_long_term(api, alice, shared, llm, desks, user="alice")
+    await seed_long_term(api, dave, shared, llm, ["Dave drinks green tea", "Dave's car is red"], user="dave")
+    for kind in ("_semantic_search", "_hybrid_search"):
+        found = await call(api, dave, "POST", f"/{shared}/memories/long-term/{kind}", {"query": "desk", "k": 2})
+        memories = sorted(hit["_source"]["memory"] for hit in found["hits"]["hits"])
+        assert memories == ["Dave drinks green tea", "Dave's car is red"], kind
+        found = await call(api, alice, "POST", f"/{shared}/memories/long-term/{kind}", {"query": "desk", "k": 3})
+        assert sorted(hit["_source"]["memory"] for hit in found["hits"]["hits"]) == sorted(desks), kind

@@ -55,7 +55,7 @@ from memory_plugin.agentic.stores.sqlite_tables import (
     row_doc,
     usable_params,
 )
-from memory_plugin.agentic.stores.vectors import Matrix, load_vectors
+from memory_plugin.agentic.stores.vectors import Matrix, OwnerKey, load_vectors
 from memory_plugin.auth import Principal
 
 T = TypeVar("T")
@@ -245,7 +245,8 @@ class SqliteAgenticStore(AgenticStore):
                 return False
             if session is not None:
                 row = self._select(c, owner, container_id, SESSIONS, session.session_id)
-                if row is None and session.doc is not None:
+                # another writer's session of that id (a shared container) is neither touched nor revealed
+                if row is None and session.doc is not None and not _session_taken(c, container_id, session.session_id):
                     self._insert(c, owner, container_id, SESSIONS, session.session_id, session.doc)
                     session.created = True
                 elif row is not None:
@@ -266,11 +267,7 @@ class SqliteAgenticStore(AgenticStore):
         def create(c: sqlite3.Connection) -> bool | None:
             if not self._has_container(c, owner, container_id):
                 return None
-            # Session ids are unique per container, whoever asks: a custom id never overwrites.
-            if c.execute(
-                "SELECT 1 FROM memories WHERE container_id = ? AND memory_type = ? AND memory_id = ?",
-                (container_id, SESSIONS, session_id),
-            ).fetchone():
+            if _session_taken(c, container_id, session_id):
                 return False
             self._insert(c, owner, container_id, SESSIONS, session_id, doc)
             return True
@@ -400,22 +397,25 @@ class SqliteAgenticStore(AgenticStore):
         return int(await self.db.read(lambda c: c.execute("SELECT count(*) FROM infer_jobs").fetchone()[0]))
 
     async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
-        def store(c: sqlite3.Connection) -> list[tuple[str, int, np.ndarray]]:
+        def store(c: sqlite3.Connection) -> list[tuple[str, int, np.ndarray, OwnerKey]]:
             stored = []
             for seq, text, vector in rows:
                 row = c.execute(
-                    "SELECT container_id, doc FROM memories WHERE seq = ? AND pending = 1", (seq,)
+                    "SELECT container_id, doc, organization_id, user_id FROM memories WHERE seq = ? AND pending = 1",
+                    (seq,),
                 ).fetchone()
                 if row is None or memory_text(json.loads(row[1])) != text:
                     continue  # deleted or changed meanwhile: a newer embedding is pending
                 unit = normalised(vector)
                 c.execute("UPDATE memories SET vector = ?, pending = 0 WHERE seq = ?", (unit.tobytes(), seq))
-                stored.append((row[0], seq, unit))
+                stored.append((row[0], seq, unit, (row[2], row[3])))
             return stored
 
-        def index(stored: list[tuple[str, int, np.ndarray]]) -> None:
-            for container_id, seq, unit in stored:
-                self._index(container_id, len(unit)).add(np.asarray([seq], dtype=np.int64), unit.reshape(1, -1))
+        def index(stored: list[tuple[str, int, np.ndarray, OwnerKey]]) -> None:
+            for container_id, seq, unit, owner in stored:
+                self._index(container_id, len(unit)).add(
+                    np.asarray([seq], dtype=np.int64), unit.reshape(1, -1), [owner]
+                )
 
         stored = await self._write(store, index)
         return len(stored)
@@ -485,7 +485,8 @@ class SqliteAgenticStore(AgenticStore):
         rows = index.rows()
 
         def search(c: sqlite3.Connection) -> list[tuple[StoredDoc, float]]:
-            return hydrate(c, scope, rows.search(query, k, candidates(c, scope)), embedded=True)
+            found = rows.search(query, k, candidates(c, scope), owner_key(scope.owner))
+            return hydrate(c, scope, found, embedded=True)
 
         return await self.db.read(search)
 
@@ -494,3 +495,12 @@ class SqliteAgenticStore(AgenticStore):
         if scope.empty or not query_words(query):
             return []
         return await self.db.read(lambda c: bm25_top(c, scope, query, k, lexical, tokenizer))
+
+
+def _session_taken(c: sqlite3.Connection, container_id: str, session_id: str) -> bool:
+    """Session ids are unique per container, whoever asks: a custom id never overwrites."""
+    row = c.execute(
+        "SELECT 1 FROM memories WHERE container_id = ? AND memory_type = ? AND memory_id = ?",
+        (container_id, SESSIONS, session_id),
+    ).fetchone()
+    return row is not None

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memory_plugin.histories.stores import sqlite as sqlite_store
 from memory_plugin.histories.stores.filters import Filter, parse_filters
 from memory_plugin.histories.stores.records import Chunk
 from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
@@ -270,17 +271,28 @@ async def test_the_log_holds_what_no_snapshot_covers(tmp_path: Path) -> None:
 async def test_odd_strings_survive_the_snapshot(tmp_path: Path) -> None:
     """Field values with a NUL (JSON allows it) or beyond ASCII come back exactly, and filter exactly."""
     record, chunks = make_dataset(per_org=1)[0]
-    odd = [replace(record, record_id=f"odd-{i}", user_id=user) for i, user in enumerate(["a\x00b", "a", "Über"])]
+    odd = [
+        replace(record, record_id=f"odd-{i}", user_id=user, metadata={"label": user, "big": 2**70 * (i + 1) + 1})
+        for i, user in enumerate(["a\x00b", "a", "Über"])
+    ]
     store = await reopened(tmp_path)
     await store.write_records([(item, chunks) for item in odd])
+    for item in odd:  # the metadata keys are kept as columns, then saved with the snapshot
+        where = parse_filters([("filter[label]", item.user_id or ""), ("filter[big][gte]", str(2**70))])
+        assert len(await store.search(item.organization_id, item.record_type, chunks[0].vector, where, 10)) == 1
     await store.close()
     again = await reopened(tmp_path)
     try:
         assert set(again.load_report.values()) == {"snapshot"}
-        for item in odd:
-            where = parse_filters([("filter[user_id]", item.user_id or "")])
-            hits = await again.search(item.organization_id, item.record_type, chunks[0].vector, where, 10)
-            assert [hit.record.record_id for hit in hits] == [item.record_id]
+        assert list(again._indexes[record.record_type].columns.metadata.columns) == ["label", "big"]
+        for i, item in enumerate(odd):  # big: ints float64 cannot hold, kept aside exactly
+            for where in (
+                parse_filters([("filter[user_id]", item.user_id or "")]),
+                parse_filters([("filter[label]", item.user_id or "")]),
+                parse_filters([("filter[label]", item.user_id or ""), ("filter[big][gte]", str(2**70 * (i + 1)))]),
+            ):
+                hits = await again.search(item.organization_id, item.record_type, chunks[0].vector, where, 10)
+                assert [hit.record.record_id for hit in hits] == [item.record_id]
     finally:
         await again.close()
 
@@ -305,3 +317,43 @@ async def test_a_record_type_deleted_whole_loses_its_snapshot(tmp_path: Path) ->
         await StoreContract().assert_filters_match(again, [item for item in dataset if item[0].record_type == "voice"])
     finally:
         await again.close()
+
+
+async def test_metadata_columns_come_back_with_the_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a clean close the kept metadata keys reopen with the snapshot, without a pass over SQLite each;
+    after chunks written since the snapshot (a crash), they are built again when named, and stay exact."""
+    store = await reopened(tmp_path)
+    await store.write_records(make_dataset())
+    survivors = await replace_and_delete(store, make_dataset())
+    await StoreContract().assert_filters_match(store, survivors)  # every metadata key the cases name is kept
+    kept = {name: list(index.columns.metadata.columns) for name, index in store._indexes.items()}
+    assert all(len(keys) >= 2 for keys in kept.values())
+    await store.close()
+
+    passes: list[str] = []
+    metadata_values = sqlite_store.metadata_values
+    monkeypatch.setattr(
+        sqlite_store, "metadata_values", lambda *a, **kw: passes.append(kw["path"]) or metadata_values(*a, **kw)
+    )
+    fast = await reopened(tmp_path)
+    try:
+        assert set(fast.load_report.values()) == {"snapshot"}
+        assert {name: list(index.columns.metadata.columns) for name, index in fast._indexes.items()} == kept
+        await StoreContract().assert_filters_match(fast, survivors)
+        assert passes == []
+        record, chunks = make_dataset(seed=5, per_org=1)[0]
+        added = (replace(record, record_id="rec-after", metadata={"language": "en", "score": 1}), chunks)
+        await fast.write_records([added])
+        await fast._db.close()  # SIGKILL: the chunk is in SQLite, not in a snapshot
+    finally:
+        if fast._db.is_open:
+            await fast.close()
+
+    crashed = await reopened(tmp_path)
+    try:
+        assert crashed.load_report[record.record_type] == "snapshot"
+        assert not crashed._indexes[record.record_type].columns.metadata.columns  # no values of the new chunk
+        await StoreContract().assert_filters_match(crashed, [*survivors, added])
+        assert passes  # built again from SQLite, as a key seen for the first time
+    finally:
+        await crashed.close()

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 #: Who wrote a memory: its organisation and ``owner_id`` (``base.owner_key``).
 OwnerKey = tuple[str, str]
 
@@ -76,7 +75,13 @@ class Matrix:
     def rows(self) -> Rows:
         """The matrix as it is now, for a search on the reader thread while the event loop changes it: rows
         below ``n`` are never written again (a resize makes new arrays), and ``live`` is copied."""
-        return Rows(self.vectors[: self.n], self.seqs[: self.n], self.live[: self.n].copy(), self.writers[: self.n], dict(self.owners))
+        return Rows(
+            self.vectors[: self.n],
+            self.seqs[: self.n],
+            self.live[: self.n].copy(),
+            self.writers[: self.n],
+            dict(self.owners),
+        )
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ class FilterColumns:
         return arrays, values  # code 0 (None) is implied
 
     def restore(self, arrays: Mapping[str, np.ndarray], values: Mapping[str, list[str]]) -> None:
-        """Take the rows and dictionaries ``saved`` gave (metadata columns are built again when a filter names them)."""
+        """Take the rows and dictionaries ``saved`` gave (the metadata columns are ``index_snapshots``' to restore)."""
         for field, column in self.strings.items():
             saved = arrays[f"s.{field}"]
             if len(saved) and (saved.min() < 0 or saved.max() > len(values[field])):

@@ -6,7 +6,8 @@ A snapshot is one folder per record type and generation, ``hnsw-<type>.<generati
     index.ids.npy   the chunk id at each position (what the SQLite fallback checks against)
     state.npz       ids, organisation codes (-1: dead), the top-level filter columns and their
                     dictionaries (NUL-joined; in meta.json if a value holds a NUL) (zip: CRC-checked)
-    meta.json       the mark below, the organisation names of the codes, file sizes (CRC-checked)
+    metadata.npz    the metadata keys kept as filter columns (``metadata_columns``), when there are any
+    meta.json       the mark below, the organisation names of the codes, the metadata keys, file sizes (CRC-checked)
 
 and a row of ``index_snapshots`` in SQLite, the *mark*: the generation, the
 highest chunk id it holds and the last ``deleted_chunks`` seq it has applied.
@@ -23,8 +24,9 @@ renamed; only then does the mark move to it, in one transaction that also
 trims the delete log to what every mark covers; old folders are removed
 after.  A crash before the mark commits leaves the old mark naming the old,
 untouched folder; after, the new one.  Leftover folders are removed at open.
-Metadata columns are not saved: a filter naming a key builds it again in one
-pass (``metadata_columns``).
+The metadata columns come back only when no chunk was written after the mark
+(a clean close saves one): otherwise a filter naming a key builds it again in
+one pass, as a key seen for the first time.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import numpy as np
 
 from memory_plugin.files import fresh_private_file, make_private_dir
 from memory_plugin.histories.stores.filter_columns import Row
+from memory_plugin.histories.stores.metadata_columns import KeyColumn
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
 
 _FORMAT = 1
@@ -147,18 +150,20 @@ def write_snapshot(
                 # one NUL-joined text: split in C at open, where JSON decodes a string at a time
                 joined = "\x00".join(dictionaries.pop(field)).encode("utf-8", "surrogatepass")
                 arrays[f"v.{field}"] = np.frombuffer(joined, dtype=np.uint8)
-        with os.fdopen(fresh_private_file(staging / "state.npz"), "wb") as file:
-            np.savez(file, **arrays)  # type: ignore[arg-type]
-            file.flush()
-            os.fsync(file.fileno())
+        _write_npz(staging / "state.npz", arrays)
+        metadata, metadata_arrays = _metadata_saved(index)
+        if metadata:
+            _write_npz(staging / "metadata.npz", metadata_arrays)
+        files = ("index.faiss", "state.npz", *(("metadata.npz",) if metadata else ()))
         body = {
             "format": _FORMAT,
             "mark": [mark.generation, mark.last_id, mark.deleted_seq, mark.positions],
             "dimension": index.params.dimension,
-            "sizes": {name: (staging / name).stat().st_size for name in ("index.faiss", "state.npz")},
+            "sizes": {name: (staging / name).stat().st_size for name in files},
             "organizations": org_names,
             "dictionaries": dictionaries,
             "counts": counts,
+            "metadata": metadata,
         }
         text = json.dumps(body, separators=(",", ":"))
         with os.fdopen(fresh_private_file(staging / "meta.json"), "w", encoding="utf-8") as file:
@@ -171,6 +176,47 @@ def write_snapshot(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with os.fdopen(fresh_private_file(path), "wb") as file:
+        np.savez(file, **arrays)  # type: ignore[arg-type]
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _metadata_saved(index: TypeIndex) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """The kept metadata keys, least recently used first, as meta.json entries and the arrays of metadata.npz."""
+    entries: list[dict[str, Any]] = []
+    arrays: dict[str, np.ndarray] = {}
+    for number, (key, column) in enumerate(list(index.columns.metadata.columns.items())):
+        held, values, big = column.saved()
+        arrays |= {f"{number}.{name}": array for name, array in held.items()}
+        entry: dict[str, Any] = {"key": key, "big": big, "count": len(values)}
+        if any("\x00" in value for value in values):
+            entry["values"] = values
+        else:
+            arrays[f"{number}.values"] = np.frombuffer("\x00".join(values).encode("utf-8", "surrogatepass"), np.uint8)
+        entries.append(entry)
+    return entries, arrays
+
+
+def _metadata_restored(folder: Path, entries: list[dict[str, Any]], used: int) -> list[tuple[str, KeyColumn]]:
+    """The key columns ``_metadata_saved`` wrote; ``ValueError`` if any does not hold together."""
+    if not entries:
+        return []
+    columns: list[tuple[str, KeyColumn]] = []
+    with np.load(folder / "metadata.npz", allow_pickle=False) as saved:  # zipfile checks each member's CRC
+        for number, entry in enumerate(entries):
+            arrays = {name.split(".", 1)[1]: saved[name] for name in saved.files if name.startswith(f"{number}.")}
+            values = entry.get("values")
+            if values is None:
+                text = arrays.pop("values").tobytes().decode("utf-8", "surrogatepass")
+                values = text.split("\x00") if entry["count"] else []
+            if len(values) != entry["count"]:
+                raise ValueError(f"saved metadata key {entry['key']!r} has {len(values)} values, not {entry['count']}")
+            columns.append((entry["key"], KeyColumn.restored(arrays, values, entry["big"], used)))
+    return columns
 
 
 def remove_other_snapshots(base: Path, keep: str | None) -> None:
@@ -201,6 +247,8 @@ class Loaded:
     dictionaries: dict[str, list[str]]
     #: The graph is a read-only view of the file (``TypeIndex.mapped``).
     mapped: bool
+    #: The metadata keys kept as columns, least recently used first.
+    metadata: list[tuple[str, KeyColumn]]
 
     def sample(self) -> list[int]:
         """Ids of a few live positions, spread over the index, to compare with SQLite."""
@@ -243,10 +291,11 @@ def read_snapshot(params: IndexParams, base: Path, mark: Mark, mapped: bool) -> 
     organizations = body["organizations"]
     if len(ids) and arrays["orgs"].max() >= len(organizations):
         raise ValueError("snapshot organisation codes beyond its names")
+    metadata = _metadata_restored(folder, body.get("metadata", []), mark.positions)
     hnsw = faiss.read_index(str(folder / "index.faiss"), faiss.IO_FLAG_MMAP_IFC if mapped else 0)
     if hnsw.d != params.dimension or hnsw.metric_type != faiss.METRIC_INNER_PRODUCT or hnsw.ntotal != mark.positions:
         raise ValueError("snapshot graph disagrees with the mark")
-    return Loaded(hnsw, arrays, organizations, dictionaries, mapped)
+    return Loaded(hnsw, arrays, organizations, dictionaries, mapped, metadata)
 
 
 def restore(
@@ -283,6 +332,9 @@ def restore(
     saved_orgs = arrays["orgs"]
     index.orgs[:n] = np.where(saved_orgs >= 0, org_codes[np.maximum(saved_orgs, 0)], -1)
     index.columns.restore(arrays, loaded.dictionaries)
+    if not len(added[0]):  # chunks written since have no values of the keys here: built again when named
+        for key, column in loaded.metadata:
+            index.columns.metadata.install(key, column)
     index.n = n
     index.kill(deleted)
     live = int(np.count_nonzero(index.orgs[:n] >= 0))

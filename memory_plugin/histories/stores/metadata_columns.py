@@ -21,8 +21,8 @@ columns never rewrite a row; deleted chunks are dropped by the organisation mask
 of every search, as for the top-level columns.  At most ``limit`` keys are kept
 per index, least recently used dropped, so callers naming thousands of keys cost
 a pass over SQLite each, not memory; a filter naming more keys than that goes
-to SQL.  Semantics must agree exactly with
-:func:`memory_plugin.histories.stores.filters.matches`.
+to SQL.  The kept keys are saved with the index snapshot (``index_snapshots``).
+Semantics must agree exactly with :func:`memory_plugin.histories.stores.filters.matches`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -42,6 +42,8 @@ DEFAULT_LIMIT = 64
 #: Ints beyond this magnitude may not survive float64; each is checked and kept aside if it would not.
 _EXACT_INT = 2**53
 _MISSING = object()
+#: The arrays of a key column a snapshot holds (``KeyColumn.saved``).
+_SAVED = ("string_at", "codes", "number_at", "numbers", "true_at", "false_at")
 #: A key column's sizes per kind of value: strings, numbers, true, false, big ints.
 _Sizes = tuple[int, int, int, int, int]
 _NOTHING: _Sizes = (0, 0, 0, 0, 0)
@@ -169,6 +171,35 @@ class KeyColumn:
         if len(held) and held[-1] >= used:  # a reader holding an older ``used``
             held = held[: np.searchsorted(held, used)]
         return held
+
+    def saved(self) -> tuple[dict[str, np.ndarray], list[str], list[list[Any]]]:
+        """``(arrays, dictionary values 1.., [position, big int as text])``, for a snapshot (``restored``)."""
+        arrays = {name: getattr(self, name).view() for name in _SAVED}
+        return arrays, cast(list[str], self.dictionary.values[1:]), [[at, str(value)] for at, value in self.big]
+
+    @classmethod
+    def restored(
+        cls, arrays: Mapping[str, np.ndarray], values: list[str], big: Sequence[Sequence[Any]], used: int
+    ) -> KeyColumn:
+        """The column ``saved`` gave, of positions below ``used``; ``ValueError`` if it does not hold together."""
+        column = cls()
+        for name in _SAVED:
+            array, growing = arrays[name], getattr(column, name)
+            if array.ndim != 1 or array.dtype != growing.data.dtype:
+                raise ValueError(f"saved metadata array {name} has another shape or type")
+            growing.data, growing.size = np.array(array), len(array)
+        if column.string_at.size != column.codes.size or column.number_at.size != column.numbers.size:
+            raise ValueError("saved metadata positions and values disagree in length")
+        codes = column.codes.view()
+        if len(codes) and (codes.min() < 1 or codes.max() > len(values)):
+            raise ValueError("saved metadata codes beyond their dictionary")
+        column.big = [(int(at), int(text)) for at, text in big]
+        for positions in (*(getattr(column, name).view() for name in _SAVED if name.endswith("_at")), column.big):
+            ascending = np.asarray([at for at, _ in positions] if isinstance(positions, list) else positions)
+            if len(ascending) and (ascending[0] < 0 or ascending[-1] >= used or np.any(np.diff(ascending) <= 0)):
+                raise ValueError("saved metadata positions are not ascending within the index")
+        column.dictionary = Dictionary.restore(values)
+        return column
 
     def _sizes(self) -> _Sizes:
         return (self.string_at.size, self.number_at.size, self.true_at.size, self.false_at.size, len(self.big))

@@ -396,7 +396,9 @@ def exact_scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) 
     return scores
 
 
-def _scan(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray, scores: np.ndarray, start: int, end: int) -> None:
+def _scan(
+    vectors: np.ndarray, positions: np.ndarray, query: np.ndarray, scores: np.ndarray, start: int, end: int
+) -> None:
     if end > start:
         faiss.fvec_inner_products_by_idx(  # type: ignore[attr-defined]
             faiss.swig_ptr(scores[start:end]),

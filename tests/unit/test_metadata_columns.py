@@ -101,8 +101,12 @@ def test_a_condition_asked_again_after_writes_sees_the_new_values() -> None:
             assert column.positions(op, expected, len(values)).tolist() == truth, (op, expected)
             assert column.positions(op, expected, start).tolist() == truth[:before]  # an older reader's rows
             grew += len(truth) > before
+        for first, second in zip(conditions, conditions[7:]):  # two on the key at once: one answer, kept
+            both = Filter((Condition("metadata.k", *first), Condition("metadata.k", *second)))
+            truth = [i for i, r in enumerate(records) if values[i] not in (None, "absent") and matches(both, r)]
+            assert column.positions_all((first, second), len(values)).tolist() == truth, (first, second)
     assert grew > 20  # the kept answers did grow: the tails were evaluated
-    assert len(column._found) == len(set(conditions))  # and were kept, not started over
+    assert len(column._found) == len(set(conditions)) + len(conditions) - 7  # and were kept, not started over
 
 
 async def write_random(

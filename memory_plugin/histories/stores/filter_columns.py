@@ -142,7 +142,17 @@ class FilterColumns:
         The mask over all rows is returned when it was built anyway.  Every
         metadata key ``where`` names must be kept (``metadata.missing``).
         """
-        found = {id(c): self.metadata.positions(c, used) for c in where.conditions if c.is_metadata}
+        by_key: dict[str, list[Condition]] = {}
+        for condition in where.conditions:
+            if condition.is_metadata:
+                by_key.setdefault(condition.field, []).append(condition)
+        # the conditions on one key are answered together (a range is one answer), each holding it
+        found = {
+            id(c): positions
+            for group in by_key.values()
+            for positions in [self.metadata.positions(group, used)]
+            for c in group
+        }
         narrowest = self._narrowest(where, used, found)
         if narrowest is None:
             mask = within.copy()

@@ -107,7 +107,7 @@ class KeyColumn:
         self.big: list[tuple[int, int]] = []  # (position, int) for ints float64 cannot hold exactly
         self.true_at, self.false_at = _Growing(np.int64), _Growing(np.int64)
         #: The positions each ``(op, values)`` matched, and the kinds' sizes then (``positions``).
-        self._found: dict[tuple[str, tuple[str, ...]], tuple[_Sizes, np.ndarray]] = {}
+        self._found: dict[tuple[tuple[str, tuple[str, ...]], ...], tuple[_Sizes, np.ndarray]] = {}
         self._found_size = 0
 
     def add(self, positions: Iterable[int], values: Iterable[Any]) -> None:
@@ -148,7 +148,12 @@ class KeyColumn:
         return sum(array.nbytes for array in arrays) + 64 * len(self.big)
 
     def positions(self, op: str, expected: Sequence[str], used: int) -> np.ndarray:
-        """Ascending positions below ``used`` whose value satisfies ``op`` against any of ``expected``.
+        """Ascending positions below ``used`` whose value satisfies ``op`` against any of ``expected``."""
+        return self.positions_all(((op, tuple(expected)),), used)
+
+    def positions_all(self, tests: tuple[tuple[str, tuple[str, ...]], ...], used: int) -> np.ndarray:
+        """Ascending positions below ``used`` whose value passes every ``(op, expected)`` of ``tests``:
+        ``gte`` and ``lt`` on one key are one answer, not two broad ones to intersect per search.
 
         A condition asked before is answered from what it matched then plus
         the values added since (a position's value never changes), as
@@ -157,11 +162,13 @@ class KeyColumn:
         The cache holds at most :data:`_FOUND_ROOM` positions more than four
         times the column's (8 bytes each), then starts over.
         """
-        key = (op, tuple(expected))
+        key = tests
         sizes = self._sizes()
         seen, held = self._found.get(key, (_NOTHING, _NO_POSITIONS))
         if seen != sizes:
-            added = self._matching(op, expected, seen)
+            added = self._matching(*tests[0], seen)
+            for op, expected in tests[1:]:
+                added = np.intersect1d(added, self._matching(op, expected, seen), assume_unique=True)
             held = np.concatenate((held, added)) if len(held) and len(added) else added if len(added) else held
             total = sum(sizes)
             self._found_size += len(added)
@@ -308,9 +315,11 @@ class MetadataColumns:
             held_at += at
             held += [values.get(key, _MISSING) for values in metadata]
 
-    def positions(self, condition: Condition, used: int) -> np.ndarray:
-        column = self.columns[condition.field[len("metadata.") :]]
-        return column.positions(condition.op, condition.values, used)  # type: ignore[arg-type]
+    def positions(self, conditions: Sequence[Condition], used: int) -> np.ndarray:
+        """Where every one of ``conditions`` (all on one key) holds."""
+        column = self.columns[conditions[0].field[len("metadata.") :]]
+        tests = tuple((condition.op, tuple(condition.values)) for condition in conditions)
+        return column.positions_all(tests, used)  # type: ignore[arg-type]  # metadata values are strings
 
 
 def decode_values(texts: Sequence[str]) -> list[Any]:

@@ -51,6 +51,13 @@ def test_exact_threshold_is_a_ceiling_and_recall_a_floor() -> None:
     assert plan(10, 100_000, **DEFAULTS, model=cheap_walk).exact  # no more candidates than k
 
 
+def test_a_scan_shared_among_threads_is_chosen_for_more_candidates() -> None:
+    one = [plan(count, 100_000, **DEFAULTS).exact for count in range(1000, 100_001, 1000)]
+    two = [plan(count, 100_000, **DEFAULTS, scan_threads=2).exact for count in range(1000, 100_001, 1000)]
+    assert sum(two) > sum(one) and all(b for a, b in zip(one, two) if a)  # every count scanned alone still is
+    assert plan(5000, 100_000, **DEFAULTS, scan_threads=2).exact_ns < plan(5000, 100_000, **DEFAULTS).exact_ns
+
+
 def test_a_larger_graph_is_walked_more_widely() -> None:
     """Up to 100k nodes the configured efSearch; beyond, wider (recall at 1M), then a filter widens it more."""
     assert graph_ef(100_000, 100_000, 10, 128) == 128
@@ -126,3 +133,20 @@ async def test_both_paths_agree_with_brute_force_over_random_filters(tmp_path: P
         assert compared > 150
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 3])
+def test_a_scan_shared_among_cpus_scores_every_row_as_one_thread_does(
+    monkeypatch: pytest.MonkeyPatch, cpus: int
+) -> None:
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((30_000, DIM)).astype(np.float32)
+    positions = np.sort(rng.choice(len(vectors), 9_001, replace=False))
+    query = rng.standard_normal(DIM).astype(np.float32)
+    monkeypatch.setattr(vector_index, "SPLIT_ROWS", 10**9)
+    alone = vector_index.exact_scores(vectors, positions, query)
+    monkeypatch.setattr(vector_index, "SPLIT_ROWS", 1000)
+    monkeypatch.setattr(vector_index, "_CPUS", cpus)
+    shared = vector_index.exact_scores(vectors, positions, query)
+    assert np.array_equal(shared, alone)  # bit for bit: the same kernel on each row, only the threads differ
+    np.testing.assert_allclose(alone, vectors[positions] @ query, rtol=1e-5, atol=1e-5)

@@ -335,6 +335,7 @@ def restore(
     if not len(added[0]):  # chunks written since have no values of the keys here: built again when named
         for key, column in loaded.metadata:
             index.columns.metadata.install(key, column)
+        index.columns.metadata.unsaved = False  # the snapshot holds them
     index.n = n
     index.kill(deleted)
     live = int(np.count_nonzero(index.orgs[:n] >= 0))

@@ -276,6 +276,8 @@ class MetadataColumns:
         self.columns: OrderedDict[str, KeyColumn] = OrderedDict()
         #: Keys being built: the positions and values written since, added to the column when it is installed.
         self.pending: dict[str, tuple[list[int], list[Any]]] = {}
+        #: A key was kept since the last snapshot: the next one (a close) saves it, writes or not.
+        self.unsaved = False
 
     def missing(self, keys: Iterable[str]) -> list[str]:
         return [key for key in keys if key not in self.columns]
@@ -288,6 +290,7 @@ class MetadataColumns:
         """Keep ``column`` as ``key``'s, dropping the least recently used keys beyond the limit."""
         self.columns[key] = column
         self.columns.move_to_end(key)
+        self.unsaved = True
         while len(self.columns) > self.limit:
             self.columns.popitem(last=False)
 

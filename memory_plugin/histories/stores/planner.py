@@ -106,6 +106,7 @@ def plan(
     hnsw_m: int,
     dimension: int,
     exact_threshold: int,
+    scan_threads: int = 1,
     model: CostModel = MODEL,
 ) -> Plan:
     """Exact scan or graph walk for ``count`` passing positions of a graph of ``total``.
@@ -113,9 +114,11 @@ def plan(
     ``exact_threshold`` bounds the scans the estimate may choose; 0 walks the
     graph always (tests of that path).  Below ``min_graph_selectivity`` the
     scan is taken whatever the estimates and the ceiling say: recall first.
+    ``scan_threads``: the threads the scan would be shared among, which
+    divide its time (the walk is one thread's).
     """
     ef = graph_ef(count, total, k, ef_search)
-    exact_ns = model.exact_fixed_ns + model.exact_ns_per_dim * count * dimension
+    exact_ns = model.exact_fixed_ns + model.exact_ns_per_dim * count * dimension / max(scan_threads, 1)
     graph_ns = model.graph_fixed_ns + model.graph_ns_per_unit * walk_units(count, total, ef, hnsw_m, dimension)
     if count < total:
         graph_ns += model.bitmap_ns_per_row * total

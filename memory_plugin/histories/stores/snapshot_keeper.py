@@ -124,7 +124,8 @@ class SnapshotKeeper:
         seq = await self._db.run(deleted_seq)
         for record_type, index in list(indexes.items()):
             mark = self.marks.get(record_type)
-            if index.unsaved or index.killed or mark is None or mark.deleted_seq < seq:
+            changed = index.unsaved or index.killed or index.columns.metadata.unsaved
+            if changed or mark is None or mark.deleted_seq < seq:
                 await self.save(record_type, index)
 
     async def save(self, record_type: str, index: TypeIndex) -> None:
@@ -140,7 +141,7 @@ class SnapshotKeeper:
             mark = Mark(secrets.token_hex(8), last, seq, index.n)
             graph = folder_of(base, current.generation) if current and not index.unsaved else None
             await self._offload(write_snapshot, index, base, mark, self._org_names(), graph)
-            index.killed = 0
+            index.killed, index.columns.metadata.unsaved = 0, False
         try:
             await self._db.write(partial(commit_mark, record_type=record_type, mark=mark))
         except Exception as error:

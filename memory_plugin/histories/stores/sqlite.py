@@ -34,7 +34,7 @@ Why it looks like this:
   vector matrix, reading the candidate rows in place on the search thread
   (``exact_scores``), or searches HNSW restricted by an ``IDSelectorBitmap``
   and an ``efSearch`` scaled up by the graph's size and 1/selectivity, whichever costs less;
-  ``exact_threshold`` caps the scans (100k rows: tens of milliseconds at worst), and very selective filters are always
+  ``exact_threshold`` caps the scans (200k rows: tens of milliseconds at worst), and very selective filters are always
   scanned (the walk loses recall there).  Without a filter the organisation's bitmap comes from an
   in-memory org-code array (cached per index version), not from SQL.
 * Scores are recomputed (``exact_scores``) on the final candidates, so both paths
@@ -94,7 +94,7 @@ class SqliteHistoryStore(HistoryStore):
         hnsw_m: int = 32,
         ef_construction: int = 64,
         ef_search: int = 128,
-        exact_threshold: int = 100_000,
+        exact_threshold: int = 200_000,
         snapshot_every: int = 100_000,
         filter_target: Literal["columns", "sql"] = "columns",
         metadata_columns: int = DEFAULT_LIMIT,
@@ -149,6 +149,11 @@ class SqliteHistoryStore(HistoryStore):
         """Persist the indexes that changed (also done on close and every ``snapshot_every`` adds)."""
         async with self._write_lock:
             await self._snapshots.save_changed(self._indexes)
+
+    async def in_memory(self) -> None:
+        """Wait until no index is searched memory-mapped: after a reopen they are read into memory in the
+        background, and a search reads its rows from the mapped file (slower) until then."""
+        await self._snapshots.owned(self._indexes)
 
     async def close(self) -> None:
         if self._pool is None:

@@ -253,6 +253,7 @@ class TypeIndex:
             hnsw_m=self.params.hnsw_m,
             dimension=self.params.dimension,
             exact_threshold=self.params.exact_threshold,
+            scan_threads=scan_shares(count),
         )
         if path == "exact" or (path == "plan" and choice.exact):
             return best_k(ids[candidates], exact_scores(vectors, candidates, query), k)
@@ -370,7 +371,8 @@ class TypeIndex:
 #: one core of the 2-core AMD EPYC and 1.6 ms on two (``faiss`` lets the GIL go while it reads).
 SPLIT_ROWS = 4096
 #: Threads that only ever run a share of one scan, so a scan waiting on them can never wait on itself.
-_SCAN_HELPERS = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="scan")
+_CPUS = os.cpu_count() or 1
+_SCAN_HELPERS = ThreadPoolExecutor(max_workers=max(1, _CPUS - 1), thread_name_prefix="scan")
 
 
 def exact_scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -384,7 +386,7 @@ def exact_scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) 
     positions = np.ascontiguousarray(positions, dtype=np.int64)
     query = np.ascontiguousarray(query, dtype=np.float32)
     scores = np.empty(len(positions), dtype=np.float32)
-    shares = min(1 + _SCAN_HELPERS._max_workers, max(1, len(positions) // SPLIT_ROWS))
+    shares = scan_shares(len(positions))
     bounds = np.linspace(0, len(positions), shares + 1).astype(int).tolist()
     helped = [
         _SCAN_HELPERS.submit(_scan, vectors, positions, query, scores, start, end)
@@ -394,6 +396,11 @@ def exact_scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) 
     for share in helped:
         share.result()
     return scores
+
+
+def scan_shares(rows: int) -> int:
+    """How many threads ``exact_scores`` shares a scan of ``rows`` among."""
+    return min(_CPUS, max(1, rows // SPLIT_ROWS))
 
 
 def _scan(

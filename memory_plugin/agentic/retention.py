@@ -1,5 +1,8 @@
 """Memory retention (ml-commons 3.8-3.9, ``MemoryRetentionJobProcessor``): what a container's policy deletes.
 
+The documents are read on the database's thread and planned on a worker thread: a container of
+100k memories sorts for a while, and the event loop serves other callers meanwhile.
+
 One evaluation serves both the dry-run and the execute, so the dry-run counts
 exactly what the execute deletes when nothing is written in between
 (docs/agentic-retention.md sections 3-4 state each rule):
@@ -80,6 +83,12 @@ def _oldest(docs: Iterable[Snapshot], field_name: str, limit: int) -> list[Snaps
         return (stamp is None, stamp or 0, doc.id)
 
     return sorted(docs, key=key)[: max(0, limit)]
+
+
+def _working_plan(docs: list[Snapshot], expired: set[str], ttl: int, now: int) -> tuple[list[Snapshot], list[Snapshot]]:
+    """The working docs of the expired sessions, and those beyond the TTL (if one applies)."""
+    cascade = [doc for doc in docs if _session_of(doc) in expired]
+    return cascade, _older(docs, "created_time", now - ttl * DAY_MILLIS) if ttl > 0 else []
 
 
 def _session_of(doc: Snapshot) -> str | None:
@@ -236,6 +245,9 @@ class Retention:
         self, owner: Principal, container_id: str, rule: Mapping[str, int], now: int, plan: Plan
     ) -> None:
         docs = await self.store.snapshot(owner, container_id, SESSIONS)
+        await asyncio.to_thread(self._plan_sessions, docs, rule, now, plan)
+
+    def _plan_sessions(self, docs: list[Snapshot], rule: Mapping[str, int], now: int, plan: Plan) -> None:
         unpinned = [doc for doc in docs if not _pinned(doc)]
         cutoff = self._cutoff(now, rule.get("retention_days"))
         by_time = _older(unpinned, "last_updated_time", cutoff) if cutoff is not None else []
@@ -251,6 +263,9 @@ class Retention:
         self, owner: Principal, container_id: str, rule: Mapping[str, int], now: int, plan: Plan
     ) -> None:
         docs = await self.store.snapshot(owner, container_id, LONG_TERM)
+        await asyncio.to_thread(self._plan_long_term, docs, rule, now, plan)
+
+    def _plan_long_term(self, docs: list[Snapshot], rule: Mapping[str, int], now: int, plan: Plan) -> None:
         unpinned = [doc for doc in docs if not _pinned(doc)]
         cutoff = self._cutoff(now, rule.get("retention_days"))
         by_time = _older(unpinned, "last_updated_time", cutoff) if cutoff is not None else []
@@ -265,6 +280,9 @@ class Retention:
 
     async def _history(self, owner: Principal, container_id: str, max_count: int, plan: Plan) -> None:
         docs = await self.store.snapshot(owner, container_id, HISTORY)
+        await asyncio.to_thread(self._plan_history, docs, max_count, plan)
+
+    def _plan_history(self, docs: list[Snapshot], max_count: int, plan: Plan) -> None:
         unpinned = [doc for doc in docs if not _pinned(doc)]
         excess = self._count_excess(unpinned, max_count, HISTORY, plan)
         plan.types[HISTORY] = TypePlan(
@@ -281,9 +299,7 @@ class Retention:
         by_ttl: list[Snapshot] = []
         if expired or ttl > 0:
             docs = await self.store.snapshot(owner, container_id, WORKING)
-            cascade = [doc for doc in docs if _session_of(doc) in expired]
-            if ttl > 0:
-                by_ttl = _older(docs, "created_time", now - ttl * DAY_MILLIS)
+            cascade, by_ttl = await asyncio.to_thread(_working_plan, docs, expired, ttl, now)
         plan.types[WORKING] = TypePlan(True, {"cascade": cascade, "ttl": by_ttl, "orphan": []})
 
     async def apply(self, owner: Principal, plan: Plan) -> Outcome:

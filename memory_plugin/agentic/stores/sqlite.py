@@ -53,6 +53,7 @@ from memory_plugin.agentic.stores.sqlite_tables import (
     remove_memory,
     rewrite,
     row_doc,
+    session_taken,
     usable_params,
 )
 from memory_plugin.agentic.stores.vectors import Matrix, OwnerKey, load_vectors
@@ -246,7 +247,7 @@ class SqliteAgenticStore(AgenticStore):
             if session is not None:
                 row = self._select(c, owner, container_id, SESSIONS, session.session_id)
                 # another writer's session of that id (a shared container) is neither touched nor revealed
-                if row is None and session.doc is not None and not _session_taken(c, container_id, session.session_id):
+                if row is None and session.doc is not None and not session_taken(c, container_id, session.session_id):
                     self._insert(c, owner, container_id, SESSIONS, session.session_id, session.doc)
                     session.created = True
                 elif row is not None:
@@ -267,7 +268,7 @@ class SqliteAgenticStore(AgenticStore):
         def create(c: sqlite3.Connection) -> bool | None:
             if not self._has_container(c, owner, container_id):
                 return None
-            if _session_taken(c, container_id, session_id):
+            if session_taken(c, container_id, session_id):
                 return False
             self._insert(c, owner, container_id, SESSIONS, session_id, doc)
             return True
@@ -495,12 +496,3 @@ class SqliteAgenticStore(AgenticStore):
         if scope.empty or not query_words(query):
             return []
         return await self.db.read(lambda c: bm25_top(c, scope, query, k, lexical, tokenizer))
-
-
-def _session_taken(c: sqlite3.Connection, container_id: str, session_id: str) -> bool:
-    """Session ids are unique per container, whoever asks: a custom id never overwrites."""
-    row = c.execute(
-        "SELECT 1 FROM memories WHERE container_id = ? AND memory_type = ? AND memory_id = ?",
-        (container_id, SESSIONS, session_id),
-    ).fetchone()
-    return row is not None

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_plugin.agentic.models import LONG_TERM, flat_object_terms, valid_unicode
+from memory_plugin.agentic.models import LONG_TERM, SESSIONS, flat_object_terms, valid_unicode
 from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc, memory_text, owner_id, owner_key, owner_of
 from memory_plugin.agentic.stores.bm25 import LexicalIndex
 from memory_plugin.agentic.stores.fts import Tokenizer, fts_delete, fts_put, fts_query, fts_ranked, query_words, totals
@@ -279,3 +279,12 @@ def bm25_top(
     finally:
         ranked.close()
     return kept
+
+
+def session_taken(c: sqlite3.Connection, container_id: str, session_id: str) -> bool:
+    """Session ids are unique per container, whoever asks: a custom id never overwrites."""
+    row = c.execute(
+        "SELECT 1 FROM memories WHERE container_id = ? AND memory_type = ? AND memory_id = ?",
+        (container_id, SESSIONS, session_id),
+    ).fetchone()
+    return row is not None

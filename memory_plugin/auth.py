@@ -14,7 +14,9 @@ file (``KeyStore``, the default: one host) or an OpenSearch index
 Administration is synchronous (the CLI and scripts call it); the server's
 checks are asynchronous and read a snapshot of every key that is never older
 than ``MAX_AGE`` seconds, so a revocation anywhere is refused everywhere
-within that bound, without a store round trip per request.
+within that bound, without a store round trip per request.  A credential the
+snapshot refuses is checked once more against a fresh read (at most every
+``REREAD_REFUSED_AFTER`` seconds), so a key made beside the server works at once.
 """
 
 from __future__ import annotations
@@ -135,6 +137,10 @@ MAX_AGE = 1.0
 #: Past this age a request still answers from the snapshot but starts a fresh read in the
 #: background, so that under steady traffic no request waits for the store.
 REFRESH_AFTER = 0.5
+#: A credential the snapshot refuses makes a fresh read first when the snapshot's read began at least
+#: this long ago: a key made beside the server (``keys create``) works at once, and a caller sending
+#: bad keys costs the store at most one read per this many seconds.
+REREAD_REFUSED_AFTER = 0.1
 
 
 class KeyBackend(abc.ABC):
@@ -224,7 +230,16 @@ class KeyBackend(abc.ABC):
         digest = hashlib.sha256(authorization.encode()).digest()
         principal = self._verified.get(digest)
         if principal is None:
-            principal = self._check(authorization)
+            try:
+                principal = self._check(authorization)
+            except Unauthorized:
+                if time.monotonic() - self._checked_at < REREAD_REFUSED_AFTER:
+                    raise
+                try:
+                    await asyncio.shield(self._fresh_read())
+                except Exception as error:
+                    raise Unavailable(f"the API keys cannot be read ({self.where}): {error}") from None
+                principal = self._check(authorization)
             if len(self._verified) >= MAX_VERIFIED:
                 self._verified = {}
             self._verified[digest] = principal

@@ -91,6 +91,28 @@ async def test_a_revocation_is_refused_once_the_snapshot_is_past_the_bound() -> 
         await keys.authenticate(f"Bearer {token}")
 
 
+async def test_a_key_made_after_the_snapshot_works_at_once_and_bad_keys_cost_a_read_at_most_so_often() -> None:
+    keys = SlowKeys(delay=0)
+    _, token = keys.create("org-1", "alice")
+    await keys.open()
+    assert await keys.authenticate(f"Bearer {token}") == Principal("org-1", "alice")
+    _, new = keys.create("org-1", "bob")  # beside the server, while its snapshot is fresh
+    keys._checked_at -= auth.REREAD_REFUSED_AFTER
+    reads = keys.reads
+    assert await keys.authenticate(f"Bearer {new}") == Principal("org-1", "bob")
+    assert keys.reads == reads + 1, "the refused key made one fresh read, which knew it"
+    unknown, _ = new_key("org-1", "mallory")  # never stored
+    for _ in range(50):  # a caller sending bad keys: the snapshot was just read, so no read more
+        with pytest.raises(Unauthorized, match="invalid credentials"):
+            await keys.authenticate(f"Bearer {unknown.key_id}.not-the-secret")
+    assert keys.reads == reads + 1
+    keys._checked_at -= auth.REREAD_REFUSED_AFTER
+    with pytest.raises(Unauthorized, match="invalid credentials"):
+        await keys.authenticate(f"Bearer {unknown.key_id}.not-the-secret")
+    assert keys.reads == reads + 2, "and one once the snapshot is older than the interval"
+    await keys.close()
+
+
 async def test_keys_that_cannot_be_read_fail_closed_past_the_bound() -> None:
     keys = SlowKeys(delay=0)
     _, token = keys.create("org-1", "alice")

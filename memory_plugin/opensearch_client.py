@@ -9,6 +9,7 @@ and one answer to the distribution's missing reindex module.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -88,11 +89,24 @@ async def get_document(client: AsyncOpenSearch, index: str, doc_id: str) -> dict
     """The document (with ``_seq_no`` and ``_primary_term``), real-time; None if it or its index is absent."""
     if not 0 < id_bytes(doc_id) <= MAX_ID_BYTES:
         return None  # no document has such an id (and a long one would not even fit in the request line)
-    try:
-        document: dict[str, Any] = await client.get(index=index, id=doc_id)
-    except NotFoundError:
-        return None
-    return document if document.get("found") else None
+    for pause in (*_SHARD_STARTING_PAUSES, None):
+        try:
+            document: dict[str, Any] = await client.get(index=index, id=doc_id)
+        except NotFoundError:
+            return None
+        except TransportError as error:
+            if pause is None or error.error != "no_shard_available_action_exception":
+                raise
+            await asyncio.sleep(pause)  # a shard still starting (an index just made): a read may wait
+            continue
+        return document if document.get("found") else None
+    raise AssertionError("unreachable")
+
+
+#: Pauses before reading again while a shard reports it is still starting, a few seconds in all: a GET
+#: right after its index was created met ``CurrentState[RECOVERING]`` (make test, a loaded machine),
+#: although the create had waited for the index to turn yellow.
+_SHARD_STARTING_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 
 
 async def get_documents(client: AsyncOpenSearch, index: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ import faiss
 import numpy as np
 
 from memory_plugin.files import fresh_private_file
+from memory_plugin.histories.stores.filter_blocks import FilterBlocks
 from memory_plugin.histories.stores.filter_columns import FilterColumns, Row
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, KeyColumn, decode_values
@@ -100,6 +101,8 @@ class TypeIndex:
         #: Chunks killed since the last snapshot.
         self.killed = 0
         self.lock = ReadWriteLock()
+        #: Contiguous copies of the rows of filters searched again (``filter_blocks``).
+        self.blocks = FilterBlocks()
         self._org_cache: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
 
     @staticmethod
@@ -237,6 +240,7 @@ class TypeIndex:
         n = self.n
         ids, vectors = self.ids[:n], self.vectors[:n]
         mask: np.ndarray | None = None
+        key = None if candidates is not None else (org, where)  # SQL's candidates name no filter here
         if candidates is None:
             mask, candidates = self.org_positions(org)
             if where:
@@ -256,7 +260,9 @@ class TypeIndex:
             scan_threads=scan_shares(count),
         )
         if path == "exact" or (path == "plan" and choice.exact):
-            return best_k(ids[candidates], exact_scores(vectors, candidates, query), k)
+            copied = None if key is None else self.blocks.rows(key, candidates, vectors, n)
+            scanned, rows = copied if copied is not None else (vectors, candidates)
+            return best_k(ids[candidates], exact_scores(scanned, rows, query), k)
         found = self._walk(query, k, n, candidates, mask, choice.ef)
         return best_k(ids[found], exact_scores(vectors, found, query), k)
 

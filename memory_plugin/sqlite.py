@@ -36,6 +36,8 @@ Migration = Callable[[sqlite3.Connection], None]
 #: group commit: enough for any concurrency a server sees, few enough that a group
 #: never holds its first writer for long.
 MAX_BATCH = 128
+#: How much of the file a read-only connection maps into memory (SQLite caps it at its own maximum).
+READ_MAP_BYTES = 1 << 40
 
 
 class _Job(Generic[T]):
@@ -92,6 +94,10 @@ class Database:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer = _Lane()
         self._reader = _Lane()
+        #: ``read_here``'s connections, one per worker thread that read, closed with the database.
+        self._local = threading.local()
+        self._worker_connections: list[sqlite3.Connection] = []
+        self._worker_lock = threading.Lock()
 
     @property
     def is_open(self) -> bool:
@@ -131,9 +137,15 @@ class Database:
 
     def _open_reader(self, _: sqlite3.Connection | None) -> None:
         """After the writer has made the file, set WAL mode and migrated it."""
+        self._reader.connection = self._connect_reader()
+
+    def _connect_reader(self) -> sqlite3.Connection:
         connection = self._connect()
         connection.execute("PRAGMA query_only=ON")
-        self._reader.connection = connection
+        # Pages read through a memory map, not a read() each: ten hits scattered over a 2 GB file took
+        # 2-5 ms to read here, 0.1-0.3 ms mapped (SQLite maps at most its compiled maximum, 2 GB).
+        connection.execute(f"PRAGMA mmap_size={READ_MAP_BYTES}")
+        return connection
 
     def _migrate(self, connection: sqlite3.Connection) -> None:
         version = connection.execute("PRAGMA user_version").fetchone()[0]
@@ -165,6 +177,29 @@ class Database:
         """
         self._require_open()
         return await self._submit(self._reader, work, write=False)
+
+    def read_here(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` now, on a read-only connection of the calling worker thread (never the event loop's).
+
+        For work already off the loop, a search on its pool thread: handing the
+        read to the reader thread and back costs two thread wake-ups, a tenth of
+        a millisecond on a 1 ms search.  Reads as ``read`` does.
+        """
+        self._require_open()
+        connection = getattr(self._local, "connection", None)
+        try:
+            if connection is None:
+                connection = self._connect_reader()
+                with self._worker_lock:
+                    self._worker_connections.append(connection)
+                self._local.connection = connection
+            return work(connection)
+        except (sqlite3.Error, OSError) as error:
+            typed = storage_error(error)
+            if typed is None:
+                raise
+            log.error("storage error on %s: %s", self.path, error)
+            raise typed from error
 
     async def write(
         self,
@@ -215,6 +250,12 @@ class Database:
             raise typed from error
 
     async def close(self) -> None:
+        """Close every connection; ``read_here``'s threads must have stopped reading."""
+        with self._worker_lock:
+            workers, self._worker_connections = self._worker_connections, []
+            self._local = threading.local()
+        for connection in workers:
+            connection.close()
         for lane in (self._reader, self._writer):
             thread, lane.thread = lane.thread, None
             if thread is not None:

@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,26 @@ async def test_the_read_connection_changes_nothing(db: Database) -> None:
         await db.read(_insert(1))
     assert "readonly" in str(refused.value.__cause__)
     assert await _stored(db) == []
+
+
+async def test_a_worker_threads_own_read_sees_acknowledged_writes_and_changes_nothing(db: Database) -> None:
+    """``read_here``: one read-only connection per worker thread, as current as ``read``, closed with the database."""
+    ids = lambda c: [row[0] for row in c.execute("SELECT id FROM items ORDER BY id")]  # noqa: E731
+    with ThreadPoolExecutor(max_workers=2) as workers:
+        for item in range(1, 6):
+            await db.write(_insert(item))
+            assert await asyncio.wrap_future(workers.submit(db.read_here, ids)) == list(range(1, item + 1))
+        with pytest.raises(Unavailable) as refused:
+            await asyncio.wrap_future(workers.submit(db.read_here, _insert(9)))
+        assert "readonly" in str(refused.value.__cause__)
+        assert 1 <= len(db._worker_connections) <= 2  # one per thread that read, kept for the next read
+        connections = list(db._worker_connections)
+        await db.close()
+        for connection in connections:
+            with pytest.raises(sqlite3.ProgrammingError):
+                connection.execute("SELECT 1")
+        with pytest.raises(RuntimeError, match="not open"):
+            await asyncio.wrap_future(workers.submit(db.read_here, ids))
 
 
 async def test_settled_runs_after_the_commit_before_the_caller_hears_and_also_for_a_caller_gone(db: Database) -> None:

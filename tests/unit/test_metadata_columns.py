@@ -13,6 +13,7 @@ import asyncio
 import random
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from memory_plugin.histories.stores.filters import OPERATORS, Condition, Filter,
 from memory_plugin.histories.stores.metadata_columns import KeyColumn
 from memory_plugin.histories.stores.records import Chunk, Record
 from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
+from memory_plugin.histories.stores.sqlite_tables import hit_rows, hits
 from tests.support.store_contract import DIM, unit
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -145,8 +147,9 @@ async def column_chunk_ids(store: SqliteHistoryStore, where: Filter, org: str) -
     await store._keep_metadata(index, "voice", [c.field[9:] for c in where.conditions if c.is_metadata])
     mask, _ = index.org_positions(store._org_codes[org])
     _, positions = index.columns.select(where, index.n, mask)
-    hits = await store._hydrate([(int(chunk), 0.0) for chunk in index.ids[positions]])
-    return {hit.id for hit in hits}
+    chunks = [int(chunk) for chunk in index.ids[positions]]
+    rows = await store._db.read(partial(hit_rows, chunk_ids=chunks))
+    return {hit.id for hit in hits([(chunk, 0.0) for chunk in chunks], rows)}
 
 
 @pytest.mark.parametrize("exact_threshold", [20_000, 0])

@@ -70,8 +70,9 @@ from memory_plugin.histories.stores.sqlite_tables import (
     MIGRATIONS,
     column_row,
     fetch_ids,
+    hit_rows,
+    hits,
     metadata_values,
-    record_from_row,
 )
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
 from memory_plugin.sqlite import Database
@@ -168,12 +169,12 @@ class SqliteHistoryStore(HistoryStore):
                 log.warning(
                     "embedded store %s: index snapshot not written (%s); it is rebuilt at next start", self.path, error
                 )
+        if self._search_pool is not None:  # before the database: a search reads its hits on its own thread
+            self._search_pool.shutdown(wait=True)
+            self._search_pool = None
         await self._db.close()
         self._pool.shutdown(wait=True)
         self._pool = None
-        if self._search_pool is not None:
-            self._search_pool.shutdown(wait=True)
-            self._search_pool = None
         self._indexes.clear()
         self._snapshots = SnapshotKeeper(
             self.path, self._db, self._offload, self._org_code, lambda: list(self._org_codes)
@@ -348,17 +349,23 @@ class SqliteHistoryStore(HistoryStore):
                     continue
                 if candidates is None:
                     index.columns.metadata.touch(keys)
-                top = await asyncio.get_running_loop().run_in_executor(
-                    self._search_pool,
-                    partial(
-                        index.search, query, org, k, where=where if candidates is None else None, candidates=candidates
-                    ),
+                search = partial(
+                    index.search, query, org, k, where=where if candidates is None else None, candidates=candidates
+                )
+                top, rows = await asyncio.get_running_loop().run_in_executor(
+                    self._search_pool, self._search_and_read, search, min_score
                 )
                 break
-        top = [(chunk, shown_score(score)) for chunk, score in top]
+        return hits(top, rows)
+
+    def _search_and_read(
+        self, search: Callable[[], list[tuple[int, float]]], min_score: float | None
+    ) -> tuple[list[tuple[int, float]], dict[int, sqlite3.Row]]:
+        """The top chunks with their shown scores, and their rows, read on the search's own thread (one hop)."""
+        top = [(chunk, shown_score(score)) for chunk, score in search()]
         if min_score is not None:
             top = [(chunk, score) for chunk, score in top if score >= min_score]
-        return await self._hydrate(top)
+        return top, self._db.read_here(partial(hit_rows, chunk_ids=[chunk for chunk, _ in top])) if top else {}
 
     async def _sql_candidates(
         self, index: TypeIndex, organization_id: str, record_type: str, where: Filter
@@ -413,35 +420,6 @@ class SqliteHistoryStore(HistoryStore):
                 index.columns.metadata.finish(key, column)
         finally:
             self._building.pop((record_type, key), None)
-
-    async def _hydrate(self, top: list[tuple[int, float]]) -> list[Hit]:
-        if not top:
-            return []
-
-        def work(connection: sqlite3.Connection) -> dict[int, sqlite3.Row]:
-            marks = ",".join("?" * len(top))
-            rows = connection.execute(
-                "SELECT c.id AS chunk_id, c.chunk_index, c.chunk_total, c.text, r.* FROM chunks c"
-                f" JOIN records r ON r.rid = c.rid WHERE c.id IN ({marks})",
-                [chunk for chunk, _ in top],
-            )
-            return {row["chunk_id"]: row for row in rows}
-
-        rows = await self._db.read(work)  # beside the writer: a search never waits for a write's fsync
-        hits = [
-            Hit(
-                record=record_from_row(rows[chunk]),
-                chunk_index=rows[chunk]["chunk_index"],
-                chunk_total=rows[chunk]["chunk_total"],
-                text=rows[chunk]["text"],
-                score=score,
-            )
-            for chunk, score in top
-            if chunk in rows  # deleted since the candidates were taken
-        ]
-        # equal shown scores in one order on every store and CPU, as the OpenSearch store sorts them
-        hits.sort(key=lambda hit: (-hit.score, hit.record.record_id, hit.chunk_index))
-        return hits
 
     # -- helpers ------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import numpy as np
 from memory_plugin.dates import from_micros, to_micros
 from memory_plugin.histories.stores.filter_columns import Row
 from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
-from memory_plugin.histories.stores.records import Record
+from memory_plugin.histories.stores.records import Hit, Record
 from memory_plugin.sqlite import run_script
 
 
@@ -99,6 +99,36 @@ def record_from_row(row: sqlite3.Row) -> Record:
         retention=row["retention"],
         metadata=json.loads(row["metadata"]),
     )
+
+
+def hit_rows(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, sqlite3.Row]:
+    """The row of each chunk found (with its record's), by chunk id; chunks deleted since are absent."""
+    marks = ",".join("?" * len(chunk_ids))
+    rows = connection.execute(
+        "SELECT c.id AS chunk_id, c.chunk_index, c.chunk_total, c.text, r.* FROM chunks c"
+        f" JOIN records r ON r.rid = c.rid WHERE c.id IN ({marks})",
+        chunk_ids,
+    )
+    return {row["chunk_id"]: row for row in rows}
+
+
+def hits(top: list[tuple[int, float]], rows: dict[int, sqlite3.Row]) -> list[Hit]:
+    """The hits of ``top`` ``(chunk id, shown score)`` whose rows ``hit_rows`` found."""
+    found = [
+        Hit(
+            record=record_from_row(row),
+            chunk_index=row["chunk_index"],
+            chunk_total=row["chunk_total"],
+            text=row["text"],
+            score=score,
+        )
+        for chunk, score in top
+        for row in [rows.get(chunk)]
+        if row is not None  # deleted since the candidates were taken
+    ]
+    # equal shown scores in one order on every store and CPU, as the OpenSearch store sorts them
+    found.sort(key=lambda hit: (-hit.score, hit.record.record_id, hit.chunk_index))
+    return found
 
 
 def column_row(record: Record) -> Row:

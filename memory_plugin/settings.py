@@ -32,6 +32,9 @@ class EmbeddedRegion:
     #: used dropped (each costs up to ~12 bytes per chunk that has the key); a filter naming
     #: more keys than this goes to SQL.
     metadata_columns: int = 64
+    #: Megabytes per record type for contiguous copies of the rows of filters searched again (a 1% filter
+    #: at a million chunks scans 2x faster from one); 0 keeps none.
+    filter_cache_mb: int = 256
 
 
 @dataclass(frozen=True)
@@ -253,11 +256,22 @@ def _region(name: str, raw: Mapping[str, Any]) -> RegionSettings:
     if kind == "embedded":
         path = options.pop("path", None)
         metadata_columns = options.pop("metadata_columns", 64)
+        filter_cache_mb = options.pop("filter_cache_mb", 256)
         if options:
             raise ValueError(f"region {name}: unknown embedded settings {sorted(options)}")
         if isinstance(metadata_columns, bool) or not isinstance(metadata_columns, int) or metadata_columns < 1:
             raise ValueError(f"region {name}: metadata_columns must be a positive integer, not {metadata_columns!r}")
-        return EmbeddedRegion(path=Path(path) if path else None, metadata_columns=metadata_columns)
+        if (
+            isinstance(filter_cache_mb, bool)
+            or not isinstance(filter_cache_mb, int)
+            or not 0 <= filter_cache_mb <= 1 << 20
+        ):
+            raise ValueError(
+                f"region {name}: filter_cache_mb must be an integer from 0 to 1048576, not {filter_cache_mb!r}"
+            )
+        return EmbeddedRegion(
+            path=Path(path) if path else None, metadata_columns=metadata_columns, filter_cache_mb=filter_cache_mb
+        )
     if kind == "opensearch":
         known = {f.name for f in dataclasses.fields(OpenSearchRegion)} - {"store"}
         unknown = set(options) - known

@@ -6,9 +6,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pytest
 
-from memory_plugin.histories.stores import filter_blocks
 from memory_plugin.histories.stores.filter_blocks import MIN_ROWS, FilterBlocks
 from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Condition, Filter
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex, exact_scores
@@ -85,18 +83,15 @@ def test_a_mostly_killed_block_is_copied_afresh() -> None:
     assert blocks.size < len(everything) * DIM * 4  # the killed rows were let go
 
 
-def test_small_sets_and_long_runs_are_not_copied_and_blocks_stay_within_the_budget(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_small_sets_and_long_runs_are_not_copied_and_blocks_stay_within_the_budget() -> None:
     vectors = matrix(40_000, seed=5)
-    blocks = FilterBlocks()
+    budget = 3 * 4_000 * DIM * 4 + 3 * 4_000 * 8
+    blocks = FilterBlocks(budget)
     small = np.arange(MIN_ROWS - 1, dtype=np.int64)
     runs = np.concatenate([np.arange(start, start + 100) for start in range(0, 40_000, 1_000)])
     for _ in range(3):
         assert blocks.rows("small", small, vectors, len(vectors)) is None
         assert blocks.rows("runs", runs, vectors, len(vectors)) is None  # streamed where they lie
-    budget = 3 * 4_000 * DIM * 4 + 3 * 4_000 * 8
-    monkeypatch.setattr(filter_blocks, "MIN_BUDGET", budget)
     for name in range(6):
         candidates = np.arange(name, 40_000, 10, dtype=np.int64)  # 4,000 rows each
         for _ in range(2):
@@ -107,6 +102,9 @@ def test_small_sets_and_long_runs_are_not_copied_and_blocks_stay_within_the_budg
     too_big = np.arange(0, 40_000, 2, dtype=np.int64)  # more than half the budget
     for _ in range(2):
         assert blocks.rows("big", too_big, vectors, len(vectors)) is None
+    kept_none = FilterBlocks(0)  # filter_cache_mb = 0
+    for _ in range(3):
+        assert kept_none.rows("f", np.arange(5, 40_000, 10, dtype=np.int64), vectors, len(vectors)) is None
 
 
 def test_parallel_searches_extending_one_block_read_exact_rows() -> None:

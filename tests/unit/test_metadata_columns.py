@@ -270,8 +270,8 @@ async def test_keys_are_bounded_least_recently_used(tmp_path: Path) -> None:
         await store.close()
 
 
-def test_metadata_columns_setting_reaches_the_store(tmp_path: Path) -> None:
-    """``[regions.X] metadata_columns`` bounds the store's kept keys; nonsense is refused at start."""
+def test_embedded_region_settings_reach_the_store(tmp_path: Path) -> None:
+    """``[regions.X] metadata_columns`` and ``filter_cache_mb`` reach the store; nonsense is refused at start."""
     from memory_plugin.histories.stores import open_histories_store
     from memory_plugin.settings import load_settings
 
@@ -279,10 +279,17 @@ def test_metadata_columns_setting_reaches_the_store(tmp_path: Path) -> None:
     config.write_text('[regions.USA]\nstore = "embedded"\nmetadata_columns = 3\n')
     settings = load_settings(config, environ={}, data_dir=tmp_path)
     store = open_histories_store(settings, "USA")
-    assert isinstance(store, SqliteHistoryStore) and store._options[-1] == 3
+    assert isinstance(store, SqliteHistoryStore) and store._options[-2:] == (3, 256 << 20)
     config.write_text('[regions.USA]\nstore = "embedded"\nmetadata_columns = 0\n')
     with pytest.raises(ValueError, match="metadata_columns must be a positive integer"):
         load_settings(config, environ={}, data_dir=tmp_path)
+    config.write_text('[regions.USA]\nstore = "embedded"\nfilter_cache_mb = 0\n')
+    store = open_histories_store(load_settings(config, environ={}, data_dir=tmp_path), "USA")
+    assert isinstance(store, SqliteHistoryStore) and store._options[-1] == 0
+    for nonsense in ("-1", "true", '"64"', "2.5"):
+        config.write_text(f'[regions.USA]\nstore = "embedded"\nfilter_cache_mb = {nonsense}\n')
+        with pytest.raises(ValueError, match="filter_cache_mb must be an integer"):
+            load_settings(config, environ={}, data_dir=tmp_path)
 
 
 @pytest.mark.parametrize("write_when", ["before the pass", "after the pass"])

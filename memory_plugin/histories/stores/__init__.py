@@ -15,7 +15,9 @@ def open_histories_store(settings: Settings, name: str) -> HistoryStore:
     if isinstance(region, EmbeddedRegion):
         from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 
-        return SqliteHistoryStore(settings.region_path(name), metadata_columns=region.metadata_columns)
+        return SqliteHistoryStore(
+            settings.region_path(name), metadata_columns=region.metadata_columns, filter_cache_mb=region.filter_cache_mb
+        )
     from memory_plugin.histories.stores.opensearch import OpenSearchHistoryStore
 
     return OpenSearchHistoryStore(region, name)

@@ -60,6 +60,7 @@ import numpy as np
 
 from memory_plugin.dates import to_micros
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
+from memory_plugin.histories.stores.filter_blocks import DEFAULT_BUDGET
 from memory_plugin.histories.stores.filter_columns import Row, can_compile
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, metadata_keys
@@ -99,13 +100,14 @@ class SqliteHistoryStore(HistoryStore):
         snapshot_every: int = 100_000,
         filter_target: Literal["columns", "sql"] = "columns",
         metadata_columns: int = DEFAULT_LIMIT,
+        filter_cache_mb: int = DEFAULT_BUDGET >> 20,
     ) -> None:
         self.path = Path(path)
         #: Where filters are evaluated: the in-memory columns, or SQL (what every
         #: filter used before the columns; kept selectable so tests and
         #: benchmarks can set the two side by side).
         self.filter_target = filter_target
-        self._options = (hnsw_m, ef_construction, ef_search, exact_threshold, metadata_columns)
+        self._options = (hnsw_m, ef_construction, ef_search, exact_threshold, metadata_columns, filter_cache_mb << 20)
         self._snapshot_every = snapshot_every
         self._db = Database(self.path / "store.sqlite3", MIGRATIONS)
         self._pool: ThreadPoolExecutor | None = None

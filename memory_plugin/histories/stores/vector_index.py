@@ -21,7 +21,7 @@ import faiss
 import numpy as np
 
 from memory_plugin.files import fresh_private_file
-from memory_plugin.histories.stores.filter_blocks import FilterBlocks
+from memory_plugin.histories.stores.filter_blocks import DEFAULT_BUDGET, FilterBlocks
 from memory_plugin.histories.stores.filter_columns import FilterColumns, Row
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, KeyColumn, decode_values
@@ -73,6 +73,8 @@ class IndexParams:
     exact_threshold: int
     #: The most metadata keys kept as filter columns (``metadata_columns``).
     metadata_columns: int = DEFAULT_LIMIT
+    #: The bytes of contiguous copies of repeated filters' rows (``filter_blocks``); 0 keeps none.
+    filter_cache_bytes: int = DEFAULT_BUDGET
 
 
 class TypeIndex:
@@ -102,7 +104,7 @@ class TypeIndex:
         self.killed = 0
         self.lock = ReadWriteLock()
         #: Contiguous copies of the rows of filters searched again (``filter_blocks``).
-        self.blocks = FilterBlocks()
+        self.blocks = FilterBlocks(params.filter_cache_bytes)
         self._org_cache: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
 
     @staticmethod

@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from memory_plugin.errors import storage_error
+from memory_plugin.errors import ServiceError, storage_error
 from memory_plugin.files import create_private_file, make_private_dir
 
 T = TypeVar("T")
@@ -195,10 +195,9 @@ class Database:
                 self._local.connection = connection
             return work(connection)
         except (sqlite3.Error, OSError) as error:
-            typed = storage_error(error)
+            typed = self._storage_error(error)
             if typed is None:
                 raise
-            log.error("storage error on %s: %s", self.path, error)
             raise typed from error
 
     async def write(
@@ -243,11 +242,17 @@ class Database:
         try:
             return await future
         except (sqlite3.Error, OSError) as error:
-            typed = storage_error(error)
+            typed = self._storage_error(error)
             if typed is None:
                 raise
-            log.error("storage error on %s: %s", self.path, error)
             raise typed from error
+
+    def _storage_error(self, error: sqlite3.Error | OSError) -> ServiceError | None:
+        """The typed service error a storage failure raises (logged here), or None for any other error."""
+        typed = storage_error(error)
+        if typed is not None:
+            log.error("storage error on %s: %s", self.path, error)
+        return typed
 
     async def close(self) -> None:
         """Close every connection; ``read_here``'s threads must have stopped reading."""

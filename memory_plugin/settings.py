@@ -33,7 +33,7 @@ class EmbeddedRegion:
     #: more keys than this goes to SQL.
     metadata_columns: int = 64
     #: Megabytes per record type for contiguous copies of the rows of filters searched again (a 1% filter
-    #: at a million chunks scans 2x faster from one); 0 keeps none.
+    #: at a million chunks scans 2x faster from one), never more than a quarter of its vectors; 0 keeps none.
     filter_cache_mb: int = 256
 
 

@@ -26,7 +26,7 @@ def scores_through(blocks: FilterBlocks, key: object, candidates: np.ndarray, ve
 
 def test_a_filter_is_copied_on_its_second_search_and_scores_as_in_place() -> None:
     vectors = matrix(20_000)
-    candidates = np.arange(3, 20_000, 7, dtype=np.int64)
+    candidates = np.arange(3, 20_000, 10, dtype=np.int64)
     blocks = FilterBlocks()
     expected = exact_scores(vectors, candidates, np.ones(DIM, dtype=np.float32))
     assert np.array_equal(scores_through(blocks, "f", candidates, vectors), expected)
@@ -43,7 +43,7 @@ def test_writes_kills_and_another_filter_under_the_key_keep_scores_exact() -> No
     blocks = FilterBlocks()
     rng = np.random.default_rng(2)
     used = 10_000
-    chosen = np.flatnonzero(rng.random(len(vectors)) < 0.2)
+    chosen = np.flatnonzero(rng.random(len(vectors)) < 0.1)
     killed = np.zeros(len(vectors), dtype=bool)
     for step in range(12):
         if step % 3 == 1:
@@ -51,7 +51,7 @@ def test_writes_kills_and_another_filter_under_the_key_keep_scores_exact() -> No
         if step % 3 == 2:
             killed[rng.choice(used, 300, replace=False)] = True  # deleted since: rows left unread
         if step == 9:
-            chosen = np.flatnonzero(rng.random(len(vectors)) < 0.2)  # another filter under the same key
+            chosen = np.flatnonzero(rng.random(len(vectors)) < 0.1)  # another filter under the same key
         candidates = chosen[(chosen < used) & ~killed[chosen]]
         view = vectors[:used]
         expected = exact_scores(view, candidates, np.ones(DIM, dtype=np.float32))
@@ -61,7 +61,7 @@ def test_writes_kills_and_another_filter_under_the_key_keep_scores_exact() -> No
 
 def test_an_older_reader_is_answered_from_a_block_extended_past_it() -> None:
     vectors = matrix(30_000, seed=3)
-    candidates = np.arange(0, 30_000, 5, dtype=np.int64)
+    candidates = np.arange(0, 30_000, 10, dtype=np.int64)
     blocks = FilterBlocks()
     for _ in range(2):
         blocks.rows("f", candidates, vectors, len(vectors))
@@ -73,38 +73,42 @@ def test_an_older_reader_is_answered_from_a_block_extended_past_it() -> None:
 def test_a_mostly_killed_block_is_copied_afresh() -> None:
     vectors = matrix(40_000, seed=4)
     blocks = FilterBlocks()
-    everything = np.arange(0, 40_000, 2, dtype=np.int64)
+    everything = np.arange(0, 40_000, 10, dtype=np.int64)
     for _ in range(2):
         blocks.rows("f", everything, vectors, len(vectors))
     assert blocks.size >= len(everything) * DIM * 4
-    survivors = everything[::10]
+    survivors = everything[::4]
     expected = exact_scores(vectors, survivors, np.ones(DIM, dtype=np.float32))
     assert np.array_equal(scores_through(blocks, "f", survivors, vectors), expected)
     assert blocks.size < len(everything) * DIM * 4  # the killed rows were let go
 
 
 def test_small_sets_and_long_runs_are_not_copied_and_blocks_stay_within_the_budget() -> None:
-    vectors = matrix(40_000, seed=5)
+    vectors = matrix(80_000, seed=5)  # 5 MB: a quarter of it is more than the budget below
     budget = 3 * 4_000 * DIM * 4 + 3 * 4_000 * 8
     blocks = FilterBlocks(budget)
     small = np.arange(MIN_ROWS - 1, dtype=np.int64)
-    runs = np.concatenate([np.arange(start, start + 100) for start in range(0, 40_000, 1_000)])
+    runs = np.concatenate([np.arange(start, start + 100) for start in range(0, 80_000, 2_000)])
     for _ in range(3):
         assert blocks.rows("small", small, vectors, len(vectors)) is None
         assert blocks.rows("runs", runs, vectors, len(vectors)) is None  # streamed where they lie
     for name in range(6):
-        candidates = np.arange(name, 40_000, 10, dtype=np.int64)  # 4,000 rows each
+        candidates = np.arange(name, 80_000, 20, dtype=np.int64)  # 4,000 rows each
         for _ in range(2):
             blocks.rows(name, candidates, vectors, len(vectors))
         assert blocks.size <= budget
     assert len(blocks) == 3  # the three most recent
-    assert blocks.rows(5, np.arange(5, 40_000, 10, dtype=np.int64), vectors, len(vectors)) is not None
-    too_big = np.arange(0, 40_000, 2, dtype=np.int64)  # more than half the budget
+    assert blocks.rows(5, np.arange(5, 80_000, 20, dtype=np.int64), vectors, len(vectors)) is not None
+    too_big = np.arange(0, 80_000, 2, dtype=np.int64)  # more than half the budget
     for _ in range(2):
         assert blocks.rows("big", too_big, vectors, len(vectors)) is None
     kept_none = FilterBlocks(0)  # filter_cache_mb = 0
     for _ in range(3):
-        assert kept_none.rows("f", np.arange(5, 40_000, 10, dtype=np.int64), vectors, len(vectors)) is None
+        assert kept_none.rows("f", np.arange(5, 80_000, 20, dtype=np.int64), vectors, len(vectors)) is None
+    small_index = vectors[:16_000]  # a quarter of its vectors is 256 kB: 4,000 rows would take all of it
+    on_small = FilterBlocks(budget)
+    for _ in range(3):
+        assert on_small.rows("f", np.arange(0, 16_000, 4, dtype=np.int64), small_index, 16_000) is None
 
 
 def test_parallel_searches_extending_one_block_read_exact_rows() -> None:

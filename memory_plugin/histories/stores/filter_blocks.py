@@ -31,8 +31,9 @@ MIN_ROWS = 512
 #: Rows that come in runs this long on average are streamed where they are (a run of 8 is 12 kB at 384
 #: dimensions), so copying them gains nothing.
 MIN_RUN = 8
-#: The bytes all blocks of one index hold at most by default (the region option ``filter_cache_mb``);
-#: one block takes at most half (at 384 dimensions and 256 MB, 43k rows).
+#: The bytes all blocks of one index hold at most by default (the region option ``filter_cache_mb``),
+#: and never more than a quarter of the index's own vectors; one block takes at most half of that
+#: (at 384 dimensions and 256 MB, 43k rows).
 DEFAULT_BUDGET = 256 << 20
 #: Filters seen once are remembered (not copied) up to this many, then forgotten together.
 _SEEN_ROOM = 4096
@@ -78,7 +79,8 @@ class FilterBlocks:
         named by ``key`` passes now; ``vectors`` holds every position below ``used``.
         """
         count = len(candidates)
-        if count < MIN_ROWS or count * vectors.itemsize * vectors.shape[1] > self.budget // 2:
+        budget = min(self.budget, vectors.nbytes // 4)
+        if count < MIN_ROWS or count * vectors.itemsize * vectors.shape[1] > budget // 2:
             return None
         with self._lock:
             block = self._blocks.get(key)
@@ -97,15 +99,15 @@ class FilterBlocks:
                 block = _Block(candidates.copy(), vectors[candidates], count, used)
                 found = np.arange(count)
             assert block is not None
-            self._keep(key, block, held)
+            self._keep(key, block, held, budget)
             return block.vectors, found
 
-    def _keep(self, key: Hashable, block: _Block, held: int) -> None:
-        """Make ``block`` (``held`` bytes before this search) the most recent, within the budget."""
+    def _keep(self, key: Hashable, block: _Block, held: int, budget: int) -> None:
+        """Make ``block`` (``held`` bytes before this search) the most recent, within ``budget``."""
         self._size += block.size - held
         self._blocks[key] = block
         self._blocks.move_to_end(key)
-        while self._size > self.budget and len(self._blocks) > 1:
+        while self._size > budget and len(self._blocks) > 1:
             _, dropped = self._blocks.popitem(last=False)
             self._size -= dropped.size
 

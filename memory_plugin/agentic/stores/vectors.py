@@ -1,5 +1,5 @@
 """The embedded store's vectors in memory: one matrix per container, searched exactly (one BLAS
-matrix-vector product).  A matrix changes on the event loop once the write that changes it has committed;
+matrix-vector product, over every row or over the few that pass, whichever reads less).  A matrix changes on the event loop once the write that changes it has committed;
 a search on the reader thread ranks a snapshot of it (``Matrix.rows``)."""
 
 from __future__ import annotations
@@ -99,23 +99,34 @@ class Rows:
     ) -> list[tuple[int, float]]:
         """Top ``k`` ``(seq, cosine)`` of ``owner``'s rows among ``candidates`` (None: all), ties by seq."""
         code = self.owners.get(owner)
-        if code is None:
+        if code is None or k <= 0:
             return []
         ranked = self.live if len(self.owners) == 1 else self.live & (self.writers == code)
-        if candidates is None:
-            scores = self.vectors @ query
-            scores[~ranked] = -np.inf
-            seqs = self.seqs
-        else:
-            positions = np.flatnonzero(ranked & np.isin(self.seqs, candidates))
-            if len(positions) == 0:
-                return []
+        if candidates is not None:
+            ranked = ranked & np.isin(self.seqs, candidates)
+        positions = np.flatnonzero(ranked)
+        if len(positions) == 0:
+            return []
+        if gathers(len(positions), len(ranked)):
             scores = self.vectors[positions] @ query
-            seqs = self.seqs[positions]
+        else:
+            scores = (self.vectors @ query)[positions]
+        seqs = self.seqs[positions]
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         ordered = top[np.lexsort((seqs[top], -scores[top]))]
-        return [(int(seqs[i]), float(scores[i])) for i in ordered if scores[i] > -np.inf]
+        return [(int(seqs[i]), float(scores[i])) for i in ordered]
+
+
+#: Up to this share of a container's rows passing (the caller's in a shared container, a namespace's),
+#: a search reads just those rows before the product; beyond it, one product over every row is cheaper.
+#: At 100k rows on the 2-core EPYC: 1% 0.19 ms against 13.7, 10% 7.5 against 12.9, 20% 13.8 against 12.1.
+GATHER_SHARE = 1 / 8
+
+
+def gathers(passing: int, rows: int) -> bool:
+    """Whether ``Rows.search`` reads only the ``passing`` rows of ``rows`` (else it multiplies them all)."""
+    return passing <= rows * GATHER_SHARE
 
 
 def load_vectors(c: sqlite3.Connection, path: Path) -> dict[str, Matrix]:

@@ -1,0 +1,57 @@
+"""The embedded agentic store's k-NN: a search reads only the rows that pass when they are few, multiplies every
+row when they are many, and ranks the caller's rows exactly as brute force does either way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memory_plugin.agentic.stores import vectors
+from memory_plugin.agentic.stores.vectors import Matrix, gathers
+
+DIM = 32
+ALICE, DAVE = ("org-1", "alice"), ("org-1", "dave")
+
+
+def shared_matrix(rows: int, alice_share: float, seed: int = 0) -> tuple[Matrix, np.ndarray, list[tuple[str, str]]]:
+    rng = np.random.default_rng(seed)
+    matrix = Matrix(DIM)
+    stored = rng.standard_normal((rows, DIM), dtype=np.float32)
+    stored /= np.linalg.norm(stored, axis=1, keepdims=True)
+    owners = [ALICE if draw < alice_share else DAVE for draw in rng.random(rows)]
+    matrix.add(np.arange(1, rows + 1, dtype=np.int64), stored, owners)
+    return matrix, stored, owners
+
+
+def brute_force(
+    stored: np.ndarray, owners: list[tuple[str, str]], query: np.ndarray, k: int, seqs: set[int]
+) -> list[int]:
+    scores = stored.astype(np.float64) @ query.astype(np.float64)
+    ranked = sorted((seq for seq in seqs if owners[seq - 1] == ALICE), key=lambda seq: (-scores[seq - 1], seq))
+    return ranked[:k]
+
+
+def test_few_passing_rows_are_gathered_many_are_multiplied_all() -> None:
+    assert gathers(1_000, 100_000) and gathers(12_500, 100_000)
+    assert not gathers(12_501, 100_000) and not gathers(100_000, 100_000)
+
+
+@pytest.mark.parametrize("alice_share", [0.02, 0.6])
+@pytest.mark.parametrize("share", [0.0, 1.0])  # every search multiplied whole, or every one gathered
+def test_both_ways_rank_the_callers_rows_as_brute_force(
+    monkeypatch: pytest.MonkeyPatch, alice_share: float, share: float
+) -> None:
+    monkeypatch.setattr(vectors, "GATHER_SHARE", share)
+    matrix, stored, owners = shared_matrix(5_000, alice_share)
+    matrix.remove(range(1, 5_001, 7))  # dead rows are never ranked
+    live = set(range(1, 5_001)) - set(range(1, 5_001, 7))
+    rng = np.random.default_rng(1)
+    namespace = np.asarray(sorted(rng.choice(sorted(live), 800, replace=False)), dtype=np.int64)
+    for query in stored[rng.choice(5_000, 5)]:
+        for candidates, passing in ((None, live), (namespace, set(namespace.tolist()))):
+            found = matrix.rows().search(query, 10, candidates, ALICE)
+            assert [seq for seq, _ in found] == brute_force(stored, owners, query, 10, passing)
+            assert all(abs(score - float(stored[seq - 1] @ query)) < 1e-5 for seq, score in found)
+    assert matrix.rows().search(stored[0], 10, np.asarray([], dtype=np.int64), ALICE) == []
+    assert matrix.rows().search(stored[0], 0, None, ALICE) == []
+    assert matrix.rows().search(stored[0], 10, None, ("org-2", "alice")) == []  # another organisation's writer

@@ -9,7 +9,8 @@ import numpy as np
 
 from memory_plugin.histories.stores.filter_blocks import MIN_ROWS, FilterBlocks
 from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Condition, Filter
-from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex, exact_scores
+from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
+from memory_plugin.vector_scan import exact_scores
 
 DIM = 16
 

@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 import pytest
 
+from memory_plugin import vector_scan
 from memory_plugin.histories.stores import planner, vector_index
 from memory_plugin.histories.stores.filters import Condition, Filter, matches
 from memory_plugin.histories.stores.planner import MODEL, graph_ef, plan
@@ -143,10 +144,10 @@ def test_a_scan_shared_among_cpus_scores_every_row_as_one_thread_does(
     vectors = rng.standard_normal((30_000, DIM)).astype(np.float32)
     positions = np.sort(rng.choice(len(vectors), 9_001, replace=False))
     query = rng.standard_normal(DIM).astype(np.float32)
-    monkeypatch.setattr(vector_index, "SPLIT_ROWS", 10**9)
-    alone = vector_index.exact_scores(vectors, positions, query)
-    monkeypatch.setattr(vector_index, "SPLIT_ROWS", 1000)
-    monkeypatch.setattr(vector_index, "_CPUS", cpus)
-    shared = vector_index.exact_scores(vectors, positions, query)
+    monkeypatch.setattr(vector_scan, "SPLIT_ROWS", 10**9)
+    alone = vector_scan.exact_scores(vectors, positions, query)
+    monkeypatch.setattr(vector_scan, "SPLIT_ROWS", 1000)
+    monkeypatch.setattr(vector_scan, "_CPUS", cpus)
+    shared = vector_scan.exact_scores(vectors, positions, query)
     assert np.array_equal(shared, alone)  # bit for bit: the same kernel on each row, only the threads differ
     np.testing.assert_allclose(alone, vectors[positions] @ query, rtol=1e-5, atol=1e-5)

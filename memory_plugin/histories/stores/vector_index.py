@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from memory_plugin.histories.stores.filter_columns import FilterColumns, Row
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, KeyColumn, decode_values
 from memory_plugin.histories.stores.planner import plan
+from memory_plugin.vector_scan import exact_scores, scan_shares
 
 
 class ReadWriteLock:
@@ -373,57 +373,6 @@ class TypeIndex:
         index.append(ids[~old], vectors[~old], orgs[~old], rows[old_count:])
         index.unsaved = int((~old).sum())
         return index
-
-
-#: From this many rows a scan is shared among the CPUs: at 1M chunks, 10k scattered rows take 3.4 ms on
-#: one core of the 2-core AMD EPYC and 1.6 ms on two (``faiss`` lets the GIL go while it reads).
-SPLIT_ROWS = 4096
-#: Threads that only ever run a share of one scan, so a scan waiting on them can never wait on itself.
-_CPUS = os.cpu_count() or 1
-_SCAN_HELPERS = ThreadPoolExecutor(max_workers=max(1, _CPUS - 1), thread_name_prefix="scan")
-
-
-def exact_scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``vectors[positions] @ query`` without copying the rows out first, on every CPU when there are many.
-
-    At 1M chunks a 1% filter gathers 10k rows (15 MB) before a BLAS product
-    whose worker threads then spin-wait; reading the rows in place costs a
-    fifth of the CPU time (``scripts/bench_search.py``).  Each row's score is
-    the same however the rows are shared out.
-    """
-    positions = np.ascontiguousarray(positions, dtype=np.int64)
-    query = np.ascontiguousarray(query, dtype=np.float32)
-    scores = np.empty(len(positions), dtype=np.float32)
-    shares = scan_shares(len(positions))
-    bounds = np.linspace(0, len(positions), shares + 1).astype(int).tolist()
-    helped = [
-        _SCAN_HELPERS.submit(_scan, vectors, positions, query, scores, start, end)
-        for start, end in zip(bounds[1:-1], bounds[2:])
-    ]
-    _scan(vectors, positions, query, scores, bounds[0], bounds[1])
-    for share in helped:
-        share.result()
-    return scores
-
-
-def scan_shares(rows: int) -> int:
-    """How many threads ``exact_scores`` shares a scan of ``rows`` among."""
-    return min(_CPUS, max(1, rows // SPLIT_ROWS))
-
-
-def _scan(
-    vectors: np.ndarray, positions: np.ndarray, query: np.ndarray, scores: np.ndarray, start: int, end: int
-) -> None:
-    if end > start:
-        faiss.fvec_inner_products_by_idx(  # type: ignore[attr-defined]
-            faiss.swig_ptr(scores[start:end]),
-            faiss.swig_ptr(query),
-            faiss.swig_ptr(vectors),
-            faiss.swig_ptr(positions[start:end]),
-            vectors.shape[1],
-            1,
-            end - start,
-        )
 
 
 def best_k(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:

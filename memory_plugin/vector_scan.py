@@ -1,0 +1,66 @@
+"""Exact inner products of a query with chosen rows of a matrix, read where they lie, on every CPU.
+
+The embedded stores rank candidates exactly (the histories' planner when a filter passes few chunks,
+the agentic store always): faiss reads each row in place with the GIL let go, so a scan of
+scattered rows costs no copy of them, and a long one is shared among the CPUs.  At 100k rows of 384
+dimensions on the 2-core AMD EPYC, 10% of the rows: 3.5 ms in place against 6.0 ms gathered first
+by numpy; all of them: 7.7 ms against 11 ms for numpy's product.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import faiss
+import numpy as np
+
+#: From this many rows a scan is shared among the CPUs: at 1M chunks, 10k scattered rows take 3.4 ms on
+#: one core of the 2-core AMD EPYC and 1.6 ms on two (``faiss`` lets the GIL go while it reads).
+SPLIT_ROWS = 4096
+#: Threads that only ever run a share of one scan, so a scan waiting on them can never wait on itself.
+_CPUS = os.cpu_count() or 1
+_SCAN_HELPERS = ThreadPoolExecutor(max_workers=max(1, _CPUS - 1), thread_name_prefix="scan")
+
+
+def exact_scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``vectors[positions] @ query`` without copying the rows out first, on every CPU when there are many.
+
+    At 1M chunks a 1% filter gathers 10k rows (15 MB) before a BLAS product
+    whose worker threads then spin-wait; reading the rows in place costs a
+    fifth of the CPU time (``scripts/bench_search.py``).  Each row's score is
+    the same however the rows are shared out.
+    """
+    positions = np.ascontiguousarray(positions, dtype=np.int64)
+    query = np.ascontiguousarray(query, dtype=np.float32)
+    scores = np.empty(len(positions), dtype=np.float32)
+    shares = scan_shares(len(positions))
+    bounds = np.linspace(0, len(positions), shares + 1).astype(int).tolist()
+    helped = [
+        _SCAN_HELPERS.submit(_scan, vectors, positions, query, scores, start, end)
+        for start, end in zip(bounds[1:-1], bounds[2:])
+    ]
+    _scan(vectors, positions, query, scores, bounds[0], bounds[1])
+    for share in helped:
+        share.result()
+    return scores
+
+
+def scan_shares(rows: int) -> int:
+    """How many threads ``exact_scores`` shares a scan of ``rows`` among."""
+    return min(_CPUS, max(1, rows // SPLIT_ROWS))
+
+
+def _scan(
+    vectors: np.ndarray, positions: np.ndarray, query: np.ndarray, scores: np.ndarray, start: int, end: int
+) -> None:
+    if end > start:
+        faiss.fvec_inner_products_by_idx(  # type: ignore[attr-defined]
+            faiss.swig_ptr(scores[start:end]),
+            faiss.swig_ptr(query),
+            faiss.swig_ptr(vectors),
+            faiss.swig_ptr(positions[start:end]),
+            vectors.shape[1],
+            1,
+            end - start,
+        )

@@ -84,23 +84,32 @@ class FilterBlocks:
             return None
         with self._lock:
             block = self._blocks.get(key)
-            if block is None:
-                if key not in self._seen:
-                    if len(self._seen) >= _SEEN_ROOM:
-                        self._seen.clear()
-                    self._seen.add(key)
-                    return None
-                if np.count_nonzero(np.diff(candidates) != 1) < count // MIN_RUN:
-                    return None  # long runs of rows already: read in sequence where they are
-                self._seen.discard(key)
-            held = 0 if block is None else block.size
-            found = None if block is None else _extended(block, candidates, vectors, used)
-            if found is None:
-                block = _Block(candidates.copy(), vectors[candidates], count, used)
-                found = np.arange(count)
-            assert block is not None
-            self._keep(key, block, held, budget)
-            return block.vectors, found
+            if block is not None:
+                held = block.size
+                found = _extended(block, candidates, vectors, used)
+                if found is not None:
+                    self._keep(key, block, held, budget)
+                    return block.vectors, found
+            elif not self._second_sighting(key, candidates):
+                return None
+        # a new copy, made outside the lock: the other searches go on meanwhile
+        fresh = _Block(candidates.copy(), vectors[candidates], count, used)
+        with self._lock:
+            replaced = self._blocks.get(key)
+            self._keep(key, fresh, 0 if replaced is None else replaced.size, budget)
+        return fresh.vectors, np.arange(count)
+
+    def _second_sighting(self, key: Hashable, candidates: np.ndarray) -> bool:
+        """Whether a filter with no block is worth copying now: seen before, and its rows scattered."""
+        if key not in self._seen:
+            if len(self._seen) >= _SEEN_ROOM:
+                self._seen.clear()
+            self._seen.add(key)
+            return False
+        if np.count_nonzero(np.diff(candidates) != 1) < len(candidates) // MIN_RUN:
+            return False  # long runs of rows already: read in sequence where they are
+        self._seen.discard(key)
+        return True
 
     def _keep(self, key: Hashable, block: _Block, held: int, budget: int) -> None:
         """Make ``block`` (``held`` bytes before this search) the most recent, within ``budget``."""

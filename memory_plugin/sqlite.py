@@ -1,9 +1,11 @@
-"""Two SQLite connections per database, each driven from its own thread.
+"""Two SQLite connections per database, each driven from its own thread (and one per worker thread
+that reads in place, ``read_here``).
 
 SQLite connections are not safe to share between threads, and every call
 blocks.  Each database has a writer thread that owns the connection every
 change goes through, and a reader thread with a read-only connection: in WAL
 mode it reads while the writer commits, so reads never queue behind an fsync.
+Read-only connections map the file into memory.
 The event loop queues work for a thread and is woken once per batch of
 finished work, not once per call.  Queued writes share one transaction and
 one fsync (group commit): each runs inside its own savepoint, so a write that

@@ -151,5 +151,8 @@ def test_the_index_scans_a_repeated_filter_from_its_block_with_the_same_results(
     again = index.search(query, 0, 10, where=where, path="exact")
     assert len(index.blocks) == 1 and first == again
     passing = np.flatnonzero(np.array(users) == "user-3")
-    expected = sorted(zip((passing + 1).tolist(), (vectors[passing] @ query).tolist()), key=lambda hit: -hit[1])[:10]
+    expected = sorted(zip((passing + 1).tolist(), (vectors[passing] @ query).tolist()), key=lambda hit: -hit[1])[:11]
+    # exact on any CPU: neighbours in the order differ by far more than float32 rounding of 16-term sums
+    assert all(a[1] - b[1] > 1e-5 for a, b in zip(expected, expected[1:]))
+    expected = expected[:10]
     assert [chunk for chunk, _ in again] == [chunk for chunk, _ in expected]

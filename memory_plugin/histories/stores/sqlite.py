@@ -337,7 +337,6 @@ class SqliteHistoryStore(HistoryStore):
         if index is None or org is None or k <= 0:
             return []
         keys = metadata_keys(where)
-        top: list[tuple[int, float]] = []
         on_sql = bool(where) and (self.filter_target == "sql" or not can_compile(where, params.metadata_columns))
         candidates: np.ndarray | None = None
         for attempt in range(3):
@@ -354,20 +353,18 @@ class SqliteHistoryStore(HistoryStore):
                 search = partial(
                     index.search, query, org, k, where=where if candidates is None else None, candidates=candidates
                 )
-                top, rows = await asyncio.get_running_loop().run_in_executor(
+                return await asyncio.get_running_loop().run_in_executor(
                     self._search_pool, self._search_and_read, search, min_score
                 )
-                break
-        return hits(top, rows)
+        return []
 
-    def _search_and_read(
-        self, search: Callable[[], list[tuple[int, float]]], min_score: float | None
-    ) -> tuple[list[tuple[int, float]], dict[int, sqlite3.Row]]:
-        """The top chunks with their shown scores, and their rows, read on the search's own thread (one hop)."""
+    def _search_and_read(self, search: Callable[[], list[tuple[int, float]]], min_score: float | None) -> list[Hit]:
+        """The hits with their shown scores, their rows read and decoded on the search's own thread (one hop,
+        and the event loop spends nothing on them: a tenth of a millisecond per search at k 10)."""
         top = [(chunk, shown_score(score)) for chunk, score in search()]
         if min_score is not None:
             top = [(chunk, score) for chunk, score in top if score >= min_score]
-        return top, self._db.read_here(partial(hit_rows, chunk_ids=[chunk for chunk, _ in top])) if top else {}
+        return hits(top, self._db.read_here(partial(hit_rows, chunk_ids=[chunk for chunk, _ in top]))) if top else []
 
     async def _sql_candidates(
         self, index: TypeIndex, organization_id: str, record_type: str, where: Filter

@@ -35,7 +35,7 @@ def exact_scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) 
     query = np.ascontiguousarray(query, dtype=np.float32)
     scores = np.empty(len(positions), dtype=np.float32)
     shares = scan_shares(len(positions))
-    bounds = np.linspace(0, len(positions), shares + 1).astype(int).tolist()
+    bounds = [len(positions) * share // shares for share in range(shares + 1)]  # (numpy's linspace: 60 µs)
     helped = [
         _SCAN_HELPERS.submit(_scan, vectors, positions, query, scores, start, end)
         for start, end in zip(bounds[1:-1], bounds[2:])

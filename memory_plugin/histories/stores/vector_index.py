@@ -264,9 +264,9 @@ class TypeIndex:
         if path == "exact" or (path == "plan" and choice.exact):
             copied = None if key is None else self.blocks.rows(key, candidates, vectors, n)
             scanned, rows = copied if copied is not None else (vectors, candidates)
-            return best_k(ids[candidates], exact_scores(scanned, rows, query), k)
+            return best_k(ids, candidates, exact_scores(scanned, rows, query), k)
         found = self._walk(query, k, n, candidates, mask, choice.ef)
-        return best_k(ids[found], exact_scores(vectors, found, query), k)
+        return best_k(ids, found, exact_scores(vectors, found, query), k)
 
     def _walk(
         self, query: np.ndarray, k: int, n: int, candidates: np.ndarray, mask: np.ndarray | None, ef: int
@@ -375,12 +375,17 @@ class TypeIndex:
         return index
 
 
-def best_k(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """Best ``k`` by score, ties by chunk id: deterministic whatever the input order."""
-    if len(ids) > k:
-        kth = np.partition(-scores, k - 1)[k - 1]
-        keep = -scores <= kth  # everything tied with the k-th stays in the race
-        ids, scores = ids[keep], scores[keep]
-    order = np.lexsort((ids, -scores))[:k]
+def best_k(ids: np.ndarray, positions: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Best ``k`` ``(ids[position], score)`` by score, ties by chunk id: deterministic whatever the input order.
+
+    Only the ids of the scores still in the race are read (at 1M chunks a 1% filter's 10k scattered ids
+    cost more than the partition).
+    """
+    if len(positions) > k:
+        negated = -scores
+        keep = negated <= np.partition(negated, k - 1)[k - 1]  # everything tied with the k-th stays in the race
+        positions, scores = positions[keep], scores[keep]
+    found = ids[positions]
+    order = np.lexsort((found, -scores))[:k]
     # one clip over the k kept, not one per hit: numpy's scalar clip cost a third of a 1% search
-    return list(zip(ids[order].tolist(), np.clip(scores[order], -1.0, 1.0).tolist()))
+    return list(zip(found[order].tolist(), np.clip(scores[order], -1.0, 1.0).tolist()))

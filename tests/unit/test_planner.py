@@ -151,3 +151,15 @@ def test_a_scan_shared_among_cpus_scores_every_row_as_one_thread_does(
     shared = vector_scan.exact_scores(vectors, positions, query)
     assert np.array_equal(shared, alone)  # bit for bit: the same kernel on each row, only the threads differ
     np.testing.assert_allclose(alone, vectors[positions] @ query, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 40])
+def test_best_k_reads_ids_through_positions_ties_by_id(k: int) -> None:
+    """The k best of the scores given for ``positions``, named by ``ids[position]``, equal scores by id."""
+    rng = np.random.default_rng(k)
+    ids = rng.permutation(10_000).astype(np.int64) * 3 + 7  # chunk ids in no order: a position is not an id
+    positions = np.sort(rng.choice(len(ids), 300, replace=False))
+    scores = rng.choice(np.float32([0.25, 0.5, 0.75, 0.9]), len(positions))  # many exact ties
+    expected = sorted(zip(ids[positions].tolist(), scores.tolist()), key=lambda hit: (-hit[1], hit[0]))[:k]
+    assert vector_index.best_k(ids, positions, scores, k) == expected
+    assert vector_index.best_k(ids, positions[::-1], scores[::-1], k) == expected  # whatever the input order

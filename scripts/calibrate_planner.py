@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _vectors import synthetic  # noqa: E402
 
-from memory_plugin.histories.stores.planner import MODEL, graph_ef, plan, walk_units  # noqa: E402
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex  # noqa: E402
+from memory_plugin.vector_plan import MODEL, graph_ef, plan, walk_units  # noqa: E402
 
 DIM = 384
 K = 10

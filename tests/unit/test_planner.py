@@ -11,11 +11,12 @@ from typing import Literal
 import numpy as np
 import pytest
 
+from memory_plugin import vector_plan as planner
 from memory_plugin import vector_scan
-from memory_plugin.histories.stores import planner, vector_index
+from memory_plugin.histories.stores import vector_index
 from memory_plugin.histories.stores.filters import Condition, Filter, matches
-from memory_plugin.histories.stores.planner import MODEL, graph_ef, plan
 from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
+from memory_plugin.vector_plan import MODEL, graph_ef, plan
 from tests.support.store_contract import DIM, StoreContract, unit
 from tests.unit.test_metadata_columns import random_condition, write_random
 

@@ -30,7 +30,7 @@ Why it looks like this:
   writes go on, see ``_build_metadata``; then kept in step with every write); at most ``metadata_columns`` keys per index, least
   recently used dropped.  A filter naming more keys than that compiles to SQL
   (``sqlite_filters``) and yields chunk ids.  Knowing the candidates' count, the
-  planner (``planner``, measured costs) ranks them exactly over an in-memory
+  planner (``vector_plan``, measured costs) ranks them exactly over an in-memory
   vector matrix, reading the candidate rows in place on the search thread
   (``exact_scores``), or searches HNSW restricted by an ``IDSelectorBitmap``
   and an ``efSearch`` scaled up by the graph's size and 1/selectivity, whichever costs less;

@@ -24,7 +24,7 @@ from memory_plugin.histories.stores.filter_blocks import DEFAULT_BUDGET, FilterB
 from memory_plugin.histories.stores.filter_columns import FilterColumns, Row
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, KeyColumn, decode_values
-from memory_plugin.histories.stores.planner import plan
+from memory_plugin.vector_plan import plan, walk
 from memory_plugin.vector_scan import exact_scores, scan_shares
 
 
@@ -236,7 +236,7 @@ class TypeIndex:
 
         Restricted to ``candidates`` (positions, from SQL) when given, else to
         the positions whose columns satisfy ``where`` (its metadata keys kept).
-        ``planner`` chooses the exact scan or the graph walk; ``path`` forces one
+        ``vector_plan`` chooses the exact scan or the graph walk; ``path`` forces one
         (calibration and tests).
         """
         n = self.n
@@ -265,28 +265,8 @@ class TypeIndex:
             copied = None if key is None else self.blocks.rows(key, candidates, vectors, n)
             scanned, rows = copied if copied is not None else (vectors, candidates)
             return best_k(ids, candidates, exact_scores(scanned, rows, query), k)
-        found = self._walk(query, k, n, candidates, mask, choice.ef)
+        found = walk(self.hnsw, query, k, candidates, mask, choice.ef)
         return best_k(ids, found, exact_scores(vectors, found, query), k)
-
-    def _walk(
-        self, query: np.ndarray, k: int, n: int, candidates: np.ndarray, mask: np.ndarray | None, ef: int
-    ) -> np.ndarray:
-        """The positions HNSW finds among ``candidates`` (``mask`` over positions below ``n``, if built)."""
-        count = len(candidates)
-        params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
-        params.efSearch = ef
-        bitmap = None
-        if count < self.hnsw.ntotal:
-            # Some positions are dead or belong to others: restrict the walk to ours.
-            if mask is None:
-                mask = np.zeros(n, dtype=bool)
-                mask[candidates] = True
-            bitmap = np.packbits(mask, bitorder="little")
-            params.sel = faiss.IDSelectorBitmap(n, faiss.swig_ptr(bitmap))
-        _, labels = self.hnsw.search(query[None, :], min(k, count), params=params)
-        del bitmap
-        found: np.ndarray = labels[0][labels[0] >= 0]
-        return found
 
     # -- persistence ------------------------------------------------------
 

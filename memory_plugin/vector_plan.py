@@ -1,4 +1,5 @@
-"""Per-search choice between an exact scan of the passing vectors and filtered HNSW, by estimated cost.
+"""Per-search choice between an exact scan of the passing vectors and filtered HNSW, by estimated cost
+(the histories' indexes and the agentic containers' graphs), and the filtered walk itself.
 
 The filter's cardinality is known exactly before the choice (the columns give
 the passing positions, so counting them is free), as Qdrant's payload index
@@ -25,6 +26,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import faiss
+import numpy as np
 
 #: The largest efSearch a walk is given.
 MAX_EF = 4096
@@ -127,3 +131,26 @@ def plan(
     if count <= k or count < model.min_graph_selectivity * total:
         return Plan(True, ef, exact_ns, graph_ns)
     return Plan(count <= exact_threshold and exact_ns <= graph_ns, ef, exact_ns, graph_ns)
+
+
+def walk(
+    hnsw: faiss.Index, query: np.ndarray, k: int, candidates: np.ndarray, mask: np.ndarray | None, ef: int
+) -> np.ndarray:
+    """The positions HNSW finds among ``candidates`` (ascending; ``mask`` over every position, if built)."""
+    count = len(candidates)
+    if count == 0 or k <= 0:
+        return np.empty(0, dtype=np.int64)
+    params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
+    params.efSearch = ef
+    bitmap = None
+    if count < hnsw.ntotal:
+        # Some positions are dead or not the caller's: restrict the walk to the candidates.
+        if mask is None:
+            mask = np.zeros(max(hnsw.ntotal, int(candidates[-1]) + 1), dtype=bool)
+            mask[candidates] = True
+        bitmap = np.packbits(mask, bitorder="little")
+        params.sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bitmap))
+    _, labels = hnsw.search(query[None, :], min(k, count), params=params)
+    del bitmap
+    found: np.ndarray = labels[0][labels[0] >= 0]
+    return found

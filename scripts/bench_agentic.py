@@ -49,6 +49,7 @@ from memory_plugin.agentic.service import AgenticService  # noqa: E402
 from memory_plugin.agentic.stores.base import LongTermScope  # noqa: E402
 from memory_plugin.agentic.stores.bm25 import LexicalIndex  # noqa: E402
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore  # noqa: E402
+from memory_plugin.agentic.stores.vectors import GRAPH_MIN_ROWS, Matrix  # noqa: E402
 from memory_plugin.auth import KeyStore, Principal  # noqa: E402
 from tests.support.agentic_llm import SEMANTIC_CONFIG  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
@@ -131,6 +132,24 @@ async def fill_store(
             bar.update(len(rows))
 
 
+async def graph_built(matrix: Matrix) -> None:
+    """Wait for the container's graph to settle (built on its own thread, again until its tail is short)."""
+    while matrix.size >= GRAPH_MIN_ROWS and (matrix.building or not matrix.graph_ready):
+        await asyncio.sleep(0.05)
+
+
+async def knn_recall(store: SqliteAgenticStore, matrix: Matrix, scope: LongTermScope, queries: list) -> float:
+    """recall@10 of the store's k-NN (the planner's path) against the exact scan of the same rows."""
+    graph, found = matrix.graph, []
+    for vector in queries:
+        planned = {doc.id for doc, _ in await store.knn(scope, vector, 10)}
+        matrix.graph = None
+        exact = {doc.id for doc, _ in await store.knn(scope, vector, 10)}
+        matrix.graph = graph
+        found.append(len(planned & exact) / max(1, len(exact)))
+    return round(float(np.mean(found)), 4)
+
+
 async def bench_search(memories: int, searches: int, seed_texts: int) -> list[dict]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-agentic-search-"))
     model = Embedder.from_dir(ensure_default_model())
@@ -149,6 +168,10 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
         new_container({"name": "bench", "configuration": SEMANTIC_CONFIG}, model.dimension, False, OWNER.user_id or ""),
     )
     await fill_store(store, container_id, memories, texts, vectors)
+    matrix = store._indexes[container_id]
+    started = time.perf_counter()
+    await graph_built(matrix)
+    graph_ms = (time.perf_counter() - started) * 1000  # the last build's wait (earlier ones ran during the fill)
     rng = random.Random(3)
     words = [w for t in texts for w in t.split() if w.isalpha() and len(w) > 3]
     queries = [" ".join(rng.sample(words, 4)) + f" {n}" for n in range(searches * 12)]
@@ -167,33 +190,39 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
 
         return call
 
+    # (name, search, extra body, as before: FTS5 ranks every BM25 match and k-NN scans every passing row)
     cases = [
         ("semantic k=10", service.semantic_search, {}, False),
         ("semantic k=10, namespace", service.semantic_search, namespace, False),
         ("hybrid k=10", service.hybrid_search, {}, False),
         ("hybrid k=10, namespace", service.hybrid_search, namespace, False),
-        ("hybrid k=10 (FTS5 ranks, before)", service.hybrid_search, {}, True),
-        ("hybrid k=10, namespace (FTS5 ranks, before)", service.hybrid_search, namespace, True),
+        ("hybrid k=10 (FTS5 ranks, no graph: before)", service.hybrid_search, {}, True),
+        ("hybrid k=10, namespace (FTS5 ranks, no graph: before)", service.hybrid_search, namespace, True),
         ("bm25 k=10 (store only)", store_call("bm25", scope), {}, False),
         ("bm25 k=10, namespace (store only)", store_call("bm25", scope_u3), {}, False),
         ("bm25 k=10 (store only, FTS5 ranks)", store_call("bm25", scope), {}, True),
         ("knn k=10 (store only)", store_call("knn", scope), {}, False),
         ("knn k=10, namespace (store only)", store_call("knn", scope_u3), {}, False),
+        ("knn k=10 (store only, exact scan)", store_call("knn", scope), {}, True),
     ]
-    mirror = store._lexical
+    mirror, graph = store._lexical, matrix.graph
     latencies: list[list[float]] = [[] for _ in cases]
     with tqdm(total=searches * len(cases), unit="q", desc="search") as bar:
         # the cases take turns, query by query, so that a change in the machine's load hits them all alike
         for turn in range(searches):
-            for index, (name, search, extra, fts5) in enumerate(cases):
+            for index, (name, search, extra, before) in enumerate(cases):
                 # an empty mirror's totals are not FTS5's: the store lets FTS5 rank every match, as before it
-                store._lexical = LexicalIndex() if fts5 else mirror
+                store._lexical = LexicalIndex() if before else mirror
+                matrix.graph = None if before else graph
                 query = queries[index * searches + turn]  # distinct: the query embedding cache never answers
                 started = time.perf_counter()
                 found = await search(OWNER, container_id, {"query": query, "k": 10, **extra})
                 latencies[index].append(time.perf_counter() - started)
                 assert found["hits"]["hits"] or name.startswith("bm25"), name  # BM25 alone may match nothing
                 bar.update()
+    store._lexical, matrix.graph = mirror, graph
+    recalls = {"knn k=10 (store only)": await knn_recall(store, matrix, scope, query_vectors)}
+    recalls["knn k=10, namespace (store only)"] = await knn_recall(store, matrix, scope_u3, query_vectors)
     for (name, *_), measured in zip(cases, latencies):
         ms = np.array(measured) * 1000
         results.append(
@@ -205,6 +234,7 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
                 "p50_ms": round(float(np.percentile(ms, 50)), 2),
                 "p99_ms": round(float(np.percentile(ms, 99)), 2),
                 "req_per_s": round(searches / float(ms.sum() / 1000), 1),
+                **({"recall_at_10": recalls[name]} if name in recalls else {}),
             }
         )
     # the query embedding alone, for scale
@@ -221,7 +251,24 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     reopen_ms = (time.perf_counter() - started) * 1000
     assert await reopened.lexical_ready()
     ready_ms = (time.perf_counter() - started) * 1000
+    await graph_built(reopened._indexes[container_id])
+    graph_reopened_ms = (time.perf_counter() - started) * 1000
     await reopened.close()
+    for case, ms in (
+        ("graph built after the fill (its last build)", graph_ms),
+        ("graph built after reopen (the scan answers until then)", graph_reopened_ms),
+    ):
+        results.append(
+            {
+                "case": case,
+                "memories": memories,
+                "searches": 1,
+                "concurrency": 1,
+                "p50_ms": round(ms, 1),
+                "p99_ms": None,
+                "req_per_s": None,
+            }
+        )
     results.append(
         {
             "case": "BM25 mirror built after reopen",
@@ -271,11 +318,11 @@ async def main() -> None:
 
     results = await bench_adds(args.adds, args.concurrency, args.log_level) if args.adds else []
     results += await bench_search(args.memories, args.searches, args.seed_texts)
-    print(f"\n{'case':<46}{'memories':>10}{'conc':>6}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}")
+    print(f"\n{'case':<56}{'memories':>10}{'conc':>6}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'recall@10':>11}")
     for row in results:
         print(
-            f"{row['case']:<46}{row.get('memories', '-')!s:>10}{row['concurrency']:>6}{row['req_per_s']!s:>10}"
-            f"{row['p50_ms']:>10}{row['p99_ms']!s:>10}"
+            f"{row['case']:<56}{row.get('memories', '-')!s:>10}{row['concurrency']:>6}{row['req_per_s']!s:>10}"
+            f"{row['p50_ms']:>10}{row['p99_ms']!s:>10}{row.get('recall_at_10', '')!s:>11}"
         )
     write_report(args.out, {"results": results}, plot_agentic)
 

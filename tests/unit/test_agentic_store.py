@@ -3,13 +3,20 @@ FTS5 ranking scoped to owner and container, and embeddings that only land on cur
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+
 import numpy as np
+import pytest
 
 from memory_plugin.agentic.models import LONG_TERM
+from memory_plugin.agentic.stores import vectors
 from memory_plugin.agentic.stores.base import LongTermScope, MemoryAdd
 from memory_plugin.agentic.stores.fts import fts_query
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.auth import Principal
+from memory_plugin.vector_plan import walk
 
 ALICE, BOB = Principal("org-1", "alice"), Principal("org-1", "bob")
 
@@ -19,7 +26,9 @@ def unit(seed: int, dim: int = 8) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
-async def fill(store: SqliteAgenticStore, owner: Principal, container_id: str, texts: list[str]) -> list[int]:
+async def fill(
+    store: SqliteAgenticStore, owner: Principal, container_id: str, texts: list[str], dim: int = 8
+) -> list[int]:
     await store.insert_container(owner, container_id, {"name": container_id})
 
     def insert(c):  # type: ignore[no-untyped-def]
@@ -37,7 +46,7 @@ async def fill(store: SqliteAgenticStore, owner: Principal, container_id: str, t
 
     seqs = await store.db.write(insert)
     assert await store.pending_count() == len(texts)
-    await store.store_embeddings([(seq, text, unit(n)) for n, (seq, text) in enumerate(zip(seqs, texts))])
+    await store.store_embeddings([(seq, text, unit(n, dim)) for n, (seq, text) in enumerate(zip(seqs, texts))])
     return list(seqs)
 
 
@@ -109,3 +118,43 @@ async def test_the_infer_job_backlog_counts_every_queued_job(tmp_path):  # type:
         assert await store.infer_job_count() == 2
     finally:
         await store.close()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, "never came true"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_large_containers_graph_follows_its_writes_and_is_built_again_after_reopening(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(vectors, "GRAPH_MIN_ROWS", 2_000)
+    monkeypatch.setattr(vectors, "EF_SEARCH", 128)  # walks planned as narrow: on 3,000 rows they beat the scan
+    walks: list[int] = []
+
+    def counted(hnsw, query, k, candidates, mask, ef):  # type: ignore[no-untyped-def]
+        walks.append(len(candidates))
+        return walk(hnsw, query, k, candidates, mask, max(ef, 1_024))  # wide: the exact top k on 3,000 rows
+
+    monkeypatch.setattr(vectors, "walk", counted)
+    store = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await store.open(128)
+    await fill(store, ALICE, "c1", [f"memory number {n}" for n in range(3000)], dim=128)
+    matrix = store._indexes["c1"]
+    await until(lambda: matrix.graph_ready and not matrix.building)  # built again until its tail is short
+    assert 3000 * 0.8 <= matrix.graph.rows <= 3000  # type: ignore[union-attr]
+    hits = await store.knn(LongTermScope(ALICE, "c1"), unit(7, 128), 3)
+    assert hits[0][0].id == "c1-7" and walks == [matrix.graph.rows]  # type: ignore[union-attr]  # all pass: the walk
+    assert (await store.knn(LongTermScope(ALICE, "c1"), unit(2999, 128), 1))[0][0].id == "c1-2999"  # graph or tail
+    assert await store.knn(LongTermScope(BOB, "c1"), unit(7, 128), 3) == []
+    await store.close()
+    reopened = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await reopened.open(128)
+    matrix = reopened._indexes["c1"]
+    assert (await reopened.knn(LongTermScope(ALICE, "c1"), unit(2500, 128), 1))[0][0].id == "c1-2500"  # scanned
+    await until(lambda: matrix.graph_ready)
+    assert (await reopened.knn(LongTermScope(ALICE, "c1"), unit(2500, 128), 1))[0][0].id == "c1-2500"
+    assert len(walks) == 3
+    await reopened.close()

@@ -1,21 +1,28 @@
 """The embedded agentic store's k-NN: the caller's rows that pass, read in place, ranked exactly as brute force
-ranks them, whether they are few of a shared container's rows or most of them."""
+ranks them, whether they are few of a shared container's rows or most of them; in a large container, through
+its graph when most rows pass."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
 
+from memory_plugin.agentic.stores import vectors
 from memory_plugin.agentic.stores.vectors import Matrix
+from memory_plugin.vector_plan import walk
 
 DIM = 32
 ALICE, DAVE = ("org-1", "alice"), ("org-1", "dave")
 
 
-def shared_matrix(rows: int, alice_share: float, seed: int = 0) -> tuple[Matrix, np.ndarray, list[tuple[str, str]]]:
+def shared_matrix(
+    rows: int, alice_share: float, seed: int = 0, dim: int = DIM
+) -> tuple[Matrix, np.ndarray, list[tuple[str, str]]]:
     rng = np.random.default_rng(seed)
-    matrix = Matrix(DIM)
-    stored = rng.standard_normal((rows, DIM), dtype=np.float32)
+    matrix = Matrix(dim)
+    stored = rng.standard_normal((rows, dim), dtype=np.float32)
     stored /= np.linalg.norm(stored, axis=1, keepdims=True)
     owners = [ALICE if draw < alice_share else DAVE for draw in rng.random(rows)]
     matrix.add(np.arange(1, rows + 1, dtype=np.int64), stored, owners)
@@ -48,3 +55,90 @@ def test_the_callers_rows_rank_as_brute_force(alice_share: float) -> None:
     assert matrix.rows().search(stored[0], 10, np.asarray([], dtype=np.int64), ALICE) == []
     assert matrix.rows().search(stored[0], 0, None, ALICE) == []
     assert matrix.rows().search(stored[0], 10, None, ("org-2", "alice")) == []  # another organisation's writer
+
+
+def built(matrix: Matrix) -> Matrix:
+    """The matrix once its graph has settled (built on the build thread, again until its tail is short)."""
+    deadline = time.monotonic() + 60
+    while not matrix.graph_ready or matrix.building:
+        assert time.monotonic() < deadline, "the graph was never built"
+        time.sleep(0.01)
+    return matrix
+
+
+@pytest.fixture
+def graph_paths(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Graphs from 2,000 rows on; the walks taken (by candidate count), each made wide enough to find the
+    exact top k on these few rows, so that results compare exactly (the planner chooses with its own
+    efSearch; ``scripts/bench_agentic.py`` measures the recall it gives)."""
+    monkeypatch.setattr(vectors, "GRAPH_MIN_ROWS", 2_000)
+    walks: list[int] = []
+
+    def counted(hnsw, query, k, candidates, mask, ef):  # type: ignore[no-untyped-def]
+        walks.append(len(candidates))
+        return walk(hnsw, query, k, candidates, mask, max(ef, 2_048))
+
+    monkeypatch.setattr(vectors, "walk", counted)
+    return walks
+
+
+def test_a_large_container_walks_its_graph_when_most_rows_pass_and_scans_a_few(graph_paths: list[int]) -> None:
+    matrix, stored, owners = shared_matrix(8_000, 0.9, dim=128)
+    built(matrix)
+    live = set(range(1, 8_001))
+    rng = np.random.default_rng(2)
+    few = np.asarray(sorted(rng.choice(8_000, 80, replace=False) + 1), dtype=np.int64)  # 1%: below the graph's reach
+    for query in stored[rng.choice(8_000, 5)]:
+        walks = len(graph_paths)
+        found = matrix.rows().search(query, 10, None, ALICE)
+        assert len(graph_paths) == walks + 1  # most rows pass: the walk
+        assert [seq for seq, _ in found] == brute_force(stored, owners, query, 10, live)
+        assert all(abs(score - float(stored[seq - 1] @ query)) < 1e-5 for seq, score in found)  # scored as the scan
+        found = matrix.rows().search(query, 10, few, ALICE)
+        assert len(graph_paths) == walks + 1  # a few rows pass: the scan
+        assert [seq for seq, _ in found] == brute_force(stored, owners, query, 10, set(few.tolist()))
+
+
+def test_rows_written_or_removed_after_the_graph_are_ranked_at_once(graph_paths: list[int]) -> None:
+    matrix, stored, owners = shared_matrix(8_000, 1.0, dim=128)
+    built(matrix)
+    rng = np.random.default_rng(3)
+    tail = rng.standard_normal((500, 128), dtype=np.float32)
+    tail /= np.linalg.norm(tail, axis=1, keepdims=True)
+    matrix.add(np.arange(8_001, 8_501, dtype=np.int64), tail, [ALICE] * 500)  # under a quarter: the graph stays
+    matrix.remove(range(2, 8_001, 10))  # dead rows, in the graph still
+    assert matrix.graph_ready and matrix.graph.rows == 8_000  # type: ignore[union-attr]
+    everything = np.concatenate((stored, tail))
+    live = set(range(1, 8_501)) - set(range(2, 8_001, 10))
+    for query in (tail[7], stored[3], everything[rng.choice(8_500)]):
+        found = matrix.rows().search(query, 10, None, ALICE)
+        assert [seq for seq, _ in found] == brute_force(everything, [ALICE] * 8_500, query, 10, live)
+    assert graph_paths  # ranked through the walk and the tail
+    assert matrix.rows().search(tail[7], 1, None, ALICE)[0][0] == 8_008
+
+
+def test_a_compaction_drops_the_graph_and_a_new_one_follows(graph_paths: list[int]) -> None:
+    matrix, stored, owners = shared_matrix(8_000, 1.0, dim=128)
+    first = built(matrix).graph
+    matrix.remove(range(1, 5_001))  # most rows gone: the matrix compacts, its positions move
+    assert matrix.graph is first and not matrix.graph_ready  # the old graph names old positions: never used
+    assert matrix.rows().graph is None
+    live = set(range(5_001, 8_001))
+    query = stored[6_000]
+    assert [seq for seq, _ in matrix.rows().search(query, 10, None, ALICE)] == brute_force(
+        stored, owners, query, 10, live
+    )
+    assert built(matrix).graph is not first and matrix.graph.rows == 3_000  # type: ignore[union-attr]
+    assert [seq for seq, _ in matrix.rows().search(query, 10, None, ALICE)] == brute_force(
+        stored, owners, query, 10, live
+    )
+
+
+def test_a_stopped_matrix_builds_no_graph(graph_paths: list[int]) -> None:
+    matrix = Matrix(16)
+    matrix.stop()
+    matrix.add(
+        np.arange(1, 3_001, dtype=np.int64), np.eye(16, dtype=np.float32)[np.arange(3_000) % 16], [ALICE] * 3_000
+    )
+    time.sleep(0.2)
+    assert matrix.graph is None

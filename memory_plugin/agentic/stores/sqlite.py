@@ -56,7 +56,7 @@ from memory_plugin.agentic.stores.sqlite_tables import (
     session_taken,
     usable_params,
 )
-from memory_plugin.agentic.stores.vectors import Matrix, OwnerKey, load_vectors
+from memory_plugin.agentic.stores.vectors import Matrix, OwnerKey, drop_matrices, load_vectors
 from memory_plugin.auth import Principal
 
 T = TypeVar("T")
@@ -81,7 +81,7 @@ class SqliteAgenticStore(AgenticStore):
 
     async def close(self) -> None:
         await self.db.close()
-        self._indexes.clear()
+        drop_matrices(self._indexes)
         await self._lexical_build.stop()
         self._lexical = LexicalIndex()
 
@@ -179,7 +179,7 @@ class SqliteAgenticStore(AgenticStore):
 
         def forget(result: StoredDoc | None) -> None:
             if result is not None:
-                self._indexes.pop(container_id, None)
+                drop_matrices(self._indexes, container_id)
 
         return await self._write(delete, forget)
 

@@ -11,6 +11,8 @@ import os
 from contextlib import suppress
 from pathlib import Path
 
+import numpy as np
+
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 
@@ -50,6 +52,24 @@ def fresh_private_file(path: Path) -> int:
     with suppress(FileNotFoundError):
         os.unlink(path)
     return open_private(path, os.O_WRONLY)
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` as a new 0600 ``.npz`` at ``path``, on the disk when this returns (``np.load`` checks each
+    member's CRC, so a torn file fails to load rather than loading wrong)."""
+    with os.fdopen(fresh_private_file(path), "wb") as file:
+        np.savez(file, **arrays)  # type: ignore[arg-type]
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the renames and unlinks in the folder ``path`` durable."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 class InUse(RuntimeError):

@@ -256,7 +256,7 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     await reopened.close()
     for case, ms in (
         ("graph built after the fill (its last build)", graph_ms),
-        ("graph built after reopen (the scan answers until then)", graph_reopened_ms),
+        ("graph ready after reopen (its saved build, checked against SQLite)", graph_reopened_ms),
     ):
         results.append(
             {
@@ -282,7 +282,7 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     )
     results.append(
         {
-            "case": "reopen (vectors; FTS5 ranks until the mirror is built)",
+            "case": "reopen (vectors and saved graph; FTS5 ranks until the mirror is built)",
             "memories": memories,
             "searches": 1,
             "concurrency": 1,

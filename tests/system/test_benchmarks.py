@@ -116,8 +116,8 @@ def _agentic(report: dict[str, Any]) -> None:
             "knn k=10, namespace (store only)",
             "knn k=10 (store only, exact scan)",
             "graph built after the fill (its last build)",
-            "graph built after reopen (the scan answers until then)",
-            "reopen (vectors; FTS5 ranks until the mirror is built)",
+            "graph ready after reopen (its saved build, checked against SQLite)",
+            "reopen (vectors and saved graph; FTS5 ranks until the mirror is built)",
             "BM25 mirror built after reopen",
             "query embedding only",
         ]

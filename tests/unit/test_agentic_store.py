@@ -127,34 +127,88 @@ async def until(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_a_large_containers_graph_follows_its_writes_and_is_built_again_after_reopening(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
-):  # type: ignore[no-untyped-def]
+@pytest.fixture
+def wide_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Graphs from 2,000 rows, walks planned as narrow (on 3,000 rows they beat the scan) and made wide (the
+    exact top k on so few rows); the walks taken, by candidate count."""
     monkeypatch.setattr(vectors, "GRAPH_MIN_ROWS", 2_000)
-    monkeypatch.setattr(vectors, "EF_SEARCH", 128)  # walks planned as narrow: on 3,000 rows they beat the scan
+    monkeypatch.setattr(vectors, "EF_SEARCH", 128)
     walks: list[int] = []
 
     def counted(hnsw, query, k, candidates, mask, ef):  # type: ignore[no-untyped-def]
         walks.append(len(candidates))
-        return walk(hnsw, query, k, candidates, mask, max(ef, 1_024))  # wide: the exact top k on 3,000 rows
+        return walk(hnsw, query, k, candidates, mask, max(ef, 1_024))
 
     monkeypatch.setattr(vectors, "walk", counted)
+    return walks
+
+
+async def test_a_large_containers_graph_follows_its_writes_and_comes_back_at_reopening(tmp_path, wide_walks: list[int]):  # type: ignore[no-untyped-def]
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(128)
     await fill(store, ALICE, "c1", [f"memory number {n}" for n in range(3000)], dim=128)
     matrix = store._indexes["c1"]
     await until(lambda: matrix.graph_ready and not matrix.building)  # built again until its tail is short
-    assert 3000 * 0.8 <= matrix.graph.rows <= 3000  # type: ignore[union-attr]
+    saved = matrix.graph.rows  # type: ignore[union-attr]
+    assert 3000 * 0.8 <= saved <= 3000
     hits = await store.knn(LongTermScope(ALICE, "c1"), unit(7, 128), 3)
-    assert hits[0][0].id == "c1-7" and walks == [matrix.graph.rows]  # type: ignore[union-attr]  # all pass: the walk
+    assert hits[0][0].id == "c1-7" and wide_walks == [saved]  # all pass: the walk
     assert (await store.knn(LongTermScope(ALICE, "c1"), unit(2999, 128), 1))[0][0].id == "c1-2999"  # graph or tail
     assert await store.knn(LongTermScope(BOB, "c1"), unit(7, 128), 3) == []
     await store.close()
     reopened = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await reopened.open(128)
     matrix = reopened._indexes["c1"]
-    assert (await reopened.knn(LongTermScope(ALICE, "c1"), unit(2500, 128), 1))[0][0].id == "c1-2500"  # scanned
-    await until(lambda: matrix.graph_ready)
+    assert matrix.graph_ready and matrix.graph.rows == saved and not matrix.building  # type: ignore[union-attr]
     assert (await reopened.knn(LongTermScope(ALICE, "c1"), unit(2500, 128), 1))[0][0].id == "c1-2500"
-    assert len(walks) == 3
+    assert wide_walks[-1] == saved and len(wide_walks) == 3  # walked at once: the saved graph, not built again
+    await reopened.close()
+
+
+async def test_a_saved_graph_is_checked_against_sqlite_at_reopening(tmp_path, wide_walks: list[int]):  # type: ignore[no-untyped-def]
+    """Memories deleted or given new vectors after the graph was saved are dead rows of it, new ones its tail;
+    a torn file is built again, and the files of containers gone are removed."""
+    store = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await store.open(128)
+    seqs = await fill(store, ALICE, "c1", [f"memory number {n}" for n in range(3000)], dim=128)
+    await fill(store, ALICE, "c2", [f"other memory {n}" for n in range(2500)], dim=128)
+    one, two = store._indexes["c1"], store._indexes["c2"]
+    await until(lambda: all(m.graph_ready and not m.building for m in (one, two)))
+    saved = one.graph.rows  # type: ignore[union-attr]
+    await store.delete_ids(ALICE, "c1", LONG_TERM, [f"c1-{n}" for n in range(0, 3000, 10)])
+    moved = {n: unit(10_000 + n, 128) for n in (7, 501, 1503)}  # rewritten: each now points elsewhere
+    for n in moved:
+        doc = {"memory": f"moved {n}", "namespace": {"user_id": f"u{n % 2}"}, "namespace_size": 1}
+        assert await store.replace(ALICE, "c1", LONG_TERM, f"c1-{n}", doc) is not None
+    assert await store.store_embeddings([(seqs[n], f"moved {n}", vector) for n, vector in moved.items()]) == 3
+    await fill(store, ALICE, "c3", [f"third {n}" for n in range(10)], dim=128)
+    await store.delete_container(ALICE, "c3")
+    await store.close()
+    folder = tmp_path / "a.sqlite3.graphs"
+    files = {path.name: path for path in folder.iterdir()}
+    assert len(files) == 2  # c3's was never built; c1's and c2's were saved
+    (folder / "0123456789abcdef0123456789abcdef.npz").write_bytes(b"a container gone")
+    torn = two.graph_file
+    torn.write_bytes(torn.read_bytes()[: torn.stat().st_size // 2])  # type: ignore[union-attr]
+
+    reopened = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await reopened.open(128)
+    one, two = reopened._indexes["c1"], reopened._indexes["c2"]
+    assert one.graph_ready and one.graph.rows == saved  # type: ignore[union-attr]
+    assert np.count_nonzero(~one.live[:saved]) == 300 + 3  # the deleted and the re-embedded
+    assert one.size == 2700 and not two.graph_ready  # the torn file: built again
+    assert sorted(path.name for path in folder.iterdir()) == sorted(files)
+    scope = LongTermScope(ALICE, "c1")
+    for n in (7, 501, 1503):
+        assert (await reopened.knn(scope, moved[n], 1))[0][0].id == f"c1-{n}"  # its new vector, in the tail
+        assert [doc.id for doc, _ in await reopened.knn(scope, unit(n, 128), 3)][0] != f"c1-{n}"  # not the old
+    walked = len(wide_walks)
+    for n in (1, 22, 2999):
+        found = [doc.id for doc, _ in await reopened.knn(scope, unit(n, 128), 5)]
+        assert found[0] == f"c1-{n}" and f"c1-{n - n % 10}" not in found[1:]  # deleted ones never come back
+    assert len(wide_walks) == walked + 3
+    await until(lambda: two.graph_ready and not two.building)
+    assert (await reopened.knn(LongTermScope(ALICE, "c2"), unit(4, 128), 1))[0][0].id == "c2-4"
+    await reopened.delete_container(ALICE, "c1")
+    assert not one.graph_file.exists()  # type: ignore[union-attr]
     await reopened.close()

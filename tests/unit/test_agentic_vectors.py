@@ -5,11 +5,14 @@ its graph when most rows pass."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import faiss
 import numpy as np
 import pytest
 
 from memory_plugin.agentic.stores import vectors
+from memory_plugin.agentic.stores.graph_files import load_graph, save_graph
 from memory_plugin.agentic.stores.vectors import Matrix
 from memory_plugin.vector_plan import walk
 
@@ -18,10 +21,10 @@ ALICE, DAVE = ("org-1", "alice"), ("org-1", "dave")
 
 
 def shared_matrix(
-    rows: int, alice_share: float, seed: int = 0, dim: int = DIM
+    rows: int, alice_share: float, seed: int = 0, dim: int = DIM, graph_file: Path | None = None
 ) -> tuple[Matrix, np.ndarray, list[tuple[str, str]]]:
     rng = np.random.default_rng(seed)
-    matrix = Matrix(dim)
+    matrix = Matrix(dim, graph_file)
     stored = rng.standard_normal((rows, dim), dtype=np.float32)
     stored /= np.linalg.norm(stored, axis=1, keepdims=True)
     owners = [ALICE if draw < alice_share else DAVE for draw in rng.random(rows)]
@@ -142,3 +145,51 @@ def test_a_stopped_matrix_builds_no_graph(graph_paths: list[int]) -> None:
     )
     time.sleep(0.2)
     assert matrix.graph is None
+
+
+def test_a_saved_graph_comes_back_with_the_memories_stored_now(
+    graph_paths: list[int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Laid out in the graph's order: the memories gone or changed since are dead rows, the new ones its tail."""
+    monkeypatch.setattr(vectors, "EF_SEARCH", 128)  # walks planned as narrow: on 4,000 rows they beat the scan
+    file = tmp_path / "graph.npz"
+    matrix, stored, owners = shared_matrix(4_000, 0.9, dim=128, graph_file=file)
+    rows = built(matrix).graph.rows  # type: ignore[union-attr]
+    hnsw, graph_seqs = load_graph(file, 128)  # type: ignore[misc]
+    assert graph_seqs.tolist() == list(range(1, rows + 1)) and hnsw.ntotal == rows
+    assert load_graph(file, 64) is None and load_graph(tmp_path / "none.npz", 128) is None
+    now = stored.copy()
+    now[99] = -now[99]  # seq 100 stored again with another vector
+    gone = set(range(3, rows + 1, 4))  # a quarter deleted
+    extra = np.random.default_rng(9).standard_normal((300, 128), dtype=np.float32)
+    extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+    everything = np.concatenate((now, extra))
+    everyone = owners + [ALICE] * 300
+    seqs = np.asarray([seq for seq in range(1, 4_301) if seq not in gone], dtype=np.int64)
+    restored = Matrix.restored(
+        hnsw, graph_seqs, seqs, everything[seqs - 1], [everyone[seq - 1] for seq in seqs.tolist()], file
+    )
+    assert restored is not None and restored.graph_ready and restored.graph.hnsw is hnsw  # type: ignore[union-attr]
+    assert restored.size == len(seqs) and restored.n == rows + (len(seqs) - (rows - len(gone) - 1))
+    assert not restored.live[99] and restored.position[100] >= rows  # the changed one: in the tail
+    for query in (everything[99], everything[4_100], stored[99], everything[11]):
+        found = restored.rows().search(query, 10, None, ALICE)
+        assert [seq for seq, _ in found] == brute_force(everything, everyone, query, 10, set(seqs.tolist()))
+    assert graph_paths  # walked
+    # fewer than half the graph's memories left: not worth restoring (a compaction would drop it)
+    assert Matrix.restored(hnsw, graph_seqs, seqs[: rows // 3], stored[: rows // 3], owners[: rows // 3]) is None
+
+
+def test_a_memory_saved_twice_in_a_graph_is_restored_once(tmp_path: Path) -> None:
+    vectors = np.eye(4, dtype=np.float32)
+    hnsw = faiss.IndexHNSWFlat(4, 8, faiss.METRIC_INNER_PRODUCT)
+    hnsw.add(vectors[[0, 1, 0, 2]])  # seq 1 at positions 0 and 2 (stored again with the same vector)
+    save_graph(tmp_path / "g.npz", hnsw, np.asarray([1, 2, 1, 7]))  # seq 7 is gone
+    loaded, graph_seqs = load_graph(tmp_path / "g.npz", 4)  # type: ignore[misc]
+    seqs = np.asarray([1, 2, 3], dtype=np.int64)
+    matrix = Matrix.restored(loaded, graph_seqs, seqs, vectors[:3], [ALICE] * 3)
+    assert matrix is not None and matrix.live[:5].tolist() == [True, True, False, False, True]
+    assert matrix.position == {1: 0, 2: 1, 3: 4}
+    assert [seq for seq, _ in matrix.rows().search(vectors[0], 5, None, ALICE)] == [1, 2, 3]
+    (tmp_path / "g.npz").write_bytes((tmp_path / "g.npz").read_bytes()[:-40])  # torn
+    assert load_graph(tmp_path / "g.npz", 4) is None

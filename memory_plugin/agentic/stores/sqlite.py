@@ -56,7 +56,7 @@ from memory_plugin.agentic.stores.sqlite_tables import (
     session_taken,
     usable_params,
 )
-from memory_plugin.agentic.stores.vectors import Matrix, OwnerKey, drop_matrices, load_vectors
+from memory_plugin.agentic.stores.vectors import Matrix, OwnerKey, container_matrix, drop_matrices, load_vectors
 from memory_plugin.auth import Principal
 
 T = TypeVar("T")
@@ -104,7 +104,7 @@ class SqliteAgenticStore(AgenticStore):
         """The container's matrix: its dimension is its embedding model's, the built-in one's or a remote one's."""
         index = self._indexes.get(container_id)
         if index is None or index.size == 0 and index.dimension != dimension:
-            index = self._indexes[container_id] = Matrix(dimension)
+            index = self._indexes[container_id] = container_matrix(self.db.path, container_id, dimension)
         elif index.dimension != dimension:
             raise ValueError(
                 f"memory container {container_id} holds {index.dimension}-dimensional vectors, not {dimension}"
@@ -179,7 +179,7 @@ class SqliteAgenticStore(AgenticStore):
 
         def forget(result: StoredDoc | None) -> None:
             if result is not None:
-                drop_matrices(self._indexes, container_id)
+                drop_matrices(self._indexes, container_id, discard=True)
 
         return await self._write(delete, forget)
 

@@ -8,8 +8,9 @@ A matrix changes on the event loop once the write that changes it has committed;
 thread ranks a snapshot of it (``Matrix.rows``).  The graph is built on a thread of its own over the
 rows then written and never changed after: the rows written since (its tail) are scanned and merged
 in, until they reach a quarter of it and it is built again; dead rows stay in it, excluded by the
-walk's selector; a compaction (rows move) drops it.  It is not kept on disk: after a restart the scan
-answers until it is built again.  The walk's hits are scored by the same scan as the exact path.
+walk's selector; a compaction (rows move) drops it.  Each build is saved (``graph_files``), and a
+restart lays the matrix out in the saved graph's order instead of building it again.  The walk's hits
+are scored by the same scan as the exact path.
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from memory_plugin.agentic.stores.graph_files import (
+    graph_file,
+    graph_folder,
+    load_graph,
+    remove_graph,
+    remove_other_graphs,
+    save_graph,
+)
 from memory_plugin.vector_plan import plan, walk
 from memory_plugin.vector_scan import exact_scores, scan_shares
 
@@ -41,6 +50,8 @@ GRAPH_TAIL_SHARE = 0.25
 HNSW_M, EF_CONSTRUCTION, EF_SEARCH, EXACT_THRESHOLD = 32, 128, 1024, 200_000
 #: Rows added to a graph per step of its build: a stopped or outdated build ends within one step.
 BUILD_STEP = 4096
+#: Saved graph positions compared with SQLite's vectors at a time (at 384 dimensions, 100 MB).
+_COMPARE_STEP = 65_536
 #: One build at a time, whatever the containers: a build takes both CPUs (faiss's threads) while it runs.
 _BUILDS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentic-graph")
 _log = logging.getLogger(__name__)
@@ -62,7 +73,9 @@ class Matrix:
     memories, and a search ranks only the caller's, so that others' never take its top k.
     """
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, graph_file: Path | None = None) -> None:
+        #: Where each build is saved (``graph_files``); None: kept in memory only.
+        self.graph_file = graph_file
         self.vectors = np.zeros((256, dimension), dtype=np.float32)
         self.seqs = np.zeros(256, dtype=np.int64)
         self.live = np.zeros(256, dtype=bool)
@@ -75,6 +88,43 @@ class Matrix:
         self.graph: Graph | None = None
         self._building = False
         self._stopped = False
+        self._discarded = False
+
+    @classmethod
+    def restored(
+        cls,
+        graph: faiss.Index,
+        graph_seqs: np.ndarray,
+        seqs: np.ndarray,
+        vectors: np.ndarray,
+        owners: list[OwnerKey],
+        graph_file: Path | None = None,
+    ) -> Matrix | None:
+        """The matrix of the memories ``seqs`` (ascending), laid out in the order of a saved ``graph`` with it:
+        its positions whose memory is gone or changed are dead rows, the other memories its tail.  None when
+        fewer than half its positions still hold their memory (a compaction would drop it at once)."""
+        kept = _unchanged(graph, graph_seqs, seqs, vectors)
+        live = kept >= 0
+        if 2 * np.count_nonzero(live) < len(kept):
+            return None
+        placed = np.zeros(len(seqs), dtype=bool)
+        placed[kept[live]] = True
+        order = np.concatenate((kept, np.flatnonzero(~placed)))  # the memory at each position, -1: dead
+        live = order >= 0
+        matrix = cls(vectors.shape[1], graph_file)
+        matrix._resize(max(256, len(order)))
+        n = matrix.n = len(order)
+        matrix.vectors[:n][live] = vectors[order[live]]
+        matrix.seqs[:n] = np.where(live, seqs[order], -1)
+        matrix.live[:n] = live
+        codes = [matrix.owners.setdefault(owner, len(matrix.owners)) for owner in owners]
+        matrix.writers[:n][live] = np.asarray(codes, dtype=np.int32)[order[live]]
+        matrix.position = {
+            seq: position for position, seq in zip(np.flatnonzero(live).tolist(), seqs[order[live]].tolist())
+        }
+        matrix.graph = Graph(graph, len(kept), matrix.generation)
+        matrix._plan_graph()  # a long tail: built again, the saved graph walked meanwhile
+        return matrix
 
     @property
     def size(self) -> int:
@@ -137,9 +187,13 @@ class Matrix:
         """Whether a graph build is queued or running."""
         return self._building
 
-    def stop(self) -> None:
-        """No more graph builds (the store closes, the container is deleted): one running ends within a step."""
+    def stop(self, *, discard: bool = False) -> None:
+        """No more graph builds (the store closes, the container is deleted): one running ends within a step.
+        ``discard``: the saved graph goes too (a build saving now removes what it wrote)."""
         self._stopped = True
+        if discard and self.graph_file is not None:
+            self._discarded = True
+            remove_graph(self.graph_file)
 
     def _plan_graph(self) -> None:
         """Start a build when the container is large enough and has no graph, an outdated one, or a long tail."""
@@ -153,11 +207,12 @@ class Matrix:
         ):
             return
         self._building = True
-        _BUILDS.submit(self._build, self.vectors, self.n, self.generation)
+        _BUILDS.submit(self._build, self.vectors, self.seqs, self.n, self.generation)
 
-    def _build(self, vectors: np.ndarray, rows: int, generation: int) -> None:
-        """On the build thread: rows below ``rows`` of ``vectors`` are never written again (a resize makes new
-        arrays), so they are read here while the event loop appends."""
+    def _build(self, vectors: np.ndarray, seqs: np.ndarray, rows: int, generation: int) -> None:
+        """On the build thread: rows below ``rows`` of ``vectors`` and ``seqs`` are never written again (a
+        resize makes new arrays), so they are read here while the event loop appends.  Saved before the
+        build counts as done."""
         try:
             hnsw = faiss.IndexHNSWFlat(vectors.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
             hnsw.hnsw.efConstruction = EF_CONSTRUCTION
@@ -166,11 +221,24 @@ class Matrix:
                     return
                 hnsw.add(vectors[start : min(rows, start + BUILD_STEP)])
             self.graph = Graph(hnsw, rows, generation)  # one reference: a search sees the old graph or this
+            self._save(hnsw, seqs[:rows])
         except Exception:  # the scan answers meanwhile, and the next write tries again
             _log.exception("building the graph of %d agentic memories failed", rows)
+            return
         finally:
             self._building = False
         self._plan_graph()  # the rows written meanwhile may be a long tail already, and no write may follow
+
+    def _save(self, hnsw: faiss.Index, seqs: np.ndarray) -> None:
+        """On the build thread: keep the graph for the next open (its rows' seqs are never written again)."""
+        if self.graph_file is None or self._stopped:
+            return
+        try:
+            save_graph(self.graph_file, hnsw, seqs)
+        except Exception:  # the graph serves this process all the same; a restart builds it again
+            _log.exception("saving the graph of %d agentic memories to %s failed", len(seqs), self.graph_file)
+        if self._discarded:  # the container was deleted while this was written
+            remove_graph(self.graph_file)
 
     def rows(self) -> Rows:
         """The matrix as it is now, for a search on the reader thread while the event loop changes it: rows
@@ -240,16 +308,22 @@ class Rows:
         return np.concatenate((np.sort(found), positions[covered:]))
 
 
-def drop_matrices(matrices: dict[str, Matrix], *container_ids: str) -> None:
-    """Forget the containers' matrices (every one when none is named), stopping their graph builds."""
+def container_matrix(database: Path, container_id: str, dimension: int) -> Matrix:
+    """A new, empty matrix for a container of the store at ``database``, its graph saved beside it."""
+    return Matrix(dimension, graph_file(graph_folder(database), container_id))
+
+
+def drop_matrices(matrices: dict[str, Matrix], *container_ids: str, discard: bool = False) -> None:
+    """Forget the containers' matrices (every one when none is named), stopping their graph builds;
+    ``discard``: their saved graphs too (the containers are deleted)."""
     for container_id in container_ids or list(matrices):
         matrix = matrices.pop(container_id, None)
         if matrix is not None:
-            matrix.stop()
+            matrix.stop(discard=discard)
 
 
 def load_vectors(c: sqlite3.Connection, path: Path) -> dict[str, Matrix]:
-    """Every container's matrix, from the stored vectors."""
+    """Every container's matrix, from the stored vectors, with its saved graph where that still fits."""
     by_container: dict[str, tuple[list[int], list[bytes], list[OwnerKey]]] = {}
     rows = c.execute(
         "SELECT seq, container_id, vector, organization_id, user_id FROM memories WHERE vector IS NOT NULL ORDER BY seq"
@@ -260,10 +334,37 @@ def load_vectors(c: sqlite3.Connection, path: Path) -> dict[str, Matrix]:
         blobs.append(blob)
         owners.append((organization_id, user_id))
     indexes: dict[str, Matrix] = {}
+    folder = graph_folder(path)
     for container_id, (seqs, blobs, owners) in by_container.items():
         if len({len(blob) for blob in blobs}) > 1:
             raise RuntimeError(f"{path}: container {container_id} holds vectors of different dimensions")
         vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), -1)
-        indexes[container_id] = Matrix(vectors.shape[1])
-        indexes[container_id].add(np.asarray(seqs, dtype=np.int64), vectors, owners)
+        file = graph_file(folder, container_id)
+        saved = load_graph(file, vectors.shape[1])
+        ordered = np.asarray(seqs, dtype=np.int64)
+        matrix = None if saved is None else Matrix.restored(*saved, ordered, vectors, owners, file)
+        if matrix is None:
+            matrix = Matrix(vectors.shape[1], file)
+            matrix.add(ordered, vectors, owners)
+        indexes[container_id] = matrix
+    remove_other_graphs(folder, {graph_file(folder, container_id) for container_id in indexes})
     return indexes
+
+
+def _unchanged(graph: faiss.Index, graph_seqs: np.ndarray, seqs: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """For each position of a saved graph, the index in ``seqs`` of the memory it holds, or -1 where that
+    memory is gone, its vector is not the graph's (bit for bit), or it already sits at an earlier position
+    (stored again with the same vector)."""
+    at = np.searchsorted(seqs, graph_seqs)
+    found = at < len(seqs)
+    found[found] = seqs[at[found]] == graph_seqs[found]
+    for start in range(0, len(graph_seqs), _COMPARE_STEP):  # bounded memory: a step's vectors at a time
+        end = min(len(graph_seqs), start + _COMPARE_STEP)
+        held = np.flatnonzero(found[start:end])
+        same = np.all(graph.reconstruct_n(start, end - start)[held] == vectors[at[start + held]], axis=1)
+        found[start + held[~same]] = False
+    kept = np.where(found, at, -1)
+    repeats = np.ones(np.count_nonzero(found), dtype=bool)
+    repeats[np.unique(kept[found], return_index=True)[1]] = False
+    kept[np.flatnonzero(found)[repeats]] = -1
+    return kept

@@ -45,7 +45,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from memory_plugin.files import fresh_private_file, make_private_dir
+from memory_plugin.files import fresh_private_file, fsync_dir, make_private_dir, write_npz
 from memory_plugin.histories.stores.filter_columns import Row
 from memory_plugin.histories.stores.metadata_columns import KeyColumn
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
@@ -150,10 +150,10 @@ def write_snapshot(
                 # one NUL-joined text: split in C at open, where JSON decodes a string at a time
                 joined = "\x00".join(dictionaries.pop(field)).encode("utf-8", "surrogatepass")
                 arrays[f"v.{field}"] = np.frombuffer(joined, dtype=np.uint8)
-        _write_npz(staging / "state.npz", arrays)
+        write_npz(staging / "state.npz", arrays)
         metadata, metadata_arrays = _metadata_saved(index)
         if metadata:
-            _write_npz(staging / "metadata.npz", metadata_arrays)
+            write_npz(staging / "metadata.npz", metadata_arrays)
         files = ("index.faiss", "state.npz", *(("metadata.npz",) if metadata else ()))
         body = {
             "format": _FORMAT,
@@ -170,19 +170,12 @@ def write_snapshot(
             file.write(json.dumps({"crc": zlib.crc32(text.encode()), "body": text}))
             file.flush()
             os.fsync(file.fileno())
-        _fsync_dir(staging)
+        fsync_dir(staging)
         os.replace(staging, folder)
-        _fsync_dir(folder.parent)
+        fsync_dir(folder.parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-
-
-def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    with os.fdopen(fresh_private_file(path), "wb") as file:
-        np.savez(file, **arrays)  # type: ignore[arg-type]
-        file.flush()
-        os.fsync(file.fileno())
 
 
 def _metadata_saved(index: TypeIndex) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
@@ -227,14 +220,6 @@ def remove_other_snapshots(base: Path, keep: str | None) -> None:
         elif path.is_file() and keep is not None:  # hnsw-<type>.faiss/.ids.npy of the format before
             with suppress(OSError):
                 path.unlink()
-
-
-def _fsync_dir(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 @dataclass(slots=True)

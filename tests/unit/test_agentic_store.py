@@ -186,7 +186,7 @@ async def test_a_saved_graph_is_checked_against_sqlite_at_reopening(tmp_path, wi
     await store.close()
     folder = tmp_path / "a.sqlite3.graphs"
     files = {path.name: path for path in folder.iterdir()}
-    assert len(files) == 2  # c3's was never built; c1's and c2's were saved
+    assert len(files) == 4  # c3's was never built; c1's and c2's were saved (graph and seqs)
     (folder / "0123456789abcdef0123456789abcdef.npz").write_bytes(b"a container gone")
     torn = two.graph_file
     torn.write_bytes(torn.read_bytes()[: torn.stat().st_size // 2])  # type: ignore[union-attr]

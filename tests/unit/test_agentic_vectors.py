@@ -191,5 +191,10 @@ def test_a_memory_saved_twice_in_a_graph_is_restored_once(tmp_path: Path) -> Non
     assert matrix is not None and matrix.live[:5].tolist() == [True, True, False, False, True]
     assert matrix.position == {1: 0, 2: 1, 3: 4}
     assert [seq for seq, _ in matrix.rows().search(vectors[0], 5, None, ALICE)] == [1, 2, 3]
+    graph = (tmp_path / "g.faiss").read_bytes()
+    (tmp_path / "g.faiss").write_bytes(graph[:-1] + bytes([graph[-1] ^ 1]))  # one bit flipped: its CRC fails
+    assert load_graph(tmp_path / "g.npz", 4) is None
+    (tmp_path / "g.faiss").write_bytes(graph)
+    assert load_graph(tmp_path / "g.npz", 4) is not None
     (tmp_path / "g.npz").write_bytes((tmp_path / "g.npz").read_bytes()[:-40])  # torn
     assert load_graph(tmp_path / "g.npz", 4) is None

@@ -358,11 +358,13 @@ def _unchanged(graph: faiss.Index, graph_seqs: np.ndarray, seqs: np.ndarray, vec
     at = np.searchsorted(seqs, graph_seqs)
     found = at < len(seqs)
     found[found] = seqs[at[found]] == graph_seqs[found]
+    storage = faiss.downcast_index(graph.storage)  # type: ignore[attr-defined]  # an IndexFlat: read in place
+    pointer = storage.get_xb()  # type: ignore[attr-defined]
+    saved = faiss.rev_swig_ptr(pointer, graph.ntotal * graph.d).reshape(graph.ntotal, graph.d)
     for start in range(0, len(graph_seqs), _COMPARE_STEP):  # bounded memory: a step's vectors at a time
-        end = min(len(graph_seqs), start + _COMPARE_STEP)
-        held = np.flatnonzero(found[start:end])
-        same = np.all(graph.reconstruct_n(start, end - start)[held] == vectors[at[start + held]], axis=1)
-        found[start + held[~same]] = False
+        held = start + np.flatnonzero(found[start : start + _COMPARE_STEP])
+        same = np.all(saved[held] == vectors[at[held]], axis=1)
+        found[held[~same]] = False
     kept = np.where(found, at, -1)
     repeats = np.ones(np.count_nonzero(found), dtype=bool)
     repeats[np.unique(kept[found], return_index=True)[1]] = False

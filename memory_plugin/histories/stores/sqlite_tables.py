@@ -86,46 +86,51 @@ def _schema_v2(connection: sqlite3.Connection) -> None:
 MIGRATIONS = [_schema_v1, _schema_v2]
 
 
-def record_from_row(row: sqlite3.Row) -> Record:
-    return Record(
-        organization_id=row["organization_id"],
-        record_id=row["record_id"],
-        record_type=row["record_type"],
-        region=row["region"],
-        record_created_at=from_micros(row["record_created_at"]),
-        ingested_at=from_micros(row["ingested_at"]),
-        user_id=row["user_id"],
-        document_id=row["document_id"],
-        retention=row["retention"],
-        metadata=json.loads(row["metadata"]),
-    )
+#: What :func:`hit_rows` reads of a chunk and its record, in the order :func:`hits` unpacks it.
+_HIT_COLUMNS = (
+    "c.id, c.chunk_index, c.chunk_total, c.text, r.organization_id, r.record_id, r.record_type, r.region,"
+    " r.record_created_at, r.ingested_at, r.user_id, r.document_id, r.retention, r.metadata"
+)
+HitRow = tuple[Any, ...]
 
 
-def hit_rows(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, sqlite3.Row]:
-    """The row of each chunk found (with its record's), by chunk id; chunks deleted since are absent."""
+def hit_rows(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, HitRow]:
+    """The row of each chunk found (with its record's), by chunk id; chunks deleted since are absent.
+
+    Plain tuples, unpacked by position: ``sqlite3.Row``'s lookups by name took
+    half of the decoding, a tenth of a millisecond per search at k 10.
+    """
     marks = ",".join("?" * len(chunk_ids))
-    rows = connection.execute(
-        "SELECT c.id AS chunk_id, c.chunk_index, c.chunk_total, c.text, r.* FROM chunks c"
-        f" JOIN records r ON r.rid = c.rid WHERE c.id IN ({marks})",
-        chunk_ids,
+    cursor = connection.cursor()
+    cursor.row_factory = None
+    rows = cursor.execute(
+        f"SELECT {_HIT_COLUMNS} FROM chunks c JOIN records r ON r.rid = c.rid WHERE c.id IN ({marks})", chunk_ids
     )
-    return {row["chunk_id"]: row for row in rows}
+    return {row[0]: row for row in rows}
 
 
-def hits(top: list[tuple[int, float]], rows: dict[int, sqlite3.Row]) -> list[Hit]:
+def hits(top: list[tuple[int, float]], rows: dict[int, HitRow]) -> list[Hit]:
     """The hits of ``top`` ``(chunk id, shown score)`` whose rows ``hit_rows`` found."""
-    found = [
-        Hit(
-            record=record_from_row(row),
-            chunk_index=row["chunk_index"],
-            chunk_total=row["chunk_total"],
-            text=row["text"],
-            score=score,
+    found = []
+    for chunk, score in top:
+        row = rows.get(chunk)
+        if row is None:
+            continue  # deleted since the candidates were taken
+        index, total, text = row[1:4]
+        org, record_id, record_type, region, created, ingested, user, document, retention, metadata = row[4:]
+        record = Record(
+            org,
+            record_id,
+            record_type,
+            region,
+            from_micros(created),
+            from_micros(ingested),
+            user,
+            document,
+            retention,
+            {} if metadata == "{}" else json.loads(metadata),
         )
-        for chunk, score in top
-        for row in [rows.get(chunk)]
-        if row is not None  # deleted since the candidates were taken
-    ]
+        found.append(Hit(record, index, total, text, score))
     # equal shown scores in one order on every store and CPU, as the OpenSearch store sorts them
     found.sort(key=lambda hit: (-hit.score, hit.record.record_id, hit.chunk_index))
     return found

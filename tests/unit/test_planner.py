@@ -154,6 +154,34 @@ def test_a_scan_shared_among_cpus_scores_every_row_as_one_thread_does(
     np.testing.assert_allclose(alone, vectors[positions] @ query, rtol=1e-5, atol=1e-5)
 
 
+def test_a_scan_runs_each_share_on_one_openmp_thread_and_restores_the_callers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """faiss opens an OpenMP team per call; a team of more than one would leave its idle threads spinning."""
+    import faiss
+
+    kernel = faiss.fvec_inner_products_by_idx
+    teams: list[int] = []
+
+    def recording(*args: object) -> None:
+        teams.append(faiss.omp_get_max_threads())
+        kernel(*args)
+
+    monkeypatch.setattr(faiss, "fvec_inner_products_by_idx", recording)
+    monkeypatch.setattr(vector_scan, "SPLIT_ROWS", 1000)
+    monkeypatch.setattr(vector_scan, "_CPUS", 2)
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((5_000, DIM)).astype(np.float32)
+    query = rng.standard_normal(DIM).astype(np.float32)
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(3)
+    try:
+        scores = vector_scan.exact_scores(vectors, np.arange(4_000), query)
+        assert faiss.omp_get_max_threads() == 3  # the caller's own setting is back
+    finally:
+        faiss.omp_set_num_threads(before)
+    assert teams == [1, 1]  # two shares, each on a team of one
+    np.testing.assert_allclose(scores, vectors[:4_000] @ query, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("k", [1, 3, 10, 40])
 def test_best_k_reads_ids_through_positions_ties_by_id(k: int) -> None:
     """The k best of the scores given for ``positions``, named by ``ids[position]``, equal scores by id."""

@@ -25,6 +25,7 @@ import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM, valid_unicode
 from memory_plugin.agentic.stores.bm25 import SEGMENT, Change, LexicalIndex, Segment, Shard
+from memory_plugin.sorted_ids import sorted_distinct
 from memory_plugin.sqlite import Database, Migration
 
 T = TypeVar("T")
@@ -206,7 +207,7 @@ def _load(c: sqlite3.Connection) -> LexicalIndex:
     pair_docs, pair_terms = docs[starts], terms[starts]
     pair_tfs = np.diff(np.append(starts, len(docs))).astype(np.float64)
     index.df = np.bincount(pair_terms, minlength=max(len(words), 1)).astype(np.int64)
-    all_rows = np.unique(np.fromstring(rowids or "", dtype=np.int64, sep=","))
+    all_rows = sorted_distinct(np.fromstring(rowids or "", dtype=np.int64, sep=","))
     index.rows, index.tokens = len(all_rows), len(docs)
     length_of = dict(zip(*np.unique(docs, return_counts=True)))
     # each doc's (term, tf) pairs: a slice of the pair arrays, which are doc-major

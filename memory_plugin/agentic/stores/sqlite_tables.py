@@ -38,6 +38,7 @@ from memory_plugin.agentic.stores.bm25 import LexicalIndex
 from memory_plugin.agentic.stores.fts import Tokenizer, fts_delete, fts_put, fts_query, fts_ranked, query_words, totals
 from memory_plugin.agentic.stores.sources import SOURCES, sources_of, without_sources
 from memory_plugin.auth import Principal
+from memory_plugin.sorted_ids import sorted_distinct
 from memory_plugin.sqlite import run_script
 
 
@@ -186,7 +187,7 @@ def _seqs(c: sqlite3.Connection, sql: str, parameters: Sequence[Any]) -> np.ndar
     """The sorted distinct seqs ``sql`` selects, joined into one string in SQLite: a row per seq through
     Python costs several times more than parsing the string."""
     (joined,) = c.execute(f"SELECT group_concat(seq) FROM ({sql})", parameters).fetchone()
-    return np.unique(np.fromstring(joined or "", dtype=np.int64, sep=","))
+    return sorted_distinct(np.fromstring(joined or "", dtype=np.int64, sep=","))
 
 
 def _term_matches(c: sqlite3.Connection, terms: Sequence[tuple[str, str]]) -> np.ndarray:
@@ -195,11 +196,13 @@ def _term_matches(c: sqlite3.Connection, terms: Sequence[tuple[str, str]]) -> np
     intersected, or probed for the candidates left when they are far fewer than its matches.  A term
     that matches nothing ends the plan before any list is read."""
     pairs = list(dict.fromkeys((valid_unicode(name), valid_unicode(value)) for name, value in terms))
+    postings = "SELECT seq FROM terms WHERE field = ? AND value = ?"
+    if len(pairs) == 1:  # nothing to plan: counting its matches would take a third of reading them
+        return _seqs(c, postings, pairs[0])
     count = "SELECT count(*) FROM terms WHERE field = ? AND value = ?"
     sized = sorted((c.execute(count, pair).fetchone()[0], pair) for pair in pairs)
     if sized[0][0] == 0:
         return np.empty(0, dtype=np.int64)
-    postings = "SELECT seq FROM terms WHERE field = ? AND value = ?"
     seqs = _seqs(c, postings, sized[0][1])
     for matches, pair in sized[1:]:
         if len(seqs) == 0:
@@ -226,7 +229,7 @@ def candidates(c: sqlite3.Connection, scope: LongTermScope) -> np.ndarray | None
     seqs: list[int] = []
     for part, marks in batches(scope.only_ids):
         seqs += [row[0] for row in c.execute(sql + f" AND memory_id IN ({marks})", [*base, *part])]
-    listed = np.unique(np.asarray(seqs, dtype=np.int64))
+    listed = sorted_distinct(np.asarray(seqs, dtype=np.int64))
     return listed if matching is None else np.intersect1d(listed, matching, assume_unique=True)
 
 

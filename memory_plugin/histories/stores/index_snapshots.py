@@ -49,6 +49,7 @@ from memory_plugin.files import fresh_private_file, fsync_dir, make_private_dir,
 from memory_plugin.histories.stores.filter_columns import Row
 from memory_plugin.histories.stores.metadata_columns import KeyColumn
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
+from memory_plugin.sorted_ids import sorted_distinct
 
 _FORMAT = 1
 #: Live vectors compared with SQLite at open: a snapshot of another database fails here.
@@ -117,7 +118,7 @@ def changes_since(
     )
     marks = ",".join("?" * len(sample))
     vectors = dict(cursor.execute(f"SELECT id, vector FROM chunks WHERE id IN ({marks})", list(sample)).fetchall())
-    return np.unique(deleted), vectors
+    return sorted_distinct(deleted), vectors
 
 
 # -- files --------------------------------------------------------------------------

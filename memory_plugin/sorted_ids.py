@@ -1,0 +1,20 @@
+"""Sorted arrays of distinct ids, the sets the stores' filters intersect.
+
+``np.unique`` in numpy 2.4 hashes the values before it sorts them: on the 2-core AMD EPYC it took 2.0 ms
+for 10k seqs and 81 ms for 300k, where a sort and one comparison of neighbours take 0.1 and 5 ms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sorted_distinct(ids: np.ndarray) -> np.ndarray:
+    """``ids`` sorted, each once (``np.unique``'s result, by a sort)."""
+    ordered = np.sort(ids)
+    if len(ordered) < 2:
+        return ordered
+    first = np.empty(len(ordered), dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first]

@@ -3,6 +3,7 @@ combined as OpenSearch's hybrid query does (min-max normalised, weighted arithme
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,9 +102,12 @@ class LongTermSearcher:
             raise InvalidArgument("bm25_weight and neural_weight must sum to 1.0", parameter="bm25_weight")
         search = await self._checked(owner, container_id, body, "Hybrid")
         started = time.perf_counter()
-        vector = await self._query_vector(owner, search)
-        lexical = await self.store.bm25(search.scope, search.query, search.k)
-        semantic = await self.store.knn(search.scope, vector, search.k)
+
+        async def neural() -> list[tuple[StoredDoc, float]]:
+            return await self.store.knn(search.scope, await self._query_vector(owner, search), search.k)
+
+        # BM25 needs no vector: it runs while the model embeds the query
+        lexical, semantic = await asyncio.gather(self.store.bm25(search.scope, search.query, search.k), neural())
         docs = {doc.id: doc for doc, _ in lexical + semantic}
         combined = hybrid_scores(
             {doc.id: score for doc, score in lexical},

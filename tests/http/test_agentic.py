@@ -495,6 +495,28 @@ async def test_semantic_and_hybrid_search(api, alice, llm):
     assert neural_only["hits"]["hits"][0]["_score"] == pytest.approx(1.0)
 
 
+async def test_a_hybrid_search_ranks_by_bm25_while_the_model_embeds_its_query(api, alice, llm, monkeypatch):
+    cid = await container(api, alice, SEMANTIC_CONFIG)
+    await seed_long_term(api, alice, cid, llm, ["The invoice number INV-4471 was charged twice"])
+    searcher = api.app[AGENTIC].search
+    store, models = searcher.store, searcher.models
+    lexical_started = asyncio.Event()
+    bm25, query_vector = store.bm25, models.query_vector
+
+    async def bm25_started(*args: Any) -> Any:
+        lexical_started.set()
+        return await bm25(*args)
+
+    async def embed_after_bm25_started(*args: Any) -> Any:
+        await asyncio.wait_for(lexical_started.wait(), 10)  # one after the other, this waits in vain
+        return await query_vector(*args)
+
+    monkeypatch.setattr(store, "bm25", bm25_started)
+    monkeypatch.setattr(models, "query_vector", embed_after_bm25_started)
+    found = await call(api, alice, "POST", f"/{cid}/memories/long-term/_hybrid_search", {"query": "INV-4471"})
+    assert [h["_source"]["memory"] for h in found["hits"]["hits"]] == ["The invoice number INV-4471 was charged twice"]
+
+
 MULTILINGUAL = [
     "Der Kunde möchte seine Rechnungen künftig per E-Mail erhalten.",
     "El cliente tiene un perro llamado Max.",

@@ -18,3 +18,12 @@ def sorted_distinct(ids: np.ndarray) -> np.ndarray:
     first[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     return ordered[first]
+
+
+def runs(ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of a sorted array and where each one's run starts (``np.unique``'s
+    ``return_index``, which sorts again, stably, to find them)."""
+    first = np.ones(len(ordered), dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return ordered[starts], starts

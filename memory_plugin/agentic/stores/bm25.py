@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memory_plugin.sorted_ids import runs
+
 K1, B = 1.2, 0.75
 #: Docs per frozen segment: the unit that is bounded, skipped or scored.
 SEGMENT = 1024
@@ -56,7 +58,7 @@ class Segment:
     def build(low: int, ords: np.ndarray, terms: np.ndarray, tfs: np.ndarray, doclen: np.ndarray) -> Segment:
         order = np.lexsort((ords, terms))
         ords, terms, tfs = ords[order], terms[order], tfs[order]
-        distinct, starts = np.unique(terms, return_index=True)
+        distinct, starts = runs(terms)
         bounds = np.append(starts, len(terms)).astype(np.int64)
         if len(terms):
             max_tf = np.maximum.reduceat(tfs, starts)
@@ -142,7 +144,7 @@ class Shard:
             ords, terms, tfs = segment.ords[keep], segment.post_terms[keep], segment.tfs[keep]
             order = np.argsort(ords, kind="stable")
             ords, terms, tfs = ords[order], terms[order], tfs[order]
-            distinct, starts = np.unique(ords, return_index=True)
+            distinct, starts = runs(ords)
             ends = np.append(starts[1:], len(ords))
             out += [(int(o), terms[a:b], tfs[a:b]) for o, a, b in zip(distinct.tolist(), starts, ends)]
         low = len(segments) * SEGMENT

@@ -25,7 +25,7 @@ import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM, valid_unicode
 from memory_plugin.agentic.stores.bm25 import SEGMENT, Change, LexicalIndex, Segment, Shard
-from memory_plugin.sorted_ids import sorted_distinct
+from memory_plugin.sorted_ids import runs, sorted_distinct
 from memory_plugin.sqlite import Database, Migration
 
 T = TypeVar("T")
@@ -211,7 +211,7 @@ def _load(c: sqlite3.Connection) -> LexicalIndex:
     index.rows, index.tokens = len(all_rows), len(docs)
     length_of = dict(zip(*np.unique(docs, return_counts=True)))
     # each doc's (term, tf) pairs: a slice of the pair arrays, which are doc-major
-    doc_ids, doc_starts = np.unique(pair_docs, return_index=True)
+    doc_ids, doc_starts = runs(pair_docs)
     doc_ends = np.append(doc_starts[1:], len(pair_docs))
     span = {int(d): (int(a), int(b)) for d, a, b in zip(doc_ids.tolist(), doc_starts.tolist(), doc_ends.tolist())}
     by_container: dict[str, list[tuple[int, int]]] = {}

@@ -230,6 +230,9 @@ class LexicalIndex:
         self.where: dict[int, tuple[str | None, int | tuple[np.ndarray, np.ndarray, int]]] = {}
         #: Postings scored by the last search (a test hook: early termination skips).
         self.scored = 0
+        #: The count of committed ``lt_fts`` changes this mirror holds (``fts.drain``): a saved mirror is
+        #: SQLite's only while SQLite's count is the same (``bm25_files``).
+        self.mark = 0
 
     def _term_ids(self, tokens: Iterable[str]) -> np.ndarray:
         ids = [self.vocabulary.setdefault(token, len(self.vocabulary)) for token in tokens]
@@ -237,8 +240,8 @@ class LexicalIndex:
             self.df = _grown(self.df, len(self.vocabulary))
         return np.asarray(ids, dtype=np.int64)
 
-    def apply(self, changes: Iterable[Change]) -> None:
-        """Committed changes, in commit order; then containers left mostly dead are compacted."""
+    def apply(self, changes: Iterable[Change], mark: int | None = None) -> None:
+        """Committed changes, in commit order, up to ``mark``; then containers left mostly dead are compacted."""
         touched: set[str] = set()
         for change in changes:
             removed = self._remove(change.seq)
@@ -248,6 +251,8 @@ class LexicalIndex:
                 self._add(change)
         for container_id in touched:
             self._compact(container_id)
+        if mark is not None:
+            self.mark = mark
 
     def _remove(self, seq: int) -> str | None:
         found = self.where.pop(seq, None)

@@ -25,6 +25,7 @@ import numpy as np
 
 from memory_plugin.agentic.models import LONG_TERM, valid_unicode
 from memory_plugin.agentic.stores.bm25 import SEGMENT, Change, LexicalIndex, Segment, Shard
+from memory_plugin.agentic.stores.bm25_files import load_mirror, mirror_file
 from memory_plugin.sorted_ids import runs, sorted_distinct
 from memory_plugin.sqlite import Database, Migration
 
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 TOKENIZE = "unicode61 remove_diacritics 2"
 CHANGED_LOG = "CREATE TEMP TABLE IF NOT EXISTS lt_changed (seq INTEGER PRIMARY KEY)"
 _LOG = "INSERT OR IGNORE INTO temp.lt_changed VALUES (?)"
+#: The ``counters`` row of ``drain``'s marks (schema v2).
+MARK = "lt_fts"
 #: Query words beyond this many are ignored (as ``fts_query`` always did).
 MAX_WORDS = 256
 
@@ -107,12 +110,14 @@ class Tokenizer:
         self._c.close()
 
 
-def drain(c: sqlite3.Connection, tokenizer: Tokenizer) -> list[Change]:
-    """The ``lt_fts`` rows this write changed, as they are now (inside the write's transaction)."""
+def drain(c: sqlite3.Connection, tokenizer: Tokenizer) -> tuple[list[Change], int]:
+    """The ``lt_fts`` rows this write changed, as they are now, and the mark of the change (inside the write's
+    transaction: the mark counts the writes that changed ``lt_fts``, so a saved mirror knows its moment)."""
     seqs = [row[0] for row in c.execute("SELECT seq FROM temp.lt_changed")]
     if not seqs:
-        return []
+        return [], 0
     c.execute("DELETE FROM temp.lt_changed")
+    (mark,) = c.execute(f"UPDATE counters SET value = value + 1 WHERE name = '{MARK}' RETURNING value").fetchone()
     found: dict[int, tuple[str, str | None, tuple[str, str] | None]] = {}
     for start in range(0, len(seqs), 500):
         part = seqs[start : start + 500]
@@ -125,9 +130,15 @@ def drain(c: sqlite3.Connection, tokenizer: Tokenizer) -> list[Change]:
             found[seq] = (text, container_id, None if container_id is None else (organization, user))
     present = [seq for seq in seqs if seq in found]
     tokens = dict(zip(present, tokenizer.tokens([found[seq][0] for seq in present])))
-    return [
+    changes = [
         Change(seq, tokens[seq], found[seq][1], found[seq][2]) if seq in found else Change(seq, None) for seq in seqs
     ]
+    return changes, int(mark)
+
+
+def fts_mark(c: sqlite3.Connection) -> int:
+    """The count of committed writes that changed ``lt_fts`` (``drain``)."""
+    return int(c.execute(f"SELECT value FROM counters WHERE name = '{MARK}'").fetchone()[0])
 
 
 def _varint(blob: bytes, at: int) -> tuple[int, int]:
@@ -170,29 +181,33 @@ def start_log(c: sqlite3.Connection) -> None:
 
 
 def load(path: Path, opened: Callable[[sqlite3.Connection], None]) -> LexicalIndex:
-    """The mirror of ``lt_fts`` as committed now, from FTS5's postings, on a connection of its own (handed to
-    ``opened``, which may interrupt it); in one read transaction, so one snapshot."""
+    """The mirror of ``lt_fts`` as committed now, on a connection of its own (handed to ``opened``, which may
+    interrupt it), in one read transaction, so one snapshot: the mirror saved at the last close if it is of
+    this very moment (``bm25_files``), else built from FTS5's postings."""
     c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         opened(c)
-        return _load(c)
+        c.execute("CREATE VIRTUAL TABLE temp.lt_vocab USING fts5vocab(main, lt_fts, instance)")
+        c.execute("BEGIN")
+        try:
+            mark = fts_mark(c)
+            saved = load_mirror(mirror_file(path), mark, *totals(c))
+            return saved if saved is not None else _load(c, mark)
+        finally:
+            c.execute("COMMIT")
     finally:
         c.close()
 
 
-def _load(c: sqlite3.Connection) -> LexicalIndex:
-    c.execute("CREATE VIRTUAL TABLE temp.lt_vocab USING fts5vocab(main, lt_fts, instance)")
-    c.execute("BEGIN")
-    try:
-        grouped = c.execute("SELECT term, group_concat(doc) FROM temp.lt_vocab GROUP BY term").fetchall()
-        (rowids,) = c.execute("SELECT group_concat(rowid) FROM lt_fts").fetchone()
-        owners = c.execute(
-            "SELECT seq, container_id, organization_id, user_id FROM memories WHERE memory_type = ? ORDER BY seq",
-            (LONG_TERM,),
-        ).fetchall()
-    finally:
-        c.execute("COMMIT")
+def _load(c: sqlite3.Connection, mark: int) -> LexicalIndex:
+    grouped = c.execute("SELECT term, group_concat(doc) FROM temp.lt_vocab GROUP BY term").fetchall()
+    (rowids,) = c.execute("SELECT group_concat(rowid) FROM lt_fts").fetchone()
+    owners = c.execute(
+        "SELECT seq, container_id, organization_id, user_id FROM memories WHERE memory_type = ? ORDER BY seq",
+        (LONG_TERM,),
+    ).fetchall()
     index = LexicalIndex()
+    index.mark = mark
     words = [row[0] for row in grouped]
     index.vocabulary = {word: n for n, word in enumerate(words)}
     counts = np.asarray([row[1].count(",") + 1 for row in grouped], dtype=np.int64)
@@ -266,7 +281,9 @@ class LoggedDatabase(Database):
     """The agentic file: every write also drains the ``lt_fts`` change log, and once it is committed hands the
     changes to ``mirror`` (on the event loop, before the write's own ``committed`` hook)."""
 
-    def __init__(self, path: Path, migrations: Sequence[Migration], mirror: Callable[[list[Change]], None]) -> None:
+    def __init__(
+        self, path: Path, migrations: Sequence[Migration], mirror: Callable[[list[Change], int], None]
+    ) -> None:
         super().__init__(path, migrations)
         self.tokenizer = Tokenizer()
         self._mirror = mirror
@@ -278,14 +295,14 @@ class LoggedDatabase(Database):
         settled: Callable[[], None] | None = None,
         committed: Callable[[T], None] | None = None,
     ) -> T:
-        def logged(c: sqlite3.Connection) -> tuple[T, list[Change]]:
+        def logged(c: sqlite3.Connection) -> tuple[T, tuple[list[Change], int]]:
             result = work(c)
             return result, drain(c, self.tokenizer)
 
-        def mirrored(outcome: tuple[T, list[Change]]) -> None:
-            result, changes = outcome
+        def mirrored(outcome: tuple[T, tuple[list[Change], int]]) -> None:
+            result, (changes, mark) = outcome
             if changes:
-                self._mirror(changes)
+                self._mirror(changes, mark)
             if committed is not None:
                 committed(result)
 
@@ -300,11 +317,22 @@ class MirrorBuild:
 
     def __init__(self) -> None:
         self.backlog: list[Change] | None = None
+        self._backlog_mark: int | None = None
+        #: The mirror was built (or loaded) and follows every write since: it may be saved at close.
+        self.done = False
         self._task: asyncio.Task[bool] | None = None
         self._connection: sqlite3.Connection | None = None
 
+    def keep(self, changes: list[Change], mark: int) -> bool:
+        """Keep committed changes for the mirror being built: whether it is still being built."""
+        if self.backlog is None:
+            return False
+        self.backlog.extend(changes)
+        self._backlog_mark = mark
+        return True
+
     def start(self, path: Path, built: Callable[[LexicalIndex], None]) -> None:
-        self.backlog = []
+        self.backlog, self._backlog_mark, self.done = [], None, False
         self._task = asyncio.get_running_loop().create_task(self._build(path, built))
 
     async def _build(self, path: Path, built: Callable[[LexicalIndex], None]) -> bool:
@@ -317,8 +345,9 @@ class MirrorBuild:
         finally:
             self._connection = None
         backlog, self.backlog = self.backlog or [], None
-        index.apply(backlog)
+        index.apply(backlog, self._backlog_mark)
         built(index)
+        self.done = True
         return True
 
     def _opened(self, connection: sqlite3.Connection) -> None:
@@ -335,4 +364,4 @@ class MirrorBuild:
                 with contextlib.suppress(sqlite3.ProgrammingError):
                     connection.interrupt()
             await asyncio.wait([self._task])
-        self._task, self.backlog = None, None
+        self._task, self.backlog, self.done = None, None, False

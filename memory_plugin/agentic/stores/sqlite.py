@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -26,6 +27,7 @@ from memory_plugin.agentic.stores.base import (
     text_changed,
 )
 from memory_plugin.agentic.stores.bm25 import Change, LexicalIndex
+from memory_plugin.agentic.stores.bm25_files import mirror_file, save_mirror
 from memory_plugin.agentic.stores.fts import (
     LoggedDatabase,
     MirrorBuild,
@@ -82,16 +84,16 @@ class SqliteAgenticStore(AgenticStore):
     async def close(self) -> None:
         await self.db.close()
         drop_matrices(self._indexes)
+        if self._lexical_build.done:  # no write can change it now: saved for the next open
+            await asyncio.to_thread(save_mirror, mirror_file(self.db.path), self._lexical)
         await self._lexical_build.stop()
         self._lexical = LexicalIndex()
 
     # -- the mirrors (event loop) ------------------------------------------------------
 
-    def _mirror(self, changes: list[Change]) -> None:
-        if self._lexical_build.backlog is not None:
-            self._lexical_build.backlog.extend(changes)
-        else:
-            self._lexical.apply(changes)
+    def _mirror(self, changes: list[Change], mark: int) -> None:
+        if not self._lexical_build.keep(changes, mark):
+            self._lexical.apply(changes, mark)
 
     def _built(self, index: LexicalIndex) -> None:
         self._lexical = index

@@ -35,7 +35,16 @@ import numpy as np
 from memory_plugin.agentic.models import LONG_TERM, SESSIONS, flat_object_terms, valid_unicode
 from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc, memory_text, owner_id, owner_key, owner_of
 from memory_plugin.agentic.stores.bm25 import LexicalIndex
-from memory_plugin.agentic.stores.fts import Tokenizer, fts_delete, fts_put, fts_query, fts_ranked, query_words, totals
+from memory_plugin.agentic.stores.fts import (
+    MARK,
+    Tokenizer,
+    fts_delete,
+    fts_put,
+    fts_query,
+    fts_ranked,
+    query_words,
+    totals,
+)
 from memory_plugin.agentic.stores.sources import SOURCES, sources_of, without_sources
 from memory_plugin.auth import Principal
 from memory_plugin.sorted_ids import sorted_distinct
@@ -92,7 +101,13 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS = [_schema_v1]
+def _schema_v2(connection: sqlite3.Connection) -> None:
+    """The count of writes that changed ``lt_fts`` (``fts.drain``), which a saved BM25 mirror is checked
+    against; a build without it refuses this file rather than write past a saved mirror."""
+    connection.execute("INSERT INTO counters VALUES (?, 0)", (MARK,))
+
+
+MIGRATIONS = [_schema_v1, _schema_v2]
 CONTAINER_OWNER = "container_id = ? AND organization_id = ? AND user_id = ?"
 #: The containers a caller may use (``base.may_use``, in SQL): of its organisation, and its own, or any for an
 #: organisation key, or shared with one of its roles.  Parameters: organisation, admin (0/1), user, roles (JSON).

@@ -230,8 +230,8 @@ class LexicalIndex:
         self.where: dict[int, tuple[str | None, int | tuple[np.ndarray, np.ndarray, int]]] = {}
         #: Postings scored by the last search (a test hook: early termination skips).
         self.scored = 0
-        #: The count of committed ``lt_fts`` changes this mirror holds (``fts.drain``): a saved mirror is
-        #: SQLite's only while SQLite's count is the same (``bm25_files``).
+        #: The mark of the last committed ``lt_fts`` change this mirror holds (``fts.drain``): a saved mirror
+        #: is SQLite's only while SQLite's mark is the same (``bm25_files``).
         self.mark = 0
 
     def _term_ids(self, tokens: Iterable[str]) -> np.ndarray:

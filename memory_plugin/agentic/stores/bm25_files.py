@@ -3,11 +3,12 @@ postings (4.7 s at 100k memories on the 2-core AMD EPYC, FTS5 ranking every matc
 
 One file beside the database, ``<name>.bm25.npz``, written when the store closes: the mirror's arrays as they
 are, every frozen segment's included, and the mark of the last ``lt_fts`` change it holds (``fts.drain``
-counts every committed change in SQLite's ``counters``).  Opening uses the file only when its mark is
-SQLite's now, and its row and token counts FTS5's: a write after the file was saved (a crash since, or a
-build that never wrote it) moves the mark on, and the mirror is built again from FTS5, as before.  So the
-file is a cache that can cost time, never a wrong score; ``np.load`` checks each member's CRC, and a torn or
-foreign file fails to load and is ignored.
+draws a new random mark in SQLite's ``counters`` with every write that changes the table).  Opening uses the
+file only when its mark is SQLite's now, and its row and token counts FTS5's: a write after the file was
+saved (a crash since, or a build that never wrote it) draws another mark, even in a database restored from a
+backup and written again, and the mirror is built again from FTS5, as before.  So the file is a cache that
+can cost time, never a wrong score; ``np.load`` checks each member's CRC, and a torn or foreign file fails to
+load and is ignored.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@
   so a rolled-back write leaves no trace and a committed one hands the mirror exactly what it changed.
 * ``Tokenizer`` asks FTS5 itself (a private in-memory FTS5 table with the same ``tokenize`` option) for
   tokens, so the mirror never depends on a second tokenizer agreeing with unicode61.
-* ``load`` rebuilds the mirror at open from the table's own postings (``fts5vocab``), in one snapshot.
+* ``load`` reads the mirror at open in one snapshot: the one saved at the last clean close (``bm25_files``)
+  when ``drain``'s mark of the last change says it is SQLite's now, else built from the table's own postings
+  (``fts5vocab``).
 * ``totals`` reads FTS5's row and token counts: a search uses the mirror only when they are the mirror's, and
   otherwise lets FTS5 rank (``fts_ranked``), so a write that bypassed the log costs speed, never correctness.
 """
@@ -112,12 +114,13 @@ class Tokenizer:
 
 def drain(c: sqlite3.Connection, tokenizer: Tokenizer) -> tuple[list[Change], int]:
     """The ``lt_fts`` rows this write changed, as they are now, and the mark of the change (inside the write's
-    transaction: the mark counts the writes that changed ``lt_fts``, so a saved mirror knows its moment)."""
+    transaction: a random number drawn anew by every write that changes ``lt_fts``, so that a saved mirror
+    matches its moment and no other, whatever happened to the file since)."""
     seqs = [row[0] for row in c.execute("SELECT seq FROM temp.lt_changed")]
     if not seqs:
         return [], 0
     c.execute("DELETE FROM temp.lt_changed")
-    (mark,) = c.execute(f"UPDATE counters SET value = value + 1 WHERE name = '{MARK}' RETURNING value").fetchone()
+    (mark,) = c.execute(f"UPDATE counters SET value = random() WHERE name = '{MARK}' RETURNING value").fetchone()
     found: dict[int, tuple[str, str | None, tuple[str, str] | None]] = {}
     for start in range(0, len(seqs), 500):
         part = seqs[start : start + 500]
@@ -137,7 +140,7 @@ def drain(c: sqlite3.Connection, tokenizer: Tokenizer) -> tuple[list[Change], in
 
 
 def fts_mark(c: sqlite3.Connection) -> int:
-    """The count of committed writes that changed ``lt_fts`` (``drain``)."""
+    """The mark of the last committed write that changed ``lt_fts`` (``drain``)."""
     return int(c.execute(f"SELECT value FROM counters WHERE name = '{MARK}'").fetchone()[0])
 
 

@@ -102,7 +102,7 @@ def _schema_v1(connection: sqlite3.Connection) -> None:
 
 
 def _schema_v2(connection: sqlite3.Connection) -> None:
-    """The count of writes that changed ``lt_fts`` (``fts.drain``), which a saved BM25 mirror is checked
+    """The mark of the last write that changed ``lt_fts`` (``fts.drain``), which a saved BM25 mirror is checked
     against; a build without it refuses this file rather than write past a saved mirror."""
     connection.execute("INSERT INTO counters VALUES (?, 0)", (MARK,))
 

@@ -253,24 +253,25 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     started = time.perf_counter()
     await reopened.open(model.dimension)
     reopen_ms = (time.perf_counter() - started) * 1000
+    opened = time.perf_counter()
+    assert await reopened.lexical_ready()
+    ready_ms = (time.perf_counter() - opened) * 1000  # the mirror is read beside the graph's check
     await graph_built(reopened._indexes[container_id])
     graph_reopened_ms = (time.perf_counter() - started) * 1000
-    assert await reopened.lexical_ready()
-    ready_ms = (time.perf_counter() - started) * 1000
     await reopened.close()
     mirror_file(workdir / "agentic.sqlite3").unlink()  # as after a crash: the mirror is built from FTS5
     rebuilt = SqliteAgenticStore(workdir / "agentic.sqlite3")
-    started = time.perf_counter()
     await rebuilt.open(model.dimension)
+    opened = time.perf_counter()
     assert await rebuilt.lexical_ready()
-    rebuilt_ms = (time.perf_counter() - started) * 1000
+    rebuilt_ms = (time.perf_counter() - opened) * 1000
     await rebuilt.close()
     for case, ms in (
         ("graph built after the fill (its last build)", graph_ms),
         ("graph ready after reopen (its saved build, checked against SQLite)", graph_reopened_ms),
         ("close (saves the BM25 mirror)", close_ms),
-        ("BM25 mirror ready after reopen (its saved copy)", ready_ms),
-        ("BM25 mirror ready after reopen (built from FTS5, no saved copy)", rebuilt_ms),
+        ("BM25 mirror ready after open returned (its saved copy)", ready_ms),
+        ("BM25 mirror ready after open returned (built from FTS5, no saved copy)", rebuilt_ms),
     ):
         results.append(
             {

@@ -11,13 +11,7 @@ import numpy as np
 
 def sorted_distinct(ids: np.ndarray) -> np.ndarray:
     """``ids`` sorted, each once (``np.unique``'s result, by a sort)."""
-    ordered = np.sort(ids)
-    if len(ordered) < 2:
-        return ordered
-    first = np.empty(len(ordered), dtype=bool)
-    first[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    return ordered[first]
+    return runs(np.sort(ids))[0]
 
 
 def runs(ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -118,7 +118,9 @@ def _agentic(report: dict[str, Any]) -> None:
             "graph built after the fill (its last build)",
             "graph ready after reopen (its saved build, checked against SQLite)",
             "reopen (vectors and saved graph; FTS5 ranks until the mirror is built)",
-            "BM25 mirror built after reopen",
+            "close (saves the BM25 mirror)",
+            "BM25 mirror ready after open returned (its saved copy)",
+            "BM25 mirror ready after open returned (built from FTS5, no saved copy)",
             "query embedding only",
         ]
     )

@@ -84,7 +84,7 @@ def _split(joined: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
 
 def _arrays(index: LexicalIndex) -> dict[str, np.ndarray]:
     words = list(index.vocabulary)  # in id order: ids are handed out as words arrive
-    unowned = [(seq, place) for seq, (container, place) in index.where.items() if container is None]
+    unowned = [(seq, place) for seq, (_, place) in index.where.items() if isinstance(place, tuple)]  # no container's
     out: dict[str, np.ndarray] = {
         "format": np.asarray([_FORMAT, index.mark, index.rows, index.tokens], dtype=np.int64),
         "words": _text(words),
@@ -92,10 +92,10 @@ def _arrays(index: LexicalIndex) -> dict[str, np.ndarray]:
         "owners": _text(list(index.owners)),
         "containers": _text(list(index.shards)),
         "unowned_seqs": np.asarray([seq for seq, _ in unowned], dtype=np.int64),
-        "unowned_lengths": np.asarray([place[2] for _, place in unowned], dtype=np.int64),  # type: ignore[index]
+        "unowned_lengths": np.asarray([place[2] for _, place in unowned], dtype=np.int64),
     }
-    out["unowned_terms"], out["unowned_counts"] = _joined([place[0] for _, place in unowned], np.int64)  # type: ignore[index]
-    out["unowned_tfs"], _ = _joined([place[1] for _, place in unowned], np.float64)  # type: ignore[index]
+    out["unowned_terms"], out["unowned_counts"] = _joined([place[0] for _, place in unowned], np.int64)
+    out["unowned_tfs"], _ = _joined([place[1] for _, place in unowned], np.float64)
     for number, shard in enumerate(index.shards.values()):
         segments, pending = shard.state
         prefix, n = f"s{number}.", shard.n

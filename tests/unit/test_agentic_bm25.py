@@ -173,3 +173,31 @@ async def test_stopping_a_build_whose_connection_was_just_closed_is_quiet() -> N
     build._task = asyncio.get_running_loop().create_task(asyncio.sleep(0.01, result=True))
     await build.stop()
     assert build._task is None
+
+
+async def test_a_failed_build_keeps_no_backlog_and_the_store_still_ranks_as_fts5(tmp_path, monkeypatch) -> None:
+    """A build that fails (a disk error) left every later write's changes in a backlog nothing would replay:
+    memory grew with each write until the process ended.  FTS5 ranks, and the mirror follows new writes."""
+    store = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await store.open(8)
+    await add(store, ALICE, "c1", ["router table", "switch port", "router port"], "old")
+    await store.close()
+
+    def failing(*_args: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr("memory_plugin.agentic.stores.fts.load", failing)
+    reopened = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await reopened.open(8)
+    assert not await reopened.lexical_ready()
+    await add(reopened, ALICE, "c1", [f"router cable {n}" for n in range(50)], "new")
+    assert reopened._lexical_build.backlog is None
+    scope = LongTermScope(ALICE, "c1")
+    ranked = [(doc.id, score) for doc, score in await reopened.bm25(scope, "router", 5)]
+    assert len(ranked) == 5 and ranked == await fts5_top(reopened, scope, "router", 5)
+    # the mirror holds what was written since open, not the rows it never read: FTS5 goes on ranking
+    assert reopened._lexical.rows == 50 and await reopened.db.read(totals) != (
+        reopened._lexical.rows,
+        reopened._lexical.tokens,
+    )
+    await reopened.close()

@@ -341,8 +341,13 @@ class MirrorBuild:
     async def _build(self, path: Path, built: Callable[[LexicalIndex], None]) -> bool:
         try:
             index = await asyncio.to_thread(load, path, self._opened)
-        except sqlite3.Error as error:
-            if self.backlog is not None:  # not stopped: a real failure
+        except BaseException as error:
+            # No built mirror will replay them: writes stop keeping their changes (they grew without end),
+            # and the store's own mirror follows them from now on.
+            stopped, self.backlog = self.backlog is None, None
+            if not isinstance(error, sqlite3.Error):
+                raise
+            if not stopped:
                 log.error("the BM25 mirror of %s was not built (%s): FTS5 ranks every search", path, error)
             return False
         finally:

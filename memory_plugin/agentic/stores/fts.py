@@ -227,7 +227,8 @@ def _load(c: sqlite3.Connection, mark: int) -> LexicalIndex:
     index.df = np.bincount(pair_terms, minlength=max(len(words), 1)).astype(np.int64)
     all_rows = sorted_distinct(np.fromstring(rowids or "", dtype=np.int64, sep=","))
     index.rows, index.tokens = len(all_rows), len(docs)
-    length_of = dict(zip(*np.unique(docs, return_counts=True)))
+    token_docs, token_starts = runs(docs)  # docs are sorted: each doc's run of tokens is its length
+    length_of = dict(zip(token_docs.tolist(), np.diff(np.append(token_starts, len(docs))).tolist()))
     # each doc's (term, tf) pairs: a slice of the pair arrays, which are doc-major
     doc_ids, doc_starts = runs(pair_docs)
     doc_ends = np.append(doc_starts[1:], len(pair_docs))

@@ -46,6 +46,55 @@ def exact_scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) 
     return scores
 
 
+def exact_top(vectors: np.ndarray, rows: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices into rows, scores)`` of the ``k`` best of ``vectors[rows] @ query``, and of every row tied
+    with the k-th best (the caller breaks ties by its own key); any order.
+
+    Each share keeps its best ``k + 1`` in a heap as it reads (faiss' ``knn_inner_products_by_idx``,
+    the kernel of ``exact_scores``, so the scores are the same bit for bit), and no score array is
+    written or partitioned.  The ``k + 1``-th best tells whether the k-th is tied beyond the heaps:
+    which of equal scores a heap kept is its own choice, so then every score is taken as
+    ``exact_scores`` gives them.  ``rows`` ascending.
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if k <= 0 or len(rows) == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+    if len(rows) > k + 1:
+        untied = _heaps_top(vectors, rows, np.ascontiguousarray(query, dtype=np.float32), k)
+        if untied is not None:
+            return untied
+    scores = exact_scores(vectors, rows, query)
+    if len(scores) <= k:
+        return np.arange(len(scores)), scores
+    negated = -scores
+    kept = np.flatnonzero(negated <= np.partition(negated, k - 1)[k - 1])
+    return kept, scores[kept]
+
+
+def _heaps_top(
+    vectors: np.ndarray, rows: np.ndarray, query: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``exact_top`` from a heap of ``k + 1`` per share, or None when the k-th best is tied with the next."""
+    shares = scan_shares(len(rows))
+    bounds = [len(rows) * share // shares for share in range(shares + 1)]
+    heap_scores = np.empty((shares, k + 1), dtype=np.float32)
+    heap_rows = np.empty((shares, k + 1), dtype=np.int64)
+    helped = [
+        _SCAN_HELPERS.submit(_best, vectors, rows[start:end], query, heap_scores[share], heap_rows[share])
+        for share, (start, end) in enumerate(zip(bounds[1:-1], bounds[2:]), start=1)
+    ]
+    _best(vectors, rows[bounds[0] : bounds[1]], query, heap_scores[0], heap_rows[0])
+    for share in helped:
+        share.result()
+    filled = heap_rows >= 0  # a share of fewer than k + 1 rows leaves slots empty
+    scores, found = heap_scores[filled], heap_rows[filled]
+    order = np.argsort(-scores, kind="stable")
+    if not scores[order[k]] < scores[order[k - 1]]:  # tied (or not comparable): the heaps chose
+        return None
+    best = order[:k]
+    return np.searchsorted(rows, found[best]), scores[best]
+
+
 def scan_shares(rows: int) -> int:
     """How many threads ``exact_scores`` shares a scan of ``rows`` among."""
     return min(_CPUS, max(1, rows // SPLIT_ROWS))
@@ -72,3 +121,20 @@ def _scan(
             )
         finally:
             faiss.omp_set_num_threads(threads)
+
+
+def _best(vectors: np.ndarray, rows: np.ndarray, query: np.ndarray, scores: np.ndarray, found: np.ndarray) -> None:
+    """The best ``len(scores)`` of ``vectors[rows] @ query`` into ``scores`` and their rows into ``found``
+    (-1 where ``rows`` has fewer); one query opens no OpenMP team here."""
+    faiss.knn_inner_products_by_idx(  # type: ignore[attr-defined]
+        faiss.swig_ptr(query),
+        faiss.swig_ptr(vectors),
+        faiss.swig_ptr(rows),
+        vectors.shape[1],
+        1,
+        len(vectors),
+        len(rows),
+        len(scores),
+        faiss.swig_ptr(scores),
+        faiss.swig_ptr(found),
+    )

@@ -198,3 +198,21 @@ def test_a_memory_saved_twice_in_a_graph_is_restored_once(tmp_path: Path) -> Non
     assert load_graph(tmp_path / "g.npz", 4) is not None
     (tmp_path / "g.npz").write_bytes((tmp_path / "g.npz").read_bytes()[:-40])  # torn
     assert load_graph(tmp_path / "g.npz", 4) is None
+
+
+@pytest.mark.parametrize("rows", [200, 12_000])
+def test_equal_scores_at_the_kth_place_go_to_the_lower_seqs(rows: int) -> None:
+    """An updated memory moves to the end of the matrix with its old seq: a tie is broken by seq, not position."""
+    rng = np.random.default_rng(rows)
+    matrix = Matrix(DIM)
+    others = rng.standard_normal((rows, DIM)).astype(np.float32)
+    matrix.add(
+        np.arange(1, rows + 1, dtype=np.int64), others / np.linalg.norm(others, axis=1, keepdims=True), [ALICE] * rows
+    )
+    same = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
+    copies = np.arange(rows + 1, rows + 41, dtype=np.int64)
+    matrix.add(copies, np.repeat(same[None, :], 40, axis=0), [ALICE] * 40)  # one text written 40 times
+    matrix.add(np.asarray([150, 3], dtype=np.int64), np.repeat(same[None, :], 2, axis=0), [ALICE] * 2)  # updated to it
+    found = matrix.rows().search(same, 5, None, ALICE)
+    assert [seq for seq, _ in found] == [3, 150, rows + 1, rows + 2, rows + 3]
+    assert len({score for _, score in found}) == 1

@@ -184,6 +184,61 @@ def test_a_scan_runs_each_share_on_one_openmp_thread_and_restores_the_callers(mo
     assert np.array_equal(scores, alone)  # bit for bit: the same kernel on each row, whatever the team
 
 
+def spied_full_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows of each full score array ``exact_top`` falls back to."""
+    full_scan = vector_scan.exact_scores
+    scans: list[int] = []
+
+    def spied(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+        scans.append(len(positions))
+        return full_scan(vectors, positions, query)
+
+    monkeypatch.setattr(vector_scan, "exact_scores", spied)
+    return scans
+
+
+@pytest.mark.parametrize(
+    ("cpus", "split", "rows", "k"), [(1, 1000, 9_001, 10), (2, 1000, 9_001, 1), (3, 1000, 9_001, 40), (3, 5, 20, 10)]
+)
+def test_the_heaps_keep_the_full_scans_k_best_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, cpus: int, split: int, rows: int, k: int
+) -> None:
+    """Each share's heap, merged, is the k best of every score (``split`` 5: shares of fewer rows than the heap)."""
+    rng = np.random.default_rng(cpus * k)
+    vectors = rng.standard_normal((30_000, DIM)).astype(np.float32)
+    positions = np.sort(rng.choice(len(vectors), rows, replace=False))
+    query = rng.standard_normal(DIM).astype(np.float32)
+    full = vector_scan.exact_scores(vectors, positions, query)
+    monkeypatch.setattr(vector_scan, "SPLIT_ROWS", split)
+    monkeypatch.setattr(vector_scan, "_CPUS", cpus)
+    scans = spied_full_scans(monkeypatch)
+    kept, scores = vector_scan.exact_top(vectors, positions, query, k)
+    assert scans == []  # no score is tied: the heaps alone answer
+    assert sorted(kept.tolist()) == sorted(np.argsort(-full, kind="stable")[:k].tolist())
+    assert np.array_equal(scores, full[kept])  # the same kernel: the same scores to the bit
+
+
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_scores_tied_with_the_kth_beyond_the_heaps_are_all_kept(monkeypatch: pytest.MonkeyPatch, cpus: int) -> None:
+    """Which of equal scores a heap keeps is not the caller's tie-break: every row tied with the k-th comes back."""
+    rng = np.random.default_rng(cpus)
+    base = rng.standard_normal((4, DIM)).astype(np.float32)
+    vectors = base[rng.integers(0, 4, 6_000)]  # the same few vectors again and again: scores tied bit for bit
+    positions = np.arange(0, 6_000, 2)
+    query = base[0] + 0.1 * base[1]
+    full = vector_scan.exact_scores(vectors, positions, query)
+    monkeypatch.setattr(vector_scan, "SPLIT_ROWS", 1000)
+    monkeypatch.setattr(vector_scan, "_CPUS", cpus)
+    scans = spied_full_scans(monkeypatch)
+    kept, scores = vector_scan.exact_top(vectors, positions, query, 10)
+    assert scans == [len(positions)]
+    assert sorted(kept.tolist()) == np.flatnonzero(full == full.max()).tolist()  # hundreds, not 10
+    assert np.array_equal(scores, full[kept])
+    ids = np.arange(len(vectors), dtype=np.int64) * 3
+    top = vector_index.best_k(ids, positions[kept], scores, 10)
+    assert [chunk for chunk, _ in top] == (ids[positions[np.flatnonzero(full == full.max())[:10]]]).tolist()
+
+
 @pytest.mark.parametrize("k", [1, 3, 10, 40])
 def test_best_k_reads_ids_through_positions_ties_by_id(k: int) -> None:
     """The k best of the scores given for ``positions``, named by ``ids[position]``, equal scores by id."""

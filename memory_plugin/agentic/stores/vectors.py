@@ -34,7 +34,7 @@ from memory_plugin.agentic.stores.graph_files import (
     save_graph,
 )
 from memory_plugin.vector_plan import plan, walk
-from memory_plugin.vector_scan import exact_scores, scan_shares
+from memory_plugin.vector_scan import exact_top, scan_shares
 
 #: Who wrote a memory: its organisation and ``owner_id`` (``base.owner_key``).
 OwnerKey = tuple[str, str]
@@ -279,12 +279,10 @@ class Rows:
             return []
         if self.graph is not None:
             positions = self._planned(query, k, ranked, positions, self.graph)
-        scores = exact_scores(self.vectors, positions, query)
-        seqs = self.seqs[positions]
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k]
-        ordered = top[np.lexsort((seqs[top], -scores[top]))]
-        return [(int(seqs[i]), float(scores[i])) for i in ordered]
+        kept, scores = exact_top(self.vectors, positions, query, k)
+        seqs = self.seqs[positions[kept]]
+        ordered = np.lexsort((seqs, -scores))[:k]
+        return list(zip(seqs[ordered].tolist(), scores[ordered].tolist()))
 
     def _planned(
         self, query: np.ndarray, k: int, ranked: np.ndarray, positions: np.ndarray, graph: Graph

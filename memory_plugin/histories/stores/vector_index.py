@@ -25,7 +25,7 @@ from memory_plugin.histories.stores.filter_columns import FilterColumns, Row
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, KeyColumn, decode_values
 from memory_plugin.vector_plan import plan, walk
-from memory_plugin.vector_scan import exact_scores, scan_shares
+from memory_plugin.vector_scan import exact_scores, exact_top, scan_shares
 
 
 class ReadWriteLock:
@@ -264,7 +264,8 @@ class TypeIndex:
         if path == "exact" or (path == "plan" and choice.exact):
             copied = None if key is None else self.blocks.rows(key, candidates, vectors, n)
             scanned, rows = copied if copied is not None else (vectors, candidates)
-            return best_k(ids, candidates, exact_scores(scanned, rows, query), k)
+            kept, scores = exact_top(scanned, rows, query, k)
+            return best_k(ids, candidates[kept], scores, k)
         found = walk(self.hnsw, query, k, candidates, mask, choice.ef)
         return best_k(ids, found, exact_scores(vectors, found, query), k)
 

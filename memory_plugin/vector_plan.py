@@ -6,7 +6,7 @@ the passing positions, so counting them is free), as Qdrant's payload index
 and Lucene's filtered k-NN know it.  The two costs, in nanoseconds:
 
 * exact: one inner product per candidate, ``count · d`` multiply-adds read in
-  place (``exact_scores``), then a partial sort;
+  place, the k best kept in a heap as they come (``exact_top``);
 * graph: HNSW with a selector computes a distance for every node it meets,
   passing or not, and walks on until ``efSearch`` *passing* nodes fill its
   result list; ``efSearch`` is raised to ``ef_search / selectivity`` so that

@@ -1,10 +1,11 @@
 """Fill a file's memory maps in the background, as OpenSearch's ``index.store.preload`` and PostgreSQL's
 ``pg_prewarm`` do, so that a search's first reads after a restart cost no page faults.
 
-The embedded stores read SQLite through memory maps (each read-only connection maps the file anew).  A page is mapped at its first read: 5-14 µs a page on the
-2-core AMD EPYC VM when the file is in the page cache, about 0.2 ms when it must come from the disk.
-Ten hits touch 10-40 pages of a 2 GB file, so a fresh process (or one that serves few searches) spent
-0.1-0.3 ms a search on faults for hours.  ``MADV_POPULATE_READ`` (Linux 5.14) maps every page of a
+The embedded stores read SQLite through memory maps, each read-only connection its own.  A page is
+mapped at its first read: 5-14 µs a page on the 2-core AMD EPYC VM when the file is in the page cache,
+about 0.2 ms when it must come from the disk.  At 1M chunks a search's ten hits touched 10-20 pages
+not yet mapped (``scripts/bench_search.py``), so a fresh process, or one that serves few searches,
+spent 0.1-0.3 ms a search on faults for hours.  ``MADV_POPULATE_READ`` (Linux 5.14) maps every page of a
 mapping in one call: 2.1 GB in 0.14-0.2 s from the page cache, and in sequence from the disk otherwise.
 
 Nothing depends on it: where the call is missing (another system, an older kernel) or a map went away

@@ -16,11 +16,13 @@ left alone, so that filling it cannot push the rest out of memory.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +31,10 @@ MADV_POPULATE_READ = 22
 _MAPS = Path("/proc/self/maps")
 
 
-def preload_in_background(path: Path) -> threading.Thread | None:
-    """Fill every memory map of ``path`` in this process, on a thread of its own (None: left alone)."""
-    if not _MAPS.exists():
-        return None
-    thread = threading.Thread(target=preload, args=(path,), name="preload", daemon=True)
-    thread.start()
-    return thread
+def preload_in_background(path: Path) -> None:
+    """Fill every memory map of ``path`` in this process, on a thread of its own."""
+    if _MAPS.exists():
+        threading.Thread(target=preload, args=(path,), name="preload", daemon=True).start()
 
 
 def preload(path: Path) -> int:
@@ -67,11 +66,17 @@ def mapped_ranges(path: Path) -> list[tuple[int, int]]:
 
 
 def _madvise(start: int, length: int, advice: int) -> int:
+    madvise = _libc_madvise()
+    return -1 if madvise is None else int(madvise(start, length, advice))
+
+
+@functools.cache
+def _libc_madvise() -> Any:
+    """The C library's ``madvise``, or None where there is none to call."""
     try:
         madvise = ctypes.CDLL(None, use_errno=True).madvise
     except (OSError, AttributeError):
-        return -1
+        return None
     madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     madvise.restype = ctypes.c_int
-    result: int = madvise(start, length, advice)
-    return result
+    return madvise

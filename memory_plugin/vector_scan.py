@@ -10,6 +10,7 @@ by numpy; all of them: 7.7 ms against 11 ms for numpy's product.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import faiss
@@ -34,15 +35,11 @@ def exact_scores(vectors: np.ndarray, positions: np.ndarray, query: np.ndarray) 
     positions = np.ascontiguousarray(positions, dtype=np.int64)
     query = np.ascontiguousarray(query, dtype=np.float32)
     scores = np.empty(len(positions), dtype=np.float32)
-    shares = scan_shares(len(positions))
-    bounds = [len(positions) * share // shares for share in range(shares + 1)]  # (numpy's linspace: 60 µs)
-    helped = [
-        _SCAN_HELPERS.submit(_scan, vectors, positions, query, scores, start, end)
-        for start, end in zip(bounds[1:-1], bounds[2:])
-    ]
-    _scan(vectors, positions, query, scores, bounds[0], bounds[1])
-    for share in helped:
-        share.result()
+    _in_shares(
+        scan_shares(len(positions)),
+        len(positions),
+        lambda _, start, end: _scan(vectors, positions, query, scores, start, end),
+    )
     return scores
 
 
@@ -77,16 +74,13 @@ def _heaps_top(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``exact_top`` from a heap of ``k + 1`` per share, or None when the k-th best is tied with the next."""
     shares = scan_shares(len(rows))
-    bounds = [len(rows) * share // shares for share in range(shares + 1)]
     heap_scores = np.empty((shares, k + 1), dtype=np.float32)
     heap_rows = np.empty((shares, k + 1), dtype=np.int64)
-    helped = [
-        _SCAN_HELPERS.submit(_best, vectors, rows[start:end], query, heap_scores[share], heap_rows[share])
-        for share, (start, end) in enumerate(zip(bounds[1:-1], bounds[2:]), start=1)
-    ]
-    _best(vectors, rows[bounds[0] : bounds[1]], query, heap_scores[0], heap_rows[0])
-    for share in helped:
-        share.result()
+    _in_shares(
+        shares,
+        len(rows),
+        lambda share, start, end: _best(vectors, rows[start:end], query, heap_scores[share], heap_rows[share]),
+    )
     filled = heap_rows >= 0  # a share of fewer than k + 1 rows leaves slots empty
     scores, found = heap_scores[filled], heap_rows[filled]
     order = np.argsort(-scores, kind="stable")
@@ -99,6 +93,19 @@ def _heaps_top(
 def scan_shares(rows: int) -> int:
     """How many threads ``exact_scores`` shares a scan of ``rows`` among."""
     return min(_CPUS, max(1, rows // SPLIT_ROWS))
+
+
+def _in_shares(shares: int, count: int, work: Callable[[int, int, int], None]) -> None:
+    """``work(share, start, end)`` over ``shares`` even slices of ``range(count)``: the first on this
+    thread, the others on the scan helpers at once; back when all are done."""
+    bounds = [count * share // shares for share in range(shares + 1)]  # (numpy's linspace: 60 µs)
+    helped = [
+        _SCAN_HELPERS.submit(work, share, start, end)
+        for share, (start, end) in enumerate(zip(bounds[1:-1], bounds[2:]), start=1)
+    ]
+    work(0, bounds[0], bounds[1])
+    for share in helped:
+        share.result()
 
 
 def _scan(

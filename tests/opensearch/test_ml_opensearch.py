@@ -67,3 +67,20 @@ async def test_processes_share_one_master_key_and_decide_writes_in_opensearch(op
         assert await first.erase(owner) == 1 and await second.get("model", owner, "m1") is None
     finally:
         await asyncio.gather(first.close(), second.close())
+
+
+async def test_documents_list_in_write_order_after_merges_reorder_the_segments(opensearch_nodes, index_prefix):
+    """Lucene merges the largest segments first: once merged, ``_doc`` order is no longer the writes' order."""
+    store = OpenSearchMLStore(OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix))
+    await store.open()
+    try:
+        owner = Principal("org", "u")
+        written = [f"m{i:02}" for i in range(24)]
+        for i, model_id in enumerate(written):  # each write refreshes: a segment each, each larger than the last
+            await store.create("model", owner, model_id, {"pad": "x" * (1000 * (i + 1))})
+        first = await store.get("model", owner, written[0])
+        assert first is not None and await store.replace("model", owner, first, {"pad": "y"})
+        assert opensearch_nodes[0].request("POST", f"/{store.index}/_forcemerge?max_num_segments=1")[0] == 200
+        assert [d.id for d in await store.all("model", owner)] == [*written[1:], written[0]]
+    finally:
+        await store.close()

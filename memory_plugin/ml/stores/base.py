@@ -51,7 +51,7 @@ class MLStore(abc.ABC):
 
     @abc.abstractmethod
     async def all(self, kind: Kind, owner: Principal) -> list[Stored]:
-        """The owner's documents of ``kind``, oldest first."""
+        """The owner's documents of ``kind``, least recently written first (an unmerged Lucene index's order)."""
 
     @abc.abstractmethod
     async def erase(self, owner: Principal) -> int:

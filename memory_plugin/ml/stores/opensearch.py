@@ -144,9 +144,13 @@ class OpenSearchMLStore(MLStore):
         return True
 
     async def all(self, kind: Kind, owner: Principal) -> list[Stored]:
+        """In the order of their last write, as ml-commons' own indices list them until a merge reorders them.
+
+        ``_doc`` order is that order only until a background merge rewrites the segments, and this one index
+        holds every kind, so it merges sooner than ml-commons' index per kind: ``_seq_no`` keeps the order."""
         response = await self.client.search(
             index=self.index,
-            body={"query": _owner_query(kind, owner), "sort": ["_doc"], "seq_no_primary_term": True},
+            body={"query": _owner_query(kind, owner), "sort": ["_seq_no"], "seq_no_primary_term": True},
             size=MAX_RESULT_WINDOW,
         )
         prefix = f"{kind}:"

@@ -43,8 +43,8 @@ from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc
 from memory_plugin.agentic.stores.sources import Forgotten
 from memory_plugin.agentic.views import by_query_response
-from memory_plugin.agentic.workers import Worker
 from memory_plugin.auth import Principal
+from memory_plugin.background import Worker
 from memory_plugin.dsl import parse_search
 from memory_plugin.errors import InvalidArgument
 

@@ -40,8 +40,9 @@ from memory_plugin.agentic.models import (
 from memory_plugin.agentic.stores.base import AgenticStore, InferJob, LongTermChange, LongTermScope, owner_id
 from memory_plugin.agentic.stores.sources import SOURCES, source_entry
 from memory_plugin.agentic.views import cosine_score
-from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker, Worker
+from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker
 from memory_plugin.auth import Principal
+from memory_plugin.background import Worker
 from memory_plugin.clock import derived_id
 from memory_plugin.leases import LeaseLost
 

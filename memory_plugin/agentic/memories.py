@@ -40,8 +40,8 @@ from memory_plugin.agentic.retention_policy import PINNED_DISABLED, PINNED_WORKI
 from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import AgenticStore, MemoryAdd, SessionWrite, StoredDoc, owner_id
 from memory_plugin.agentic.views import by_query_response, hit_extras, memory_view, took, write_response
-from memory_plugin.agentic.workers import Worker
 from memory_plugin.auth import Principal
+from memory_plugin.background import Worker
 from memory_plugin.clock import new_id
 from memory_plugin.dsl import DocumentHit, bounded, execute, parse_search, search_response
 from memory_plugin.errors import InvalidArgument

@@ -85,8 +85,8 @@ class AgenticService:
 
     async def start(self) -> None:
         """Start the background workers; they first drain whatever a previous run left queued."""
-        self.embeddings.start()
-        self.infer.start()
+        await self.embeddings.start()
+        await self.infer.start()
         self.retention.start()
 
     async def stop(self) -> None:

@@ -2,9 +2,10 @@
 
 Both queues (long-term memories marked pending, infer jobs) are written in the
 transaction that caused them, and every worker drains its queue at start, so a
-SIGKILL loses no acknowledged work.  This module has the loop and the
-**embedder drain**, which embeds pending long-term memories in micro-batches,
-each container's with its own model; ``infer`` has the infer worker.
+SIGKILL loses no acknowledged work (the loop: ``memory_plugin.background``).
+This module has the **embedder drain**, which embeds pending long-term
+memories in micro-batches, each container's with its own model; ``infer`` has
+the infer worker.
 
 On a shared store (OpenSearch, several server processes) the workers also
 poll: another process's writes wake nobody here, and a process that died
@@ -13,9 +14,7 @@ leaves entries whose leases run out for the others to take.
 
 from __future__ import annotations
 
-import abc
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ import numpy as np
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.stores.base import AgenticStore, PendingEmbedding
+from memory_plugin.background import Worker
 
 log = logging.getLogger("memory_plugin.agentic")
 
@@ -33,60 +33,6 @@ EMBED_BATCH = 64
 EMBED_RETRY_SECONDS = 5.0
 #: How often a worker over a shared store looks for work it was not woken for.
 POLL_SECONDS = 1.0
-
-
-class Worker(abc.ABC):
-    """A background task that drains its queue whenever woken, and once at start (what a previous run left)."""
-
-    def __init__(self, name: str, poll_seconds: float | None = None) -> None:
-        """``poll_seconds``: drain this often even if not woken (None: only when woken)."""
-        self.name = name
-        self.poll_seconds = poll_seconds
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        #: Drains in progress: a store's queue can look empty while a drain's write is in flight.
-        self._draining = 0
-
-    @abc.abstractmethod
-    async def drain(self) -> None: ...
-
-    def wake(self) -> None:
-        self._wakeup.set()
-
-    @property
-    def busy(self) -> bool:
-        """Draining, or woken to drain."""
-        return bool(self._draining) or self._wakeup.is_set()
-
-    def start(self) -> None:
-        self._wakeup.set()
-        self._task = asyncio.create_task(self._loop(), name=self.name)
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _loop(self) -> None:
-        while True:
-            # Not wait_for: on Python 3.11 it can swallow a cancel (stop) that lands as the wait ends.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.poll_seconds):
-                    await self._wakeup.wait()
-            self._wakeup.clear()
-            self._draining += 1
-            try:
-                await self.drain()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a store failure (a full disk): keep the queue, try again shortly
-                log.exception("agentic background work failed; retrying")
-                await asyncio.sleep(1.0)
-                self._wakeup.set()
-            finally:
-                self._draining -= 1
 
 
 class EmbeddingWorker(Worker):

@@ -37,6 +37,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from memory_plugin.auth import Principal
+from memory_plugin.background import Worker
 from memory_plugin.dates import isoformat
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.service import MAX_TEXT_BYTES, HistoryService
@@ -90,8 +91,12 @@ class BridgeMetrics:
         )
 
 
-class HistoryBridge:
-    """Keeps the history index in step with the memory store's outbox, in the background."""
+class HistoryBridge(Worker):
+    """Keeps the history index in step with the memory store's outbox, in the background.
+
+    Woken by each write, and every ``poll_seconds`` too: the poll retries entries whose backoff
+    has run out (and, on OpenSearch, takes over other processes' expired leases) and keeps the lag fresh.
+    """
 
     def __init__(
         self,
@@ -106,21 +111,17 @@ class HistoryBridge:
     ) -> None:
         """``batch_seconds``: how long a batch of leased entries may take before it is given up (and its
         entries retried): half their lease, so that no other process takes them while this one works."""
+        super().__init__("history-bridge", poll_seconds)
         self.histories = histories
         self.store = store
         self.batch_size = batch_size
         self.batch_seconds = batch_seconds
         self.retry_max_seconds = retry_max_seconds
-        self.poll_seconds = poll_seconds
         self.metrics = metrics or BridgeMetrics()
         self.metrics.backlog.set_function(lambda: self._lag.backlog)
         self.metrics.oldest_seconds.set_function(self.oldest_pending_seconds)
         self._lag = OutboxLag(0, None)
-        self._wakeup = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
-        #: Drains in progress: the outbox can look empty while a drain's record write is in flight.
-        self._draining = 0
 
     # -- what the memory service calls ------------------------------------------------
 
@@ -137,40 +138,14 @@ class HistoryBridge:
     def notify(self) -> None:
         """The store has a new outbox entry: count it in the lag until the next look, and drain soon."""
         self._lag = OutboxLag(self._lag.backlog + 1, self._lag.oldest_enqueued_at or time.time())
-        self._wakeup.set()
+        self.wake()
 
     # -- lifecycle --------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start the indexer; it first drains whatever a previous run left in the outbox."""
         self._lag = await self.store.outbox_lag()
-        self._wakeup.set()
-        self._task = asyncio.create_task(self._loop(), name="history-bridge")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            # The poll also retries entries whose backoff has run out and keeps the lag fresh.
-            # Not wait_for: on Python 3.11 it can swallow a cancel (stop) that lands as the wait ends.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.poll_seconds):
-                    await self._wakeup.wait()
-            self._wakeup.clear()
-            self._draining += 1
-            try:
-                await self.drain()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the memory store failed (a full disk): the entries stay, try again
-                log.exception("history bridge: reading the outbox failed; retrying")
-            finally:
-                self._draining -= 1
+        await super().start()
 
     # -- lag ---------------------------------------------------------------------------
 
@@ -187,8 +162,7 @@ class HistoryBridge:
         """Wait until every entry written so far is applied (tests and benchmarks)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            busy = self._draining or self._wakeup.is_set()
-            if not busy and (await self.store.outbox_lag()).backlog == 0:
+            if not self.busy and (await self.store.outbox_lag()).backlog == 0:
                 return
             await asyncio.sleep(0.02)
         raise TimeoutError(f"the history bridge did not settle: {self.lag}")

@@ -135,7 +135,7 @@ async def test_a_job_whose_holder_died_is_finished_by_another_process(  # type: 
     try:
         [job] = await doomed.claim_infer_jobs(8)
         for api in two:
-            api.app[AGENTIC].infer.start()
+            await api.app[AGENTIC].infer.start()
             assert await api.app[AGENTIC].store.claim_infer_jobs(8) == []  # held: nobody else takes it
         await settled(two)  # the lease runs out; a poll takes the job over
         root = f"{index_prefix}-ml-am"

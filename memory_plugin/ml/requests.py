@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
+from memory_plugin.http.json import check_sound
 from memory_plugin.jackson import JsonSyntaxError, Lexer, Token, syntax_error
 from memory_plugin.ml.errors import ParsingError, WrongType
 
@@ -323,21 +324,26 @@ def value_position(body: Any, key: str) -> tuple[int, int] | None:
 
 
 def parse_body(raw: bytes) -> Any:
-    """A request body as JSON (None when empty); one that does not parse gets Jackson's error, as the real node's."""
+    """A request body as JSON (None when empty); one that does not parse gets Jackson's error, as the real node's.
+
+    Stricter than the node on purpose, as every API here (``check_sound``): a lone surrogate
+    (``"\\ud800"``, which Jackson reads), a number out of a double's range or nesting deeper than 64
+    levels is a 400 naming its place, never stored to break reads.
+    """
     if not raw.strip():
         return None
     try:
         value = json.loads(raw, parse_constant=_no_constant)
-        if isinstance(value, dict):
-            value = JsonObject(value)
-            value.raw = raw
-        return value
     except (ValueError, RecursionError):
-        pass
-    error = syntax_error(raw)
-    if error is not None:
-        raise OpenSearchBadRequest(error.message, exception=error.kind)
-    raise ParseFailure("request body is not valid JSON")
+        error = syntax_error(raw)
+        if error is not None:
+            raise OpenSearchBadRequest(error.message, exception=error.kind) from None
+        raise ParseFailure("request body is not valid JSON") from None
+    check_sound(value)
+    if isinstance(value, dict):
+        value = JsonObject(value)
+        value.raw = raw
+    return value
 
 
 def _no_constant(text: str) -> Any:

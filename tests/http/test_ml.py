@@ -23,6 +23,7 @@ from tests.support.scripted_openai import ScriptedOpenAI, chat_connector, embedd
 ML = "/_plugins/_ml"
 LOOPBACK = r"^http://127\.0\.0\.1:.*$"
 JSON = {"Content-Type": "application/json"}
+ALL = {"query": {"match_all": {}}}
 
 
 @pytest.fixture
@@ -306,6 +307,60 @@ async def test_hostile_connectors_and_remote_endpoints(aiohttp_client, aiohttp_s
     assert too_big.status == 413
     everything = str([r async for r in _all_text(ml, alice)])
     assert "sk-hidden" not in everything
+
+
+def _poisoned(path: list[str | int], text: str = "x\ud800") -> str:
+    """A connector as JSON text with a lone surrogate (valid JSON, not Unicode) at ``path``."""
+    connector: Any = chat_connector("http://127.0.0.1:1", "sk-1")
+    place = connector
+    for step in path[:-1]:
+        place = place[step]
+    if isinstance(place, dict) and path[-1] == "KEY":
+        place[text] = "v"
+    else:
+        place[path[-1]] = text
+    return json.dumps(connector)  # ensure_ascii: the surrogate travels as the escape \ud800
+
+
+@pytest.mark.parametrize(
+    ("path", "culprit"),
+    [
+        (["name"], "[name]"),
+        (["parameters", "model"], "[parameters.model]"),
+        (["credential", "KEY"], "the key [credential.x\\ud800]"),
+        (["actions", 0, "url"], "[actions[0].url]"),
+        (["actions", 0, "headers", "Authorization"], "[actions[0].headers.Authorization]"),
+        (["actions", 0, "request_body"], "[actions[0].request_body]"),
+    ],
+)
+async def test_a_lone_surrogate_anywhere_in_an_ml_body_is_400_naming_it_and_nothing_is_stored(ml, alice, path, culprit):
+    """ml-commons' node stores it (Jackson reads the escape); here it failed the insert with a 500."""
+    headers = JSON | alice.headers
+    created = await ml.post(f"{ML}/connectors/_create", data=_poisoned(path), headers=headers)
+    body = await created.json()
+    assert created.status == 400, body
+    assert body["error"]["type"] == "illegal_argument_exception"
+    assert f"{culprit} holds a lone surrogate" in body["error"]["reason"], body
+    assert (await call(ml, alice, "POST", "/connectors/_search", ALL))["hits"]["total"]["value"] == 0
+
+
+async def test_a_lone_surrogate_in_model_register_update_and_search_is_400(ml, alice, openai):
+    connector_id, model_id = await remote_model(ml, alice, chat_connector(openai.url, "sk-1"))
+    headers = JSON | alice.headers
+    for method, path, text in [
+        ("POST", "/models/_register", '{"name": "m\\ud800", "function_name": "remote", "connector_id": "%s"}'),
+        ("PUT", f"/connectors/{connector_id}", '{"description": "\\udfff"}'),
+        ("POST", "/models/_search", '{"query": {"term": {"name": "m\\ud800"}}}'),
+        ("POST", "/connectors/_search", '{"query": {"term": {"name": "\\udc00"}}}'),
+    ]:
+        answer = await ml.request(method, ML + path, data=text.replace("%s", connector_id), headers=headers)
+        assert answer.status == 400, (path, await answer.text())
+        assert "holds a lone surrogate" in (await answer.json())["error"]["reason"]
+    assert (await call(ml, alice, "GET", f"/connectors/{connector_id}"))["description"] == (
+        "an OpenAI-compatible chat model"
+    )
+    assert (await call(ml, alice, "POST", "/models/_search", ALL))["hits"]["total"]["value"] == 1
+    assert (await call(ml, alice, "GET", f"/models/{model_id}"))["name"] == "m"
 
 
 async def _all_text(ml, alice):  # type: ignore[no-untyped-def]

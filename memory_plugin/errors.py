@@ -278,6 +278,15 @@ class InsufficientStorage(ServiceError):
     title = "Insufficient storage"
 
 
+class ClientClosedRequest(ServiceError):
+    """A client that closed its connection mid-body; nobody reads the answer (nginx's 499, in the logs)."""
+
+    status = 499
+    type = "client_closed_request_exception"
+    code = "client_closed_request"
+    title = "Client closed request"
+
+
 class RequestTimeout(ServiceError):
     """A client that stopped sending its body."""
 

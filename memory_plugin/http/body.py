@@ -9,7 +9,14 @@ from typing import Any
 
 from aiohttp import web
 
-from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure, PayloadTooLarge, RequestTimeout
+from memory_plugin.errors import (
+    ClientClosedRequest,
+    InvalidArgument,
+    OpenSearchBadRequest,
+    ParseFailure,
+    PayloadTooLarge,
+    RequestTimeout,
+)
 from memory_plugin.http.apis import TELNYX, api_of
 from memory_plugin.http.json import parse_json
 from memory_plugin.opensearch_rest import JSON_MEDIA_TYPES
@@ -31,6 +38,11 @@ class UnsupportedContentType(Exception):
 
 async def read_body(request: web.Request) -> bytes:
     """The raw body, within the size limit and the read timeout; under ``/_plugins``, JSON only."""
+    limit = request.config_dict[MAX_BODY_BYTES]
+    declared = request.content_length
+    if declared is not None and declared > limit:  # refused before a byte is read, not after the timeout
+        _close_after_the_answer(request, TimeoutError())
+        raise PayloadTooLarge(f"request body is larger than {limit} bytes")
     try:
         if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
             raw = await request.read()
@@ -38,17 +50,23 @@ async def read_body(request: web.Request) -> bytes:
             async with asyncio.timeout(request.config_dict[BODY_READ_TIMEOUT]):
                 raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge(f"request body is larger than {request.config_dict[MAX_BODY_BYTES]} bytes") from None
+        raise PayloadTooLarge(f"request body is larger than {limit} bytes") from None
     except TimeoutError as timeout:
-        # Fail the stream too: aiohttp then closes the connection right after the
-        # 408, instead of lingering 10 s more for a body that is not coming.
-        request.content.set_exception(timeout)
+        _close_after_the_answer(request, timeout)
         raise RequestTimeout(
             f"the request body did not arrive within {request.config_dict[BODY_READ_TIMEOUT]:g} s"
         ) from None
+    except ConnectionResetError:  # the client went away mid-body: nobody reads the answer, and it is no bug
+        raise ClientClosedRequest("the client closed the connection before it sent the whole body") from None
     if raw and api_of(request) is not TELNYX:
         check_content_type(request.headers.get("Content-Type"))
     return raw
+
+
+def _close_after_the_answer(request: web.Request, timeout: TimeoutError) -> None:
+    """Fail the body's stream: aiohttp then closes the connection right after the answer, instead of
+    lingering 10 s more to read a body that is not wanted (a failed read ends its lingering)."""
+    request.content.set_exception(timeout)
 
 
 def check_content_type(header: str | None) -> None:

@@ -7,11 +7,13 @@ an idle connection, a request aiohttp refuses before routing; and the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +138,37 @@ async def test_stalled_upload_gets_408_and_the_connection_closes(live, path):
         f"GET {MEMORY} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {live.token}\r\n\r\n".encode(),
     )
     assert split_response(listed)[2] == {"memories": []}
+
+
+@pytest.mark.parametrize("path", [MEMORY, HISTORIES])
+async def test_a_declared_body_over_the_limit_gets_413_at_once_and_the_connection_closes(live, path):
+    """Not the 408 of a body that never comes after the whole read timeout (here 1 s; 60 s by default)."""
+    seconds, received = await raw_exchange(live.port, _post_head(live, path, 999_999_999) + b"{", timeout=20)
+    status, headers, body = split_response(received)
+    assert status == 413
+    assert headers["connection"] == "close"
+    assert seconds < 0.9, seconds  # answered before the 1 s body timeout could fire, and not lingering
+    if path.startswith("/v2"):
+        assert_telnyx_error(body, "payload_too_large", "larger than 8388608 bytes")
+    else:
+        assert_opensearch_error(body, 413, "content_too_long_exception", "larger than 8388608 bytes")
+
+
+async def test_a_client_gone_mid_body_is_logged_as_499_not_as_an_error(live):
+    reader, writer = await asyncio.open_connection("127.0.0.1", live.port)
+    writer.write(_post_head(live, MEMORY, 100_000) + b'{"name": "')
+    await writer.drain()
+    await asyncio.sleep(0.3)
+    writer.transport.abort()  # a reset: the server's read fails while it waits for the rest
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = [json.loads(line) for line in live.log_path.read_text().splitlines() if line.startswith("{")]
+        requests = [line for line in lines if line.get("message") == "request" and line.get("status") == 499]
+        if requests:
+            break
+        await asyncio.sleep(0.1)
+    assert requests, lines[-5:]
+    assert not [line for line in lines if line.get("level") == "error"], lines[-5:]
 
 
 async def test_silent_and_half_sent_connections_are_closed_when_idle(live):

@@ -127,7 +127,9 @@ class HistoryService:
         unknown = sorted(set(raw) - set(RECORD_FIELDS))
         if unknown:
             raise InvalidArgument(f"{where} has unknown field(s) {unknown}", parameter=f"{where}.{unknown[0]}")
-        record_id = _text(raw, "record_id", where) or new_id()
+        record_id = _text(raw, "record_id", where)
+        if record_id is None:  # absent or null; an empty string is a bad id, not an absent one
+            record_id = new_id()
         if not RECORD_ID.fullmatch(record_id):
             raise InvalidArgument(
                 f"{where}.record_id must match [A-Za-z0-9._:-]{{1,128}}", parameter=f"{where}.record_id"
@@ -137,7 +139,9 @@ class HistoryService:
             raise InvalidArgument(
                 f"{where}.record_type must be one of {list(RECORD_TYPES)}", parameter=f"{where}.record_type"
             )
-        region = _text(raw, "region", where) or self.home_region
+        region = _text(raw, "region", where)
+        if region is None:
+            region = self.home_region
         if region not in self.stores:
             raise InvalidArgument(f"{where}.region must be one of {list(self.stores)}", parameter=f"{where}.region")
         text = _text(raw, "text", where, required=True) or ""
@@ -152,8 +156,10 @@ class HistoryService:
             raise InvalidArgument(
                 f"{where}.record_created_at: {error}", parameter=f"{where}.record_created_at"
             ) from None
-        metadata = raw.get("metadata") or {}
-        if not isinstance(metadata, Mapping):
+        metadata = raw.get("metadata")
+        if metadata is None:
+            metadata = {}
+        elif not isinstance(metadata, Mapping):  # [], false, 0 and "" too: none of them is an object
             raise InvalidArgument(f"{where}.metadata must be an object", parameter=f"{where}.metadata")
         for key, value in metadata.items():
             if not FIELD_NAME.fullmatch(key):

@@ -312,6 +312,13 @@ async def test_one_invalid_record_writes_nothing_and_is_named(client, admin):
         (lambda r: r.update(metadata={"nested": {"a": 1}}), "records[0].metadata.nested"),
         (lambda r: r.update(organization_id="org-2"), "records[0].organization_id"),
         (lambda r: r.update(text=5), "records[0].text"),
+        # empty and falsy values are not absent ones
+        (lambda r: r.update(record_id=""), "records[0].record_id"),
+        (lambda r: r.update(region=""), "records[0].region"),
+        (lambda r: r.update(metadata=[]), "records[0].metadata"),
+        (lambda r: r.update(metadata=False), "records[0].metadata"),
+        (lambda r: r.update(metadata=0), "records[0].metadata"),
+        (lambda r: r.update(metadata=""), "records[0].metadata"),
     ],
 )
 async def test_invalid_record_fields_are_400(client, admin, mutate, parameter):

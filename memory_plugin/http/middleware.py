@@ -34,6 +34,11 @@ REQUEST_ID = web.RequestKey("request_id", str)
 REQUEST_ID_PATTERN = re.compile(r"[!-~]{1,128}")
 
 
+def fresh_request_id() -> str:
+    """A label for logs, not a secret: no system call for it."""
+    return f"{random.getrandbits(128):032x}"
+
+
 def principal_of(request: web.Request) -> Principal:
     return request[PRINCIPAL]
 
@@ -54,7 +59,7 @@ def front_door(
     async def serve(request: web.Request, handler: Handler) -> web.StreamResponse:
         request_id = request.headers.get("X-Request-Id", "")
         if not REQUEST_ID_PATTERN.fullmatch(request_id):
-            request_id = f"{random.getrandbits(128):032x}"  # a label for logs, not a secret: no system call for it
+            request_id = fresh_request_id()
         request[REQUEST_ID] = request_id
         started = time.perf_counter()
         status = 500

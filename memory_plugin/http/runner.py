@@ -11,7 +11,9 @@ runs under its host's runner and keeps aiohttp's plain-text answer.
 
 from __future__ import annotations
 
+import ast
 import logging
+import re
 
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
@@ -20,6 +22,7 @@ from aiohttp.web_request import BaseRequest
 
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.http.apis import OPENSEARCH, TELNYX
+from memory_plugin.http.middleware import fresh_request_id
 
 log = logging.getLogger("memory_plugin")
 
@@ -37,16 +40,38 @@ class _JsonErrorRequestHandler(RequestHandler):
             return super().handle_error(request, status, exc, message)
         if isinstance(exc, LineTooLong):
             reason = f"the request line or a header is longer than {exc.args[1]} bytes"
-            # Nothing is routed yet, so no sub-app can say: the request line's start is all there is.
-            v2 = b"/v2/" in bytes(exc.args[0])[:16] if isinstance(exc.args[0], (bytes, bytearray)) else False
         else:
             reason = f"malformed HTTP request: {exc.message}".splitlines()[0]
-            v2 = False
-        log.info("malformed request refused", extra={"status": status, "reason": reason})
-        api = TELNYX if v2 else OPENSEARCH
+        request_id = fresh_request_id()
+        log.info("malformed request refused", extra={"status": status, "reason": reason, "request_id": request_id})
+        api = TELNYX if _names_v2(exc) else OPENSEARCH
         response = api.error_response(InvalidArgument(reason))  # aiohttp's parse errors are all 400s
+        response.headers["X-Request-Id"] = request_id
         response.force_close()
         return response
+
+
+#: The start of a request line, or of a URL (a ``LineTooLong`` shows the URL), under ``/v2/``.
+_V2_REQUEST_LINE = re.compile(rb"(?:[A-Z]+ )?/v2/")
+#: The bytes an error of aiohttp's parser shows (``Invalid char in url query:\n\n  b'GET /v2/…'\n  ^``).
+_SHOWN_BYTES = re.compile(r"^\s*(b'.*'|b\".*\")$", re.MULTILINE)
+
+
+def _names_v2(exc: BadHttpMessage) -> bool:
+    """Whether the request line the parser refused, where its error shows it, is under ``/v2/``.
+
+    Nothing is routed yet, so no sub-app can say: the request line's start is all there
+    is, and only an error in the request line itself shows it (not one in a header or a chunk).
+    """
+    if isinstance(exc, LineTooLong):
+        shown = exc.args[0]
+    else:
+        match = _SHOWN_BYTES.search(exc.message)
+        try:
+            shown = ast.literal_eval(match.group(1)) if match else b""
+        except (ValueError, SyntaxError):
+            shown = b""
+    return isinstance(shown, (bytes, bytearray)) and _V2_REQUEST_LINE.match(bytes(shown[:16])) is not None
 
 
 class _JsonErrorServer(web.Server):

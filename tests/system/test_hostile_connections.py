@@ -179,24 +179,32 @@ async def test_silent_and_half_sent_connections_are_closed_when_idle(live):
 
 
 @pytest.mark.parametrize(
-    ("request_head", "style"),
+    ("request_head", "style", "fragment"),
     [
-        (b"GET " + MEMORY.encode() + b"?x=" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", "opensearch"),
-        (b"GET " + HISTORIES.encode() + b"?q=" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", "telnyx"),
-        (b"GET " + MEMORY.encode() + b" HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"y" * 9000 + b"\r\n\r\n", "opensearch"),
-        (b"GET /v2/ai/conversation_histories/a\xff HTTP/1.1\r\nHost: x\r\n\r\n", "opensearch"),
+        (b"GET " + MEMORY.encode() + b"?x=" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", "opensearch", "8190"),
+        (b"GET " + HISTORIES.encode() + b"?q=" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", "telnyx", "8190"),
+        (
+            b"GET " + MEMORY.encode() + b" HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"y" * 9000 + b"\r\n\r\n",
+            "opensearch",
+            "8190",
+        ),
+        (b"GET /v2/ai/conversation_histories/a\xff HTTP/1.1\r\nHost: x\r\n\r\n", "telnyx", "Invalid char in url path"),
+        (b"GET " + HISTORIES.encode() + b"?q=\x00 HTTP/1.1\r\nHost: x\r\n\r\n", "telnyx", "Invalid char in url query"),
+        (b"GET " + MEMORY.encode() + b"?q=\x00 HTTP/1.1\r\nHost: x\r\n\r\n", "opensearch", "Invalid char in url query"),
     ],
-    ids=["long url", "long url /v2", "long header", "raw byte in path"],
+    ids=["long url", "long url /v2", "long header", "raw byte in path /v2", "NUL in query /v2", "NUL in query"],
 )
-async def test_requests_refused_before_routing_get_the_api_json_error(live, request_head, style):
+async def test_requests_refused_before_routing_get_the_api_json_error(live, request_head, style, fragment):
     _, received = await raw_exchange(live.port, request_head)
     status, headers, body = split_response(received)
     assert status == 400
     assert headers["content-type"].startswith("application/json")
+    assert len(headers["x-request-id"]) == 32, headers
     if style == "telnyx":
-        assert_telnyx_error(body, "invalid_parameter", "longer than 8190 bytes")
+        assert_telnyx_error(body, "invalid_parameter", fragment)
     else:
         assert body["status"] == 400 and body["error"]["type"] == "illegal_argument_exception"
+        assert fragment in body["error"]["reason"], body
     log = live.log_path.read_text()
     assert "Traceback" not in log
 

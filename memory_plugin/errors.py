@@ -7,7 +7,9 @@ under ``/_plugins``, Telnyx's ``errors`` list under ``/v2``).
 
 from __future__ import annotations
 
+import base64
 import errno
+import hashlib
 from typing import Any, ClassVar
 
 
@@ -117,10 +119,62 @@ class ShardFailure(InvalidArgument):
         return {"error": error, "status": self.status}
 
 
+class QueryShardFailure(ShardFailure):
+    """A query the shard cannot build (``query_shard_exception``): a sort on an unmapped field, too many terms.
+
+    OpenSearch names the index, and its uuid, in the cause, and adds the cause's own cause
+    (``illegal_argument_exception``) when the refusal came from deeper down.
+    """
+
+    type = "query_shard_exception"
+
+    def __init__(self, reason: str, *, because: str | None = None) -> None:
+        super().__init__(reason)
+        self.because = because
+
+    def opensearch_body(self) -> dict[str, Any]:
+        cause = {"type": self.type, "reason": self.reason, "index": self.index, "index_uuid": index_uuid(self.index)}
+        reason = cause if self.because is None else {**cause, "caused_by": _illegal(self.because)}
+        error = {
+            "root_cause": [cause],
+            "type": "search_phase_execution_exception",
+            "reason": "all shards failed",
+            "phase": "query",
+            "grouped": True,
+            "failed_shards": [{"shard": 0, "index": self.index, "node": "memory-plugin", "reason": reason}],
+        }
+        return {"error": error, "status": self.status}
+
+
+def _illegal(reason: str) -> dict[str, str]:
+    return {"type": "illegal_argument_exception", "reason": reason}
+
+
+def index_uuid(index: str) -> str:
+    """A stable stand-in for an index's uuid (22 characters of URL-safe base64, as OpenSearch's)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(index.encode()).digest()[:16]).decode()[:22]
+
+
 class TooManyClauses(ShardFailure):
     """More clauses than Lucene's ``maxClauseCount`` (1024) allows in one query."""
 
     type = "query_shard_exception"
+
+
+class FetchPhaseFailure(InvalidArgument):
+    """A bad value that fails in the fetch phase, after every shard answered: no shard is named, as OpenSearch says it."""
+
+    def opensearch_body(self) -> dict[str, Any]:
+        error = {
+            "root_cause": [],
+            "type": "search_phase_execution_exception",
+            "reason": "",
+            "phase": "fetch",
+            "grouped": True,
+            "failed_shards": [],
+            "caused_by": {"type": self.type, "reason": self.reason},
+        }
+        return {"error": error, "status": self.status}
 
 
 def java_string(value: Any) -> str:

@@ -12,7 +12,9 @@ Valid bodies never come here: the C parser stays the fast path.
 from __future__ import annotations
 
 import enum
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -452,6 +454,38 @@ class Lexer:
         if token is Token.VALUE_BOOLEAN:
             return self.text == "true"
         return None
+
+
+class DuplicateField(ValueError):
+    """A key twice in one JSON object, which OpenSearch's parser refuses (strict duplicate detection)."""
+
+
+def unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook``: the object, or ``DuplicateField`` naming the key seen twice
+    (the lexer, reading the body again, then says where, as Jackson does)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateField(key)
+            seen.add(key)
+    return value
+
+
+def pretty(value: Any, indent: int = 0) -> str:
+    """``value`` as Jackson's default pretty printer writes it, as OpenSearch's ``toString`` of a query shows it."""
+    if isinstance(value, Mapping):
+        if not value:
+            return "{ }"
+        inner = " " * (indent + 2)
+        fields = ",\n".join(
+            f"{inner}{json.dumps(key, ensure_ascii=False)} : {pretty(item, indent + 2)}" for key, item in value.items()
+        )
+        return "{\n" + fields + "\n" + " " * indent + "}"
+    if isinstance(value, list | tuple):
+        return "[ " + ", ".join(pretty(item, indent) for item in value) + " ]" if value else "[ ]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def syntax_error(data: bytes) -> JsonSyntaxError | None:

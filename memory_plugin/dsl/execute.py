@@ -23,7 +23,7 @@ from memory_plugin.dsl.clauses import (
 )
 from memory_plugin.dsl.highlight import highlight_hit
 from memory_plugin.dsl.mapping import DYNAMIC, TEXT
-from memory_plugin.dsl.parse import SearchBody, parse_search
+from memory_plugin.dsl.parse import TRACK_TOTAL_HITS, SearchBody, parse_search
 from memory_plugin.dsl.scoring import Corpus, Doc, OutOfTime
 from memory_plugin.dsl.sort import Descending, SortSpec, reported_sort_value, sort_value
 from memory_plugin.dsl.sort import sort_key as value_key
@@ -62,6 +62,8 @@ class DocumentResults:
     #: The budget ran out: the hits come from the documents examined until then (OpenSearch's ``timed_out``).
     timed_out: bool = False
     aggregations: dict[str, Any] | None = None
+    #: ``track_total_hits``: counted exactly (True), not reported (False, -1), or up to this many.
+    track_total_hits: bool | int = TRACK_TOTAL_HITS
 
 
 Source = tuple[str, Mapping[str, Any]] | tuple[str, Mapping[str, Any], int]
@@ -183,7 +185,12 @@ def execute(query: SearchBody, docs: Iterable[Source], *, budget: float | None =
             )
         )
     return DocumentResults(
-        total=total, max_score=max_score, hits=tuple(hits), timed_out=timed_out, aggregations=aggregations or None
+        total=total,
+        max_score=max_score,
+        hits=tuple(hits),
+        timed_out=timed_out,
+        aggregations=aggregations or None,
+        track_total_hits=query.track_total_hits,
     )
 
 
@@ -277,6 +284,17 @@ def kind_of_hit(clause: Clause, path: str) -> bool:
     return bool(found) and all(found)
 
 
+def total_hits(total: int, track: bool | int) -> dict[str, Any] | None:
+    """``hits.total`` as OpenSearch reports it: exact up to ``track``, then that many and ``gte``; None: not counted."""
+    if track is True:
+        return {"value": total, "relation": "eq"}
+    if track is False or track < 0:
+        return None
+    if total > track:
+        return {"value": track, "relation": "gte"}
+    return {"value": total, "relation": "eq"}
+
+
 def search_response(
     result: DocumentResults,
     took_ms: int,
@@ -312,11 +330,13 @@ def search_response(
         "timed_out": result.timed_out,
         "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
         "hits": {
-            "total": {"value": result.total, "relation": "eq"},
+            "total": total_hits(result.total, result.track_total_hits),
             "max_score": result.max_score,
             "hits": hits,
         },
     }
+    if body["hits"]["total"] is None:
+        del body["hits"]["total"]
     if result.aggregations is not None:
         body["aggregations"] = result.aggregations
     return body

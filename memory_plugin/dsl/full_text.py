@@ -120,6 +120,26 @@ def full_text_options(qname: str, opts: Mapping[str, Any]) -> FullText:
     )
 
 
+def match_shown(text: Any, opts: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``match`` query's options as ``MatchQueryBuilder.doXContent`` writes them, the boost still 1.0."""
+    shown: dict[str, Any] = {"query": text, "operator": str(opts.get("operator", "or")).upper()}
+    for name in ("analyzer", "fuzziness"):
+        if opts.get(name) is not None:
+            shown[name] = str(opts[name])
+    shown["prefix_length"] = opts.get("prefix_length", 0)
+    shown["max_expansions"] = opts.get("max_expansions", 50)
+    shown["fuzzy_transpositions"] = opts.get("fuzzy_transpositions", True)
+    if opts.get("minimum_should_match") is not None:
+        shown["minimum_should_match"] = str(opts["minimum_should_match"])
+    shown["lenient"] = opts.get("lenient", False)
+    shown["zero_terms_query"] = str(opts.get("zero_terms_query", "none")).upper()
+    shown["auto_generate_synonyms_phrase_query"] = opts.get("auto_generate_synonyms_phrase_query", True)
+    shown["boost"] = 1.0
+    if opts.get("_name") is not None:
+        shown["_name"] = opts["_name"]
+    return shown
+
+
 def full_text_query(qname: str, build: Callable[[str, Any, float, FullText], Clause]) -> Callable[[Any], Clause]:
     """``match`` and ``match_phrase``: ``{field: text}`` or ``{field: {"query": text, options...}}``."""
 
@@ -130,8 +150,10 @@ def full_text_query(qname: str, build: Callable[[str, Any, float, FullText], Cla
         if "query" not in opts:
             raise QueryParsingError(f"[{qname}] query malformed, no [query] specified")
         text = check_scalar(qname, opts["query"])
-        boost = parse_boost(qname, opts.get("boost", extra.get("boost", 1.0)))
-        return build(fname, text, boost, full_text_options(qname, opts))
+        options = full_text_options(qname, opts)
+        shown = (lambda: {"match": {fname: match_shown(text, opts)}}) if qname == "match" else None
+        boost = parse_boost(qname, opts.get("boost", extra.get("boost", 1.0)), shown)
+        return build(fname, text, boost, options)
 
     return parse
 

@@ -11,14 +11,17 @@ import re2
 from memory_plugin.dsl.aggregations import Aggregation, parse_aggregations
 from memory_plugin.dsl.clauses import Clause, MatchAll
 from memory_plugin.dsl.highlight import Highlight, parse_highlight
-from memory_plugin.dsl.mapping import TEXT, Fields, field_kind, text_field_data
+from memory_plugin.dsl.mapping import TEXT, UNMAPPED, Fields, field_kind, text_field_data
 from memory_plugin.dsl.parse_context import mapped
 from memory_plugin.dsl.queries import parse_query
 from memory_plugin.dsl.sort import SortSpec, parse_sort
 from memory_plugin.dsl.source import SourceFilter, parse_source
 from memory_plugin.dsl.values import QueryParsingError, token_name
-from memory_plugin.errors import InvalidArgument, ParseFailure, ShardFailure
+from memory_plugin.errors import FetchPhaseFailure, InvalidArgument, ParseFailure, QueryShardFailure, ShardFailure
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
+
+#: ``SearchContext.DEFAULT_TRACK_TOTAL_HITS_UP_TO``.
+TRACK_TOTAL_HITS = 10_000
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,8 @@ class SearchBody:
     search_after: tuple[Any, ...] | None = None
     highlight: Highlight | None = None
     aggregations: tuple[Aggregation, ...] = ()
+    #: Count the hits exactly (True), not at all (False, -1), or up to this many (OpenSearch's default 10,000).
+    track_total_hits: bool | int = TRACK_TOTAL_HITS
 
     @property
     def scores_tracked(self) -> bool:
@@ -94,6 +99,17 @@ def int_parameter(name: str, value: Any) -> int:
     raise QueryParsingError(f"[{name}] must be an integer, found [{value}]")
 
 
+def parse_track_total_hits(value: Any) -> bool | int:
+    """``track_total_hits``: a boolean, or how many to count (-1: none, SearchContext.TRACK_TOTAL_HITS_DISABLED)."""
+    if value is None:
+        return TRACK_TOTAL_HITS
+    if not isinstance(value, bool | int):
+        raise QueryParsingError(f"[track_total_hits] must be a boolean or an integer, found [{value}]")
+    if not isinstance(value, bool) and value < -1:  # the fetch phase's collector refuses it, as ml-commons runs it
+        raise FetchPhaseFailure(f"value must be >= 0, got {value}", parameter="track_total_hits")
+    return value
+
+
 def parse_search(
     body: Mapping[str, Any] | None, *, max_size: int = MAX_RESULT_WINDOW, fields: Fields | None = None
 ) -> SearchBody:
@@ -118,8 +134,11 @@ def parse_search(
             query = parse_query(body["query"])
     sort = parse_sort(body["sort"]) if body.get("sort") is not None else ()
     for spec in sort:
-        if field_kind(fields, spec.field) == TEXT:
+        kind = field_kind(fields, spec.field)
+        if kind == TEXT:
             raise ShardFailure(text_field_data(spec.field))
+        if kind == UNMAPPED and spec.unmapped_type is None and not spec.field.startswith("_"):
+            raise QueryShardFailure(f"No mapping found for [{spec.field}] in order to sort on")
     search_after = parse_search_after(body["search_after"], sort) if body.get("search_after") is not None else None
     if body.get("timeout") is not None:
         parse_timeout(body["timeout"])
@@ -150,9 +169,7 @@ def parse_search(
             parameter="from",
         )
 
-    track_total_hits = body.get("track_total_hits")
-    if track_total_hits is not None and not isinstance(track_total_hits, bool | int):
-        raise QueryParsingError(f"[track_total_hits] must be a boolean or an integer, found [{track_total_hits}]")
+    track_total_hits = parse_track_total_hits(body.get("track_total_hits"))
 
     source = parse_source(body["_source"]) if body.get("_source") is not None else SourceFilter()
     return SearchBody(
@@ -164,4 +181,5 @@ def parse_search(
         search_after=search_after,
         highlight=highlight,
         aggregations=aggregations,
+        track_total_hits=track_total_hits,
     )

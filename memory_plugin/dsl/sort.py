@@ -25,6 +25,7 @@ class SortSpec:
     field: str  # "_score", "_id", "_doc" or a (dotted) field path
     order: str  # "asc" | "desc"
     missing: str = "_last"  # "_last" | "_first"
+    unmapped_type: str | None = None  # how to sort a field the index does not map (else that is an error)
 
 
 def parse_order(fname: str, order: Any) -> str:
@@ -53,7 +54,8 @@ def parse_sort(spec: Any) -> tuple[SortSpec, ...]:
                 missing = opts.get("missing", "_last")
                 if missing not in ("_last", "_first"):
                     raise QueryParsingError(f"[{fname}] sort: unsupported [missing] value [{missing}]")
-                out.append(SortSpec(fname, order, missing))
+                unmapped_type = opts.get("unmapped_type")
+                out.append(SortSpec(fname, order, missing, None if unmapped_type is None else str(unmapped_type)))
             else:
                 raise QueryParsingError(
                     f"malformed sort format, within the sort array, an object, or an actual string are allowed, found [{token_name(opts)}]"

@@ -23,7 +23,10 @@ from memory_plugin.dsl.values import (
     single_field,
     token_name,
 )
-from memory_plugin.errors import ParseFailure
+from memory_plugin.errors import ParseFailure, QueryShardFailure
+
+#: ``index.max_terms_count``: the most values one ``terms`` query may hold.
+MAX_TERMS_COUNT = 65536
 
 
 def fuzziness(qname: str, value: Any, term: str) -> int:
@@ -61,7 +64,9 @@ def parse_term(body: Any) -> Clause:
     if opts["value"] is None:
         raise QueryParsingError("value cannot be null")
     wanted = check_scalar("term", opts["value"])
-    boost = parse_boost("term", opts.get("boost", extra.get("boost", 1.0)))
+    boost = parse_boost(
+        "term", opts.get("boost", extra.get("boost", 1.0)), lambda: {"term": {fname: {"value": wanted, "boost": 1.0}}}
+    )
     case_insensitive = bool(opts.get("case_insensitive", False))
     kind = kind_of(fname)
     if kind == TEXT and not case_insensitive:
@@ -96,6 +101,13 @@ def parse_terms(body: Any) -> Clause:
         if v is None:
             raise QueryParsingError("No value specified for terms query")
         check_scalar("terms", v)
+    if len(values) > MAX_TERMS_COUNT:
+        too_many = (
+            f"The number of terms [{len(values)}] used in the Terms Query request has exceeded the allowed maximum "
+            f"of [{MAX_TERMS_COUNT}]. This maximum can be set by changing the [index.max_terms_count] index level "
+            "setting."
+        )
+        raise QueryShardFailure(f"failed to create query: {too_many}", because=too_many)
     return Term(
         field=fname, values=list(values), kind=kind_of(fname), boost=parse_boost("terms", body.get("boost", 1.0))
     )

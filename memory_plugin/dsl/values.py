@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from memory_plugin.dates import DateError, parse_date_math, parse_instant
 from memory_plugin.errors import InvalidArgument
+from memory_plugin.jackson import pretty
 
 
 class QueryParsingError(InvalidArgument):
@@ -180,10 +181,18 @@ def check_scalar(qname: str, value: Any) -> Any:
     return value
 
 
-def parse_boost(qname: str, value: Any) -> float:
+def parse_boost(qname: str, value: Any, shown: Callable[[], Mapping[str, Any]] | None = None) -> float:
+    """``boost``; a negative one is refused naming the query as OpenSearch's builder shows it when its
+    boost is set (``shown``: every other option parsed, the boost still 1.0)."""
     f = as_float(value)
     if f is None or isinstance(value, bool):
         raise QueryParsingError(f"[{qname}] query: [boost] must be a number")
+    if f < 0:
+        query = shown() if shown is not None else {qname: {"boost": 1.0}}
+        raise InvalidArgument(
+            f"negative [boost] are not allowed in [{pretty(query)}], use a value between 0 and 1 to deboost",
+            parameter="boost",
+        )
     return f
 
 

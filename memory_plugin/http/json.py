@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from memory_plugin.errors import InvalidArgument, ParseFailure
+from memory_plugin.jackson import DuplicateField, unique_fields
 
 #: The ceiling on JSON nesting, so that a hostile body cannot exhaust the stack.
 MAX_JSON_DEPTH = 64
@@ -87,7 +88,7 @@ def _reject_constant(name: str) -> Any:
 
 
 #: Built once: ``json.loads`` with a hook builds a decoder on every call.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=unique_fields)
 
 
 def parse_json(text: str | bytes, *, what: str = "request body", parameter: str | None = None) -> Any:
@@ -115,6 +116,8 @@ def parse_json(text: str | bytes, *, what: str = "request body", parameter: str 
         ) from None
     except _Rejected as exc:
         raise ParseFailure(f"Failed to parse {what}: {exc}", parameter=parameter) from None
+    except DuplicateField as exc:
+        raise ParseFailure(f"Failed to parse {what}: Duplicate field '{exc}'", parameter=parameter) from None
     except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
         raise ParseFailure(
             f"Failed to parse {what}: a number has more than {MAX_INT_DIGITS} digits", parameter=parameter

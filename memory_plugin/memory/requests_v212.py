@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
-from memory_plugin.jackson import MAX_NUMBER_LENGTH, JsonSyntaxError, Lexer, Token
+from memory_plugin.jackson import MAX_NUMBER_LENGTH, JsonSyntaxError, Lexer, Token, unique_fields
 from memory_plugin.memory.models import MESSAGE_TEXT_FIELDS, java_blank
 
 AT_LEAST_ONE = (
@@ -70,7 +70,13 @@ def _cast(value: Any, target: str) -> Any:
 def _first_value(raw: bytes) -> tuple[Token | None, Any]:
     """The first JSON value of ``raw`` as Jackson reads it: the rest of the body is never looked at."""
     try:
-        value = json.loads(raw, parse_int=_short_int, parse_float=_short_float, parse_constant=_no_constant)
+        value = json.loads(
+            raw,
+            parse_int=_short_int,
+            parse_float=_short_float,
+            parse_constant=_no_constant,
+            object_pairs_hook=unique_fields,
+        )
         return _token_of(value), value
     except (ValueError, RecursionError):
         pass  # the lexer says why, in Jackson's words

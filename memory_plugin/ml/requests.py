@@ -16,7 +16,7 @@ from typing import Any
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
 from memory_plugin.http.json import check_sound
-from memory_plugin.jackson import JsonSyntaxError, Lexer, Token, syntax_error
+from memory_plugin.jackson import JsonSyntaxError, Lexer, Token, syntax_error, unique_fields
 from memory_plugin.ml.errors import ParsingError, WrongType
 
 PROTOCOLS = ("http", "aws_sigv4")
@@ -333,8 +333,8 @@ def parse_body(raw: bytes) -> Any:
     if not raw.strip():
         return None
     try:
-        value = json.loads(raw, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
+        value = json.loads(raw, parse_constant=_no_constant, object_pairs_hook=unique_fields)
+    except (ValueError, RecursionError):  # a duplicate key too: the lexer says where, as Jackson does
         error = syntax_error(raw)
         if error is not None:
             raise OpenSearchBadRequest(error.message, exception=error.kind) from None

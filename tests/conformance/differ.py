@@ -58,8 +58,9 @@ TIME_KEYS = frozenset(
 #: Keys whose values are node ids (a string or a list of them): each side's own node, so ``<node>``.
 NODE_KEYS = frozenset({"worker_node", "planning_worker_nodes", "node_id"})
 NODE = "<node>"
-#: Counters of a shared index: their value depends on everyone's writes, their type does not.
-TYPE_ONLY_KEYS = frozenset({"took", "_seq_no", "_primary_term", "node"})
+#: Counters of a shared index (their value depends on everyone's writes, their type does not), and an index's
+#: random uuid.
+TYPE_ONLY_KEYS = frozenset({"took", "_seq_no", "_primary_term", "node", "index_uuid"})
 #: The real node lists a 405's allowed methods from a hash set, in no fixed order.
 ALLOWED_METHODS = re.compile(r"allowed: \[([A-Z, ]*)\]")
 SCORE_KEYS = frozenset({"_score", "max_score"})

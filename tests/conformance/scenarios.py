@@ -377,6 +377,36 @@ MESSAGE_QUERIES: tuple[dict[str, object], ...] = (
 )
 
 
+async def refused_bodies(d: Differ) -> None:
+    """What a careless or hostile caller sends: duplicate keys, negative boosts, a terms list over the
+    node's limit, bad search options."""
+    await d.send("POST", M, {"name": "searchy one"})
+    await d.send("POST", M, raw='{"name": "a", "name": "b"}')
+    await d.send("PUT", f"{M}/<id:0>", raw='{"name": "a", "name": "b"}')
+    await d.send("POST", f"{M}/<id:0>/messages", raw='{"input": "a", "input": "b"}')
+    await d.send("POST", f"{M}/_search", raw='{"query": {"match_all": {}}, "query": {"match_all": {}}}')
+    for query in (
+        {"match": {"name": {"query": "searchy", "boost": -1}}},
+        {"term": {"application_type": {"value": "x", "boost": -2}}},
+        {"match": {"name": {"query": "searchy", "operator": "and", "boost": -0.5, "_name": "n"}}},
+        {"match": {"name": {"query": "searchy", "boost": 0}}},
+        {"terms": {"name": [f"v{n}" for n in range(65537)]}},
+        {"terms": {"name": [f"v{n}" for n in range(65536)]}},
+    ):
+        await d.send("POST", f"{M}/_search", {"query": query})
+    for options in (
+        {"track_total_hits": -5},
+        {"track_total_hits": -1},
+        {"track_total_hits": False},
+        {"track_total_hits": 0},
+        {"track_total_hits": True},
+        {"sort": [{"nofield": "asc"}]},
+        {"sort": [{"nofield": {"order": "asc", "unmapped_type": "keyword"}}]},
+    ):
+        await d.send("POST", f"{M}/_search", {"query": {"match_all": {}}, **options})
+    await d.send("GET", f"{M}/<id:0>")
+
+
 async def searches(d: Differ) -> None:
     for name, application_type in SEARCH_NAMES:
         body: dict[str, object] = {"name": name}
@@ -491,6 +521,7 @@ SCENARIOS: dict[str, Scenario] = {
     "content_types": content_types,
     "filter_path": filter_path,
     "searches": searches,
+    "refused_bodies": refused_bodies,
     "opensearch_py": opensearch_py,
 }
 

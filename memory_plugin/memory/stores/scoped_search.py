@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from memory_plugin.dsl.parse import parse_track_total_hits
 from memory_plugin.dsl.source import SourceFilter, parse_source
 from memory_plugin.dsl.values import QueryParsingError, token_name
 from memory_plugin.errors import OpenSearchBadRequest
@@ -196,6 +197,8 @@ def scoped_search(
                 f"Unknown key for a {token_name(value)} in [{key}].", exception="parsing_exception"
             )
     check_body(body)
+    if type(body.get("track_total_hits")) is int:  # below -1, OpenSearch's own _search fails it another way
+        parse_track_total_hits(body["track_total_hits"])
     try:
         # ml-commons fetches the source even for ``"_source": false``, keeping includes and excludes
         # (``RestActionUtils.getSourceContext``), and asks for versions and sequence numbers.
@@ -278,6 +281,16 @@ def public_error(body: Any, names: Mapping[str, str]) -> dict[str, Any]:
         and OUR_WRAPPER_FAILED.match(str(error.get("reason", "")))
         and isinstance(error.get("caused_by"), dict)
     ):
-        relayed["error"] = {"root_cause": error.get("root_cause", []), **error["caused_by"]}
+        cause = error["caused_by"]
+        # OpenSearch names the outermost of its own exceptions as the root cause: our wrapper,
+        # where the cause is a Java one (a negative boost's illegal_argument_exception)
+        roots = [
+            {"type": cause.get("type"), "reason": cause.get("reason")}
+            if root.get("reason") == error["reason"]
+            else root
+            for root in error.get("root_cause", [])
+            if isinstance(root, dict)
+        ]
+        relayed["error"] = {"root_cause": roots, **cause}
     relayed.setdefault("status", 400)
     return relayed

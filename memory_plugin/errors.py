@@ -155,6 +155,42 @@ def index_uuid(index: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(index.encode()).digest()[:16]).decode()[:22]
 
 
+class ShardParseFailure(ShardFailure):
+    """A value the shard cannot parse (``parse_exception``), with the causes OpenSearch lists under the shard."""
+
+    type = "parse_exception"
+
+    def __init__(self, reason: str, caused_by: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.caused_by = caused_by
+
+    @classmethod
+    def date(cls, value: Any, formats: str = "strict_date_time||epoch_millis") -> ShardParseFailure:
+        """A date field's key its format cannot read."""
+        inner = f"failed to parse date field [{java_string(value)}] with format [{formats}]"
+        parsed = {"type": "date_time_parse_exception", "reason": "Failed to parse with all enclosed parsers"}
+        return cls(f"{inner}: [{inner}]", {**_illegal(inner), "caused_by": parsed})
+
+    def opensearch_body(self) -> dict[str, Any]:
+        cause = {"type": self.type, "reason": self.reason}
+        error = {
+            "root_cause": [cause],
+            "type": "search_phase_execution_exception",
+            "reason": "all shards failed",
+            "phase": "query",
+            "grouped": True,
+            "failed_shards": [
+                {
+                    "shard": 0,
+                    "index": self.index,
+                    "node": "memory-plugin",
+                    "reason": {**cause, "caused_by": self.caused_by},
+                }
+            ],
+        }
+        return {"error": error, "status": self.status}
+
+
 class TooManyClauses(ShardFailure):
     """More clauses than Lucene's ``maxClauseCount`` (1024) allows in one query."""
 

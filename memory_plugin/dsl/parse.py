@@ -11,13 +11,20 @@ import re2
 from memory_plugin.dsl.aggregations import Aggregation, parse_aggregations
 from memory_plugin.dsl.clauses import Clause, MatchAll
 from memory_plugin.dsl.highlight import Highlight, parse_highlight
-from memory_plugin.dsl.mapping import TEXT, UNMAPPED, Fields, field_kind, text_field_data
+from memory_plugin.dsl.mapping import DATE, TEXT, UNMAPPED, Fields, field_kind, text_field_data
 from memory_plugin.dsl.parse_context import mapped
 from memory_plugin.dsl.queries import parse_query
 from memory_plugin.dsl.sort import SortSpec, parse_sort
 from memory_plugin.dsl.source import SourceFilter, parse_source
-from memory_plugin.dsl.values import QueryParsingError, token_name
-from memory_plugin.errors import FetchPhaseFailure, InvalidArgument, ParseFailure, QueryShardFailure, ShardFailure
+from memory_plugin.dsl.values import QueryParsingError, parse_date, token_name
+from memory_plugin.errors import (
+    FetchPhaseFailure,
+    InvalidArgument,
+    ParseFailure,
+    QueryShardFailure,
+    ShardFailure,
+    ShardParseFailure,
+)
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
 #: ``SearchContext.DEFAULT_TRACK_TOTAL_HITS_UP_TO``.
@@ -84,6 +91,24 @@ def parse_search_after(value: Any, sort: tuple[SortSpec, ...]) -> tuple[Any, ...
     return tuple(items)
 
 
+def date_key(value: Any) -> Any:
+    """A date field's ``search_after`` key as the shard reads it: epoch millis (a number, or its digits, which
+    then compare as a date), or what its format reads; date math on ``now`` has no clock there."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    text = "" if value is None else str(value).strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if text.startswith("now"):
+        raise ShardParseFailure(
+            "could not read the current timestamp",
+            {"type": "illegal_state_exception", "reason": "now() is not allowed in [search_after] key"},
+        )
+    if isinstance(value, bool) or parse_date(text) is None:
+        raise ShardParseFailure.date(value)
+    return value
+
+
 def int_parameter(name: str, value: Any) -> int:
     if isinstance(value, bool) or value is None:
         raise QueryParsingError(f"[{name}] must be an integer, found [{token_name(value)}]")
@@ -140,6 +165,11 @@ def parse_search(
         if kind == UNMAPPED and spec.unmapped_type is None and not spec.field.startswith("_"):
             raise QueryShardFailure(f"No mapping found for [{spec.field}] in order to sort on")
     search_after = parse_search_after(body["search_after"], sort) if body.get("search_after") is not None else None
+    if search_after is not None:
+        search_after = tuple(
+            date_key(after) if field_kind(fields, spec.field) == DATE else after
+            for spec, after in zip(sort, search_after)
+        )
     if body.get("timeout") is not None:
         parse_timeout(body["timeout"])
     for flag in ("version", "seq_no_primary_term"):

@@ -402,6 +402,11 @@ async def refused_bodies(d: Differ) -> None:
         {"track_total_hits": True},
         {"sort": [{"nofield": "asc"}]},
         {"sort": [{"nofield": {"order": "asc", "unmapped_type": "keyword"}}]},
+        {"sort": [{"create_time": "asc"}], "search_after": ["abc"]},
+        {"sort": [{"create_time": "asc"}], "search_after": [True]},
+        {"sort": [{"create_time": "asc"}], "search_after": ["1700000000000"]},
+        {"sort": [{"create_time": "asc"}], "search_after": [1700000000000]},
+        {"sort": [{"create_time": "desc"}], "search_after": ["now"]},
     ):
         await d.send("POST", f"{M}/_search", {"query": {"match_all": {}}, **options})
     await d.send("GET", f"{M}/<id:0>")

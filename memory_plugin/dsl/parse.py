@@ -27,6 +27,8 @@ from memory_plugin.errors import (
 )
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
+#: Epoch milliseconds as text: what ``Long.parseLong`` reads (at most 19 ASCII digits).
+EPOCH_MILLIS = re2.compile(r"-?[0-9]{1,18}")
 #: ``SearchContext.DEFAULT_TRACK_TOTAL_HITS_UP_TO``.
 TRACK_TOTAL_HITS = 10_000
 
@@ -97,7 +99,7 @@ def date_key(value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return value
     text = "" if value is None else str(value).strip()
-    if text.lstrip("-").isdigit():
+    if EPOCH_MILLIS.fullmatch(text):  # ASCII digits that fit a Java long, as Long.parseLong reads them
         return int(text)
     if text.startswith("now"):
         raise ShardParseFailure(

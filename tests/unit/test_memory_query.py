@@ -16,7 +16,8 @@ from memory_plugin.dsl import (
     search,
     search_response,
 )
-from memory_plugin.errors import InvalidArgument, ParseFailure
+from memory_plugin.dsl.mapping import META_FIELDS
+from memory_plugin.errors import InvalidArgument, ParseFailure, ShardParseFailure
 
 DOCS: list[tuple[str, dict[str, Any]]] = [
     (
@@ -455,3 +456,16 @@ def test_errors_are_raised_before_any_evaluation() -> None:
     body = {"query": {"bool": {"must_not": {"match_none": {}}, "should": [{"match_all": {}}, {"script": {"a": "b"}}]}}}
     with pytest.raises(QueryParsingError, match=r"unsupported query \[script\]"):
         parse_search(body)
+
+
+@pytest.mark.parametrize("key", ["²", "٥", "1" * 30, True, "abc", "now-1d"])
+def test_a_date_search_after_key_that_the_shard_cannot_read_is_its_parse_exception(key):
+    body = {"query": {"match_all": {}}, "sort": [{"create_time": "asc"}], "search_after": [key]}
+    with pytest.raises(ShardParseFailure):
+        parse_search(body, fields=META_FIELDS)
+
+
+@pytest.mark.parametrize(("key", "read"), [("1700000000000", 1700000000000), ("-5", -5), (17, 17)])
+def test_epoch_millis_digits_as_a_date_search_after_key_compare_as_dates(key, read):
+    body = {"query": {"match_all": {}}, "sort": [{"create_time": "asc"}], "search_after": [key]}
+    assert parse_search(body, fields=META_FIELDS).search_after == (read,)

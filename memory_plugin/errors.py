@@ -107,15 +107,23 @@ class ShardFailure(InvalidArgument):
 
     def opensearch_body(self) -> dict[str, Any]:
         cause = {"type": self.type, "reason": self.reason}
+        return self.all_shards_failed(cause, cause, caused_by={**cause, "caused_by": cause})
+
+    def all_shards_failed(
+        self, root: dict[str, Any], shard_reason: dict[str, Any], *, caused_by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The ``search_phase_execution_exception`` body: ``root`` as the root cause, ``shard_reason`` as the
+        one shard's reason, and ``caused_by`` where OpenSearch repeats the cause at the top."""
         error: dict[str, Any] = {
-            "root_cause": [cause],
+            "root_cause": [root],
             "type": "search_phase_execution_exception",
             "reason": "all shards failed",
             "phase": "query",
             "grouped": True,
-            "failed_shards": [{"shard": 0, "index": self.index, "node": "memory-plugin", "reason": cause}],
-            "caused_by": {**cause, "caused_by": cause},
+            "failed_shards": [{"shard": 0, "index": self.index, "node": "memory-plugin", "reason": shard_reason}],
         }
+        if caused_by is not None:
+            error["caused_by"] = caused_by
         return {"error": error, "status": self.status}
 
 
@@ -134,16 +142,9 @@ class QueryShardFailure(ShardFailure):
 
     def opensearch_body(self) -> dict[str, Any]:
         cause = {"type": self.type, "reason": self.reason, "index": self.index, "index_uuid": index_uuid(self.index)}
-        reason = cause if self.because is None else {**cause, "caused_by": _illegal(self.because)}
-        error = {
-            "root_cause": [cause],
-            "type": "search_phase_execution_exception",
-            "reason": "all shards failed",
-            "phase": "query",
-            "grouped": True,
-            "failed_shards": [{"shard": 0, "index": self.index, "node": "memory-plugin", "reason": reason}],
-        }
-        return {"error": error, "status": self.status}
+        return self.all_shards_failed(
+            cause, cause if self.because is None else {**cause, "caused_by": _illegal(self.because)}
+        )
 
 
 def _illegal(reason: str) -> dict[str, str]:
@@ -173,22 +174,7 @@ class ShardParseFailure(ShardFailure):
 
     def opensearch_body(self) -> dict[str, Any]:
         cause = {"type": self.type, "reason": self.reason}
-        error = {
-            "root_cause": [cause],
-            "type": "search_phase_execution_exception",
-            "reason": "all shards failed",
-            "phase": "query",
-            "grouped": True,
-            "failed_shards": [
-                {
-                    "shard": 0,
-                    "index": self.index,
-                    "node": "memory-plugin",
-                    "reason": {**cause, "caused_by": self.caused_by},
-                }
-            ],
-        }
-        return {"error": error, "status": self.status}
+        return self.all_shards_failed(cause, {**cause, "caused_by": self.caused_by})
 
 
 class TooManyClauses(ShardFailure):
@@ -257,7 +243,7 @@ class MapperParsingError(InvalidArgument):
         return {"error": {"root_cause": [root], **top, "caused_by": self.cause}, "status": self.status}
 
 
-class ResultWindowTooLarge(InvalidArgument):
+class ResultWindowTooLarge(ShardFailure):
     """``from + size`` past ``index.max_result_window``: OpenSearch's search phase failure, as it words it."""
 
     def __init__(self, window: int, index: str, limit: int = 10000) -> None:
@@ -268,20 +254,6 @@ class ResultWindowTooLarge(InvalidArgument):
             parameter="max_results",
         )
         self.index = index
-
-    def opensearch_body(self) -> dict[str, Any]:
-        cause = {"type": "illegal_argument_exception", "reason": self.reason}
-        shard = {"shard": 0, "index": self.index, "node": "memory-plugin", "reason": cause}
-        error = {
-            "root_cause": [cause],
-            "type": "search_phase_execution_exception",
-            "reason": "all shards failed",
-            "phase": "query",
-            "grouped": True,
-            "failed_shards": [shard],
-            "caused_by": {**cause, "caused_by": cause},
-        }
-        return {"error": error, "status": self.status}
 
 
 class NotFound(ServiceError):

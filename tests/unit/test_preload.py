@@ -42,10 +42,15 @@ def populate_supported(path: Path) -> bool:
     return True
 
 
+#: Pages of the test file: many more than one fault maps at once (16 pages of fault-around, or a whole
+#: large folio of up to 2 MB, as a kernel with large page-cache folios maps when it has one to spare).
+PAGES = 4096
+
+
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
     path = tmp_path / "data.bin"
-    path.write_bytes(os.urandom(256 * PAGE))
+    path.write_bytes(os.urandom(PAGES * PAGE))
     return path
 
 
@@ -58,8 +63,8 @@ def test_every_page_of_a_files_maps_is_resident_after_a_preload(data_file: Path)
         if not populate_supported(data_file):
             assert filled == 0 and resident(data_file) == [before]
             return
-        assert filled == before[0] == 256 * PAGE
-        assert resident(data_file) == [(256 * PAGE, 256 * PAGE)]
+        assert filled == before[0] == PAGES * PAGE
+        assert resident(data_file) == [(PAGES * PAGE, PAGES * PAGE)]
 
 
 def test_a_file_larger_than_half_the_memory_is_left_alone(data_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,7 +73,7 @@ def test_a_file_larger_than_half_the_memory_is_left_alone(data_file: Path, monke
         before = resident(data_file)
         real = os.sysconf
         monkeypatch.setattr(os, "sysconf", lambda name: 400 if name == "SC_PHYS_PAGES" else real(name))
-        assert preload.preload(data_file) == 0  # 256 pages > 400 / 2
+        assert preload.preload(data_file) == 0  # PAGES > 400 / 2
         assert resident(data_file) == before
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 
+from memory_plugin.histories.stores import filter_blocks
 from memory_plugin.histories.stores.filter_blocks import MIN_ROWS, FilterBlocks
 from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS, Condition, Filter
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
@@ -156,3 +158,23 @@ def test_the_index_scans_a_repeated_filter_from_its_block_with_the_same_results(
     assert all(a[1] - b[1] > 1e-5 for a, b in zip(expected, expected[1:]))
     expected = expected[:10]
     assert [chunk for chunk, _ in again] == [chunk for chunk, _ in expected]
+
+
+def test_the_same_candidates_again_are_read_without_a_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filter's kept answer (one array, ``TypeIndex.selected``) reads its block's rows as last time; an equal
+    array that is another object is checked again, and a changed one is extended."""
+    vectors = matrix(20_000, seed=3)
+    candidates = np.arange(5, 20_000, 11, dtype=np.int64)
+    blocks = FilterBlocks()
+    blocks.rows("f", candidates, vectors, len(vectors))
+    first = blocks.rows("f", candidates, vectors, len(vectors))
+    checks: list[int] = []
+    real = filter_blocks._extended
+    monkeypatch.setattr(filter_blocks, "_extended", lambda *args: checks.append(1) or real(*args))
+    again = blocks.rows("f", candidates, vectors, len(vectors))
+    assert first is not None and again is not None and again[1] is first[1] and checks == []
+    blocks.rows("f", candidates.copy(), vectors, len(vectors))
+    assert checks == [1]
+    fewer = candidates[1:]
+    block, rows = blocks.rows("f", fewer, vectors, len(vectors)) or (None, None)
+    assert checks == [1, 1] and block is not None and np.array_equal(block[rows], vectors[fewer])

@@ -46,6 +46,9 @@ class _Block:
     count: int
     #: Every candidate of the filter below this position is among ``positions[:count]``.
     upto: int
+    #: The candidates last read through the block and their rows in it: the same array again (a filter's
+    #: kept answer, ``TypeIndex.selected``) is read with no check (0.03 ms of a 1 ms search at 1M chunks).
+    last: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def size(self) -> int:
@@ -84,20 +87,25 @@ class FilterBlocks:
             return None
         with self._lock:
             block = self._blocks.get(key)
+            if block is not None and block.last is not None and block.last[0] is candidates:
+                self._keep(key, block, block.size, budget)
+                return block.vectors, block.last[1]
             if block is not None:
                 held = block.size
                 found = _extended(block, candidates, vectors, used)
                 if found is not None:
+                    block.last = candidates, found
                     self._keep(key, block, held, budget)
                     return block.vectors, found
             elif not self._second_sighting(key, candidates):
                 return None
         # a new copy, made outside the lock: the other searches go on meanwhile
         fresh = _Block(candidates.copy(), vectors[candidates], count, used)
+        fresh.last = candidates, np.arange(count)
         with self._lock:
             replaced = self._blocks.get(key)
             self._keep(key, fresh, 0 if replaced is None else replaced.size, budget)
-        return fresh.vectors, np.arange(count)
+        return fresh.vectors, fresh.last[1]
 
     def _second_sighting(self, key: Hashable, candidates: np.ndarray) -> bool:
         """Whether a filter with no block is worth copying now: seen before, and its rows scattered."""

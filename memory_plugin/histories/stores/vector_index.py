@@ -26,6 +26,13 @@ from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, KeyColumn, decode_values
 from memory_plugin.vector_plan import plan, walk
 from memory_plugin.vector_scan import exact_scores, exact_top, scan_shares
+from memory_plugin.versioned_cache import VersionedCache
+
+#: Memory for the answers of repeated filters (``TypeIndex.selected``): this much, and per row twice what
+#: an organisation's own answer takes (a mask byte and an eight-byte position), so that it is always kept;
+#: at 1M chunks 36 MB, against 1.5 GB of vectors.
+SELECTIONS_BYTES = 16 << 20
+SELECTIONS_BYTES_PER_ROW = 20
 
 
 class ReadWriteLock:
@@ -105,7 +112,10 @@ class TypeIndex:
         self.lock = ReadWriteLock()
         #: Contiguous copies of the rows of filters searched again (``filter_blocks``).
         self.blocks = FilterBlocks(params.filter_cache_bytes)
-        self._org_cache: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+        #: ``(mask or None, positions)`` of each organisation and filter searched, at the version taken at.
+        self._selections: VersionedCache[tuple[np.ndarray | None, np.ndarray]] = VersionedCache(
+            SELECTIONS_BYTES + SELECTIONS_BYTES_PER_ROW * capacity, entry_share=2
+        )
 
     @staticmethod
     def new_hnsw(params: IndexParams) -> faiss.Index:
@@ -195,6 +205,7 @@ class TypeIndex:
         )
         self.columns.grow(capacity, self.n)
         self.ids, self.vectors, self.orgs = ids, vectors, orgs
+        self._selections.max_bytes = SELECTIONS_BYTES + SELECTIONS_BYTES_PER_ROW * capacity
 
     # -- reading ----------------------------------------------------------
 
@@ -210,17 +221,33 @@ class TypeIndex:
         return found
 
     def org_positions(self, org: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(mask, positions)`` of the organisation's live chunks, cached per version."""
-        cached = self._org_cache.get(org)
-        if cached is not None and cached[0] == self.version:
-            return cached[1], cached[2]
-        version, n = self.version, self.n
-        mask = self.orgs[:n] == org
-        positions = np.flatnonzero(mask)
-        if len(self._org_cache) > 64:
-            self._org_cache.clear()
-        self._org_cache[org] = (version, mask, positions)
+        """``(mask, positions)`` of the organisation's live chunks."""
+        mask, positions = self.selected(org, None)
+        assert mask is not None
         return mask, positions
+
+    def selected(self, org: int, where: Filter | None) -> tuple[np.ndarray | None, np.ndarray]:
+        """``(mask or None, positions)`` of the organisation's live chunks that satisfy ``where`` (its metadata
+        keys kept), from the last answer while nothing was written since.
+
+        Filters repeat (a tenant's ``user_id``, ``filter[language]=en``), and their
+        answer costs more than their search when they pass few rows: at 1M chunks,
+        0.05 ms of a 1% filter's 1 ms, 2 ms of a 30% one's 19 (``scripts/bench_search.py``).
+        """
+        key = (org, where or None)
+        version = self.version
+        found = self._selections.get(key, version)
+        if found is not None:
+            return found
+        n = self.n
+        if where:
+            mask, positions = self.org_positions(org)
+            found = self.columns.select(where, n, mask)
+        else:
+            mask = self.orgs[:n] == org
+            found = mask, np.flatnonzero(mask)
+        self._selections.put(key, version, found, sum(part.nbytes for part in found if part is not None))
+        return found
 
     def search(
         self,
@@ -244,9 +271,7 @@ class TypeIndex:
         mask: np.ndarray | None = None
         key = None if candidates is not None else (org, where)  # SQL's candidates name no filter here
         if candidates is None:
-            mask, candidates = self.org_positions(org)
-            if where:
-                mask, candidates = self.columns.select(where, n, mask)
+            mask, candidates = self.selected(org, where)
         count = len(candidates)
         if count == 0 or k <= 0:
             return []

@@ -151,6 +151,8 @@ class Prepared:
     url: str
     headers: dict[str, str]
     body: str | None
+    #: ``url`` with its credentials masked: what messages show of it.
+    shown_url: str = ""
 
 
 def escaped(value: str) -> str:
@@ -206,7 +208,15 @@ def prepare(
     # ml-commons fills headers once per connector (``createDecryptedHeaders``): credentials and the
     # connector's own parameters, never those of the predict call
     headers = {name: fill(value, connector_parameters, credential) for name, value in (action.headers or {}).items()}
-    return Prepared(action.method.upper(), fill(action.url, parameters, credential), headers, body)
+    for name, value in headers.items():
+        if _CONTROL.search(name) or _CONTROL.search(value):  # a header split in two, or cut short
+            raise InvalidArgument(f"the connector's header [{name!r}] holds a control character", parameter="headers")
+    url = fill(action.url, parameters, credential)
+    return Prepared(action.method.upper(), url, headers, body, masked(action.url, parameters))
+
+
+#: What no HTTP header name or value may hold (RFC 9110 5.5): line breaks and the other control characters.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def _null_default(parameters: Mapping[str, str]) -> Callable[[re.Match[str]], str]:

@@ -87,14 +87,15 @@ class RemoteCaller:
         return self._session
 
     async def call(self, request: Prepared) -> Answer:
+        """The remote answer; messages show the URL with its credentials masked, never as sent."""
         if not self.allow_private and literal_private_host(request.url):  # aiohttp resolves no literal address
             raise InvalidArgument(
-                f"Remote inference host name has private ip address: {_host(request.url)}", parameter="url"
+                f"Remote inference host name has private ip address: {_host(request.shown_url)}", parameter="url"
             )
         try:
             async with self._client().request(
                 request.method,
-                request.url,
+                without_userinfo(request.url),
                 headers={"Content-Type": "application/json", **request.headers},
                 data=request.body.encode("utf-8", "surrogatepass") if request.body is not None else None,
                 allow_redirects=False,
@@ -103,12 +104,16 @@ class RemoteCaller:
                 if len(body) > MAX_ANSWER_BYTES:
                     raise StatusError(f"the remote model answered more than {MAX_ANSWER_BYTES} bytes", 502)
                 return Answer(response.status, body)
-        except PrivateAddress as refused:
-            raise InvalidArgument(str(refused), parameter="url") from None
+        except PrivateAddress:
+            raise InvalidArgument(
+                f"Remote inference host name has private ip address: {_host(request.shown_url)}", parameter="url"
+            ) from None
         except TimeoutError:
             raise StatusError(f"the remote model did not answer within {self.timeout:g} s", 504) from None
-        except aiohttp.InvalidURL:
-            raise InvalidArgument(f"the connector's URL is not a valid URL: {request.url}", parameter="url") from None
+        except (aiohttp.InvalidURL, ValueError):
+            raise InvalidArgument(
+                f"the connector's URL is not a valid URL: {request.shown_url}", parameter="url"
+            ) from None
         except aiohttp.ClientError as error:
             raise StatusError(f"Error communicating with remote model: {type(error).__name__}", 502) from None
 
@@ -116,6 +121,16 @@ class RemoteCaller:
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
+
+
+def without_userinfo(url: str) -> str | URL:
+    """The URL as ml-commons' HTTP client sends it: a ``user:password@`` part is dropped (the AWS SDK's
+    request keeps only scheme, host, port, path and query), so it never becomes a second Authorization."""
+    try:
+        parsed = URL(url)
+    except ValueError:
+        return url  # aiohttp refuses it: InvalidURL
+    return parsed.with_user(None) if parsed.user is not None or parsed.password is not None else url
 
 
 def _host(url: str) -> str:
@@ -158,4 +173,4 @@ def signed_v4(request: Prepared, credential: Mapping[str, str], parameters: Mapp
     )
     keys = Credentials(credential["access_key"], credential["secret_key"], credential.get("session_token"))
     SigV4Auth(keys, service, region).add_auth(aws)
-    return Prepared(request.method, request.url, dict(aws.headers.items()), request.body)
+    return Prepared(request.method, request.url, dict(aws.headers.items()), request.body, request.shown_url)

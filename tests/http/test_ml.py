@@ -309,6 +309,36 @@ async def test_hostile_connectors_and_remote_endpoints(aiohttp_client, aiohttp_s
     assert "sk-hidden" not in everything
 
 
+async def test_a_connector_call_that_cannot_be_sent_is_400_and_never_shows_its_credential(
+    aiohttp_client, settings, embedder, alice, openai, caplog
+):
+    """A URL made invalid by its credential, a credential that would split a header, a URL with a user part:
+    a 400 whose message masks the credential (and no log line shows it), or the call made as ml-commons makes it."""
+    trusted = (LOOPBACK, r"^http://user:[^@]*@127\.0\.0\.1:.*$")
+    ml = await ml_client(aiohttp_client, settings, embedder, ml_trusted_endpoints_regex=trusted)
+    body = {"parameters": {"messages": [{"role": "user", "content": "hi"}]}}
+    bad_port = chat_connector(openai.url, "sk-hidden-1")
+    bad_port["actions"][0]["url"] = "http://127.0.0.1:99999/${credential.openAI_key}"
+    _, model = await remote_model(ml, alice, bad_port)
+    refused = await call(ml, alice, "POST", f"/models/{model}/_predict", body, status=400)
+    assert refused["error"]["reason"] == "the connector's URL is not a valid URL: http://127.0.0.1:99999/*****"
+
+    split = chat_connector(openai.url, "sk-hidden-2\r\nX-Injected: 1")
+    _, model = await remote_model(ml, alice, split)
+    refused = await call(ml, alice, "POST", f"/models/{model}/_predict", body, status=400)
+    assert refused["error"]["reason"] == "the connector's header ['Authorization'] holds a control character"
+    assert not openai.requests
+
+    # ml-commons' HTTP client keeps no user part: the call goes out with the connector's Authorization alone
+    with_user = chat_connector(openai.url, "sk-hidden-3")
+    with_user["actions"][0]["url"] = "http://user:sk-hidden-4@${parameters.endpoint}/v1/chat/completions"
+    _, model = await remote_model(ml, alice, with_user)
+    await call(ml, alice, "POST", f"/models/{model}/_predict", body)
+    assert [sent.authorization for sent in openai.requests] == ["Bearer sk-hidden-3"]
+    everything = str([r async for r in _all_text(ml, alice)]) + caplog.text
+    assert not any(f"sk-hidden-{n}" in everything for n in (1, 2, 4))
+
+
 def _poisoned(path: list[str | int], text: str = "x\ud800") -> str:
     """A connector as JSON text with a lone surrogate (valid JSON, not Unicode) at ``path``."""
     connector: Any = chat_connector("http://127.0.0.1:1", "sk-1")

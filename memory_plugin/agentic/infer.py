@@ -16,14 +16,18 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from memory_plugin.agentic import prompts
 from memory_plugin.agentic.errors import UpstreamFailed
 from memory_plugin.agentic.llm import (
     DEFAULT_RESULT_PATH,
     NO_LLM,
+    STORE_FAILURES,
     ChatModel,
     ContainerModels,
     LLMError,
+    TextEmbedding,
     first_json_object,
     read_path,
 )
@@ -44,6 +48,7 @@ from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker
 from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
 from memory_plugin.clock import derived_id
+from memory_plugin.errors import ServiceError
 from memory_plugin.leases import LeaseLost
 
 log = logging.getLogger("memory_plugin.agentic")
@@ -149,6 +154,16 @@ class InferWorker(Worker):
         if changes:
             self.embeddings.wake()
 
+    async def _fact_vector(self, embedding: TextEmbedding, config: Mapping[str, Any], fact: str) -> np.ndarray:
+        """A fact's vector; a registered embedding model that fails is ``UpstreamFailed``, as the LLM's failure
+        is recorded once (``RegisteredChat``)."""
+        try:
+            return await self.models.query_vector(embedding, config, fact)
+        except (UpstreamFailed, *STORE_FAILURES):
+            raise
+        except ServiceError as error:
+            raise UpstreamFailed(f"The embedding model failed: {error.reason}") from None
+
     async def _llm_json(
         self, chat: ChatModel | None, system_prompt: str, user_prompt: str, path: str
     ) -> dict[str, Any]:
@@ -193,7 +208,7 @@ class InferWorker(Worker):
         old: dict[str, tuple[str, float]] = {}
         for fact in facts[:max_infer]:
             await self._hold(job)
-            vector = await self.models.query_vector(embedding, config, fact)
+            vector = await self._fact_vector(embedding, config, fact)
             for doc, cosine in await self.store.knn(similar, vector, max_infer):
                 score = cosine_score(cosine)
                 if doc.id not in old or old[doc.id][1] < score:

@@ -20,6 +20,7 @@ import numpy as np
 from embedder import AsyncEmbedder
 from memory_plugin.agentic.errors import UpstreamFailed
 from memory_plugin.auth import Principal
+from memory_plugin.errors import InsufficientStorage, ServiceError, Unavailable
 
 DEFAULT_RESULT_PATH = "$.choices[0].message.content"
 NO_LLM = (
@@ -27,6 +28,9 @@ NO_LLM = (
     "(MEMORY_PLUGIN_AGENTIC_LLM_URL) to an OpenAI-compatible chat completions endpoint, or register a "
     "remote model (/_plugins/_ml/models/_register) and name it as the container's llm_id"
 )
+#: The store's own failures (unreachable, full), worth another try.  Any other error a registered model's call
+#: raises (its connector, the remote service, a timeout, the organisation's call budget) is the model's answer.
+STORE_FAILURES = (Unavailable, InsufficientStorage)
 _PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]")
 
 
@@ -97,6 +101,26 @@ def first_json_object(text: Any) -> dict[str, Any]:
     raise LLMError("The LLM answer holds no JSON object")
 
 
+class RegisteredChat:
+    """A registered model as the chat model, failing as the default LLM fails (``LLMError``): an inferring add
+    records the failure in its history once, where a retry would hold up every tenant's queue for as long as
+    the remote model takes to time out."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+
+    async def complete(self, system_prompt: str, user_prompt: str) -> dict[str, Any]:
+        try:
+            return await self.model.complete(system_prompt, user_prompt)
+        except STORE_FAILURES:
+            raise
+        except ServiceError as error:
+            raise LLMError(error.reason) from None
+
+    async def close(self) -> None:
+        await self.model.close()
+
+
 class ContainerModels:
     """The models a container names: its ``llm_id`` and ``embedding_model_id`` are the owner's registered
     remote models of those ids, else the operator's default LLM and the built-in embedding model."""
@@ -112,7 +136,7 @@ class ContainerModels:
         if self.registered is not None and isinstance(llm_id, str) and llm_id:
             registered = await self.registered.chat_model(owner, llm_id)
             if registered is not None:
-                return registered
+                return RegisteredChat(registered)
         return self.llm
 
     async def embedding(self, owner: Principal, config: Mapping[str, Any]) -> TextEmbedding:

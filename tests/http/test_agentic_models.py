@@ -26,6 +26,7 @@ pytestmark = pytest.mark.model
 ML = "/_plugins/_ml"
 CONTAINERS = ML + "/memory_containers"
 LOOPBACK = r"^http://127\.0\.0\.1:.*$"
+ALL = {"query": {"match_all": {}}}
 
 
 def connector(url: str, key: str) -> dict[str, Any]:
@@ -222,6 +223,42 @@ async def test_concurrent_calls_beyond_the_budget_are_refused_not_queued(
     assert third.status == 429 and "at once" in (await third.json())["error"]["reason"]
     llm.release.set()
     assert [(await w).status for w in waiting] == [200, 200]
+
+
+async def test_a_registered_llm_that_times_out_is_recorded_once_not_retried(
+    aiohttp_client, aiohttp_server, settings, embedder, alice, carol
+):
+    """A remote model's timeout (or any failure of its call) is the run's error in its history, as the default
+    LLM's failure is: not retried as an internal error, which held every tenant's queue for five timeouts."""
+    hanging, working = ScriptedLLM(), ScriptedLLM()
+    hanging.hang = {"SEMANTIC"}
+    working.facts = lambda kind, messages: ["Dana keeps a red bicycle"]
+    for llm in (hanging, working):
+        llm.url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")  # type: ignore[attr-defined]
+    trusting = settings.replace(
+        ml_trusted_endpoints_regex=(LOOPBACK,), ml_allow_private_addresses=True, ml_connector_timeout=0.5
+    )
+    api = await aiohttp_client(create_app(trusting, embedder=embedder))
+    containers = {}
+    for caller, llm in ((alice, hanging), (carol, working)):
+        config = {**SEMANTIC_CONFIG, "llm_id": await registered_llm(api, caller, llm.url, "sk")}
+        body = {"name": "agent", "configuration": config}
+        containers[caller.user_id] = (await call(api, caller, "POST", CONTAINERS + "/_create", body))[
+            "memory_container_id"
+        ]
+    for caller in (alice, carol):  # alice's run first in the queue
+        add = {"messages": conversation("hi", "hello"), "namespace": {"user_id": "u", "session_id": "s"}, "infer": True}
+        await call(api, caller, "POST", f"{CONTAINERS}/{containers[caller.user_id]}/memories", add)
+    await api.app[AGENTIC].settled()
+    history = f"{CONTAINERS}/{containers['alice']}/memories/history/_search"
+    [record] = [hit["_source"] for hit in (await call(api, alice, "POST", history, ALL))["hits"]["hits"]]
+    assert record["error"] == "the remote model did not answer within 0.5 s"
+    assert len(hanging.requests) == 1, "called once, never retried"
+    long_term = f"{CONTAINERS}/{containers['carol']}/memories/long-term/_search"
+    assert [h["_source"]["memory"] for h in (await call(api, carol, "POST", long_term, ALL))["hits"]["hits"]] == [
+        "Dana keeps a red bicycle"
+    ]
+    hanging.release.set()
 
 
 async def test_a_container_embeds_with_its_registered_remote_embedding_model(tenants, embeddings, alice):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,8 +132,8 @@ class Corpus:
         self.docs = docs
         self.deadline = deadline
         self._stats: dict[tuple[str, str], FieldStats] = {}
-        #: What a clause works out once per search (a fuzzy query's expansions), by the clause's id.
-        self.memo: dict[int, object] = {}
+        #: What a clause works out once per search (a fuzzy query's expansions), by the clause's id or value.
+        self.memo: dict[Hashable, object] = {}
 
     def check_time(self) -> None:
         """Raise :class:`OutOfTime` once past the deadline (for work done once per search, such as expansions)."""

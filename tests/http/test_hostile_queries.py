@@ -114,6 +114,17 @@ async def test_the_budget_covers_aggregations_highlighting_and_fuzzy_expansions(
     assert await memory_names(client, alice) == ["budget alpha"]
 
 
+async def test_a_long_fuzzy_text_is_answered_within_the_budget(client, alice):
+    """A match with fuzziness over 100k characters is 392 fuzzy clauses of 255-character words: each edit
+    distance was a Python table (30 ms), and the query held both search threads for 12 s, answering
+    ``timed_out`` with nothing while every other search waited."""
+    await create_memory(client, alice, "a" * 5_000)
+    body = {"query": {"match": {"name": {"query": "a" * 100_000, "fuzziness": "AUTO"}}}}
+    status, found = await search_memories(client, alice, body)
+    assert status == 200 and found["timed_out"] is False, str(found)[:300]
+    assert [hit["_source"]["name"] for hit in found["hits"]["hits"]] == ["a" * 5_000]
+
+
 async def test_a_pattern_too_large_for_re2_is_a_400(client, alice):
     await create_memory(client, alice, "kept")
     status, body = await search_memories(client, alice, {"query": {"wildcard": {"name": "?" * 200_000}}})

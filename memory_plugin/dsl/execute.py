@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -220,7 +221,9 @@ def search_after_key(values: tuple[Any, ...], specs: tuple[SortSpec, ...]) -> tu
         if value is None:
             parts.append((0 if spec.missing == "_first" else 1, 0))
             continue
-        v = value_key(value)
+        # ``_id`` sorts as its text (``sort_key``); the shard reads any other key as a string too (Java's
+        # ``toString``: 12 is "12", true is "true")
+        v = (value if isinstance(value, str) else json.dumps(value)) if spec.field == "_id" else value_key(value)
         rank = 1 if spec.missing == "_first" else 0
         parts.append((rank, v if spec.order == "asc" else Descending(v)))
     return tuple(parts)

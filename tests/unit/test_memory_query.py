@@ -469,3 +469,18 @@ def test_a_date_search_after_key_that_the_shard_cannot_read_is_its_parse_excepti
 def test_epoch_millis_digits_as_a_date_search_after_key_compare_as_dates(key, read):
     body = {"query": {"match_all": {}}, "sort": [{"create_time": "asc"}], "search_after": [key]}
     assert parse_search(body, fields=META_FIELDS).search_after == (read,)
+
+
+@pytest.mark.parametrize(
+    ("sort", "after", "expected"),
+    [
+        ([{"_id": "asc"}], ["m1"], ["m2", "m3"]),
+        ([{"_id": "desc"}], ["m3"], ["m2", "m1"]),
+        ([{"_id": "asc"}], [12], ["m1", "m2", "m3"]),  # read as the text "12", before "m1"
+        ([{"_score": "desc"}, {"_id": "asc"}], [1.0, "m2"], ["m3"]),
+        ([{"_score": "desc"}, {"_id": "asc"}], [1.0, 7], ["m1", "m2", "m3"]),
+    ],
+)
+def test_search_after_on_id_pages_by_the_ids_text(sort, after, expected):
+    """The next page after an ``_id`` sort value (a 500 before: the key compared a string with a tuple)."""
+    assert ids({"query": {"match_all": {}}, "sort": sort, "search_after": after}) == expected

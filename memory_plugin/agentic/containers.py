@@ -17,6 +17,7 @@ from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, in
 from memory_plugin.agentic.requests import Body, new_container, required, updated_container, without_nested
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc, owner_id
+from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.views import container_view, hit_extras, took, write_response
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
@@ -120,7 +121,7 @@ class Containers:
         return erased
 
     async def search(self, owner: Principal, body: Body) -> dict[str, Any]:
-        query = parse_search(without_nested(body))
+        query = parse_search(without_nested(body, NESTED_PATHS["container"]))
         started = time.perf_counter()
         containers = await self.store.usable_containers(owner)
         rows = [(c.id, container_view(c.source)) for c in containers]

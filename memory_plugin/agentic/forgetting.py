@@ -41,6 +41,7 @@ from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING, 
 from memory_plugin.agentic.requests import Body, without_nested
 from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc
+from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.stores.sources import Forgotten
 from memory_plugin.agentic.views import by_query_response
 from memory_plugin.auth import Principal
@@ -114,7 +115,7 @@ class Forgetting:
         memory_type = parse_memory_type(raw_type)
         if not self.enabled or memory_type not in CASCADING or body is None or body.get("query") is None:
             return await self.memories.delete_by_query(owner, container_id, raw_type, body)
-        query = parse_search({"query": without_nested(body["query"]), "size": 0})
+        query = parse_search({"query": without_nested(body["query"], NESTED_PATHS[memory_type]), "size": 0})
         container = await self.containers.load(owner, container_id)
         if not container.has(memory_type):
             raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")

@@ -39,6 +39,7 @@ from memory_plugin.agentic.requests import (
 from memory_plugin.agentic.retention_policy import PINNED_DISABLED, PINNED_WORKING
 from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import AgenticStore, MemoryAdd, SessionWrite, StoredDoc, owner_id
+from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.views import by_query_response, hit_extras, memory_view, took, write_response
 from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
@@ -295,7 +296,7 @@ class Memories:
     async def search(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         if body is None:
             raise InvalidArgument("Search memories request has empty body")
-        query = parse_search(without_nested(body))
+        query = parse_search(without_nested(body, NESTED_PATHS.get(raw_type.lower(), frozenset())))
         container, memory_type = await self._typed(owner, container_id, raw_type)
         started = time.perf_counter()
         docs = await self.store.docs(owner, container_id, memory_type)
@@ -332,7 +333,7 @@ class Memories:
                 "Query parameter is required for delete by query operation. "
                 'To delete all memories, use {"query": {"match_all": {}}}'
             )
-        query = parse_search({"query": without_nested(body["query"]), "size": 0})
+        query = parse_search({"query": without_nested(body["query"], NESTED_PATHS[memory_type]), "size": 0})
         container = await self.containers.load(owner, container_id)
         if not container.has(memory_type):
             raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")

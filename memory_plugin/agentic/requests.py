@@ -20,7 +20,7 @@ from memory_plugin.agentic.models import (
     now_millis,
 )
 from memory_plugin.agentic.retention_policy import checked_policy, merged_policy, stored
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, QueryShardFailure
 
 T = TypeVar("T")
 
@@ -37,21 +37,28 @@ def required(body: Body) -> Mapping[str, Any]:
     return body
 
 
-def without_nested(query: Any) -> Any:
+def without_nested(query: Any, nested: frozenset[str]) -> Any:
     """``nested`` queries evaluate their inner query (objects of an array are matched as one flattened doc).
 
     Only an inner query that is an object is unwrapped: a ``nested`` without one stays, for the parser's 400
-    (unwrapped, ``"query": null`` would read as no query, and a delete by query would delete everything)."""
+    (unwrapped, ``"query": null`` would read as no query, and a delete by query would delete everything).
+    A path that is not one of the index's ``nested`` objects is refused as the shard refuses it (matching
+    every document instead deleted them all by query), or matches nothing with ``ignore_unmapped``."""
     if isinstance(query, dict):
         if (
             set(query) == {"nested"}
             and isinstance(query["nested"], dict)
             and isinstance(query["nested"].get("query"), dict)
         ):
-            return without_nested(query["nested"]["query"])
-        return {key: without_nested(value) for key, value in query.items()}
+            path = query["nested"].get("path")
+            if isinstance(path, str) and path not in nested:
+                if query["nested"].get("ignore_unmapped") is True:
+                    return {"match_none": {}}
+                raise QueryShardFailure(f"[nested] failed to find nested object under path [{path}]")
+            return without_nested(query["nested"]["query"], nested)
+        return {key: without_nested(value, nested) for key, value in query.items()}
     if isinstance(query, list):
-        return [without_nested(item) for item in query]
+        return [without_nested(item, nested) for item in query]
     return query
 
 

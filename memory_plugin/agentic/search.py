@@ -23,6 +23,7 @@ from memory_plugin.agentic.models import (
 )
 from memory_plugin.agentic.requests import Body, integer, number, required, string_map, text, without_nested
 from memory_plugin.agentic.stores.base import AgenticStore, LongTermScope, StoredDoc
+from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.views import cosine_score, ranked_response
 from memory_plugin.auth import Principal
 from memory_plugin.dsl import SearchBody, bounded, matching, parse_search
@@ -144,7 +145,11 @@ class LongTermSearcher:
         dsl_filter = body.get("filter")
         if dsl_filter is not None and not isinstance(dsl_filter, dict):
             raise InvalidArgument("[filter] must be a query object", parameter="filter")
-        parsed_filter = parse_search({"query": without_nested(dsl_filter), "size": 0}) if dsl_filter else None
+        parsed_filter = (
+            parse_search({"query": without_nested(dsl_filter, NESTED_PATHS[LONG_TERM]), "size": 0})
+            if dsl_filter
+            else None
+        )
         container = await self.containers.load(owner, container_id)
         config = container.config
         if not config.get("embedding_model_id") or not config.get("strategies") or not container.has(LONG_TERM):

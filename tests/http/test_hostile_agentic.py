@@ -90,6 +90,32 @@ async def test_a_nested_query_without_its_query_is_a_400_and_deletes_nothing(api
     assert found["hits"]["total"]["value"] == 3
 
 
+async def test_a_nested_query_on_a_path_that_is_not_nested_is_refused_and_deletes_nothing(api, alice):
+    """Unwrapped whatever its path, ``nested`` on an unknown path matched every memory: a delete by query with it
+    deleted them all.  Now the shard's refusal (a 400 on purpose: the node's ``IllegalStateException`` is
+    a 500), or nothing matched with ``ignore_unmapped``."""
+    cid = await container(api, alice)
+    for i in range(3):
+        await call(api, alice, "POST", f"/{cid}/memories", {"messages": conversation(f"message {i}")})
+    for path in ("no_such_path", "namespace", "messages.content"):
+        query = {"nested": {"path": path, "query": {"match_all": {}}}}
+        for endpoint in ("_delete_by_query", "_search"):
+            refused = await call(api, alice, "POST", f"/{cid}/memories/working/{endpoint}", {"query": query}, 400)
+            assert refused["error"]["type"] == "search_phase_execution_exception"
+            [cause] = refused["error"]["root_cause"]
+            assert cause["type"] == "query_shard_exception"
+            assert cause["reason"] == f"[nested] failed to find nested object under path [{path}]"
+    unmapped = {"nested": {"path": "no_such_path", "query": {"match_all": {}}, "ignore_unmapped": True}}
+    found = await call(api, alice, "POST", f"/{cid}/memories/working/_search", {"query": unmapped})
+    assert found["hits"]["total"]["value"] == 0
+    deleted = await call(api, alice, "POST", f"/{cid}/memories/working/_delete_by_query", {"query": unmapped})
+    assert deleted["deleted"] == 0
+    left = await call(api, alice, "POST", f"/{cid}/memories/working/_search", {"query": {"match_all": {}}})
+    assert left["hits"]["total"]["value"] == 3
+    strategies = {"nested": {"path": "configuration.strategies", "query": {"match_all": {}}}}
+    assert (await call(api, alice, "POST", "/_search", {"query": strategies}))["hits"]["total"]["value"] >= 1
+
+
 async def test_agentic_query_evaluation_is_bounded_like_memory_search(api, alice, llm, monkeypatch):
     """Container and memory searches, deletes by query and search filters ran without a budget (the container
     search on the event loop itself: 2000 containers and a thousand wildcards stalled every request for minutes).

@@ -146,6 +146,22 @@ _TYPE_PROPERTIES: dict[str, dict[str, Any]] = {
 }
 
 
+def _nested(properties: Mapping[str, Any], prefix: str = "") -> frozenset[str]:
+    paths: set[str] = set()
+    for name, field in properties.items():
+        if field.get("type") == "nested":
+            paths.add(prefix + name)
+        paths |= _nested(field.get("properties", {}), f"{prefix}{name}.")
+    return frozenset(paths)
+
+
+#: The paths a ``nested`` query may name, by memory type (and ``"container"``): the mappings' nested objects.
+NESTED_PATHS: dict[str, frozenset[str]] = {
+    "container": _nested(CONTAINER_MAPPINGS["properties"]),
+    **{memory_type: _nested(properties) for memory_type, properties in _TYPE_PROPERTIES.items()},
+}
+
+
 def memory_mappings(memory_type: str, dimension: int) -> dict[str, Any]:
     """ml-commons' mappings of one memory type (``ml_memory_*.json``), plus our hidden fields."""
     properties: dict[str, Any] = {**_COMMON, **_TYPE_PROPERTIES[memory_type]}

@@ -161,7 +161,15 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     registry = Metrics()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[front_door(keys, registry, public=[health, metrics, *console.PUBLIC], sigv4=_sigv4(settings))],
+        middlewares=[
+            front_door(
+                keys,
+                registry,
+                public=[health, metrics, *console.PUBLIC],
+                sigv4=_sigv4(settings),
+                send_timeout=settings.idle_timeout,
+            )
+        ],
     )
     app[METRICS] = registry
     app[SETTINGS] = settings

@@ -3,6 +3,7 @@ and every error rendered in the API's own format (``apis.Api``, chosen by the su
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
@@ -44,7 +45,11 @@ def principal_of(request: web.Request) -> Principal:
 
 
 def front_door(
-    keys: KeyBackend, metrics: Metrics, public: Iterable[Handler] = (), sigv4: SigV4Verifier | None = None
+    keys: KeyBackend,
+    metrics: Metrics,
+    public: Iterable[Handler] = (),
+    sigv4: SigV4Verifier | None = None,
+    send_timeout: float | None = None,
 ) -> Middleware:
     """Everything every request needs around its handler, in one middleware: one frame per request, not six.
 
@@ -52,6 +57,7 @@ def front_door(
     metrics and log line, then errors in the API's own format around the key
     check (every route but the ``public`` handlers needs one; an AWS SigV4 signature
     where ``sigv4`` is configured), strict text in the URL, the handler, and ``filter_path``.
+    The answer is sent here, within ``send_timeout`` (``_send``).
     """
     public = frozenset(public)
 
@@ -73,6 +79,8 @@ def front_door(
         finally:
             metrics.observe_request(request, status, time.perf_counter() - started)
         response.headers["X-Request-Id"] = request_id
+        if send_timeout is not None and not await _send(request, response, send_timeout):
+            status = 499
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "request",
@@ -87,6 +95,27 @@ def front_door(
         return response
 
     return serve
+
+
+async def _send(request: web.Request, response: web.StreamResponse, timeout: float) -> bool:
+    """Send the whole answer within ``timeout`` seconds, or close the connection: a client that stops reading
+    held its answer in memory for as long as it kept the socket open (200 such clients of 8 MB answers: 1.5 GB,
+    past the idle timeout).  False when the connection was closed.  aiohttp then finds the answer sent."""
+    if response.prepared:
+        return True  # a stream its handler sent itself
+    try:
+        async with asyncio.timeout(timeout):
+            await response.prepare(request)
+            await response.write_eof()
+    except TimeoutError:
+        log.warning("closed a connection that read no more of its answer in %g s", timeout)
+    except ConnectionError:
+        pass  # gone: aiohttp finds it so too
+    else:
+        return True
+    if request.transport is not None:
+        request.transport.abort()
+    return False
 
 
 async def _authenticate(request: web.Request, keys: KeyBackend, sigv4: SigV4Verifier | None) -> Principal:

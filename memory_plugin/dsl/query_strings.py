@@ -7,8 +7,11 @@ conjunction beside it (``AND``/``&&``/``+`` make both neighbours required, ``OR`
 A term on several fields is the best of them (``dis_max``) in ``query_string``
 and their sum in ``simple_query_string``, as OpenSearch builds them.  Supported: terms,
 ``"phrases"`` (with ``~slop``), ``field:`` (``query_string``), groups,
-``prefix*``, ``term~N`` (fuzzy) and ``^boost``.  Fields default to every text
-and keyword field of the index, as ``index.query.default_field: *`` does.
+``prefix*``, ``term~N`` (fuzzy), ``^boost``, and in ``query_string`` ranges
+(``field:[a TO b]``, ``{a TO b}``, ``*`` for no bound, ``field:>=a``).  Fields
+default to every text and keyword field of the index, as ``index.query.default_field: *``
+does.  A ``query_string`` Lucene cannot parse (a parenthesis or range left open)
+is the shard's 400, as on the node; ``simple_query_string`` never fails.
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ from typing import Any
 
 import re2
 
-from memory_plugin.dsl.clauses import Bool, Clause, Disjunction, Fuzzy, MatchAll, MatchNone, Pattern
+from memory_plugin.dsl.clauses import Bool, Clause, Disjunction, Fuzzy, MatchAll, MatchNone, Pattern, Range
 from memory_plugin.dsl.mapping import DYNAMIC, TEXT, UNMAPPED
 from memory_plugin.dsl.values import QueryParsingError, as_float, query_object
+from memory_plugin.errors import QueryShardFailure
 
 TOKEN = re.compile(
     r'\s*(?:(?P<open>\()|(?P<close>\))|(?P<phrase>"(?:[^"\\]|\\.)*"?)|(?P<op>&&|\|\||AND\b|OR\b|NOT\b|[+\-!|])|'
     r"(?P<word>(?:[^\s()\"\\]|\\.)+))"
 )
+#: ``field:>=a`` and its kin: Lucene's one-sided ranges.
+ONE_SIDED = re.compile(r"^(?P<op>>=|<=|>|<)(?P<bound>.+)$", re.S)
 SUFFIX = re.compile(r"^(?P<body>.*?)(?:~(?P<fuzzy>\d*(?:\.\d+)?))?(?:\^(?P<boost>\d+(?:\.\d+)?))?$", re.S)
 
 #: Bounds that keep a hostile query string cheap to parse and evaluate.
@@ -47,6 +53,7 @@ class Builders:
 
 class _Parser:
     def __init__(self, text: str, simple: bool, default_and: bool, build: Builders) -> None:
+        self.text = text
         self.tokens = [(m.lastgroup or "", m.group(m.lastgroup or 0)) for m in TOKEN.finditer(text) if m.lastgroup]
         self.at = 0
         self.simple = simple
@@ -66,6 +73,8 @@ class _Parser:
             kind, value = token
             if kind == "close":
                 if depth == 0:
+                    if not self.simple:
+                        raise self.unparsable()
                     self.at += 1
                     continue
                 break
@@ -115,6 +124,8 @@ class _Parser:
             inner = self.group(depth + 1)
             if self.peek() is not None and self.peek() == ("close", ")"):
                 self.at += 1
+            elif not self.simple:
+                raise self.unparsable()
             return inner
         if kind == "phrase":
             body = value[1:-1] if value.endswith('"') and len(value) > 1 else value[1:]
@@ -132,7 +143,28 @@ class _Parser:
             if rest:
                 self.tokens.insert(self.at, ("word", rest))
             return self.primary(depth, field=name)
+        if not self.simple and field is not None and value.startswith(("[", "{")):
+            return self.range(field, value)
+        if not self.simple and field is not None and (one_sided := ONE_SIDED.match(value)):
+            op = {">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}[one_sided.group("op")]
+            return self.on_fields(field, lambda f, b: Range(f, [(op, _unescaped(one_sided.group("bound")))], b))
         return self.word(value, field)
+
+    def range(self, field: str, opening: str) -> Clause:
+        """``[low TO high]``, either end ``{...}`` to leave it out, ``*`` for no bound (Lucene's range syntax)."""
+        words = [opening[1:]]
+        while (token := self.peek()) is not None and token[0] == "word" and not words[-1].endswith(("]", "}")):
+            words.append(token[1])
+            self.at += 1
+        if len(words) != 3 or words[1] != "TO" or not words[2].endswith(("]", "}")) or len(words[2]) < 2:
+            raise self.unparsable()
+        low, high = _unescaped(words[0]), _unescaped(words[2][:-1])
+        bounds = [] if low == "*" else [("gte" if opening[0] == "[" else "gt", low)]
+        bounds += [] if high == "*" else [("lte" if words[2][-1] == "]" else "lt", high)]
+        return self.on_fields(field, lambda f, b: Range(f, bounds, b))
+
+    def unparsable(self) -> QueryShardFailure:
+        return QueryShardFailure(f"Failed to parse query [{self.text}]")
 
     def on_fields(self, field: str | None, make: Callable[[str, float], Clause]) -> Clause:
         targets = [(field, 1.0)] if field is not None else self.build.fields
@@ -168,6 +200,10 @@ class _Parser:
     def _prefix(self, path: str, prefix: str, boost: float) -> Clause:
         regex = re2.compile("(?s)" + re2.escape(prefix) + ".*")
         return Pattern(field=path, regex=regex, kind=self.build.kind_of(path), boost=boost)
+
+
+def _unescaped(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
 
 
 def combine(clauses: list[tuple[str, Clause]]) -> Clause:

@@ -351,6 +351,8 @@ MESSAGE_QUERIES: tuple[dict[str, object], ...] = (
     {"query": {"multi_match": {"query": "weather", "fields": ["input", "response"], "tie_breaker": 0.3}}},
     {"query": {"simple_query_string": {"query": "tokyo -flight*"}}},
     {"query": {"query_string": {"query": "input:(weather OR joke) AND NOT origin:app"}}},
+    {"query": {"query_string": {"query": "create_time:[2020-01-01 TO *] AND origin:web"}}},
+    {"query": {"query_string": {"query": "create_time:{* TO now} AND NOT create_time:<2020-01-01"}}},
     {"query": {"match": {"additional_info.lang": "ja"}}},
     {"query": {"match_all": {}}, "sort": [{"create_time": "asc"}]},
     {"query": {"match": {"input": "weather"}}, "highlight": {"fields": {"input": {}, "response": {}}}},

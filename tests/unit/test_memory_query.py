@@ -484,3 +484,32 @@ def test_epoch_millis_digits_as_a_date_search_after_key_compare_as_dates(key, re
 def test_search_after_on_id_pages_by_the_ids_text(sort, after, expected):
     """The next page after an ``_id`` sort value (a 500 before: the key compared a string with a tuple)."""
     assert ids({"query": {"match_all": {}}, "sort": sort, "search_after": after}) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("create_time:[2024-01-01 TO *]", ["m1", "m2"]),
+        ("create_time:[* TO 2024-01-01T10:00:00.5Z]", ["m1", "m3"]),
+        ("create_time:{* TO 2024-01-01T10:00:00.5Z}", ["m3"]),
+        ("create_time:[2020-01-01 TO 2030-01-01}", ["m1", "m2", "m3"]),
+        ("create_time:>=2024-01-02", ["m2"]),
+        ("create_time:<2024-01-01", ["m3"]),
+        ("trace_number:[1 TO 2]", ["m2", "m3"]),
+        ("trace_number:>1 AND origin:chat", ["m3"]),
+        ("create_time:>now-1000y", ["m1", "m2", "m3"]),
+    ],
+)
+def test_query_string_ranges_select_as_a_range_query_does(text, expected):
+    """Lucene's range syntax in ``query_string`` (it matched nothing before, silently)."""
+    assert sorted(ids({"query": {"query_string": {"query": text}}})) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["input:(sort OR hello", "input:sort)", "create_time:[2024-01-01 TO", "create_time:[2024 2025]"]
+)
+def test_a_query_string_lucene_cannot_parse_is_the_shards_400(text):
+    with pytest.raises(InvalidArgument) as refused:
+        ids({"query": {"query_string": {"query": text}}})
+    assert reason(refused) == f"Failed to parse query [{text}]"
+    assert ids({"query": {"simple_query_string": {"query": text}}}) is not None  # never fails

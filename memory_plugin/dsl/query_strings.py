@@ -24,14 +24,15 @@ from typing import Any
 import re2
 
 from memory_plugin.dsl.clauses import Bool, Clause, Disjunction, Fuzzy, MatchAll, MatchNone, Pattern, Range
-from memory_plugin.dsl.mapping import DYNAMIC, TEXT, UNMAPPED
-from memory_plugin.dsl.values import QueryParsingError, as_float, query_object
+from memory_plugin.dsl.mapping import DATE, DYNAMIC, TEXT, UNMAPPED
+from memory_plugin.dsl.values import QueryParsingError, as_float, parse_date, query_object
 from memory_plugin.errors import QueryShardFailure
 
 TOKEN = re.compile(
     r'\s*(?:(?P<open>\()|(?P<close>\))|(?P<phrase>"(?:[^"\\]|\\.)*"?)|(?P<op>&&|\|\||AND\b|OR\b|NOT\b|[+\-!|])|'
     r"(?P<word>(?:[^\s()\"\\]|\\.)+))"
 )
+_EPOCH_MILLIS = re.compile(r"-?[0-9]{1,18}")
 #: ``field:>=a`` and its kin: Lucene's one-sided ranges.
 ONE_SIDED = re.compile(r"^(?P<op>>=|<=|>|<)(?P<bound>.+)$", re.S)
 SUFFIX = re.compile(r"^(?P<body>.*?)(?:~(?P<fuzzy>\d*(?:\.\d+)?))?(?:\^(?P<boost>\d+(?:\.\d+)?))?$", re.S)
@@ -146,8 +147,10 @@ class _Parser:
         if not self.simple and field is not None and value.startswith(("[", "{")):
             return self.range(field, value)
         if not self.simple and field is not None and (one_sided := ONE_SIDED.match(value)):
+            if re.search(r"(?<!\\):", one_sided.group("bound")):
+                raise self.unparsable()  # a term after ">" holds no ":" unescaped (a range's brackets may)
             op = {">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}[one_sided.group("op")]
-            return self.on_fields(field, lambda f, b: Range(f, [(op, _unescaped(one_sided.group("bound")))], b))
+            return self.on_fields(field, lambda f, b: self._range(f, [(op, _unescaped(one_sided.group("bound")))], b))
         return self.word(value, field)
 
     def range(self, field: str, opening: str) -> Clause:
@@ -161,7 +164,17 @@ class _Parser:
         low, high = _unescaped(words[0]), _unescaped(words[2][:-1])
         bounds = [] if low == "*" else [("gte" if opening[0] == "[" else "gt", low)]
         bounds += [] if high == "*" else [("lte" if words[2][-1] == "]" else "lt", high)]
-        return self.on_fields(field, lambda f, b: Range(f, bounds, b))
+        return self.on_fields(field, lambda f, b: self._range(f, bounds, b))
+
+    def _range(self, path: str, bounds: list[tuple[str, str]], boost: float) -> Clause:
+        """A date field reads a bound in its format (a date and time, epoch millis, or ``now`` math); another
+        bound matches nothing, as the node answers ``[2020-01-01 TO *]`` on ``strict_date_time||epoch_millis``."""
+        if self.build.kind_of(path) != DATE:
+            return Range(path, bounds, boost)
+        if not all(_date_bound(bound) for _, bound in bounds):
+            return MatchNone()
+        # epoch millis compare as a date, not as text
+        return Range(path, [(op, int(b) if _EPOCH_MILLIS.fullmatch(b.strip()) else b) for op, b in bounds], boost)
 
     def unparsable(self) -> QueryShardFailure:
         return QueryShardFailure(f"Failed to parse query [{self.text}]")
@@ -200,6 +213,15 @@ class _Parser:
     def _prefix(self, path: str, prefix: str, boost: float) -> Clause:
         regex = re2.compile("(?s)" + re2.escape(prefix) + ".*")
         return Pattern(field=path, regex=regex, kind=self.build.kind_of(path), boost=boost)
+
+
+def _date_bound(text: str) -> bool:
+    text = text.strip()
+    return (
+        text.startswith("now")
+        or bool(re.fullmatch(r"-?[0-9]{1,18}", text))
+        or ("T" in text and parse_date(text) is not None)
+    )
 
 
 def _unescaped(text: str) -> str:

@@ -16,7 +16,7 @@ from memory_plugin.dsl import (
     search,
     search_response,
 )
-from memory_plugin.dsl.mapping import META_FIELDS
+from memory_plugin.dsl.mapping import MESSAGE_FIELDS, META_FIELDS
 from memory_plugin.errors import InvalidArgument, ParseFailure, ShardParseFailure
 
 DOCS: list[tuple[str, dict[str, Any]]] = [
@@ -489,24 +489,36 @@ def test_search_after_on_id_pages_by_the_ids_text(sort, after, expected):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("create_time:[2024-01-01 TO *]", ["m1", "m2"]),
+        ("create_time:[2024-01-01T00:00:00Z TO *]", ["m1", "m2"]),
         ("create_time:[* TO 2024-01-01T10:00:00.5Z]", ["m1", "m3"]),
         ("create_time:{* TO 2024-01-01T10:00:00.5Z}", ["m3"]),
-        ("create_time:[2020-01-01 TO 2030-01-01}", ["m1", "m2", "m3"]),
-        ("create_time:>=2024-01-02", ["m2"]),
-        ("create_time:<2024-01-01", ["m3"]),
+        ("create_time:[1577836800000 TO 1893456000000}", ["m1", "m2", "m3"]),
+        ("create_time:>=1704153600000", ["m2"]),
+        ("create_time:>2024-01-01T00\\:00\\:00Z", ["m1", "m2"]),
+        # a bound the field's format (strict_date_time||epoch_millis) does not read matches nothing, as on the node
+        ("create_time:[2024-01-01 TO *]", []),
+        ("create_time:<2024-01-01", []),
         ("trace_number:[1 TO 2]", ["m2", "m3"]),
         ("trace_number:>1 AND origin:chat", ["m3"]),
         ("create_time:>now-1000y", ["m1", "m2", "m3"]),
     ],
 )
 def test_query_string_ranges_select_as_a_range_query_does(text, expected):
-    """Lucene's range syntax in ``query_string`` (it matched nothing before, silently)."""
-    assert sorted(ids({"query": {"query_string": {"query": text}}})) == expected
+    """Lucene's range syntax in ``query_string`` (it matched nothing before, silently), on the message index's
+    fields (``create_time`` a date in ``strict_date_time||epoch_millis``)."""
+    query = parse_search({"query": {"query_string": {"query": text}}}, fields=MESSAGE_FIELDS)
+    assert sorted(hit.id for hit in execute(query, DOCS).hits) == expected
 
 
 @pytest.mark.parametrize(
-    "text", ["input:(sort OR hello", "input:sort)", "create_time:[2024-01-01 TO", "create_time:[2024 2025]"]
+    "text",
+    [
+        "input:(sort OR hello",
+        "input:sort)",
+        "create_time:[2024-01-01 TO",
+        "create_time:[2024 2025]",
+        "create_time:>2024-01-01T00:00:00Z",  # the term after ">" holds an unescaped ":"
+    ],
 )
 def test_a_query_string_lucene_cannot_parse_is_the_shards_400(text):
     with pytest.raises(InvalidArgument) as refused:

@@ -6,7 +6,6 @@ The same service and stored data as the 2.11 form, under the names that
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -14,7 +13,7 @@ from aiohttp import web
 
 from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.errors import NotFound, ParseFailure
-from memory_plugin.http.body import PARSE_IN_THREAD_BYTES, read_body, search_body
+from memory_plugin.http.body import parsed, read_body, search_body
 from memory_plugin.http.json import check_sound, json_response
 from memory_plugin.http.middleware import principal_of
 from memory_plugin.http.params import SEARCH_PARAMS, check_params
@@ -74,12 +73,8 @@ def _window(request: web.Request, noun: str, index: str) -> tuple[int, int]:
     return next_token, max_results
 
 
-async def _parsed(read: Callable[..., T], raw: bytes, *args: Any) -> T:
-    """``read(raw, *args)``, in a thread for a large body: where Python's JSON fails, Jackson's error is found by
-    a lexer written in Python, which must not hold the event loop for the seconds a megabyte takes it."""
-    if len(raw) > PARSE_IN_THREAD_BYTES:
-        return await asyncio.to_thread(read, raw, *args)
-    return read(raw, *args)
+def _sound_fields(request: Any) -> None:
+    check_sound(request.__dict__)
 
 
 async def _query_body(request: web.Request) -> dict[str, Any] | None:
@@ -95,15 +90,14 @@ async def _query_body(request: web.Request) -> dict[str, Any] | None:
         return await search_body(request)
     except ParseFailure:
         if raw:
-            await _parsed(requests_v212.check_search_syntax, raw)
+            await parsed(requests_v212.check_search_syntax, raw)
         raise
 
 
 async def _update(request: web.Request, kind: str, id_name: str, index: str) -> web.Response:
     """Apply an update's body, read as ml-commons reads it; answer as OpenSearch's update API does."""
     check_params(request)
-    changes = await _parsed(requests_v212.update, await read_body(request), kind)
-    check_sound(changes)
+    changes = await parsed(requests_v212.update, await read_body(request), kind, check=check_sound)
     document_id = request.match_info[id_name]
     service = request.config_dict[MEMORY]
     update = service.update_interaction if kind == "interaction" else service.update_conversation
@@ -118,8 +112,7 @@ async def _update(request: web.Request, kind: str, id_name: str, index: str) -> 
 @renamed
 async def create_memory(request: web.Request) -> web.Response:
     check_params(request)
-    memory = await _parsed(requests_v212.new_memory, await read_body(request))
-    check_sound(memory.__dict__)
+    memory = await parsed(requests_v212.new_memory, await read_body(request), check=_sound_fields)
     conversation = await request.config_dict[MEMORY].create_conversation(
         principal_of(request),
         name=memory.name,
@@ -206,8 +199,7 @@ async def delete_memory(request: web.Request) -> web.Response:
 @renamed
 async def create_message(request: web.Request) -> web.Response:
     check_params(request)
-    message = await _parsed(requests_v212.new_message, await read_body(request))
-    check_sound(message.__dict__)
+    message = await parsed(requests_v212.new_message, await read_body(request), check=_sound_fields)
     interaction = await request.config_dict[MEMORY].create_interaction(
         principal_of(request),
         request.match_info["memory_id"],

@@ -87,7 +87,8 @@ def check_additional_info_map(value: Any, parameter: str = "additional_info") ->
     """A map (ml-commons keeps its values as sent), or None."""
     if value is None:
         return None
-    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+    # the keys' types in one C pass: a Python loop over 400k keys held the event loop for 0.1 s
+    if not isinstance(value, Mapping) or not set(map(type, value)) <= {str}:
         raise InvalidArgument(f"[{parameter}] must be an object", parameter=parameter)
     return dict(value)
 

@@ -6,14 +6,13 @@ the routes with an id in their place, so they are never taken for ids.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
 
 from memory_plugin.errors import InvalidArgument, ParseFailure
-from memory_plugin.http.body import PARSE_IN_THREAD_BYTES, read_body
+from memory_plugin.http.body import parsed, read_body
 from memory_plugin.http.json import json_response
 from memory_plugin.http.middleware import principal_of
 from memory_plugin.http.params import SEARCH_PARAMS, check_params
@@ -29,10 +28,7 @@ routes = web.RouteTableDef()
 
 
 async def _body(request: web.Request) -> Any:
-    raw = await read_body(request)
-    if len(raw) > PARSE_IN_THREAD_BYTES:  # megabytes of JSON take a while: keep the loop free
-        return await asyncio.to_thread(parse_body, raw)
-    return parse_body(raw)
+    return await parsed(parse_body, await read_body(request))
 
 
 async def _search_body(request: web.Request) -> Any:

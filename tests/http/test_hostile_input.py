@@ -140,8 +140,17 @@ async def test_source_parameter_nested_deep_is_400(client, alice, depth):
 
 # -- item 2: lone surrogates ----------------------------------------------------------------------------
 
+#: Over ``PARSE_IN_THREAD_BYTES``: read and checked on the parser thread.
+PADDING = "p" * 300_000
+
 POISONED_MEMORY = [
     ("POST", MEMORY, '{"name": "half \\ud83d"}', "name"),
+    (
+        "POST",
+        MEMORY,
+        f'{{"name": "ok", "additional_info": {{"pad": "{PADDING}", "t": "\\udc00"}}}}',
+        "additional_info.t",
+    ),
     ("POST", MEMORY, '{"name": "ok", "additional_info": {"topic": "\\udc00"}}', "additional_info.topic"),
     ("POST", MEMORY, '{"name": "ok", "additional_info": {"k\\ud800": "v"}}', "additional_info.k\\ud800"),
     ("POST", CONVERSATIONS, '{"name": "\\ud800"}', "name"),

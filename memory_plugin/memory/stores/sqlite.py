@@ -88,18 +88,21 @@ class SqliteMemoryStore(MemoryStore):
 
     async def add_conversation(self, conversation: Conversation) -> None:
         organization_id, user_id = owner_params(conversation.owner)
-        row = (
-            conversation.conversation_id,
-            organization_id,
-            user_id,
-            conversation.name,
-            isoformat(conversation.create_time),
-            isoformat(conversation.updated_time),
-            json_or_none(conversation.additional_info),
-            conversation.application_type,
-            conversation.version,
-        )
-        await self.db.write(lambda c: c.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row))
+
+        def row() -> tuple[Any, ...]:  # on the writer's thread: megabytes of additional_info take a while
+            return (
+                conversation.conversation_id,
+                organization_id,
+                user_id,
+                conversation.name,
+                isoformat(conversation.create_time),
+                isoformat(conversation.updated_time),
+                json_or_none(conversation.additional_info),
+                conversation.application_type,
+                conversation.version,
+            )
+
+        await self.db.write(lambda c: c.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row()))
 
     async def get_conversation(self, owner: Principal, conversation_id: str) -> Conversation | None:
         return await self.db.read(lambda c: CONVERSATIONS.owned(c, conversation_id, owner))
@@ -146,21 +149,23 @@ class SqliteMemoryStore(MemoryStore):
     async def add_interaction(self, interaction: Interaction) -> bool:
         organization_id, user_id = owner_params(interaction.owner)
         created = isoformat(interaction.create_time)
-        row = (
-            interaction.interaction_id,
-            interaction.conversation_id,
-            organization_id,
-            user_id,
-            created,
-            interaction.input,
-            interaction.response,
-            interaction.prompt_template,
-            interaction.origin,
-            json_or_none(interaction.additional_info),
-            interaction.parent_interaction_id,
-            interaction.trace_number,
-            interaction.version,
-        )
+
+        def row() -> tuple[Any, ...]:  # on the writer's thread, as in add_conversation
+            return (
+                interaction.interaction_id,
+                interaction.conversation_id,
+                organization_id,
+                user_id,
+                created,
+                interaction.input,
+                interaction.response,
+                interaction.prompt_template,
+                interaction.origin,
+                json_or_none(interaction.additional_info),
+                interaction.parent_interaction_id,
+                interaction.trace_number,
+                interaction.version,
+            )
 
         def add(c: sqlite3.Connection) -> bool:
             touched = c.execute(
@@ -170,7 +175,7 @@ class SqliteMemoryStore(MemoryStore):
             ).rowcount
             if not touched:
                 return False
-            c.execute("INSERT INTO interactions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            c.execute("INSERT INTO interactions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row())
             if self.outbox:
                 enqueue(c, "index", interaction.owner, interaction.conversation_id, interaction.interaction_id)
             return True

@@ -132,6 +132,8 @@ def execute(query: SearchBody, docs: Iterable[Source], *, budget: float | None =
                 matched.append((doc, float(score)))
     except OutOfTime:
         timed_out = True
+    if query.min_score is not None:
+        matched = [m for m in matched if m[1] >= query.min_score]
     # What follows (aggregations, highlighting) gets as long again.
     corpus.deadline = None if budget is None else time.monotonic() + budget
 

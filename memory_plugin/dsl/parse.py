@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from memory_plugin.dsl.parse_context import mapped
 from memory_plugin.dsl.queries import parse_query
 from memory_plugin.dsl.sort import SortSpec, parse_sort
 from memory_plugin.dsl.source import SourceFilter, parse_source
-from memory_plugin.dsl.values import QueryParsingError, parse_date, token_name
+from memory_plugin.dsl.values import QueryParsingError, as_float, parse_date, token_name
 from memory_plugin.errors import (
     FetchPhaseFailure,
     InvalidArgument,
@@ -24,6 +25,7 @@ from memory_plugin.errors import (
     QueryShardFailure,
     ShardFailure,
     ShardParseFailure,
+    java_string,
 )
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
@@ -46,6 +48,8 @@ class SearchBody:
     aggregations: tuple[Aggregation, ...] = ()
     #: Count the hits exactly (True), not at all (False, -1), or up to this many (OpenSearch's default 10,000).
     track_total_hits: bool | int = TRACK_TOTAL_HITS
+    #: Hits scoring less are left out, of the total and the aggregations too (Lucene's ``MinimumScoreCollector``).
+    min_score: float | None = None
 
     @property
     def scores_tracked(self) -> bool:
@@ -67,6 +71,7 @@ TOP_LEVEL_KEYS = (
     "version",
     "seq_no_primary_term",
     "timeout",
+    "min_score",
 )
 
 
@@ -124,6 +129,14 @@ def int_parameter(name: str, value: Any) -> int:
         except ValueError:
             pass
     raise QueryParsingError(f"[{name}] must be an integer, found [{value}]")
+
+
+def parse_min_score(value: Any) -> float:
+    """``min_score``: a number, or a string that reads as one (Jackson's ``floatValue`` coerces text)."""
+    number = as_float(value) if not isinstance(value, bool) else None
+    if number is None or not math.isfinite(number):
+        raise QueryParsingError(f"[min_score] must be a number, found [{java_string(value)}]", parameter="min_score")
+    return number
 
 
 def parse_track_total_hits(value: Any) -> bool | int:
@@ -202,6 +215,7 @@ def parse_search(
         )
 
     track_total_hits = parse_track_total_hits(body.get("track_total_hits"))
+    min_score = parse_min_score(body["min_score"]) if body.get("min_score") is not None else None
 
     source = parse_source(body["_source"]) if body.get("_source") is not None else SourceFilter()
     return SearchBody(
@@ -214,4 +228,5 @@ def parse_search(
         highlight=highlight,
         aggregations=aggregations,
         track_total_hits=track_total_hits,
+        min_score=min_score,
     )

@@ -354,6 +354,7 @@ MESSAGE_QUERIES: tuple[dict[str, object], ...] = (
     {"query": {"query_string": {"query": "create_time:[2020-01-01T00:00:00Z TO *] AND origin:web"}}},
     {"query": {"query_string": {"query": "create_time:{* TO now} AND NOT create_time:<1577836800000"}}},
     {"query": {"match": {"additional_info.lang": "ja"}}},
+    {"query": {"match": {"response": "paris tokyo"}}, "min_score": 0.5},
     {"query": {"match_all": {}}, "sort": [{"create_time": "asc"}]},
     {"query": {"match": {"input": "weather"}}, "highlight": {"fields": {"input": {}, "response": {}}}},
     {"query": {"match_all": {}}, "size": 0, "aggs": {"origins": {"terms": {"field": "origin"}}}},

@@ -525,3 +525,17 @@ def test_a_query_string_lucene_cannot_parse_is_the_shards_400(text):
         ids({"query": {"query_string": {"query": text}}})
     assert reason(refused) == f"Failed to parse query [{text}]"
     assert ids({"query": {"simple_query_string": {"query": text}}}) is not None  # never fails
+
+
+def test_min_score_leaves_out_the_hits_scoring_less_and_counts_only_the_rest():
+    body: dict[str, Any] = {"query": {"match": {"input": "sort sorting benchmarks"}}}
+    scored = execute(parse_search(body), DOCS)
+    scores = sorted(hit.score for hit in scored.hits)
+    assert len(scores) == 2 and scores[0] < scores[1]
+    kept = execute(parse_search({**body, "min_score": (scores[0] + scores[1]) / 2}), DOCS)
+    assert [hit.score for hit in kept.hits] == [scores[1]] and kept.total == 1
+    assert execute(parse_search({**body, "min_score": str(scores[0])}), DOCS).total == 2  # text that reads as a number
+    for bad in ("high", [1], {"x": 1}, True):
+        with pytest.raises(InvalidArgument) as refused:
+            parse_search({**body, "min_score": bad})
+        assert reason(refused).startswith("[min_score] must be a number")

@@ -16,8 +16,6 @@ from memory_plugin.errors import (
     InvalidArgument,
     NotFound,
     ParseFailure,
-    PayloadTooLarge,
-    RequestTimeout,
     ServiceError,
     Unauthorized,
 )
@@ -34,8 +32,6 @@ class Api:
         response = json_response(self.error_body(error), status=error.status)
         if isinstance(error, Unauthorized):
             response.headers["WWW-Authenticate"] = 'Bearer realm="memory-plugin", Basic realm="memory-plugin"'
-        if isinstance(error, (RequestTimeout, PayloadTooLarge)):  # its body is left unread
-            response.force_close()
         return response
 
     def unsupported_content_type(self, reason: str) -> web.Response:

@@ -49,7 +49,6 @@ async def read_body(request: web.Request) -> bytes:
     limit = request.config_dict[MAX_BODY_BYTES]
     declared = request.content_length
     if declared is not None and declared > limit:  # refused before a byte is read, not after the timeout
-        _close_after_the_answer(request, TimeoutError())
         raise PayloadTooLarge(f"request body is larger than {limit} bytes")
     try:
         if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
@@ -59,8 +58,7 @@ async def read_body(request: web.Request) -> bytes:
                 raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"request body is larger than {limit} bytes") from None
-    except TimeoutError as timeout:
-        _close_after_the_answer(request, timeout)
+    except TimeoutError:
         raise RequestTimeout(
             f"the request body did not arrive within {request.config_dict[BODY_READ_TIMEOUT]:g} s"
         ) from None
@@ -69,12 +67,6 @@ async def read_body(request: web.Request) -> bytes:
     if raw and api_of(request) is not TELNYX:
         check_content_type(request.headers.get("Content-Type"))
     return raw
-
-
-def _close_after_the_answer(request: web.Request, timeout: TimeoutError) -> None:
-    """Fail the body's stream: aiohttp then closes the connection right after the answer, instead of
-    lingering 10 s more to read a body that is not wanted (a failed read ends its lingering)."""
-    request.content.set_exception(timeout)
 
 
 def check_content_type(header: str | None) -> None:

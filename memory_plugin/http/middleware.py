@@ -79,6 +79,11 @@ def front_door(
         finally:
             metrics.observe_request(request, status, time.perf_counter() - started)
         response.headers["X-Request-Id"] = request_id
+        if request.body_exists and not request.content.is_eof():
+            # a body left unread (refused before reading: no key, too large, too slow) is not drained: aiohttp
+            # would read and drop up to 10 s of it, for a caller with no key too.  A failed stream ends that.
+            response.force_close()
+            request.content.set_exception(TimeoutError())
         if send_timeout is not None and not await _send(request, response, send_timeout):
             status = 499
         if log.isEnabledFor(logging.INFO):

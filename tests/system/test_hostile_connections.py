@@ -249,3 +249,18 @@ async def test_a_client_that_stops_reading_its_answer_is_closed_after_the_idle_t
     declared = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split()[1])
     assert 0 < len(body) < declared, (len(body), declared)  # cut short, and closed: recv saw the end
     assert "read no more of its answer in 2 s" in live.log_path.read_text()
+
+
+@pytest.mark.parametrize("path", [MEMORY, HISTORIES])
+async def test_a_body_refused_before_it_is_read_is_not_drained(live, path):
+    """Without a key, a 50 MB upload got its 401 and then had its body read and dropped for aiohttp's 10 s of
+    lingering; now the connection closes with the answer."""
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key_0000000000000000.wrong\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {50 << 20}\r\n\r\n"
+    ).encode()
+    seconds, received = await raw_exchange(live.port, head + b'{"name": "' + b"x" * 65536, timeout=20)
+    status, headers, _ = split_response(received)
+    assert status == 401
+    assert headers["connection"] == "close"
+    assert seconds < 5, seconds  # closed with the answer, not after lingering 10 s

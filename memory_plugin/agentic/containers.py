@@ -77,8 +77,12 @@ class Containers:
         body = required(body)
         current = await self.load(owner, container_id)
         dimension = await self.models.dimension(current.owner or owner, body)
-        doc = updated_container(current.source, body, dimension, self.retention_enabled)
-        stored = found_container(await self.store.replace_container(owner, container_id, doc))
+
+        def merge(source: dict[str, Any]) -> dict[str, Any]:
+            """Into the container as the store holds it at the write, so that concurrent updates all count."""
+            return updated_container(source, body, dimension, self.retention_enabled)
+
+        stored = found_container(await self.store.update_container(owner, container_id, merge))
         response = write_response(CONTAINER_INDEX, stored, "updated")
         del response["forced_refresh"]
         return response

@@ -253,35 +253,39 @@ class Memories:
         if memory_type == HISTORY:
             raise StatusNotFound("Can't update memory history")
         container, memory_type = await self._typed(owner, container_id, raw_type)
-        stored = found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
-        doc = dict(stored.source)
+        found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
         changes = {key: body[key] for key in UPDATABLE[memory_type] if key in body}
+        updates: dict[str, Any] = {}  # the fields written (None: removed)
         if "pinned" in body:
             if not self.retention_enabled:
                 raise StatusForbidden(PINNED_DISABLED)
             if memory_type == WORKING:
                 raise StatusBadRequest(PINNED_WORKING, parameter="pinned")
-            doc["pinned"] = boolean(changes, "pinned")
+            updates["pinned"] = boolean(changes, "pinned")
         if memory_type == LONG_TERM and "memory" in changes:
             memory = text(changes, "memory")
             if not memory or not memory.strip():
                 raise InvalidArgument("[memory] cannot be null or empty", parameter="memory")
-            doc["memory"] = memory
+            updates["memory"] = memory
         if memory_type == WORKING and "messages" in changes:
-            doc["messages"] = parse_messages(changes)
+            updates["messages"] = parse_messages(changes)
         for key in ("summary", "binary_data"):
             if key in changes:
-                doc[key] = text(changes, key)
+                updates[key] = text(changes, key)
         for key in ("metadata", "agents", "additional_info", "structured_data", "structured_data_blob"):
             if key in changes and not (key == "metadata" and memory_type == WORKING):
-                doc[key] = obj(changes, key)
+                updates[key] = obj(changes, key)
         for key in ("tags",) + (("metadata",) if memory_type == WORKING else ()):
             if key in changes:
-                doc[key] = string_map(changes, key)
-        doc = {key: value for key, value in doc.items() if value is not None}
+                updates[key] = string_map(changes, key)
         if any(key in changes for key in BUMPS[memory_type]):
-            doc["last_updated_time"] = now_millis()
-        replaced = found_memory(await self.store.replace(owner, container_id, memory_type, memory_id, doc))
+            updates["last_updated_time"] = now_millis()
+
+        def merge(current: dict[str, Any]) -> dict[str, Any]:
+            """Into the doc as the store holds it at the write, so that concurrent updates all count."""
+            return {key: value for key, value in {**current, **updates}.items() if value is not None}
+
+        replaced = found_memory(await self.store.update(owner, container_id, memory_type, memory_id, merge))
         if memory_type == LONG_TERM:
             self.embeddings.wake()
         return write_response(container.index(memory_type), replaced, "updated")

@@ -11,7 +11,7 @@ embedded again, its text, and the unit vector stored.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,11 @@ from memory_plugin.agentic.models import LONG_TERM
 from memory_plugin.agentic.stores.sources import Forgotten, with_update_source
 from memory_plugin.auth import Principal
 from memory_plugin.leases import Lease
+
+#: An update's read-merge-write, as a function of the doc it merges into (as reads show it) to the doc written.
+#: A store calls it on the doc as stored at the write, again if another write got in between (OpenSearch), so
+#: it must have no effects; what it raises fails the update, with nothing written.
+Merge = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -190,8 +195,9 @@ class AgenticStore(abc.ABC):
         it was queued, and for a write's check that the container still exists."""
 
     @abc.abstractmethod
-    async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
-        """Replace a container ``owner`` may use; it keeps its owner."""
+    async def update_container(self, owner: Principal, container_id: str, merge: Merge) -> StoredDoc | None:
+        """Merge an update into a container ``owner`` may use (it keeps its owner), as stored when it is
+        written: a concurrent update is never lost (``Merge``)."""
 
     @abc.abstractmethod
     async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
@@ -221,10 +227,17 @@ class AgenticStore(abc.ABC):
     async def get(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None: ...
 
     @abc.abstractmethod
+    async def update(
+        self, owner: Principal, container_id: str, memory_type: str, memory_id: str, merge: Merge
+    ) -> StoredDoc | None:
+        """Merge an update into a doc as stored when it is written, so that a concurrent update is never lost
+        (``Merge``); a long-term one whose text changed is embedded again."""
+
     async def replace(
         self, owner: Principal, container_id: str, memory_type: str, memory_id: str, doc: dict[str, Any]
     ) -> StoredDoc | None:
-        """Re-index a doc whole; a long-term one whose text changed is embedded again."""
+        """Re-index a doc whole (its hidden fields kept)."""
+        return await self.update(owner, container_id, memory_type, memory_id, lambda _current: doc)
 
     @abc.abstractmethod
     async def delete(

@@ -23,6 +23,12 @@ it (OpenSearch executes a bulk it received), and a re-run only happens for a
 job whose bulk never arrived.  Unlike SQLite, OpenSearch itself could still
 reject single items of a bulk; such failures are logged.
 
+Every update merges into a document read with its ``if_seq_no``/``if_primary_term``
+and is written on that condition, read and merged again when another write came
+in between (``until_unchanged``): many processes write the same documents, so
+no lock of this one could make that safe.  An infer UPDATE in the run's bulk is
+conditional too; one that lost such a race is merged again right after it.
+
 Every server process in front of the cluster drains the queues
 (``opensearch_queues``): an infer run is applied only by the holder of its
 job's lease, and its ADDs and history entries are create-only under ids
@@ -40,6 +46,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError
 from opensearchpy.helpers import async_scan
 
+from memory_plugin.agentic.errors import Conflict
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING, store_prefix
 from memory_plugin.agentic.stores.base import (
     AgenticStore,
@@ -47,6 +54,7 @@ from memory_plugin.agentic.stores.base import (
     LongTermChange,
     LongTermScope,
     MemoryAdd,
+    Merge,
     PendingEmbedding,
     SessionWrite,
     StoredDoc,
@@ -64,6 +72,7 @@ from memory_plugin.agentic.stores.opensearch_documents import (
     memory_mappings,
     owner_terms,
     stored_doc,
+    until_unchanged,
     usable,
     usable_terms,
     visible,
@@ -78,8 +87,12 @@ from memory_plugin.opensearch_client import bulk, create_index, delete_by_query,
 from memory_plugin.settings import OpenSearchRegion
 
 log = logging.getLogger("memory_plugin.agentic")
-#: Tries of an add's session write that loses races (another add's touch, an update, a retention sweep).
-SESSION_WRITE_ATTEMPTS = 8
+
+
+def _infer_updated(found: Mapping[str, Any], change: LongTermChange) -> dict[str, Any]:
+    """The long-term memory ``found`` after an infer UPDATE: re-embedded, whoever held its embedding before."""
+    current = {key: value for key, value in unclaimed(found["_source"]).items() if key != "memory_embedding"}
+    return {**change.applied_to(current), "embedding_pending": True}
 
 
 class OpenSearchAgenticStore(AgenticStore):
@@ -222,18 +235,22 @@ class OpenSearchAgenticStore(AgenticStore):
         found = await get_document(self.client, self.container_index, container_id)
         return container_doc(found) if found is not None and found["_source"]["tenant_id"] == organization_id else None
 
-    async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
-        found = await get_document(self.client, self.container_index, container_id)
-        if found is None or not usable(found["_source"], owner):
-            return None
-        result = await self.client.index(
-            index=self.container_index,
-            id=container_id,
-            body=with_owner(container_owner(found["_source"]), doc),  # it stays its owner's
-            refresh="true",
-            **if_unchanged(found),
-        )
-        return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
+    async def update_container(self, owner: Principal, container_id: str, merge: Merge) -> StoredDoc | None:
+        async def attempt() -> StoredDoc | None:
+            found = await get_document(self.client, self.container_index, container_id)
+            if found is None or not usable(found["_source"], owner):
+                return None
+            doc = merge(container_doc(found).source)
+            result = await self.client.index(
+                index=self.container_index,
+                id=container_id,
+                body=with_owner(container_owner(found["_source"]), doc),  # it stays its owner's
+                refresh="true",
+                **if_unchanged(found),
+            )
+            return StoredDoc(container_id, doc, result["_version"], result["_seq_no"])
+
+        return await until_unchanged(attempt, f"memory container [{container_id}]")
 
     async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         found = await self._get_owned(self.container_index, owner, container_id)
@@ -290,7 +307,8 @@ class OpenSearchAgenticStore(AgenticStore):
     async def _write_session(self, owner: Principal, container_id: str, index: str, session: SessionWrite) -> None:
         """Create or touch an add's session, before its working doc; a touch is conditional on the version read,
         and a session changed or gone meanwhile (an update, a retention sweep) is read and written again."""
-        for _ in range(SESSION_WRITE_ATTEMPTS):
+
+        async def attempt() -> None:
             found = await get_document(self.client, index, session.session_id)
             if found is not None and not in_scope(found, owner, container_id):
                 return  # another owner's or container's (indices may be shared): not ours to touch or reveal
@@ -299,13 +317,10 @@ class OpenSearchAgenticStore(AgenticStore):
             fresh = self._source(owner, session.doc or {}, SESSIONS)
             body = fresh if found is None else session.touched(found["_source"])
             condition = {"op_type": "create"} if found is None else if_unchanged(found)
-            try:
-                await self.client.index(index=index, id=session.session_id, body=body, refresh="true", **condition)
-            except ConflictError:
-                continue
+            await self.client.index(index=index, id=session.session_id, body=body, refresh="true", **condition)
             session.created = found is None
-            return
-        raise ConflictError(409, "version_conflict_engine_exception", f"session [{session.session_id}] kept changing")
+
+        await until_unchanged(attempt, f"session [{session.session_id}]")
 
     async def create_session(
         self, owner: Principal, container_id: str, session_id: str, doc: dict[str, Any]
@@ -326,21 +341,28 @@ class OpenSearchAgenticStore(AgenticStore):
         found = await self._get_owned(index, owner, memory_id, container_id)
         return stored_doc(found) if found else None
 
-    async def replace(
-        self, owner: Principal, container_id: str, memory_type: str, memory_id: str, doc: dict[str, Any]
+    async def update(
+        self, owner: Principal, container_id: str, memory_type: str, memory_id: str, merge: Merge
     ) -> StoredDoc | None:
         index = await self._index(owner, container_id, memory_type)
-        found = await self._get_owned(index, owner, memory_id, container_id)
-        if found is None or index is None:
-            return None
-        source = self._source(owner, doc, memory_type)
-        source.update({k: v for k, v in found["_source"].items() if k == SOURCES})  # hidden: not sent back
-        if memory_type == LONG_TERM and not text_changed(memory_type, found["_source"], doc):
-            source["embedding_pending"] = found["_source"].get("embedding_pending", False)
-            if "memory_embedding" in found["_source"]:
-                source["memory_embedding"] = found["_source"]["memory_embedding"]
-        result = await self.client.index(index=index, id=memory_id, body=source, refresh="true", **if_unchanged(found))
-        return StoredDoc(memory_id, doc, result["_version"], result["_seq_no"])
+
+        async def attempt() -> StoredDoc | None:
+            found = await self._get_owned(index, owner, memory_id, container_id)
+            if found is None or index is None:
+                return None
+            doc = merge(visible(found["_source"]))
+            source = self._source(owner, doc, memory_type)
+            source.update({k: v for k, v in found["_source"].items() if k == SOURCES})  # hidden: not sent back
+            if memory_type == LONG_TERM and not text_changed(memory_type, found["_source"], doc):
+                source["embedding_pending"] = found["_source"].get("embedding_pending", False)
+                if "memory_embedding" in found["_source"]:
+                    source["memory_embedding"] = found["_source"]["memory_embedding"]
+            result = await self.client.index(
+                index=index, id=memory_id, body=source, refresh="true", **if_unchanged(found)
+            )
+            return StoredDoc(memory_id, doc, result["_version"], result["_seq_no"])
+
+        return await until_unchanged(attempt, f"memory [{memory_id}]")
 
     async def delete(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:
         index = await self._index(owner, container_id, memory_type)
@@ -431,36 +453,59 @@ class OpenSearchAgenticStore(AgenticStore):
         if job.lease is None and await get_document(self.client, self.job_index, str(job.job_id)) is None:
             return
         owner, container_id = job.owner, job.container_id
-        actions: list[dict[str, Any]] = []
+        items: list[list[dict[str, Any]]] = []  # the bulk's items, each its action and document lines
+        updates: dict[int, LongTermChange] = {}  # by their item
         long_term = await self._index(owner, container_id, LONG_TERM) if changes else None
         for change in changes:
             if change.event == "ADD" and change.doc is not None and long_term:
-                actions += [
-                    {"create": {"_index": long_term, "_id": change.memory_id}},
-                    self._source(owner, change.doc, LONG_TERM),
-                ]
+                items.append(
+                    [
+                        {"create": {"_index": long_term, "_id": change.memory_id}},
+                        self._source(owner, change.doc, LONG_TERM),
+                    ]
+                )
                 continue
             found = await self._get_owned(long_term, owner, change.memory_id, container_id)
             if found is None:
                 continue
             if change.event == "UPDATE":
-                current = {
-                    key: value for key, value in unclaimed(found["_source"]).items() if key != "memory_embedding"
-                }
-                updated = {**change.applied_to(current), "embedding_pending": True}
-                actions += [{"index": {"_index": long_term, "_id": change.memory_id}}, updated]
+                updates[len(items)] = change
+                meta = {"_index": long_term, "_id": change.memory_id, **if_unchanged(found)}
+                items.append([{"index": meta}, _infer_updated(found, change)])
             elif change.event == "DELETE":
-                actions.append({"delete": {"_index": long_term, "_id": change.memory_id}})
+                items.append([{"delete": {"_index": long_term, "_id": change.memory_id}}])
         history_index = await self._index(owner, container_id, HISTORY) if history else None
         if history_index:
             for history_id, doc in history:
-                actions += [{"create": {"_index": history_index, "_id": history_id}}, self._source(owner, doc, HISTORY)]
+                items.append(
+                    [{"create": {"_index": history_index, "_id": history_id}}, self._source(owner, doc, HISTORY)]
+                )
         held = job.lease.condition() if job.lease else {}
-        actions.append({"delete": {"_index": self.job_index, "_id": str(job.job_id), **held}})
+        items.append([{"delete": {"_index": self.job_index, "_id": str(job.job_id), **held}}])
         # A create that finds its id taken was applied before (ids are derived from the job): not a failure.
-        await conditional_bulk(self.client, actions, refresh=True)
+        results = await conditional_bulk(self.client, [line for item in items for line in item], refresh=True)
+        for item, change in updates.items():
+            if results[item] is None and long_term is not None:
+                await self._update_again(long_term, owner, container_id, change)
         written = [index for index in (long_term, history_index) if index]
         await self._container_kept(owner, container_id, written)
+
+    async def _update_again(self, index: str, owner: Principal, container_id: str, change: LongTermChange) -> None:
+        """An infer UPDATE whose bulk item lost a race (the memory was updated after it was read): merged into
+        the memory as it is now, so that neither update is lost."""
+
+        async def attempt() -> None:
+            found = await self._get_owned(index, owner, change.memory_id, container_id)
+            if found is not None:  # deleted meanwhile: nothing to update
+                body = _infer_updated(found, change)
+                await self.client.index(
+                    index=index, id=change.memory_id, body=body, refresh="true", **if_unchanged(found)
+                )
+
+        try:
+            await until_unchanged(attempt, f"memory [{change.memory_id}]")
+        except Conflict as error:  # the job is applied already: nobody waits for this one to be tried again
+            log.warning("infer UPDATE of %s not applied: %s", change.memory_id, error)
 
     # -- search -------------------------------------------------------------------------------
 

@@ -22,15 +22,22 @@ dimension).  ``dynamic`` is false, so a field of an unexpected shape is kept in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
+from opensearchpy.exceptions import ConflictError
+
+from memory_plugin.agentic.errors import Conflict
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
 from memory_plugin.agentic.stores.base import StoredDoc, may_use, owner_id, owner_key, owner_of
 from memory_plugin.agentic.stores.sources import SOURCES
 from memory_plugin.auth import Principal
 from memory_plugin.leases import LEASE_MAPPINGS
+
+T = TypeVar("T")
 
 _KEYWORD = {"type": "keyword"}
 _FLAT = {"type": "flat_object"}
@@ -254,6 +261,25 @@ def stored_doc(hit: Mapping[str, Any], container: bool = False) -> StoredDoc:
 def if_unchanged(found: Mapping[str, Any]) -> dict[str, Any]:
     """The optimistic-concurrency condition of a write over the version ``found`` was read at."""
     return {"if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]}
+
+
+#: How often a read-merge-write is tried before the caller hears 409.
+WRITE_ATTEMPTS = 20
+
+
+async def until_unchanged(attempt: Callable[[], Awaitable[T]], what: str) -> T:
+    """Run ``attempt`` (read a doc, merge, write ``if_unchanged``) again while another write got in between.
+
+    Many server processes write the same documents, so only the version check, never a lock of this process,
+    keeps a concurrent write from being lost.  A jittered pause spreads out writers who collided; after
+    ``WRITE_ATTEMPTS`` the caller hears 409 and nothing of its change is written.
+    """
+    for tried in range(WRITE_ATTEMPTS):
+        try:
+            return await attempt()
+        except ConflictError:
+            await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**tried)))
+    raise Conflict(f"{what} kept changing while it was updated; try again")
 
 
 def in_scope(found: Mapping[str, Any], owner: Principal, container_id: str | None) -> bool:

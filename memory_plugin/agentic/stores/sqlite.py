@@ -18,6 +18,7 @@ from memory_plugin.agentic.stores.base import (
     LongTermChange,
     LongTermScope,
     MemoryAdd,
+    Merge,
     PendingEmbedding,
     StoredDoc,
     memory_text,
@@ -153,17 +154,24 @@ class SqliteAgenticStore(AgenticStore):
         row = await self.db.read(lambda c: c.execute(sql, (container_id, organization_id)).fetchone())
         return container_doc(row) if row else None
 
-    async def replace_container(self, owner: Principal, container_id: str, doc: dict[str, Any]) -> StoredDoc | None:
-        def replace(c: sqlite3.Connection) -> StoredDoc | None:
-            seq_no = next_seq_no(c)
+    async def update_container(self, owner: Principal, container_id: str, merge: Merge) -> StoredDoc | None:
+        # Read, merged and written in one transaction on the one writer: no write can come in between.
+        def update(c: sqlite3.Connection) -> StoredDoc | None:
             row = c.execute(
-                f"UPDATE containers SET doc = ?, version = version + 1, seq_no = ? WHERE container_id = ? AND "
-                f"{CONTAINER_USABLE} RETURNING version",
-                (dumps(doc), seq_no, container_id, *usable_params(owner)),
+                f"SELECT * FROM containers WHERE container_id = ? AND {CONTAINER_USABLE}",
+                (container_id, *usable_params(owner)),
             ).fetchone()
-            return StoredDoc(container_id, doc, row[0], seq_no) if row else None
+            if row is None:
+                return None
+            doc = merge(container_doc(row).source)
+            seq_no = next_seq_no(c)
+            c.execute(
+                "UPDATE containers SET doc = ?, version = version + 1, seq_no = ? WHERE container_id = ?",
+                (dumps(doc), seq_no, container_id),
+            )
+            return StoredDoc(container_id, doc, row["version"] + 1, seq_no)
 
-        return await self._write(replace)
+        return await self._write(update)
 
     async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         def delete(c: sqlite3.Connection) -> StoredDoc | None:
@@ -284,15 +292,17 @@ class SqliteAgenticStore(AgenticStore):
 
         return await self.db.read(read)
 
-    async def replace(
-        self, owner: Principal, container_id: str, memory_type: str, memory_id: str, doc: dict[str, Any]
+    async def update(
+        self, owner: Principal, container_id: str, memory_type: str, memory_id: str, merge: Merge
     ) -> StoredDoc | None:
-        def replace(c: sqlite3.Connection) -> tuple[StoredDoc | None, bool]:
+        # Read, merged and written in one transaction on the one writer: no write can come in between.
+        def update(c: sqlite3.Connection) -> tuple[StoredDoc | None, bool]:
             row = self._select(c, owner, container_id, memory_type, memory_id)
             if row is None:
                 return None, False
             seq = row["seq"]
             current = json.loads(row["doc"])
+            doc = merge(without_sources(current))
             reembed = text_changed(memory_type, current, doc)
             # hidden from the caller, who sent the doc back without it
             kept = {**doc, SOURCES: current[SOURCES]} if SOURCES in current else doc
@@ -306,7 +316,7 @@ class SqliteAgenticStore(AgenticStore):
             if stored is not None and reembed:
                 self._unindex(container_id, [stored.seq])
 
-        stored, _ = await self._write(replace, unindex)
+        stored, _ = await self._write(update, unindex)
         return stored
 
     async def delete(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None:

@@ -17,7 +17,7 @@ from memory_plugin.dsl.parse_context import mapped
 from memory_plugin.dsl.queries import parse_query
 from memory_plugin.dsl.sort import SortSpec, parse_sort
 from memory_plugin.dsl.source import SourceFilter, parse_source
-from memory_plugin.dsl.values import QueryParsingError, as_float, parse_date, token_name
+from memory_plugin.dsl.values import EPOCH_MILLIS, QueryParsingError, as_float, parse_date, token_name
 from memory_plugin.errors import (
     FetchPhaseFailure,
     InvalidArgument,
@@ -29,8 +29,6 @@ from memory_plugin.errors import (
 )
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW
 
-#: Epoch milliseconds as text: what ``Long.parseLong`` reads (at most 19 ASCII digits).
-EPOCH_MILLIS = re2.compile(r"-?[0-9]{1,18}")
 #: ``SearchContext.DEFAULT_TRACK_TOTAL_HITS_UP_TO``.
 TRACK_TOTAL_HITS = 10_000
 

@@ -25,14 +25,13 @@ import re2
 
 from memory_plugin.dsl.clauses import Bool, Clause, Disjunction, Fuzzy, MatchAll, MatchNone, Pattern, Range
 from memory_plugin.dsl.mapping import DATE, DYNAMIC, TEXT, UNMAPPED
-from memory_plugin.dsl.values import QueryParsingError, as_float, parse_date, query_object
+from memory_plugin.dsl.values import EPOCH_MILLIS, QueryParsingError, as_float, parse_date, query_object
 from memory_plugin.errors import QueryShardFailure
 
 TOKEN = re.compile(
     r'\s*(?:(?P<open>\()|(?P<close>\))|(?P<phrase>"(?:[^"\\]|\\.)*"?)|(?P<op>&&|\|\||AND\b|OR\b|NOT\b|[+\-!|])|'
     r"(?P<word>(?:[^\s()\"\\]|\\.)+))"
 )
-_EPOCH_MILLIS = re.compile(r"-?[0-9]{1,18}")
 #: ``field:>=a`` and its kin: Lucene's one-sided ranges.
 ONE_SIDED = re.compile(r"^(?P<op>>=|<=|>|<)(?P<bound>.+)$", re.S)
 SUFFIX = re.compile(r"^(?P<body>.*?)(?:~(?P<fuzzy>\d*(?:\.\d+)?))?(?:\^(?P<boost>\d+(?:\.\d+)?))?$", re.S)
@@ -174,7 +173,7 @@ class _Parser:
         if not all(_date_bound(bound) for _, bound in bounds):
             return MatchNone()
         # epoch millis compare as a date, not as text
-        return Range(path, [(op, int(b) if _EPOCH_MILLIS.fullmatch(b.strip()) else b) for op, b in bounds], boost)
+        return Range(path, [(op, int(b) if EPOCH_MILLIS.fullmatch(b.strip()) else b) for op, b in bounds], boost)
 
     def unparsable(self) -> QueryShardFailure:
         return QueryShardFailure(f"Failed to parse query [{self.text}]")
@@ -218,9 +217,7 @@ class _Parser:
 def _date_bound(text: str) -> bool:
     text = text.strip()
     return (
-        text.startswith("now")
-        or bool(re.fullmatch(r"-?[0-9]{1,18}", text))
-        or ("T" in text and parse_date(text) is not None)
+        text.startswith("now") or bool(EPOCH_MILLIS.fullmatch(text)) or ("T" in text and parse_date(text) is not None)
     )
 
 

@@ -113,6 +113,9 @@ def collect_leaves(value: Any, out: list[Any]) -> None:
         out.append(value)
 
 
+#: Epoch milliseconds as text: what ``Long.parseLong`` reads (at most 19 ASCII digits).
+EPOCH_MILLIS = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+
 #: What a date looks like before it is parsed: a range bound of this shape must parse, or it is a 400.
 DATE_SHAPED = re.compile(r"\s*(?:now|\d{1,9}-\d{1,2}-\d{1,2})")
 

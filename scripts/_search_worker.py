@@ -1,6 +1,6 @@
 """One side of ``bench_search.py --baseline``: searches an existing embedded store with whichever code is on the path.
 
-    PYTHONPATH=<a checkout> python scripts/_search_worker.py STORE_FOLDER QUERIES.npy CASES_JSON
+    PYTHONPATH=<a checkout> python scripts/_search_worker.py STORE_FOLDER QUERIES.npy CASES_JSON SWITCH_INTERVAL
 
 The coordinator starts one worker per code version on the same store folder
 and sends them the same searches in turns, so both are measured on the same
@@ -9,7 +9,9 @@ data under the same machine load.  Requests are JSON lines ``{"case": name,
 that search (CPU of the whole process, so BLAS and OpenMP helper threads
 count) and the hit ids.  An empty line ends the session with the process's
 total CPU time, which also counts helper threads still spinning between
-searches.
+searches.  Both sides run on uvloop with the GIL switch interval the
+coordinator passes, as ``serve`` of this tree runs, whatever the checkout's
+own ``serve`` did.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import uvloop
 
 
 async def serve(folder: Path, queries: np.ndarray, cases: dict[str, list[list[str]]]) -> None:
@@ -56,7 +59,9 @@ async def serve(folder: Path, queries: np.ndarray, cases: dict[str, list[list[st
 
 def main() -> None:
     folder, queries, cases = Path(sys.argv[1]), np.load(sys.argv[2]), json.loads(sys.argv[3])
-    asyncio.run(serve(folder, queries, cases))
+    sys.setswitchinterval(float(sys.argv[4]))
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(serve(folder, queries, cases))
 
 
 if __name__ == "__main__":

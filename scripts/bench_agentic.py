@@ -52,6 +52,7 @@ from memory_plugin.agentic.stores.bm25 import LexicalIndex  # noqa: E402
 from memory_plugin.agentic.stores.bm25_files import mirror_file  # noqa: E402
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore  # noqa: E402
 from memory_plugin.agentic.stores.vectors import GRAPH_MIN_ROWS, Matrix  # noqa: E402
+from memory_plugin.app import serving_loop  # noqa: E402
 from memory_plugin.auth import KeyStore, Principal  # noqa: E402
 from tests.support.agentic_llm import SEMANTIC_CONFIG  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
@@ -332,4 +333,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=serving_loop) as runner:  # the loop and GIL interval ``serve`` runs with
+        runner.run(main())

@@ -18,7 +18,9 @@ numpy brute force over the same candidate set.  Vectors are e5-shaped (see
 ``_vectors.py``), never uniform; ``--seed-from-model`` embeds real texts with
 the default model and derives the vectors from those.  The embedded store is
 measured twice on the same load: filters on its in-memory columns
-(``embedded``) and on SQL (``embedded-sql``, how it filtered before).
+(``embedded``) and on SQL (``embedded-sql``, how it filtered before).  Searches run on the event loop
+``serve`` runs on (uvloop, with its GIL switch interval), so that the hand-off
+to the search thread and back costs what it costs in the server.
 
 ``--baseline REV`` also searches the loaded store with the code of git
 revision ``REV`` and with this tree, each in its own process
@@ -56,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _plots import plot_search, write_report  # noqa: E402
 from _vectors import from_seed, mean_pairwise_cosine, synthetic  # noqa: E402
 
+from memory_plugin.app import GIL_SWITCH_INTERVAL, serving_loop  # noqa: E402
 from memory_plugin.histories.stores.base import HistoryStore  # noqa: E402
 from memory_plugin.histories.stores.filters import Filter, parse_filters  # noqa: E402
 from memory_plugin.histories.stores.records import Chunk, Record  # noqa: E402
@@ -255,6 +258,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         row: dict[str, Any] = {"mean_pairwise_cosine": round(cosine, 3), "load_average_before": os.getloadavg()[0]}
         exact: dict[str, dict[str, float]] = {}
         for name, factory in BACKENDS:
+            if name != "embedded" and size > args.node_max_size:
+                continue
             with contextlib.ExitStack() as stack:
                 kept = name == "embedded" and args.store is not None
                 folder = args.store / str(size) if kept else Path(stack.enter_context(temporary_folder()))
@@ -336,7 +341,14 @@ def compare_revisions(store: Path, vectors: np.ndarray, queries: np.ndarray, rev
         sides = {f"embedded@{revision}": checkout, "embedded@this tree": str(ROOT)}
         workers = {
             name: subprocess.Popen(
-                [sys.executable, str(WORKER), str(store), str(Path(checkout) / "queries.npy"), json.dumps(cases)],
+                [
+                    sys.executable,
+                    str(WORKER),
+                    str(store),
+                    str(Path(checkout) / "queries.npy"),
+                    json.dumps(cases),
+                    str(GIL_SWITCH_INTERVAL),
+                ],
                 env={**os.environ, "PYTHONPATH": code},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -514,6 +526,12 @@ def main() -> None:
     parser.add_argument("--opensearch", action="store_true", help="also bench a real node started here")
     parser.add_argument("--opensearch-url", help="also bench this running OpenSearch node")
     parser.add_argument(
+        "--node-max-size",
+        type=int,
+        default=100_000,
+        help="bench the node only at sizes up to this: it is loaded afresh on every run, chunk by chunk over HTTP",
+    )
+    parser.add_argument(
         "--no-sql", dest="sql", action="store_false", help="skip the embedded store's SQL filters (slow at 1M)"
     )
     parser.add_argument("--knn-engine", default="lucene", help="k-NN engine of the OpenSearch index")
@@ -528,7 +546,8 @@ def main() -> None:
             url = stack.enter_context(start_nodes(1))[0].url
         if url:
             BACKENDS.append((f"opensearch-{args.knn_engine}", opensearch_backend(url, args.knn_engine)))
-        results = asyncio.run(run(args))
+        with asyncio.Runner(loop_factory=serving_loop) as runner:  # the loop and GIL interval ``serve`` runs with
+            results = runner.run(run(args))
     write_report(args.out, results, plot_search)
 
 

@@ -33,7 +33,7 @@ from memory_plugin.histories import routes as history_routes
 from memory_plugin.histories.bridge import HistoryBridge
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.http.apis import API, OPENSEARCH, TELNYX, Api
-from memory_plugin.http.body import BODY_READ_TIMEOUT, MAX_BODY_BYTES
+from memory_plugin.http.body import BODY_READ_TIMEOUT, MAX_BODY_BYTES, continue_when_read
 from memory_plugin.http.json import json_response
 from memory_plugin.http.middleware import front_door
 from memory_plugin.http.runner import JsonErrorRunner
@@ -234,9 +234,10 @@ def _api_app(api: Api, prefix: str, *tables: web.RouteTableDef) -> web.Applicati
         for route in table:
             assert isinstance(route, web.RouteDef) and route.path.startswith(prefix + "/"), route
             path = route.path.removeprefix(prefix)
-            sub.router.add_route(route.method, path, route.handler, **route.kwargs)
+            kwargs = {"expect_handler": continue_when_read, **route.kwargs}
+            sub.router.add_route(route.method, path, route.handler, **kwargs)
             if api is OPENSEARCH:  # OpenSearch's router ignores a trailing slash; clients send one (opensearch-py-ml)
-                sub.router.add_route(route.method, path + "/", route.handler, **route.kwargs)
+                sub.router.add_route(route.method, path + "/", route.handler, **kwargs)
     return sub
 
 

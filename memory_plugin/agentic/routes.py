@@ -18,7 +18,7 @@ from memory_plugin.agentic.requests import boolean
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.http.body import read_json, read_json_object, search_body
+from memory_plugin.http.body import read_body, read_json, read_json_object, search_body
 from memory_plugin.http.json import json_response
 from memory_plugin.http.middleware import principal_of
 from memory_plugin.http.params import SEARCH_PARAMS, check_params
@@ -83,7 +83,7 @@ async def create_container(request: web.Request) -> web.Response:
 @routes.post(BASE + "/_retention/_execute")
 async def execute_retention(request: web.Request) -> web.Response:
     check_params(request)
-    if request.body_exists and await request.read():
+    if request.body_exists and await read_body(request):
         raise StatusBadRequest("_execute does not accept a request body; it always runs cluster-wide.")
     return json_response(await _service(request).retention_execute(principal_of(request)))
 

@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.http import HttpVersion11
 
 from memory_plugin.errors import (
     ClientClosedRequest,
@@ -44,12 +45,37 @@ class UnsupportedContentType(Exception):
     """A body OpenSearch would not read: its Content-Type is not JSON (a 406 under ``/_plugins``)."""
 
 
+async def continue_when_read(request: web.Request) -> None:
+    """The expect handler of every API route: the ``100 Continue`` a client asked for is sent when the
+    handler reads the body (``read_body``), not by aiohttp before any middleware has run.
+
+    So a request refused before its body is read (no valid key, a Content-Length over the limit) gets its
+    answer while the client still waits, and sends no body nobody reads: curl asks for it above 1 MB, and
+    was sending a whole 50 MB upload to get its 413.  Another expectation is a 417, as aiohttp answers.
+    """
+    expect = request.headers.get(hdrs.EXPECT, "")
+    if request.version == HttpVersion11 and expect.lower() != "100-continue":
+        raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
+
+
+async def _send_continue(request: web.Request) -> None:
+    """The ``100 Continue`` that ``continue_when_read`` left for the first read of a body not yet sent."""
+    if (
+        request.version == HttpVersion11
+        and request.headers.get(hdrs.EXPECT, "").lower() == "100-continue"
+        and not request.content.is_eof()
+    ):
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # as aiohttp's own handler: the answer's size starts after it
+
+
 async def read_body(request: web.Request) -> bytes:
     """The raw body, within the size limit and the read timeout; under ``/_plugins``, JSON only."""
     limit = request.config_dict[MAX_BODY_BYTES]
     declared = request.content_length
     if declared is not None and declared > limit:  # refused before a byte is read, not after the timeout
         raise PayloadTooLarge(f"request body is larger than {limit} bytes")
+    await _send_continue(request)
     try:
         if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
             raw = await request.read()

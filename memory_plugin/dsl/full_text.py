@@ -26,8 +26,9 @@ from memory_plugin.dsl.clauses import (
 from memory_plugin.dsl.mapping import DATE, DYNAMIC, FLAT_OBJECT, KEYWORD, LONG, TEXT, UNMAPPED
 from memory_plugin.dsl.parse_context import FIELD_OPTIONS, check_clause_count, check_options, fields_in_scope, kind_of
 from memory_plugin.dsl.query_strings import Builders, parse_query_string
-from memory_plugin.dsl.term_level import fuzziness, non_negative_int, wildcard_regex
+from memory_plugin.dsl.term_level import MAX_EXPANSIONS, fuzziness, whole_number, wildcard_regex
 from memory_plugin.dsl.values import QueryParsingError, as_float, check_scalar, parse_boost, query_object, single_field
+from memory_plugin.errors import InvalidArgument
 
 
 @dataclass(frozen=True)
@@ -108,16 +109,38 @@ def full_text_options(qname: str, opts: Mapping[str, Any]) -> FullText:
     fuzzy = opts.get("fuzziness")
     if fuzzy is not None:
         fuzziness(qname, fuzzy, "")  # refused now, whatever the terms
+    numbers = {name: whole_number(qname, name, opts.get(name), default) for name, default in _NUMBERS.items()}
+    for name, least, message in _RANGES.get(qname, ()):
+        if numbers[name] < least:
+            raise InvalidArgument(message)
     return FullText(
         operator=operator,
         minimum_should_match=check_minimum_should_match(qname, opts.get("minimum_should_match")),
         zero_terms_all=zero_terms_query == "all",
         fuzziness=fuzzy,
-        prefix_length=non_negative_int(qname, "prefix_length", opts.get("prefix_length"), 0),
-        max_expansions=max(1, min(non_negative_int(qname, "max_expansions", opts.get("max_expansions"), 50), 1024)),
+        prefix_length=numbers["prefix_length"],
+        max_expansions=min(numbers["max_expansions"], MAX_EXPANSIONS),
         transpositions=bool(opts.get("fuzzy_transpositions", True)),
-        slop=non_negative_int(qname, "slop", opts.get("slop"), 0),
+        slop=numbers["slop"],
     )
+
+
+#: The integer options of the full-text queries, and their defaults.
+_NUMBERS = {"prefix_length": 0, "max_expansions": 50, "slop": 0}
+#: Each builder's refusal of an option out of range, ``(option, least, message)`` in the order its
+#: ``fromXContent`` calls the setters (``MatchQueryBuilder.prefixLength``, ``MultiMatchQueryBuilder.maxExpansions``...).
+_RANGES = {
+    "match": (
+        ("prefix_length", 0, "[match] requires prefix length to be non-negative."),
+        ("max_expansions", 1, "[match] requires maxExpansions to be positive."),
+    ),
+    "match_phrase": (("slop", 0, "No negative slop allowed."),),
+    "multi_match": (
+        ("max_expansions", 1, "Max expansions must be strictly great than zero."),
+        ("prefix_length", 0, "No negative prefix length allowed."),
+        ("slop", 0, "No negative slop allowed."),
+    ),
+}
 
 
 def match_shown(text: Any, opts: Mapping[str, Any]) -> dict[str, Any]:

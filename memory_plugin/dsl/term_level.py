@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,12 +48,19 @@ def fuzziness(qname: str, value: Any, term: str) -> int:
     return min(2, int(number))
 
 
-def non_negative_int(qname: str, name: str, value: Any, default: int) -> int:
+#: The most terms a fuzzy clause expands to here, whatever ``max_expansions`` asks: Lucene's clause limit.
+MAX_EXPANSIONS = 1024
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]{1,19}")
+
+
+def whole_number(qname: str, name: str, value: Any, default: int) -> int:
+    """An integer option as ``parser.intValue()`` reads it, sign and all (the builder checks its range), clamped
+    to Java's ``int``; anything else is a parsing error naming it."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().lstrip("+").isdigit():
-        raise QueryParsingError(f"[{qname}] query: [{name}] must be a non-negative integer, found [{value}]")
-    return min(int(str(value).strip()), 2**31 - 1)
+    if isinstance(value, bool) or not isinstance(value, int | str) or not _WHOLE_NUMBER.fullmatch(str(value).strip()):
+        raise QueryParsingError(f"[{qname}] query: [{name}] must be an integer, found [{value}]")
+    return max(-(2**31), min(int(str(value).strip()), 2**31 - 1))
 
 
 def parse_term(body: Any) -> Clause:
@@ -232,16 +240,25 @@ def parse_fuzzy(body: Any) -> Clause:
     if opts.get("value") is None:
         raise QueryParsingError("[fuzzy] query malformed, no [value] specified")
     term = str(check_scalar("fuzzy", opts["value"]))
+    prefix_length = whole_number("fuzzy", "prefix_length", opts.get("prefix_length"), 0)
+    max_expansions = whole_number("fuzzy", "max_expansions", opts.get("max_expansions"), 50)
     kind = kind_of(fname)
     if kind == UNMAPPED:
         return MatchNone()
+    # Lucene's FuzzyQuery refuses these when the shard builds it (so not on an unmapped field), in this order
+    for refused, why in (
+        (prefix_length < 0, "prefixLength cannot be negative."),
+        (max_expansions <= 0, "maxExpansions must be positive."),
+    ):
+        if refused:
+            raise QueryShardFailure(f"failed to create query: {why}", because=why)
     return Fuzzy(
         field=fname,
         kind=TEXT if kind == DYNAMIC else kind,
         term=term,
         max_edits=fuzziness("fuzzy", opts.get("fuzziness", "AUTO"), term),
-        prefix_length=non_negative_int("fuzzy", "prefix_length", opts.get("prefix_length"), 0),
-        max_expansions=max(1, min(non_negative_int("fuzzy", "max_expansions", opts.get("max_expansions"), 50), 1024)),
+        prefix_length=prefix_length,
+        max_expansions=min(max_expansions, MAX_EXPANSIONS),
         transpositions=bool(opts.get("transpositions", True)),
         boost=parse_boost("fuzzy", opts.get("boost", extra.get("boost", 1.0))),
     )

@@ -17,7 +17,7 @@ from memory_plugin.dsl import (
     search_response,
 )
 from memory_plugin.dsl.mapping import MESSAGE_FIELDS, META_FIELDS
-from memory_plugin.errors import InvalidArgument, ParseFailure, ShardParseFailure
+from memory_plugin.errors import InvalidArgument, ParseFailure, QueryShardFailure, ShardParseFailure
 
 DOCS: list[tuple[str, dict[str, Any]]] = [
     (
@@ -539,3 +539,51 @@ def test_min_score_leaves_out_the_hits_scoring_less_and_counts_only_the_rest():
         with pytest.raises(InvalidArgument) as refused:
             parse_search({**body, "min_score": bad})
         assert reason(refused).startswith("[min_score] must be a number")
+
+
+# --------------------------------------------------------------------------- integer options, as the node reads them
+
+
+@pytest.mark.parametrize(
+    ("query", "error", "message"),
+    [
+        # Lucene's FuzzyQuery refuses them when the shard builds it: query_shard_exception
+        ({"fuzzy": {"input": {"value": "sort", "max_expansions": 0}}}, QueryShardFailure, "maxExpansions must be"),
+        ({"fuzzy": {"input": {"value": "sort", "max_expansions": "-1"}}}, QueryShardFailure, "maxExpansions must be"),
+        ({"fuzzy": {"input": {"value": "sort", "prefix_length": -1}}}, QueryShardFailure, "prefixLength cannot be"),
+        # the builders refuse them as they parse: illegal_argument_exception, in their setters' order
+        ({"match": {"input": {"query": "sort", "max_expansions": 0}}}, InvalidArgument, "[match] requires maxExp"),
+        (
+            {"match": {"input": {"query": "sort", "max_expansions": 0, "prefix_length": -1}}},
+            InvalidArgument,
+            "[match] requires prefix length",
+        ),
+        ({"match_phrase": {"input": {"query": "sort", "slop": -2}}}, InvalidArgument, "No negative slop allowed."),
+        (
+            {"multi_match": {"query": "sort", "fields": ["input"], "max_expansions": 0, "prefix_length": -1}},
+            InvalidArgument,
+            "Max expansions must be strictly great than zero.",
+        ),
+        # not an integer at all: a parsing error naming the option (no 500 for 5000 digits, no Arabic-Indic digit)
+        ({"fuzzy": {"input": {"value": "sort", "max_expansions": "9" * 5000}}}, QueryParsingError, "[max_expansions]"),
+        ({"match": {"input": {"query": "sort", "prefix_length": "٥"}}}, QueryParsingError, "[prefix_length]"),
+        ({"match_phrase": {"input": {"query": "sort", "slop": 1.5}}}, QueryParsingError, "[slop]"),
+    ],
+)
+def test_integer_options_out_of_range_are_refused_as_the_node_refuses_them(
+    query: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as exc:
+        execute(parse_search({"query": query}), DOCS)
+    assert type(exc.value) is error
+    assert message in reason(exc), reason(exc)
+
+
+def test_integer_options_in_range_and_on_an_unmapped_field_are_taken() -> None:
+    assert ids({"query": {"fuzzy": {"input": {"value": "sprt", "max_expansions": "+1", "prefix_length": 1}}}}) == ["m1"]
+    assert ids({"query": {"match": {"input": {"query": "sprt", "fuzziness": 1, "max_expansions": 99_999_999_999}}}})
+    # the shard builds no fuzzy query for a field it does not map: nothing to refuse, nothing found
+    unmapped = parse_search(
+        {"query": {"fuzzy": {"no_such_field": {"value": "x", "max_expansions": 0}}}}, fields=MESSAGE_FIELDS
+    )
+    assert not execute(unmapped, DOCS).hits

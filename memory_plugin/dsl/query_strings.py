@@ -23,8 +23,9 @@ from typing import Any
 
 import re2
 
-from memory_plugin.dsl.clauses import Bool, Clause, Disjunction, Fuzzy, MatchAll, MatchNone, Pattern, Range
-from memory_plugin.dsl.mapping import DATE, DYNAMIC, TEXT, UNMAPPED
+from memory_plugin.dsl.clauses import Bool, Clause, Disjunction, MatchAll, MatchNone, Pattern, Range
+from memory_plugin.dsl.mapping import DATE, UNMAPPED
+from memory_plugin.dsl.term_level import fuzzy_clause, whole_number
 from memory_plugin.dsl.values import EPOCH_MILLIS, QueryParsingError, as_float, parse_date, query_object
 from memory_plugin.errors import QueryShardFailure
 
@@ -51,8 +52,20 @@ class Builders:
     phrase: Callable[[str, str, float, int], Clause]
 
 
+@dataclass(frozen=True)
+class FuzzyOptions:
+    """``fuzzy_prefix_length``, ``fuzzy_max_expansions`` and ``fuzzy_transpositions``: how a ``term~`` expands."""
+
+    prefix_length: int = 0
+    max_expansions: int = 50
+    transpositions: bool = True
+
+
 class _Parser:
-    def __init__(self, text: str, simple: bool, default_and: bool, build: Builders) -> None:
+    def __init__(
+        self, text: str, simple: bool, default_and: bool, build: Builders, fuzzy: FuzzyOptions = FuzzyOptions()
+    ) -> None:
+        self.fuzzy = fuzzy
         self.text = text
         self.tokens = [(m.lastgroup or "", m.group(m.lastgroup or 0)) for m in TOKEN.finditer(text) if m.lastgroup]
         self.at = 0
@@ -206,8 +219,17 @@ class _Parser:
         return self.on_fields(field, lambda f, b: self.build.term(f, body, b * boost))
 
     def _fuzzy(self, path: str, term: str, edits: int, boost: float) -> Clause:
-        kind = self.build.kind_of(path)
-        return Fuzzy(field=path, kind=TEXT if kind == DYNAMIC else kind, term=term, max_edits=edits, boost=boost)
+        options = self.fuzzy
+        return fuzzy_clause(
+            path,
+            self.build.kind_of(path),
+            term,
+            edits,
+            options.prefix_length,
+            options.max_expansions,
+            options.transpositions,
+            boost,
+        )
 
     def _prefix(self, path: str, prefix: str, boost: float) -> Clause:
         regex = re2.compile("(?s)" + re2.escape(prefix) + ".*")
@@ -263,7 +285,12 @@ def parse_query_string(
         raise QueryParsingError(f"[{qname}] query: unknown default_operator [{body.get('default_operator')}]")
     spec: Any = body.get("fields", body.get("default_field", "*"))
     build.fields = weighted(qname, spec)
-    clause = _Parser(text, qname == "simple_query_string", operator == "and", build).group(0)
+    fuzzy = FuzzyOptions(
+        whole_number(qname, "fuzzy_prefix_length", body.get("fuzzy_prefix_length"), 0),
+        whole_number(qname, "fuzzy_max_expansions", body.get("fuzzy_max_expansions"), 50),
+        bool(body.get("fuzzy_transpositions", True)),
+    )
+    clause = _Parser(text, qname == "simple_query_string", operator == "and", build, fuzzy).group(0)
     boost = as_float(body.get("boost", 1.0))
     if boost is None:
         raise QueryParsingError(f"[{qname}] query: [boost] must be a number")

@@ -245,7 +245,30 @@ def parse_fuzzy(body: Any) -> Clause:
     kind = kind_of(fname)
     if kind == UNMAPPED:
         return MatchNone()
-    # Lucene's FuzzyQuery refuses these when the shard builds it (so not on an unmapped field), in this order
+    return fuzzy_clause(
+        fname,
+        kind,
+        term,
+        fuzziness("fuzzy", opts.get("fuzziness", "AUTO"), term),
+        prefix_length,
+        max_expansions,
+        bool(opts.get("transpositions", True)),
+        parse_boost("fuzzy", opts.get("boost", extra.get("boost", 1.0))),
+    )
+
+
+def fuzzy_clause(
+    field: str,
+    kind: str,
+    term: str,
+    max_edits: int,
+    prefix_length: int,
+    max_expansions: int,
+    transpositions: bool,
+    boost: float,
+) -> Fuzzy:
+    """Lucene's FuzzyQuery on a mapped field, refusing what it refuses when the shard builds it, in its order
+    (``fuzzy``, and a ``term~`` of ``query_string`` with its ``fuzzy_*`` options)."""
     for refused, why in (
         (prefix_length < 0, "prefixLength cannot be negative."),
         (max_expansions <= 0, "maxExpansions must be positive."),
@@ -253,12 +276,12 @@ def parse_fuzzy(body: Any) -> Clause:
         if refused:
             raise QueryShardFailure(f"failed to create query: {why}", because=why)
     return Fuzzy(
-        field=fname,
+        field=field,
         kind=TEXT if kind == DYNAMIC else kind,
         term=term,
-        max_edits=fuzziness("fuzzy", opts.get("fuzziness", "AUTO"), term),
+        max_edits=max_edits,
         prefix_length=prefix_length,
         max_expansions=min(max_expansions, MAX_EXPANSIONS),
-        transpositions=bool(opts.get("transpositions", True)),
-        boost=parse_boost("fuzzy", opts.get("boost", extra.get("boost", 1.0))),
+        transpositions=transpositions,
+        boost=boost,
     )

@@ -324,6 +324,9 @@ MEMORY_QUERIES: tuple[dict[str, object], ...] = (
     {"query": {"multi_match": {"query": "wether", "fields": ["name"], "type": "phrase", "slop": -1}}},
     {"query": {"match_phrase": {"name": {"query": "the weather", "slop": -1}}}},
     {"query": {"multi_match": {"query": "wether", "fields": ["name"], "prefix_length": -1, "max_expansions": 0}}},
+    {"query": {"query_string": {"query": "wether~", "default_field": "name", "fuzzy_max_expansions": 0}}},
+    {"query": {"query_string": {"query": "wether~", "default_field": "name", "fuzzy_prefix_length": -1}}},
+    {"query": {"simple_query_string": {"query": "wether~", "fields": ["name"], "fuzzy_max_expansions": 0}}},
     {"query": {"match": {"name": {"query": "wether repot", "fuzziness": "AUTO"}}}},
     {"query": {"match_all": {}}, "sort": [{"application_type": "asc"}], "search_after": ["agent"], "size": 2},
     {

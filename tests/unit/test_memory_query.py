@@ -587,3 +587,21 @@ def test_integer_options_in_range_and_on_an_unmapped_field_are_taken() -> None:
         {"query": {"fuzzy": {"no_such_field": {"value": "x", "max_expansions": 0}}}}, fields=MESSAGE_FIELDS
     )
     assert not execute(unmapped, DOCS).hits
+
+
+def test_query_string_fuzzy_options_shape_and_refuse_its_fuzzy_terms() -> None:
+    def body(query: str, **options: Any) -> dict[str, Any]:
+        return {"query": {"query_string": {"query": query, "default_field": "input", **options}}}
+
+    assert ids(body("sprt~1")) == ["m1"]
+    assert ids(body("sprt~1", fuzzy_prefix_length=2)) == []  # "sp" is not the prefix of "sort"
+    for options, message in (
+        ({"fuzzy_max_expansions": 0}, "maxExpansions must be positive."),
+        ({"fuzzy_prefix_length": -1}, "prefixLength cannot be negative."),
+    ):
+        with pytest.raises(QueryShardFailure) as exc:
+            execute(parse_search(body("sprt~1", **options)), DOCS)
+        assert message in reason(exc)
+        assert ids(body("sort", **options)) == ["m1"]  # no fuzzy term: no FuzzyQuery to refuse
+    with pytest.raises(QueryParsingError, match="fuzzy_max_expansions"):
+        parse_search(body("sort", fuzzy_max_expansions="many"))

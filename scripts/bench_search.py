@@ -123,8 +123,8 @@ def opensearch_backend(url: str | None, engine: str = "lucene") -> Callable[[Pat
     """A factory of OpenSearchStores on ``url``, each with fresh indices dropped afterwards.
 
     Without a ``url``, each store gets a node started here for its turn and stopped after it:
-    an idle node's JVM on this 2-core machine slowed the embedded store's 100k searches by a
-    third (unfiltered 1.00 ms p50 with it up, 0.63-0.73 without).
+    an idle node's JVM shares this 2-core machine with the embedded store's searches (unfiltered
+    100k: 1.00 ms p50 in a run with it up, 0.63-0.80 ms in five runs without it).
     """
 
     @asynccontextmanager

@@ -30,6 +30,10 @@ from memory_plugin.errors import ParseFailure, QueryShardFailure
 MAX_TERMS_COUNT = 65536
 
 
+#: An ``AUTO:low,high`` bound: ASCII digits that fit an int (``"٣"`` or 5000 digits are no distance).
+_DISTANCE = re.compile(r"[0-9]{1,9}")
+
+
 def fuzziness(qname: str, value: Any, term: str) -> int:
     """``fuzziness`` as a maximum number of edits for ``term``: 0-2, or ``AUTO[:low,high]`` by length."""
     text = str(value).strip() if not isinstance(value, bool) else ""
@@ -37,7 +41,7 @@ def fuzziness(qname: str, value: Any, term: str) -> int:
         low, high = 3, 6
         if text[4:]:
             bounds = text[5:].split(",") if text[4] == ":" else []
-            if len(bounds) != 2 or not all(b.strip().isdigit() for b in bounds):
+            if len(bounds) != 2 or not all(_DISTANCE.fullmatch(b.strip()) for b in bounds):
                 raise ParseFailure("failed to find low and high distance values")
             low, high = int(bounds[0]), int(bounds[1])
         length = len(term)

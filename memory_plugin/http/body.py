@@ -75,8 +75,8 @@ async def read_body(request: web.Request) -> bytes:
     declared = request.content_length
     if declared is not None and declared > limit:  # refused before a byte is read, not after the timeout
         raise PayloadTooLarge(f"request body is larger than {limit} bytes")
-    await _send_continue(request)
     try:
+        await _send_continue(request)
         if request.content.is_eof():  # the whole body came with the headers: nothing to wait for
             raw = await request.read()
         else:

@@ -605,3 +605,10 @@ def test_query_string_fuzzy_options_shape_and_refuse_its_fuzzy_terms() -> None:
         assert ids(body("sort", **options)) == ["m1"]  # no fuzzy term: no FuzzyQuery to refuse
     with pytest.raises(QueryParsingError, match="fuzzy_max_expansions"):
         parse_search(body("sort", fuzzy_max_expansions="many"))
+
+
+@pytest.mark.parametrize("bounds", ["9" * 5000 + ",6", "٣,6", "3,"])
+def test_auto_fuzziness_bounds_that_are_no_int_are_a_parse_error(bounds: str) -> None:
+    body = {"query": {"match": {"input": {"query": "sort", "fuzziness": f"AUTO:{bounds}"}}}}
+    with pytest.raises(ParseFailure, match="failed to find low and high distance values"):
+        execute(parse_search(body), DOCS)

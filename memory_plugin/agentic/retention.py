@@ -16,6 +16,8 @@ exactly what the execute deletes when nothing is written in between
 * working memory of a session-less container older than the server's TTL.
 
 Pinned documents are never deleted and never counted against ``max_count``.
+Every document of the container counts, whoever wrote it, as ml-commons filters
+by container and ``pinned`` only.
 A delete is conditional on the version read (``stores.retention``): a session
 touched by an add after the evaluation is kept, and so is its working memory;
 working memory written after the evaluation is never deleted by it.
@@ -184,7 +186,8 @@ class Retention:
         self.clock = clock
 
     async def evaluate(self, owner: Principal, container: StoredDoc) -> Plan:
-        """``dryRunContainer``: every pass, read-only."""
+        """``dryRunContainer``: every pass, read-only.  ``owner``: anyone of the container's organisation (its
+        owner, or the caller, who may use it); the container's docs count whoever wrote them."""
         config = container.source.get("configuration") or {}
         source, policy = self.defaults.effective(config)
         plan = Plan(container.id, self.clock(), source, policy, self.defaults.working_memory_ttl_days)
@@ -244,7 +247,7 @@ class Retention:
     async def _sessions(
         self, owner: Principal, container_id: str, rule: Mapping[str, int], now: int, plan: Plan
     ) -> None:
-        docs = await self.store.snapshot(owner, container_id, SESSIONS)
+        docs = await self.store.snapshot(owner.organization_id, container_id, SESSIONS)
         await asyncio.to_thread(self._plan_sessions, docs, rule, now, plan)
 
     def _plan_sessions(self, docs: list[Snapshot], rule: Mapping[str, int], now: int, plan: Plan) -> None:
@@ -262,7 +265,7 @@ class Retention:
     async def _long_term(
         self, owner: Principal, container_id: str, rule: Mapping[str, int], now: int, plan: Plan
     ) -> None:
-        docs = await self.store.snapshot(owner, container_id, LONG_TERM)
+        docs = await self.store.snapshot(owner.organization_id, container_id, LONG_TERM)
         await asyncio.to_thread(self._plan_long_term, docs, rule, now, plan)
 
     def _plan_long_term(self, docs: list[Snapshot], rule: Mapping[str, int], now: int, plan: Plan) -> None:
@@ -279,7 +282,7 @@ class Retention:
         self._pinned_checks(docs, rule, LONG_TERM, cutoff, plan, "last_updated_time")
 
     async def _history(self, owner: Principal, container_id: str, max_count: int, plan: Plan) -> None:
-        docs = await self.store.snapshot(owner, container_id, HISTORY)
+        docs = await self.store.snapshot(owner.organization_id, container_id, HISTORY)
         await asyncio.to_thread(self._plan_history, docs, max_count, plan)
 
     def _plan_history(self, docs: list[Snapshot], max_count: int, plan: Plan) -> None:
@@ -298,25 +301,29 @@ class Retention:
         cascade: list[Snapshot] = []
         by_ttl: list[Snapshot] = []
         if expired or ttl > 0:
-            docs = await self.store.snapshot(owner, container_id, WORKING)
+            docs = await self.store.snapshot(owner.organization_id, container_id, WORKING)
             cascade, by_ttl = await asyncio.to_thread(_working_plan, docs, expired, ttl, now)
         plan.types[WORKING] = TypePlan(True, {"cascade": cascade, "ttl": by_ttl, "orphan": []})
 
     async def apply(self, owner: Principal, plan: Plan) -> Outcome:
         """Delete what ``plan`` decided, each doc only if unchanged since: sessions first, then the working
         memory of the sessions this call really deleted (a session touched since keeps its messages)."""
-        container_id = plan.container_id
+        organization_id, container_id = owner.organization_id, plan.container_id
         deleted: dict[str, int] = {}
-        sessions = await self.store.delete_unchanged(owner, container_id, SESSIONS, plan.plan(SESSIONS).docs)
+        sessions = await self.store.delete_unchanged(organization_id, container_id, SESSIONS, plan.plan(SESSIONS).docs)
         deleted[SESSIONS] = len(sessions)
         for memory_type in (LONG_TERM, HISTORY):
             docs = plan.plan(memory_type).docs
-            deleted[memory_type] = len(await self.store.delete_unchanged(owner, container_id, memory_type, docs))
+            deleted[memory_type] = len(
+                await self.store.delete_unchanged(organization_id, container_id, memory_type, docs)
+            )
         gone = set(sessions)
         working = plan.plan(WORKING)
         doomed = {doc.id: doc for doc in working.by_reason.get("ttl", [])}
         doomed.update({doc.id: doc for doc in working.by_reason.get("cascade", []) if _session_of(doc) in gone})
-        deleted[WORKING] = len(await self.store.delete_unchanged(owner, container_id, WORKING, list(doomed.values())))
+        deleted[WORKING] = len(
+            await self.store.delete_unchanged(organization_id, container_id, WORKING, list(doomed.values()))
+        )
         if any(deleted.values()):
             log.info("memory retention: container %s deleted %s", container_id, deleted)
         return Outcome(deleted)

@@ -2,8 +2,11 @@
 
 ``POST /_plugins/_ml/memory_containers/_retention/_execute`` and the dry-runs
 answer in ml-commons' shapes (docs/agentic-retention.md section 5).  A caller
-only ever evaluates or sweeps the containers it may see; the background sweep,
-which has no caller, takes every container of every owner.
+only ever evaluates or sweeps the containers it may see (``may_use``: its own,
+those shared with its roles, every one of its organisation for the
+organisation's key); the background sweep, which has no caller, takes every
+container of every owner.  Inside a container a run covers every document,
+whoever wrote it, as ml-commons' job does.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ class RetentionService:
         return (await self.retention.evaluate(owner, container)).report()
 
     async def dry_run_all(self, owner: Principal) -> dict[str, Any]:
-        containers = sorted(await self.agentic.containers(owner), key=lambda doc: doc.id)
+        containers = sorted(await self.agentic.usable_containers(owner), key=lambda doc: doc.id)
         truncated = len(containers) > MAX_CONTAINERS_PER_DRY_RUN
         response: dict[str, Any] = {"skipped_count": 0, "truncated": truncated}
         if truncated:
@@ -80,12 +83,12 @@ class RetentionService:
         return response
 
     async def execute(self, owner: Principal) -> dict[str, Any]:
-        """The on-demand run, over the caller's containers; it has finished when this answers."""
+        """The on-demand run, over the containers the caller may use; it has finished when this answers."""
         if not self.retention.enabled:
             return trigger_response("retention_disabled")
         if self.runs.running:
             return trigger_response("already_running")
-        containers = await self.agentic.containers(owner)
+        containers = await self.agentic.usable_containers(owner)
         totals = await self.runs.run((owner, container) for container in containers)
         return trigger_response("triggered" if totals is not None else "already_running")
 

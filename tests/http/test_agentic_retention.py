@@ -16,8 +16,10 @@ from memory_plugin.agentic.retention import DAY_MILLIS
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.app import create_app
-from memory_plugin.auth import Principal
+from memory_plugin.auth import KeyStore, Principal
+from tests.conftest import Caller
 from tests.http.test_agentic import call, container, conversation, error, seed_long_term
+from tests.http.test_agentic_sharing import role_caller
 from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
 
 
@@ -29,6 +31,12 @@ async def api(aiohttp_client, settings, embedder, llm, alice, bob, carol, admin)
         agentic_retention_enabled=True,
     )
     return await aiohttp_client(create_app(settings, embedder=embedder))
+
+
+@pytest.fixture
+def dave(keys: KeyStore) -> Caller:
+    """org-1, holding the role the shared containers below name."""
+    return role_caller(keys, "org-1", "dave", "support")
 
 
 def principal(caller: Any) -> Principal:
@@ -402,13 +410,14 @@ async def test_a_doc_changed_since_the_sweep_read_it_is_kept(api, alice):
     cid = await container(api, alice)
     await session_with(api, alice, cid, "s")
     me = principal(alice)
-    [before] = await store.snapshot(me, cid, "sessions")
+    org = me.organization_id
+    [before] = await store.snapshot(org, cid, "sessions")
     await session_with(api, alice, cid, "s")  # touches the session
-    assert await store.delete_unchanged(me, cid, "sessions", [before]) == []
+    assert await store.delete_unchanged(org, cid, "sessions", [before]) == []
     assert await owner.get(me, cid, "sessions", "s") is not None
-    [current] = await store.snapshot(me, cid, "sessions")
-    assert await store.delete_unchanged(me, cid, "sessions", [current, current]) == ["s"]
-    assert await store.delete_unchanged(me, cid, "sessions", [current]) == []  # idempotent
+    [current] = await store.snapshot(org, cid, "sessions")
+    assert await store.delete_unchanged(org, cid, "sessions", [current, current]) == ["s"]
+    assert await store.delete_unchanged(org, cid, "sessions", [current]) == []  # idempotent
 
 
 async def test_a_session_touched_between_evaluation_and_delete_keeps_itself_and_its_messages(api, alice):
@@ -425,3 +434,55 @@ async def test_a_session_touched_between_evaluation_and_delete_keeps_itself_and_
     assert await ids(api, alice, cid, "working") == {*first, *later}
     plan = await engine.evaluate(owner, stored)  # evaluated afresh, the session is recent: nothing goes
     assert plan.report()["total_would_delete"] == 0
+
+
+# -- a run covers every document of a container, whoever wrote it (ml-commons filters by container and pinned)
+
+
+async def shared_with_old_sessions(api, alice, dave) -> str:  # type: ignore[no-untyped-def]
+    """alice's container shared with dave's role, each with an expired session of two messages and a fresh one."""
+    policy = {"retention_policy": {"sessions": {"retention_days": 1}}}
+    shared = await container(api, alice, policy, backend_roles=["support"])
+    old = now_millis() - 2 * DAY_MILLIS
+    for caller in (alice, dave):
+        await session_with(api, caller, shared, f"old-{caller.user_id}", messages=2)
+        await backdate(api, caller, shared, "sessions", f"old-{caller.user_id}", last_updated_time=old)
+        await session_with(api, caller, shared, f"new-{caller.user_id}")
+    return shared
+
+
+async def test_the_owners_execute_takes_every_writers_expired_sessions_in_a_shared_container(api, alice, dave):
+    shared = await shared_with_old_sessions(api, alice, dave)
+    for caller in (alice, dave):  # the owner and the role holder are told the same
+        report = await dry_run(api, caller, shared)
+        assert report["would_delete"]["sessions"]["total"] == 2, report
+        assert report["would_delete"]["working_memory"]["by_reason"]["cascade"] == 4, report
+    assert await execute(api, alice) == TRIGGERED
+    assert await ids(api, alice, shared, "sessions") == {"new-alice"}
+    assert await ids(api, dave, shared, "sessions") == {"new-dave"}
+    assert len(await ids(api, alice, shared, "working")) == len(await ids(api, dave, shared, "working")) == 1
+
+
+async def test_the_background_sweep_takes_every_writers_expired_sessions_in_a_shared_container(api, alice, dave):
+    shared = await shared_with_old_sessions(api, alice, dave)
+    totals = await api.app[AGENTIC].retention.sweep()  # one run of the background loop, which runs as no one
+    assert totals == {"sessions": 2, "working": 4, "long-term": 0, "history": 0}
+    assert await ids(api, alice, shared, "sessions") == {"new-alice"}
+    assert await ids(api, dave, shared, "sessions") == {"new-dave"}
+
+
+async def test_the_organisation_key_previews_and_sweeps_its_users_containers(api, alice, admin, carol):
+    policy = {"retention_policy": {"sessions": {"max_count": 1}}}
+    alices, carols = await container(api, alice, policy), await container(api, carol, policy)
+    for caller, cid in ((alice, alices), (carol, carols)):
+        await session_with(api, caller, cid, f"old-{caller.user_id}")
+        await backdate(api, caller, cid, "sessions", f"old-{caller.user_id}", last_updated_time=now_millis() - 1000)
+        await session_with(api, caller, cid, f"new-{caller.user_id}")
+    report = await dry_run(api, admin, alices)
+    assert report["would_delete"]["sessions"] == {"total": 1, "by_reason": {"retention_days": 0, "max_count": 1}}
+    everywhere = await call(api, admin, "POST", "/_retention/_dry_run")
+    assert [result["container_id"] for result in everywhere["results"]] == [alices]  # its organisation's only
+    assert everywhere["results"][0]["total_would_delete"] == 2  # the session and its message
+    assert await execute(api, admin) == TRIGGERED
+    assert await ids(api, alice, alices, "sessions") == {"new-alice"}
+    assert await ids(api, carol, carols, "sessions") == {"old-carol", "new-carol"}  # another organisation

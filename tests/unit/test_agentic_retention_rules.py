@@ -26,11 +26,11 @@ class Docs(RetentionStore):
     async def every_container(self) -> list[tuple[Principal, StoredDoc]]:
         return []
 
-    async def snapshot(self, owner: Principal, container_id: str, memory_type: str) -> list[Snapshot]:
+    async def snapshot(self, organization_id: str, container_id: str, memory_type: str) -> list[Snapshot]:
         return list(self.docs.get(memory_type, []))
 
     async def delete_unchanged(
-        self, owner: Principal, container_id: str, memory_type: str, docs: Sequence[Snapshot]
+        self, organization_id: str, container_id: str, memory_type: str, docs: Sequence[Snapshot]
     ) -> list[str]:
         gone = {doc.id for doc in docs}
         self.docs[memory_type] = [doc for doc in self.docs.get(memory_type, []) if doc.id not in gone]

@@ -6,6 +6,11 @@ version the sweep read (SQLite: the row's version; OpenSearch: ``if_seq_no`` and
 ``if_primary_term``), so a doc changed since is kept, and a doc already gone
 (another process's sweep, a user's delete) counts nothing: sweeps in many
 processes at once delete each doc once and nothing they did not decide on.
+
+A run covers every doc of a container, whoever wrote it (its owner, a role
+holder, the organisation's key, a SigV4 agent): ml-commons' retention job
+filters by ``memory_container_id`` and ``pinned`` only.  The organisation still
+scopes every read and delete, so no run reaches another organisation's docs.
 """
 
 from __future__ import annotations
@@ -34,12 +39,12 @@ class RetentionStore(abc.ABC):
         """Every container of every owner, with its owner (the background sweep's list)."""
 
     @abc.abstractmethod
-    async def snapshot(self, owner: Principal, container_id: str, memory_type: str) -> list[Snapshot]:
-        """Every doc of a type in the owner's container, with its version."""
+    async def snapshot(self, organization_id: str, container_id: str, memory_type: str) -> list[Snapshot]:
+        """Every doc of a type in the organisation's container, whoever wrote it, with its version."""
 
     @abc.abstractmethod
     async def delete_unchanged(
-        self, owner: Principal, container_id: str, memory_type: str, docs: Sequence[Snapshot]
+        self, organization_id: str, container_id: str, memory_type: str, docs: Sequence[Snapshot]
     ) -> list[str]:
         """Delete those of ``docs`` still at the version read; the ids this call deleted."""
 

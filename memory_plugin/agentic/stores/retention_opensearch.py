@@ -10,7 +10,7 @@ from opensearchpy.helpers import async_scan
 
 from memory_plugin.agentic.stores.base import StoredDoc, owner_of
 from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
-from memory_plugin.agentic.stores.opensearch_documents import stored_doc, visible
+from memory_plugin.agentic.stores.opensearch_documents import container_terms, stored_doc, visible
 from memory_plugin.agentic.stores.retention import RetentionStore, Snapshot
 from memory_plugin.auth import Principal
 
@@ -29,12 +29,13 @@ class OpenSearchRetention(RetentionStore):
             async for hit in hits
         ]
 
-    async def snapshot(self, owner: Principal, container_id: str, memory_type: str) -> list[Snapshot]:
-        index = await self.store._index(owner, container_id, memory_type)
+    async def snapshot(self, organization_id: str, container_id: str, memory_type: str) -> list[Snapshot]:
+        scope = Principal(organization_id)
+        index = await self.store._index(scope, container_id, memory_type)
         if index is None:
             return []
         query = {
-            "query": {"bool": {"filter": self.store._scope(owner, container_id)}},
+            "query": {"bool": {"filter": container_terms(scope, container_id)}},
             "_source": {"excludes": ["memory_embedding"]},
         }
         hits = async_scan(self.store.client, index=index, query=query, seq_no_primary_term=True)
@@ -44,7 +45,7 @@ class OpenSearchRetention(RetentionStore):
         ]
 
     async def delete_unchanged(
-        self, owner: Principal, container_id: str, memory_type: str, docs: Sequence[Snapshot]
+        self, organization_id: str, container_id: str, memory_type: str, docs: Sequence[Snapshot]
     ) -> list[str]:
         deleted: list[str] = []
         for start in range(0, len(docs), BULK):

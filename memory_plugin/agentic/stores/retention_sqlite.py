@@ -7,12 +7,15 @@ import sqlite3
 from collections.abc import Sequence
 
 from memory_plugin.agentic.models import LONG_TERM
-from memory_plugin.agentic.stores.base import StoredDoc, owner_key, owner_of
+from memory_plugin.agentic.stores.base import StoredDoc, owner_of
 from memory_plugin.agentic.stores.fts import fts_delete
 from memory_plugin.agentic.stores.retention import RetentionStore, Snapshot
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
-from memory_plugin.agentic.stores.sqlite_tables import MEMORY_OWNER, next_seq_no, row_doc
+from memory_plugin.agentic.stores.sqlite_tables import next_seq_no, row_doc
 from memory_plugin.auth import Principal
+
+#: Every doc of a type in a container, whoever wrote it (``RetentionStore``).
+IN_CONTAINER = "container_id = ? AND memory_type = ? AND organization_id = ?"
 
 
 class SqliteRetention(RetentionStore):
@@ -26,9 +29,9 @@ class SqliteRetention(RetentionStore):
 
         return await self.store.db.read(read)
 
-    async def snapshot(self, owner: Principal, container_id: str, memory_type: str) -> list[Snapshot]:
-        sql = f"SELECT seq, memory_id, doc, version FROM memories WHERE {MEMORY_OWNER} ORDER BY seq"
-        params = (container_id, memory_type, *owner_key(owner))
+    async def snapshot(self, organization_id: str, container_id: str, memory_type: str) -> list[Snapshot]:
+        sql = f"SELECT seq, memory_id, doc, version FROM memories WHERE {IN_CONTAINER} ORDER BY seq"
+        params = (container_id, memory_type, organization_id)
 
         def read(c: sqlite3.Connection) -> list[Snapshot]:
             return [
@@ -39,10 +42,10 @@ class SqliteRetention(RetentionStore):
         return await self.store.db.read(read)
 
     async def delete_unchanged(
-        self, owner: Principal, container_id: str, memory_type: str, docs: Sequence[Snapshot]
+        self, organization_id: str, container_id: str, memory_type: str, docs: Sequence[Snapshot]
     ) -> list[str]:
-        sql = f"DELETE FROM memories WHERE seq = ? AND version = ? AND {MEMORY_OWNER} RETURNING seq"
-        scope = (container_id, memory_type, *owner_key(owner))
+        sql = f"DELETE FROM memories WHERE seq = ? AND version = ? AND {IN_CONTAINER} RETURNING seq"
+        scope = (container_id, memory_type, organization_id)
 
         def delete(c: sqlite3.Connection) -> list[tuple[int, str]]:
             gone = [(row[0], doc.id) for doc in docs for row in c.execute(sql, (*doc.token, *scope)).fetchall()]

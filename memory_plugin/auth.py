@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_plugin.dates import isoformat
-from memory_plugin.errors import Unauthorized, Unavailable
+from memory_plugin.errors import Unauthorized, Unavailable, java_is_blank
 from memory_plugin.files import make_private_dir, open_private
 
 log = logging.getLogger("memory_plugin")
@@ -92,8 +92,26 @@ def _check_name(what: str, name: str) -> None:
         raise ValueError(f"the {what} id must be a non-empty printable name, not {name!r}")
 
 
-#: What ml-commons accepts as a backend role (``MLCreateMemoryContainerInput``), as the API checks it.
-BACKEND_ROLE = re.compile(r"[A-Za-z0-9:+=,.@_/-]{1,128}")
+#: A backend role's characters (``MLCreateMemoryContainerInput.validateBackendRoles``:
+#: ``[\p{L}\p{N}:+=,.@\-_/]+``); Python's ``\w`` is the Unicode letters and digits, and ``_``.
+_BACKEND_ROLE_CHARS = re.compile(r"[\w:+=,.@/-]+")
+#: ml-commons' limit, in Java chars (UTF-16 code units).
+BACKEND_ROLE_MAX_LENGTH = 128
+
+
+def backend_role_error(role: str) -> str | None:
+    """Why ml-commons refuses ``role`` as a backend role, in its order and words; None when it is valid.
+    Containers, API keys and SigV4 keys all take roles by this one rule, so a role a container names can be
+    held by a key."""
+    if java_is_blank(role):
+        return "Backend role cannot be empty or blank"
+    if len(role.encode("utf-16-le", "surrogatepass")) // 2 > BACKEND_ROLE_MAX_LENGTH:
+        return f"Backend role exceeds maximum length of {BACKEND_ROLE_MAX_LENGTH} characters: {role}"
+    if not _BACKEND_ROLE_CHARS.fullmatch(role):
+        return (
+            f"Backend role contains invalid characters. Only alphanumeric characters and :+=,.@-_/ are allowed: {role}"
+        )
+    return None
 
 
 def _digest(secret: str) -> str:
@@ -113,8 +131,9 @@ def new_key(
     if user_id is not None:
         _check_name("user", user_id)
     for role in backend_roles:
-        if not BACKEND_ROLE.fullmatch(role):
-            raise ValueError(f"a backend role is 1-128 of letters, digits and :+=,.@_/- , not {role!r}")
+        refusal = backend_role_error(role)
+        if refusal is not None:
+            raise ValueError(refusal)
     key_id = "key_" + secrets.token_hex(8)
     secret = secrets.token_urlsafe(32)
     entry = KeyEntry(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
+import unicodedata
 from typing import Any, ClassVar
 
 
@@ -210,6 +211,21 @@ def java_string(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(java_string(item) for item in value) + "]"
     return str(value)
+
+
+#: Java's ``Character.isWhitespace`` beyond the Unicode separators (which it takes, but for the no-break spaces).
+_JAVA_CONTROL_WHITESPACE = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f")
+_NO_BREAK_SPACES = frozenset("\u00a0\u2007\u202f")
+
+
+def java_is_blank(text: str) -> bool:
+    """Java 11's ``String.isBlank``: every character ``Character.isWhitespace``.  Not Python's ``isspace``, which
+    also takes the no-break spaces (U+00A0, U+2007, U+202F) and U+0085, none of them blank to Java."""
+    return all(
+        ch in _JAVA_CONTROL_WHITESPACE
+        or (unicodedata.category(ch) in ("Zs", "Zl", "Zp") and ch not in _NO_BREAK_SPACES)
+        for ch in text
+    )
 
 
 class MapperParsingError(InvalidArgument):

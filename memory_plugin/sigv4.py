@@ -34,7 +34,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from memory_plugin.auth import BACKEND_ROLE, Principal
+from memory_plugin.auth import Principal, backend_role_error
 from memory_plugin.errors import Unauthorized
 
 SCHEME = "AWS4-HMAC-SHA256"
@@ -90,7 +90,7 @@ def load_keys(path: Path) -> dict[str, SigV4Key]:
             raise ValueError(f"{path}: each key needs access_key_id, secret_access_key and organization_id")
         if user is not None and not (isinstance(user, str) and user):
             raise ValueError(f"{path}: user_id of {key_id} must be a non-empty string or absent")
-        if not isinstance(roles, list) or not all(isinstance(r, str) and BACKEND_ROLE.fullmatch(r) for r in roles):
+        if not isinstance(roles, list) or not all(isinstance(r, str) and backend_role_error(r) is None for r in roles):
             raise ValueError(f"{path}: backend_roles of {key_id} must be a list of backend role names")
         if key_id in keys:
             raise ValueError(f"{path}: access key {key_id} is listed twice")

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memory_plugin.agentic.errors import ContentParseError
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, java_is_blank
 
 MAX_DOCUMENT_ID_LENGTH = 512
 _PATTERN = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]*")
@@ -16,7 +16,7 @@ LABEL = "memory container id"
 
 def validate_custom_id(value: str, label: str = LABEL) -> str:
     """ml-commons' checks, in its order, with its messages (each a 400 ``illegal_argument_exception``)."""
-    if not value.strip():
+    if java_is_blank(value):  # Java's isBlank: a no-break space is not blank, so it fails the pattern below
         raise InvalidArgument(f"{label} is invalid", parameter="memory_container_id")
     if value.startswith("_"):
         raise InvalidArgument(f"{label} must not start with '_'", parameter="memory_container_id")

@@ -52,7 +52,8 @@ class Containers:
 
     async def create(self, owner: Principal, body: Body) -> dict[str, Any]:
         body = required(body)
-        doc = new_container(body, await self.models.dimension(owner, body), self.retention_enabled, owner_id(owner))
+        dimension = await self.models.dimension(owner, body)
+        doc = new_container(body, dimension, self.retention_enabled, owner_id(owner), owner.backend_roles)
         if self.retention_enabled:
             self.retention_defaults.apply_on_create(doc["configuration"])
         custom = custom_container_id(body)

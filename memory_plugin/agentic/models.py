@@ -20,6 +20,8 @@ from memory_plugin.opensearch_client import MAX_ID_BYTES, id_bytes
 BASE = "/_plugins/_ml/memory_containers"
 CONTAINER_INDEX = ".plugins-ml-am-memory-container"
 SESSIONS, WORKING, LONG_TERM, HISTORY = "sessions", "working", "long-term", "history"
+#: Where a container keeps its creator's backend roles (its ``owner`` is stored as the bare name).
+OWNER_ROLES = "owner_backend_roles"
 MEMORY_TYPES = (SESSIONS, WORKING, LONG_TERM, HISTORY)
 STRATEGY_TYPES = ("SEMANTIC", "USER_PREFERENCE", "SUMMARY")
 EMBEDDING_TYPES = ("TEXT_EMBEDDING", "SPARSE_ENCODING")

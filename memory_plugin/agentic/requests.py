@@ -4,9 +4,8 @@ the container and message documents built from a request."""
 from __future__ import annotations
 
 import json
-import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from memory_plugin.agentic.errors import ContentParseError, IndexNameError, StatusNotFound
@@ -16,10 +15,12 @@ from memory_plugin.agentic.models import (
     MAX_DIMENSION,
     MAX_INFER_SIZE_DEFAULT,
     MAX_INFER_SIZE_LIMIT,
+    OWNER_ROLES,
     STRATEGY_TYPES,
     now_millis,
 )
 from memory_plugin.agentic.retention_policy import checked_policy, merged_policy, stored
+from memory_plugin.auth import backend_role_error
 from memory_plugin.errors import InvalidArgument, QueryShardFailure
 
 T = TypeVar("T")
@@ -27,7 +28,6 @@ T = TypeVar("T")
 #: A request's JSON object body; None when the request had none.
 Body = Mapping[str, Any] | None
 
-_BACKEND_ROLE = re.compile(r"[A-Za-z0-9:+=,.@\-_/]{1,128}")
 _INDEX_NAME_FORBIDDEN = set('\\/*?"<>| ,#:')
 
 
@@ -163,12 +163,11 @@ def string_list(body: Mapping[str, Any], name: str) -> list[str] | None:
 
 
 def check_backend_roles(roles: list[str] | None) -> list[str] | None:
+    """ml-commons' ``validateBackendRoles``: its refusal is an ``OpenSearchParseException`` (400 ``parse_exception``)."""
     for role in roles or ():
-        if not _BACKEND_ROLE.fullmatch(role):
-            raise IndexNameError(
-                f"Invalid backend role: [{role}]. A backend role is 1 to 128 letters, digits or :+=,.@-_/",
-                parameter="backend_roles",
-            )
+        refusal = backend_role_error(role)
+        if refusal is not None:
+            raise IndexNameError(refusal, parameter="backend_roles")
     return roles
 
 
@@ -317,8 +316,14 @@ def parse_configuration(raw: Any, model_dimension: int | None, retention_enabled
 
 
 def new_container(
-    body: Mapping[str, Any], model_dimension: int | None, retention_enabled: bool, owner_id: str
+    body: Mapping[str, Any],
+    model_dimension: int | None,
+    retention_enabled: bool,
+    owner_id: str,
+    owner_roles: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """A new container; ``owner_roles``: the creator's backend roles, which ml-commons keeps in the container's
+    user object (shown as ``owner.backend_roles``, ``views.container_view``)."""
     name = text(body, "name")
     if name is None:
         raise InvalidArgument("name is null", parameter="name")
@@ -328,6 +333,8 @@ def new_container(
     if description is not None:
         doc["description"] = description
     doc["owner"] = owner_id
+    if owner_roles:
+        doc[OWNER_ROLES] = list(owner_roles)
     doc["created_time"] = created
     doc["last_updated_time"] = created
     doc["configuration"] = parse_configuration(body.get("configuration"), model_dimension, retention_enabled)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memory_plugin.agentic.models import LONG_TERM, WORKING
+from memory_plugin.agentic.models import LONG_TERM, OWNER_ROLES, WORKING
 from memory_plugin.agentic.stores.base import StoredDoc
 from memory_plugin.dsl import DocumentHit, DocumentResults, search_response
 
@@ -59,12 +59,14 @@ def by_query_response(started: float, timed_out: bool, matched: int, deleted: in
 def container_view(source: Mapping[str, Any]) -> dict[str, Any]:
     """A container as ml-commons shows it: ``owner`` is a user object (``User.toXContent``), never the
     bare name it is stored as, in get and in search hits alike (queries then see ``owner.name``).
-    Roles are not part of a key yet, so both role lists are empty."""
+    ``backend_roles`` are the creator's key's when it made the container, as ml-commons' user object keeps
+    them; ``roles`` (security roles) have no counterpart here."""
     view = dict(source)
+    creator_roles = view.pop(OWNER_ROLES, None)
     if isinstance(view.get("owner"), str):
         view["owner"] = {
             "name": view["owner"],
-            "backend_roles": [],
+            "backend_roles": list(creator_roles or []),
             "roles": [],
             "custom_attribute_names": [],
             "user_requested_tenant": None,

@@ -62,7 +62,7 @@ def agentic_operations() -> Schema:
         {
             **each(STRING, "name", "description"),
             "memory_container_id": {"type": "string", "pattern": "^[a-zA-Z0-9][a-zA-Z0-9_-]*$", "maxLength": 512},
-            "backend_roles": array({"type": "string", "pattern": "^[A-Za-z0-9:+=,.@_/-]{1,128}$"}),
+            "backend_roles": array({"type": "string", "pattern": "^[\\p{L}\\p{N}:+=,.@_/-]+$", "maxLength": 128}),
             "configuration": configuration,
         }
     )

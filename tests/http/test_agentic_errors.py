@@ -64,7 +64,19 @@ CREATE_ERRORS = [
     ),
     ({"name": "a", "configuration": {"llm_id": "x", "max_infer_size": 11}}, 400, "Maximum infer size cannot exceed 10"),
     ({"name": "a", "configuration": {"index_prefix": "Bad Prefix"}}, 400, "Invalid index_prefix [Bad Prefix]"),
-    ({"name": "a", "backend_roles": ["ok", "not ok!"]}, 400, "Invalid backend role: [not ok!]"),
+    (
+        {"name": "a", "backend_roles": ["ok", "not ok!"]},
+        400,
+        "Backend role contains invalid characters. Only alphanumeric characters and :+=,.@-_/ are allowed: not ok!",
+    ),
+    ({"name": "a", "backend_roles": ["ok", "\u00a0"]}, 400, "Backend role contains invalid characters."),
+    ({"name": "a", "backend_roles": [" "]}, 400, "Backend role cannot be empty or blank"),
+    ({"name": "a", "backend_roles": [""]}, 400, "Backend role cannot be empty or blank"),
+    (
+        {"name": "a", "backend_roles": ["r" * 129]},
+        400,
+        f"Backend role exceeds maximum length of 128 characters: {'r' * 129}",
+    ),
     (
         {"name": "a", "configuration": {"strategies": [{"type": "SEMANTIC", "namespace": ["user_id"]}]}},
         400,

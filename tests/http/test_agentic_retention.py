@@ -176,6 +176,10 @@ ID_ERRORS = [
         "letter or digit",
     ),
     ("ü", "memory container id must contain only letters"),
+    # Java's isBlank is false for the no-break spaces (and U+0085): they fail the pattern, not the blank check
+    ("\u00a0", "memory container id must contain only letters"),
+    ("\u2007\u202f\x85", "memory container id must contain only letters"),
+    ("\t\u2003\x1f", "memory container id is invalid"),
     ("a/b", "memory container id must contain only letters"),
 ]
 

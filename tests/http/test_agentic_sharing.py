@@ -167,3 +167,37 @@ async def test_a_search_ranks_only_the_callers_memories_so_others_never_crowd_ou
         assert memories == ["Dave drinks green tea", "Dave's car is red"], kind
         found = await call(api, alice, "POST", f"/{shared}/memories/long-term/{kind}", {"query": "desk", "k": 3})
         assert sorted(hit["_source"]["memory"] for hit in found["hits"]["hits"]) == sorted(desks), kind
+
+
+async def test_a_containers_owner_carries_its_creators_backend_roles(api, alice, dave):
+    """ml-commons keeps the creator's user object in the container: its ``backend_roles`` are the key's."""
+    mine = await container(api, dave)
+    view = await call(api, dave, "GET", f"/{mine}")
+    assert view["owner"] == {
+        "name": "dave",
+        "backend_roles": ["support", "ops"],
+        "roles": [],
+        "custom_attribute_names": [],
+        "user_requested_tenant": None,
+    }
+    assert "owner_backend_roles" not in view
+    found = await call(api, dave, "POST", "/_search", {"query": {"term": {"owner.backend_roles": "ops"}}})
+    assert [(hit["_id"], hit["_source"]["owner"]) for hit in found["hits"]["hits"]] == [(mine, view["owner"])]
+    await call(api, dave, "PUT", f"/{mine}", {"description": "edited", "backend_roles": ["sales"]})
+    assert (await call(api, dave, "GET", f"/{mine}"))["owner"]["backend_roles"] == ["support", "ops"]
+    alices = await container(api, alice)  # a key without roles
+    assert (await call(api, alice, "GET", f"/{alices}"))["owner"]["backend_roles"] == []
+
+
+async def test_a_role_is_checked_by_ml_commons_rule_and_words(api, alice, keys):
+    """``validateBackendRoles``: Unicode letters and digits and :+=,.@-_/; its refusal is a 400 parse_exception."""
+    holder = role_caller(keys, "org-1", "zoe", "équipe-1")
+    shared = await container(api, alice, backend_roles=["équipe-1"])
+    assert (await call(api, holder, "GET", f"/{shared}"))["backend_roles"] == ["équipe-1"]
+    payload = await call(api, alice, "PUT", f"/{shared}", {"backend_roles": ["bad role"]}, 400)
+    reason = (
+        "Backend role contains invalid characters. Only alphanumeric characters and :+=,.@-_/ are allowed: bad role"
+    )
+    assert payload["error"]["type"] == "parse_exception" and payload["error"]["reason"] == reason
+    with pytest.raises(ValueError, match="^Backend role cannot be empty or blank$"):
+        keys.create("org-1", "zoe", ["\t"])

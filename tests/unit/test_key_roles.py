@@ -4,6 +4,7 @@ and key files written before roles existed still read."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -34,9 +35,23 @@ async def test_a_key_file_from_before_roles_still_reads(tmp_path: Path) -> None:
     assert principal == Principal("org-1", "alice") and principal.backend_roles == ()
 
 
-@pytest.mark.parametrize("role", ["", "has space", "x" * 129, "semi;colon"])
-def test_a_role_ml_commons_would_refuse_is_refused(tmp_path: Path, role: str) -> None:
-    with pytest.raises(ValueError, match="backend role"):
+@pytest.mark.parametrize(
+    "role,reason",
+    [
+        ("", "Backend role cannot be empty or blank"),
+        ("\u2003", "Backend role cannot be empty or blank"),
+        (
+            "has space",
+            "Backend role contains invalid characters. Only alphanumeric characters and :+=,.@-_/ are allowed",
+        ),
+        ("\u00a0", "Backend role contains invalid characters."),
+        ("x" * 129, "Backend role exceeds maximum length of 128 characters: xxx"),
+        ("\U0001d400" * 65, "Backend role exceeds maximum length of 128 characters"),  # 130 UTF-16 units
+        ("semi;colon", "Backend role contains invalid characters."),
+    ],
+)
+def test_a_role_ml_commons_would_refuse_is_refused(tmp_path: Path, role: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(reason)):
         KeyStore(tmp_path / "keys.json").create("org-1", "dave", [role])
     assert not (tmp_path / "keys.json").exists()
 
@@ -50,4 +65,4 @@ def test_the_cli_takes_repeated_roles_and_lists_them(tmp_path: Path, capsys) -> 
     assert main(["keys", "list", "--config", str(config)]) == 0
     assert "\torg-1\tdave\tsupport,ops\t" in capsys.readouterr().out
     assert main([*args, "--backend-role", "bad role"]) == 2
-    assert "backend role" in capsys.readouterr().err
+    assert "Backend role contains invalid characters" in capsys.readouterr().err

@@ -1,0 +1,24 @@
+"""The README's agentic section agrees with itself and with the server (issue 46 item 9: it said keys carry no
+roles and ``backend_roles`` share nothing, while its own Sharing paragraph, and the server, share containers
+with the keys holding a role)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def agentic_text() -> str:
+    """The README's agentic memory section, with its line breaks folded."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("### Agentic memory (ML Commons 3.3+ memory containers)")
+    return " ".join(text[start : text.index("\n### ", start + 1)].split())
+
+
+def test_the_readme_says_keys_carry_roles_and_roles_share_containers():
+    text = agentic_text()
+    assert "`keys create --backend-role support`" in text  # the Sharing paragraph
+    for denial in ("keys carry no roles", "share nothing", "containers are private to their owner"):
+        assert denial not in text, denial
+    assert "`backend_roles` are the roles the creator's key held" in text

@@ -408,3 +408,31 @@ def test_sigv4_settings_go_together(tmp_path: Path) -> None:
         data_dir=tmp_path,
     )
     assert loaded.sigv4_region == REGION and loaded.sigv4_keys_file == tmp_path / "k.json"
+
+
+async def test_retention_takes_what_a_sigv4_agent_wrote_into_a_shared_container(  # type: ignore[no-untyped-def]
+    aiohttp_client, remote_settings: Settings, embedder, alice: Caller
+) -> None:
+    """The owner's retention run covers the agent's sessions too: ml-commons' job filters by container only."""
+    settings = remote_settings.replace(agentic_retention_enabled=True)
+    client = await aiohttp_client(create_app(settings, embedder=embedder))
+
+    async def as_alice(path: str, body: dict[str, Any] | None = None) -> Any:
+        response = await client.post(BASE + path, json=body, headers=alice.headers)
+        assert response.status == 200
+        return await response.json()
+
+    policy = {"retention_policy": {"sessions": {"max_count": 1}}}
+    created = await as_alice("/_create", {"name": "a", "backend_roles": ["agents"], "configuration": policy})
+    cid = created["memory_container_id"]
+    for sid in ("s1", "s2"):  # equal times sort by id: s1 is the least recently updated
+        message = {"role": "user", "content": [{"type": "text", "text": sid}]}
+        status, _ = await send(
+            client, "POST", f"/{cid}/memories", {"messages": [message], "namespace": {"session_id": sid}}
+        )
+        assert status == 200
+    report = await as_alice(f"/{cid}/_retention/_dry_run")
+    assert report["would_delete"]["sessions"] == {"total": 1, "by_reason": {"retention_days": 0, "max_count": 1}}
+    assert (await as_alice("/_retention/_execute"))["status"] == "triggered"
+    status, found = await send(client, "POST", f"/{cid}/memories/sessions/_search", {"query": {"match_all": {}}})
+    assert status == 200 and [hit["_id"] for hit in found["hits"]["hits"]] == ["s2"]

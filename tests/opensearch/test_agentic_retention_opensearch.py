@@ -3,7 +3,9 @@
 The embedded store's suites (``tests/http/test_agentic_retention.py`` and the load test) run again here:
 the star imports bring their tests in, and the ``api`` fixture below overrides theirs.  On OpenSearch
 the deletes are conditional on ``if_seq_no``/``if_primary_term``, and the custom id's conflict is the
-create's 409.
+create's 409.  The whole-container runs (a role holder's sessions taken by the owner's execute and by the
+sweep, the organisation key's dry-runs and execute over its users' containers) run here too, where every
+writer's docs of a prefix share one index and only the container and organisation terms select them.
 """
 
 from __future__ import annotations

@@ -494,11 +494,13 @@ class ServerPages {
   }
 
   async load() {
+    const request = (this.latest = (this.latest || 0) + 1); // an answer to an older click is dropped
     const body = { query: this.query(), sort: this.sort, size: this.size, track_total_hits: true, _source: { excludes: ["memory_embedding"] } };
     const after = this.cursors[this.page];
     if (after) body.search_after = after;
     try {
       const answer = await api(this.path(), { method: "POST", body });
+      if (request !== this.latest) return [];
       showError(this.error, null);
       const hits = answer.hits.hits;
       const total = answer.hits.total?.value ?? hits.length;
@@ -539,6 +541,9 @@ const containerPages = new ServerPages({
 
 async function startAgentic() {
   agentic.me = null;
+  agentic.container = null; // another key may not use the container shown
+  agentic.texts.clear();
+  show($("#container-detail"), false);
   try {
     agentic.me = await api("/_console/whoami");
     const roles = agentic.me.backend_roles.length ? ` · roles ${agentic.me.backend_roles.join(", ")}` : "";
@@ -701,6 +706,7 @@ async function openFact(id) {
   let fact;
   try {
     fact = await api(containerPath("memories", "long-term", id), { params: { sources: "true" } });
+    if (agentic.fact !== id) return; // another fact was opened meanwhile
   } catch (error) {
     $("#fact-text").textContent = agentic.texts.get(id) || id;
     $("#fact-meta").replaceChildren();
@@ -723,17 +729,18 @@ async function openFact(id) {
     sort: OLDEST_FIRST,
     size: 50,
     render: (hits) => {
+      if (agentic.fact !== id) return;
       $("#fact-history").append(...hits.map(historyEntry));
       if (!$("#fact-history").children.length) $("#fact-history").append(el("li", { className: "muted" }, "No history (the container may disable it)."));
       show($("#fact-history-more"), Boolean(factHistory.cursors[factHistory.page + 1]));
     },
     error: $("#fact-error"),
   });
-  await Promise.all([factHistory.load(), renderSources(fact.memory_sources || [])]);
+  await Promise.all([factHistory.load(), renderSources(id, fact.memory_sources || [])]);
   $("#fact-text").focus();
 }
 
-async function renderSources(sources) {
+async function renderSources(id, sources) {
   if (!sources.length) {
     $("#fact-sources").replaceChildren(el("li", { className: "muted" }, "No recorded source (written by hand, or before sources were recorded)."));
     return;
@@ -760,7 +767,7 @@ async function renderSources(sources) {
       return item;
     }),
   );
-  $("#fact-sources").replaceChildren(...items);
+  if (agentic.fact === id) $("#fact-sources").replaceChildren(...items);
 }
 
 function workingBody(working) {
@@ -809,6 +816,7 @@ async function openSession(id, session) {
     query: () => ({ term: { "namespace.session_id": id } }),
     sort: OLDEST_FIRST,
     render: (hits) => {
+      if (agentic.session !== id) return;
       $("#working").append(...hits.map(renderWorking));
       if (!$("#working").children.length) $("#working").append(el("li", { className: "muted" }, "No working memory."));
       show($("#working-more"), Boolean(workingPages.cursors[workingPages.page + 1]));

@@ -510,6 +510,7 @@ def test_console_shows_agentic_memory(console: Console, browser: Any, tmp_path: 
     )
     assert rows == [[h["_id"], h["_source"]["memory"], "SEMANTIC", "user_id=bob", "—"] for h in expected]
     assert HOSTILE_FACT in [row[1] for row in rows]  # stored markup is text
+    rows_text = [row[1] for row in rows]  # HAMBURG first (the newest change), then the two others
     assert page.locator("#fact-table script, #fact-table b").count() == 0
     assert page.locator("#facts-label").inner_text() == "1–3 of 3"
 
@@ -626,9 +627,31 @@ def test_console_shows_agentic_memory(console: Console, browser: Any, tmp_path: 
     page.wait_for_selector("#fact-sources li.entry")
     shot(page, "facts")
 
+    # Deleting a session forgets its working memory and every fact inferred only from it.
+    page.click(".subtab[data-pane=sessions]")
+    page.click("tr[data-session-id='call-1'] button.delete")
+    page.wait_for_selector("#confirm-forget[open]")
+    assert page.locator("#confirm-forget-text").inner_text().startswith("Delete session Router trouble?")
+    page.click("#confirm-forget button[value=delete]")
+    page.wait_for_selector("#forget-report .report-group[data-what=sessions] li[data-id='call-1']")
+    page.wait_for_selector("tr[data-session-id='call-1']", state="detached")
+    headings = page.locator("#forget-report .report-group h5").all_inner_texts()
+    assert headings[:4] == [
+        "deleted: 3 working memories",
+        "deleted: 1 sessions",
+        "deleted: 3 long-term facts",
+        "kept: 0 long-term facts (other sources remain)",
+    ]
+    gone = page.locator("#forget-report .report-group[data-what='long-term facts'] li").all_inner_texts()
+    assert sorted(text.split(" — ", 1)[1] for text in gone) == sorted([*rows_text, BERLIN][1:])
+    assert call(server, "GET", f"{CONTAINERS}/{cid}/memories/sessions/call-1", token=alice)[0] == 404
+    assert hits(server, alice, f"{CONTAINERS}/{cid}/memories/long-term/_search", {"query": {"match_all": {}}}) == []
+
     # 45 facts page from the server, 20 at a time, with search_after cursors.
     searches.clear()
     page.click(f"tr[data-container-id='{data['bulk']}'] button.open")
+    page.wait_for_selector("#container-name >> text=Bulk import")
+    page.click(".subtab[data-pane=facts]")
     page.wait_for_selector("#facts-label >> text=1–20 of 45")
     assert page.locator("#fact-table tbody tr").count() == PAGE_SIZE
     page.click("#facts-next")

@@ -35,7 +35,7 @@ from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.http.apis import API, OPENSEARCH, TELNYX, Api
 from memory_plugin.http.body import BODY_READ_TIMEOUT, MAX_BODY_BYTES, continue_when_read
 from memory_plugin.http.json import json_response
-from memory_plugin.http.middleware import front_door
+from memory_plugin.http.middleware import front_door, principal_of
 from memory_plugin.http.runner import JsonErrorRunner
 from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.pages import RenderedPages
@@ -209,7 +209,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/_metrics", metrics)
     app.router.add_get("/_openapi.json", openapi)
     # Each API is a sub-app that carries its error format; the console's errors read as the root's.
-    app.add_subapp(console.PATH, _with_api(console.app(), OPENSEARCH))
+    app.add_subapp(console.PATH, _with_api(console.app(principal_of), OPENSEARCH))
     app.add_subapp(
         "/_plugins",
         _api_app(

@@ -236,13 +236,22 @@ class Memories:
             raise StatusNotFound("Memory index not found")
         return container, memory_type
 
-    async def get(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
+    async def get(
+        self, owner: Principal, container_id: str, raw_type: str, memory_id: str, sources: bool = False
+    ) -> dict[str, Any]:
+        """``sources`` (ours, for the console) adds ``memory_sources``: the working memories an infer run wrote a
+        long-term memory or history entry from, each with the text its run left (docs/agentic-forgetting.md)."""
         _, memory_type = await self._typed(owner, container_id, raw_type)
+        if sources and memory_type not in (LONG_TERM, HISTORY):
+            raise InvalidArgument(f"[sources] is for long-term and history memory, not {raw_type}", parameter="sources")
         stored = found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
         embedding = None
         if memory_type == LONG_TERM:
             embedding = (await self.store.embeddings(owner, container_id, [memory_id])).get(memory_id)
-        return memory_view(memory_type, stored.source, embedding)
+        view = memory_view(memory_type, stored.source, embedding)
+        if sources:
+            view["memory_sources"] = await self.store.sources(owner, container_id, memory_type, memory_id) or []
+        return view
 
     async def update(
         self, owner: Principal, container_id: str, raw_type: str, memory_id: str, body: Any

@@ -193,7 +193,13 @@ async def hybrid_search(request: web.Request) -> web.Response:
 
 @routes.get(TYPED + "/{memory_id}")
 async def get_memory(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.get_memory, MEMORY_IDS)
+    """``?sources=true`` (ours) adds the working memories a long-term memory or history entry came from."""
+    check_params(request, ("sources",))
+    sources = boolean(dict(request.query), "sources", False) or False
+    container_id, memory_type, memory_id = (request.match_info[name] for name in MEMORY_IDS)
+    return json_response(
+        await _service(request).get_memory(principal_of(request), container_id, memory_type, memory_id, sources)
+    )
 
 
 @routes.put(TYPED + "/{memory_id}")

@@ -153,9 +153,11 @@ class AgenticService:
         self._check()
         return await self.memories.create_session(owner, container_id, body)
 
-    async def get_memory(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
+    async def get_memory(
+        self, owner: Principal, container_id: str, raw_type: str, memory_id: str, sources: bool = False
+    ) -> dict[str, Any]:
         self._check()
-        return await self.memories.get(owner, container_id, raw_type, memory_id)
+        return await self.memories.get(owner, container_id, raw_type, memory_id, sources)
 
     async def update_memory(
         self, owner: Principal, container_id: str, raw_type: str, memory_id: str, body: Any

@@ -8,9 +8,12 @@ Content-Security-Policy forbids inline script and anything from elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from importlib import resources
 
 from aiohttp import web
+
+from memory_plugin.auth import Principal
 
 PATH = "/_console"
 #: The files the page is made of: served from the package, nothing else is.
@@ -43,10 +46,33 @@ async def asset(request: web.Request) -> web.Response:
     return web.Response(body=_read(name), content_type=ASSETS[name], charset="utf-8", headers=HEADERS)
 
 
-def app() -> web.Application:
+#: ``whoami``'s answer is the caller's principal, which the front door put on the request.
+PrincipalOf = Callable[[web.Request], Principal]
+
+
+def whoami(principal_of: PrincipalOf) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """``GET PATH/whoami`` (a key needed): who the key is, so the page can tell the caller's own agentic
+    containers from those shared with it through its roles (a container shows its owner's name)."""
+
+    async def answer(request: web.Request) -> web.Response:
+        caller = principal_of(request)
+        return web.json_response(
+            {
+                "organization_id": caller.organization_id,
+                "user_id": caller.user_id,
+                "backend_roles": list(caller.backend_roles),
+            },
+            headers=HEADERS,
+        )
+
+    return answer
+
+
+def app(principal_of: PrincipalOf) -> web.Application:
     """The console as a sub-app, mounted at ``PATH``: the page at ``PATH`` itself, its assets below."""
     console = web.Application()
     console.router.add_get("", page)
+    console.router.add_get("/whoami", whoami(principal_of))
     console.router.add_get("/{asset}", asset)
     return console
 

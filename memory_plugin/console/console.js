@@ -6,6 +6,7 @@ const KEY_STORAGE = "memory_plugin.key";
 const BASE = location.pathname.replace(/\/_console\/?$/, "");
 const MEMORY = "/_plugins/_ml/memory";
 const HISTORIES = "/v2/ai/conversation_histories";
+const CONTAINERS = "/_plugins/_ml/memory_containers";
 const STATUS_EVERY_MS = 30000;
 
 const $ = (selector) => document.querySelector(selector);
@@ -55,25 +56,28 @@ function key() {
   return sessionStorage.getItem(KEY_STORAGE);
 }
 
-async function api(path, { method = "GET", params = [], token = key() } = {}) {
+async function api(path, { method = "GET", params = [], token = key(), body = undefined } = {}) {
   const query = new URLSearchParams(params).toString();
+  const headers = { Authorization: `Bearer ${token}`, Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(BASE + path + (query ? `?${query}` : ""), {
     method,
-    headers: { Authorization: `Bearer ${token}`, Accept: "application/json" },
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
     credentials: "omit",
     cache: "no-store",
   });
   const text = await response.text();
-  let body = null;
+  let answer = null;
   try {
-    body = text ? JSON.parse(text) : null;
+    answer = text ? JSON.parse(text) : null;
   } catch {
-    body = text;
+    answer = text;
   }
   if (!response.ok) {
-    throw new ApiError(response.status, apiMessage(body, response.statusText || "request failed"));
+    throw new ApiError(response.status, apiMessage(answer, response.statusText || "request failed"));
   }
-  return body;
+  return answer;
 }
 
 function showError(node, error) {
@@ -111,6 +115,7 @@ function signedIn(yes) {
     memories.tokens = [0];
     loadMemories();
     refreshStatus();
+    startAgentic();
   } else {
     show($("#memories"), false);
     show($("#search"), false);
@@ -118,13 +123,16 @@ function signedIn(yes) {
     $("#memory-table tbody").replaceChildren();
     $("#results").replaceChildren();
     show($("#memory-detail"), false);
+    show($("#agentic"), false);
+    $("#container-table tbody").replaceChildren();
+    show($("#container-detail"), false);
   }
 }
 
 // -- tabs -----------------------------------------------------------------------------
 
 function selectTab(name) {
-  for (const tab of document.querySelectorAll("[role=tab]")) {
+  for (const tab of document.querySelectorAll("#tabs [role=tab]")) {
     const selected = tab.getAttribute("aria-controls") === name;
     tab.setAttribute("aria-selected", String(selected));
     tab.tabIndex = selected ? 0 : -1;
@@ -134,7 +142,7 @@ function selectTab(name) {
 }
 
 function onTabKey(event) {
-  const tabs = [...document.querySelectorAll("[role=tab]")];
+  const tabs = [...document.querySelectorAll("#tabs [role=tab]")];
   const index = tabs.indexOf(document.activeElement);
   if (index < 0 || !["ArrowLeft", "ArrowRight"].includes(event.key)) return;
   const next = tabs[(index + (event.key === "ArrowRight" ? 1 : tabs.length - 1)) % tabs.length];
@@ -430,6 +438,622 @@ function renderResults(body) {
   $("#next-results").disabled = search.page >= search.totalPages;
 }
 
+// -- agentic memory -------------------------------------------------------------------
+
+const PAGE_SIZE = 20;
+/** Every list below is sorted by a time and then `_id`, so a page's last hit is a unique `search_after` cursor. */
+const NEWEST_FIRST = [{ last_updated_time: "desc" }, { _id: "asc" }];
+const OLDEST_FIRST = [{ created_time: "asc" }, { _id: "asc" }];
+
+const agentic = {
+  me: null, // the key's principal (GET /_console/whoami)
+  container: null, // the open container's id and _source
+  facts: null,
+  sessions: null,
+  session: null, // the open session's id
+  fact: null, // the open fact's id
+  texts: new Map(), // fact id -> text, from what was shown, for the forgetting report
+};
+
+function containerPath(...parts) {
+  return [CONTAINERS, agentic.container.id, ...parts].map((part, i) => (i ? encodeURIComponent(part) : part)).join("/");
+}
+
+function namespaceText(namespace) {
+  return Object.entries(namespace || {})
+    .map(([name, value]) => `${name}=${value}`)
+    .join(", ");
+}
+
+function metaList(node, pairs) {
+  node.replaceChildren(
+    ...pairs.filter(([, value]) => value !== undefined && value !== null && value !== "")
+      .flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]),
+  );
+}
+
+function messageText(message) {
+  const content = Array.isArray(message.content) ? message.content : [message.content];
+  const text = content.map((part) => (part && typeof part === "object" ? part.text ?? JSON.stringify(part) : String(part ?? ""))).join(" ");
+  return `${message.role || "?"}: ${text}`;
+}
+
+/**
+ * A list paged by the server with `search_after`: one request of one page per step, whatever the list's size,
+ * and a cursor kept per page seen so "back" is one request too.
+ */
+class ServerPages {
+  constructor({ path, query = () => ({ match_all: {} }), sort = NEWEST_FIRST, size = PAGE_SIZE, render, prev, next, label, error }) {
+    Object.assign(this, { path, query, sort, size, render, prev, next, label, error });
+    this.reset();
+  }
+
+  reset() {
+    this.cursors = [null];
+    this.page = 0;
+  }
+
+  async load() {
+    const request = (this.latest = (this.latest || 0) + 1); // an answer to an older click is dropped
+    const body = { query: this.query(), sort: this.sort, size: this.size, track_total_hits: true, _source: { excludes: ["memory_embedding"] } };
+    const after = this.cursors[this.page];
+    if (after) body.search_after = after;
+    try {
+      const answer = await api(this.path(), { method: "POST", body });
+      if (request !== this.latest) return [];
+      showError(this.error, null);
+      const hits = answer.hits.hits;
+      const total = answer.hits.total?.value ?? hits.length;
+      const first = this.page * this.size;
+      this.cursors[this.page + 1] = hits.length === this.size && first + hits.length < total ? hits[hits.length - 1].sort : null;
+      this.render(hits);
+      if (this.prev) this.prev.disabled = this.page === 0;
+      if (this.next) this.next.disabled = !this.cursors[this.page + 1];
+      if (this.label) this.label.textContent = hits.length ? `${first + 1}–${first + hits.length} of ${total}` : `0 of ${total}`;
+      return hits;
+    } catch (error) {
+      showError(this.error, error);
+      return [];
+    }
+  }
+
+  older() {
+    if (!this.cursors[this.page + 1]) return;
+    this.page += 1;
+    this.load();
+  }
+
+  newer() {
+    this.page = Math.max(0, this.page - 1);
+    this.load();
+  }
+}
+
+const containerPages = new ServerPages({
+  path: () => `${CONTAINERS}/_search`,
+  sort: [{ created_time: "desc" }, { _id: "asc" }],
+  render: renderContainers,
+  prev: null,
+  next: null,
+  label: null,
+  error: null,
+});
+
+async function startAgentic() {
+  agentic.me = null;
+  agentic.container = null; // another key may not use the container shown
+  agentic.texts.clear();
+  show($("#container-detail"), false);
+  try {
+    agentic.me = await api("/_console/whoami");
+    const roles = agentic.me.backend_roles.length ? ` · roles ${agentic.me.backend_roles.join(", ")}` : "";
+    $("#whoami").textContent = `${agentic.me.user_id ? `user ${agentic.me.user_id}` : "organisation key"} · ${agentic.me.organization_id}${roles}`;
+  } catch (error) {
+    showError($("#agentic-error"), error);
+  }
+  containerPages.reset();
+  await containerPages.load();
+}
+
+/** Own (the key's user wrote it; for the organisation key, its own) or shared with the key, and how. */
+function access(source) {
+  const owner = source.owner?.name ?? "";
+  const me = agentic.me?.user_id ?? "";
+  if (owner === me) return { own: true, text: "own", title: "created with this key's user" };
+  const roles = (source.backend_roles || []).filter((role) => agentic.me?.backend_roles.includes(role));
+  const how = roles.length ? `through role ${roles.join(", ")}` : "to the organisation key";
+  return { own: false, text: `shared by ${owner || "the organisation"}`, title: `owned by ${owner || "the organisation key"}, open ${how}` };
+}
+
+function renderContainers(hits) {
+  const rows = hits.map((hit) => {
+    const source = hit._source;
+    const shared = access(source);
+    const strategies = (source.configuration?.strategies || []).map((s) => s.type).join(", ");
+    return el(
+      "tr",
+      { dataset: { containerId: hit._id } },
+      el("td", {}, el("button", { type: "button", className: "link open", onclick: () => openContainer(hit._id) }, source.name || "(unnamed)"),
+        el("div", { className: "muted small" }, hit._id)),
+      el("td", {}, el("span", { className: `badge ${shared.own ? "own" : "shared"}`, title: shared.title }, shared.text)),
+      el("td", {}, strategies || "—"),
+      el("td", {}, when(source.last_updated_time)),
+    );
+  });
+  $("#container-table tbody").replaceChildren(...rows);
+  show($("#containers-empty"), hits.length === 0);
+}
+
+function policyText(policy) {
+  if (policy === null) return "none (opted out)";
+  if (!policy || !Object.keys(policy).length) return "none";
+  return Object.entries(policy)
+    .map(([type, rule]) => {
+      if (rule === null || typeof rule !== "object") return `${type}: ${rule}`;
+      const parts = [];
+      if (rule.retention_days != null) parts.push(`${rule.retention_days} days`);
+      if (rule.max_count != null) parts.push(`at most ${rule.max_count}`);
+      return `${type}: ${parts.join(", ") || "—"}`;
+    })
+    .join("\n");
+}
+
+async function openContainer(id) {
+  showError($("#container-error"), null);
+  try {
+    const source = await api(`${CONTAINERS}/${encodeURIComponent(id)}`);
+    agentic.container = { id, source };
+  } catch (error) {
+    show($("#container-detail"), true);
+    showError($("#container-error"), error);
+    return;
+  }
+  const { source } = agentic.container;
+  const config = source.configuration || {};
+  const shared = access(source);
+  for (const row of document.querySelectorAll("#container-table tbody tr")) row.classList.toggle("selected", row.dataset.containerId === id);
+  $("#container-name").textContent = source.name || "(unnamed)";
+  $("#container-access").textContent = shared.text;
+  $("#container-access").className = `badge ${shared.own ? "own" : "shared"}`;
+  $("#container-access").title = shared.title;
+  const strategies = (config.strategies || []).map(
+    (s) => `${s.type}${s.enabled === false ? " (disabled)" : ""} · namespace ${(s.namespace || []).join(", ") || "—"} · ${s.id}`,
+  );
+  const embedding = config.embedding_model_id
+    ? `${config.embedding_model_id} · ${config.embedding_model_type || "?"} · ${config.embedding_dimension ?? "?"} dimensions`
+    : "none";
+  metaList($("#container-meta"), [
+    ["id", id],
+    ["description", source.description],
+    ["owner", source.owner?.name || "organisation key"],
+    ["shared with roles", (source.backend_roles || []).join(", ")],
+    ["strategies", strategies.join("\n") || "none"],
+    ["embedding model", embedding],
+    ["LLM", config.llm_id],
+    ["retention policy", policyText(config.retention_policy)],
+    ["history", config.disable_history ? "disabled" : undefined],
+    ["created", when(source.created_time)],
+  ]);
+  show($("#container-detail"), true);
+  show($("#fact-detail"), false);
+  show($("#session-detail"), false);
+  show($("#forget-report"), false);
+  $("#lt-results").replaceChildren();
+  $("#lt-search-meta").textContent = "";
+  $("#retention-result").replaceChildren();
+  showError($("#retention-error"), null);
+  agentic.facts.reset();
+  agentic.sessions.reset();
+  selectPane(document.querySelector(".subtab[aria-pressed=true]")?.dataset.pane || "facts");
+  $("#container-name").focus();
+}
+
+function selectPane(name) {
+  for (const button of document.querySelectorAll(".subtab")) {
+    const selected = button.dataset.pane === name;
+    button.setAttribute("aria-pressed", String(selected));
+    show($(`#pane-${button.dataset.pane}`), selected);
+  }
+  if (!agentic.container) return;
+  if (name === "facts") agentic.facts.load();
+  if (name === "sessions") agentic.sessions.load();
+}
+
+// facts
+
+function renderFacts(hits) {
+  const rows = hits.map((hit) => {
+    const fact = hit._source;
+    agentic.texts.set(hit._id, fact.memory);
+    return el(
+      "tr",
+      { dataset: { factId: hit._id }, className: hit._id === agentic.fact ? "selected" : "" },
+      el("td", {}, el("button", { type: "button", className: "link open", onclick: () => openFact(hit._id) }, fact.memory ?? "")),
+      el("td", {}, fact.strategy_type || "—", el("div", { className: "muted small" }, fact.strategy_id || "")),
+      el("td", {}, namespaceText(fact.namespace) || "—"),
+      el("td", { className: "pinned" }, fact.pinned ? "pinned" : "—"),
+      el("td", {}, when(fact.last_updated_time)),
+    );
+  });
+  $("#fact-table tbody").replaceChildren(...rows);
+  show($("#facts-empty"), hits.length === 0);
+}
+
+function historyEntry(hit) {
+  const entry = hit._source;
+  const parts = [];
+  if (entry.before?.memory != null) parts.push(el("div", { className: "before" }, el("span", { className: "muted" }, "before "), entry.before.memory));
+  if (entry.after?.memory != null) parts.push(el("div", { className: "after" }, el("span", { className: "muted" }, "after "), entry.after.memory));
+  if (entry.error) parts.push(el("div", { className: "error-text" }, entry.error));
+  return el(
+    "li",
+    { className: "entry", dataset: { historyId: hit._id, action: entry.action || "ERROR" } },
+    el("div", { className: "entry-head" }, el("span", { className: `action ${(entry.action || "error").toLowerCase()}` }, entry.action || "ERROR"),
+      el("span", { className: "muted small" }, when(entry.created_time))),
+    ...parts,
+  );
+}
+
+let factHistory = null;
+
+async function openFact(id) {
+  agentic.fact = id;
+  for (const row of document.querySelectorAll("#fact-table tbody tr")) row.classList.toggle("selected", row.dataset.factId === id);
+  showError($("#fact-error"), null);
+  show($("#fact-detail"), true);
+  $("#fact-history").replaceChildren();
+  $("#fact-sources").replaceChildren();
+  let fact;
+  try {
+    fact = await api(containerPath("memories", "long-term", id), { params: { sources: "true" } });
+    if (agentic.fact !== id) return; // another fact was opened meanwhile
+  } catch (error) {
+    $("#fact-text").textContent = agentic.texts.get(id) || id;
+    $("#fact-meta").replaceChildren();
+    showError($("#fact-error"), error);
+    return;
+  }
+  $("#fact-text").textContent = fact.memory ?? "";
+  metaList($("#fact-meta"), [
+    ["id", id],
+    ["strategy", `${fact.strategy_type || "?"} · ${fact.strategy_id || ""}`],
+    ["namespace", namespaceText(fact.namespace)],
+    ["tags", fact.tags && Object.keys(fact.tags).length ? namespaceText(fact.tags) : undefined],
+    ["pinned", fact.pinned ? "yes" : "no"],
+    ["created", when(fact.created_time)],
+    ["last change", when(fact.last_updated_time)],
+  ]);
+  factHistory = new ServerPages({
+    path: () => containerPath("memories", "history", "_search"),
+    query: () => ({ term: { memory_id: id } }),
+    sort: OLDEST_FIRST,
+    size: 50,
+    render: (hits) => {
+      if (agentic.fact !== id) return;
+      $("#fact-history").append(...hits.map(historyEntry));
+      if (!$("#fact-history").children.length) $("#fact-history").append(el("li", { className: "muted" }, "No history (the container may disable it)."));
+      show($("#fact-history-more"), Boolean(factHistory.cursors[factHistory.page + 1]));
+    },
+    error: $("#fact-error"),
+  });
+  await Promise.all([factHistory.load(), renderSources(id, fact.memory_sources || [])]);
+  $("#fact-text").focus();
+}
+
+async function renderSources(id, sources) {
+  if (!sources.length) {
+    $("#fact-sources").replaceChildren(el("li", { className: "muted" }, "No recorded source (written by hand, or before sources were recorded)."));
+    return;
+  }
+  const items = await Promise.all(
+    sources.map(async (source) => {
+      const head = el("div", { className: "entry-head" });
+      const item = el("li", { className: "entry source", dataset: { workingMemoryId: source.working_memory_id || "" } }, head);
+      if (!source.working_memory_id) {
+        head.append(el("span", { className: "muted" }, "unknown origin (before sources were recorded)"));
+      } else {
+        head.append(el("span", { className: "mono small" }, `working memory ${source.working_memory_id}`));
+        if (source.session_id) head.append(el("span", { className: "muted small" }, `session ${source.session_id}`));
+      }
+      if (source.memory != null) item.append(el("div", { className: "after" }, el("span", { className: "muted" }, "its run wrote "), source.memory));
+      if (source.working_memory_id) {
+        try {
+          const working = await api(containerPath("memories", "working", source.working_memory_id));
+          item.append(workingBody(working));
+        } catch (error) {
+          item.append(el("div", { className: "muted small" }, error.status === 404 ? "this working memory no longer exists" : `${error.status ?? ""}: ${error.message}`));
+        }
+      }
+      return item;
+    }),
+  );
+  if (agentic.fact === id) $("#fact-sources").replaceChildren(...items);
+}
+
+function workingBody(working) {
+  const body = el("div", { className: "working-body" });
+  for (const message of working.messages || []) body.append(el("div", { className: "message-line" }, messageText(message)));
+  if (working.structured_data) body.append(el("div", { className: "message-line mono" }, JSON.stringify(working.structured_data)));
+  return body;
+}
+
+// sessions and their working memory
+
+function renderSessions(hits) {
+  const rows = hits.map((hit) => {
+    const session = hit._source;
+    return el(
+      "tr",
+      { dataset: { sessionId: hit._id }, className: hit._id === agentic.session ? "selected" : "" },
+      el("td", {}, el("button", { type: "button", className: "link open", onclick: () => openSession(hit._id, session) }, session.summary || "(no summary)"),
+        el("div", { className: "muted small" }, hit._id), session.pinned ? el("span", { className: "badge" }, "pinned") : null),
+      el("td", {}, namespaceText(session.namespace) || "—"),
+      el("td", {}, when(session.last_updated_time)),
+      el("td", {}, el("button", { type: "button", className: "danger delete", onclick: () => forget("sessions", hit._id, `session ${session.summary || hit._id}`) }, "Delete")),
+    );
+  });
+  $("#session-table tbody").replaceChildren(...rows);
+  show($("#sessions-empty"), hits.length === 0);
+}
+
+let workingPages = null;
+
+async function openSession(id, session) {
+  agentic.session = id;
+  for (const row of document.querySelectorAll("#session-table tbody tr")) row.classList.toggle("selected", row.dataset.sessionId === id);
+  show($("#session-detail"), true);
+  $("#session-title").textContent = session.summary || id;
+  metaList($("#session-meta"), [
+    ["session_id", id],
+    ["namespace", namespaceText(session.namespace)],
+    ["pinned", session.pinned ? "yes" : undefined],
+    ["created", when(session.created_time)],
+    ["updated", when(session.last_updated_time)],
+  ]);
+  $("#working").replaceChildren();
+  workingPages = new ServerPages({
+    path: () => containerPath("memories", "working", "_search"),
+    query: () => ({ term: { "namespace.session_id": id } }),
+    sort: OLDEST_FIRST,
+    render: (hits) => {
+      if (agentic.session !== id) return;
+      $("#working").append(...hits.map(renderWorking));
+      if (!$("#working").children.length) $("#working").append(el("li", { className: "muted" }, "No working memory."));
+      show($("#working-more"), Boolean(workingPages.cursors[workingPages.page + 1]));
+    },
+    error: $("#session-error"),
+  });
+  await workingPages.load();
+  $("#session-title").focus();
+}
+
+function renderWorking(hit) {
+  const working = hit._source;
+  return el(
+    "li",
+    { className: "entry working", dataset: { workingMemoryId: hit._id } },
+    el("div", { className: "entry-head" }, el("span", { className: "mono small" }, hit._id),
+      el("span", { className: "muted small" }, `${when(working.created_time)}${working.infer ? " · inferred" : ""}`),
+      el("button", { type: "button", className: "danger delete", onclick: () => forget("working", hit._id, `this working memory (${hit._id})`) }, "Delete")),
+    workingBody(working),
+  );
+}
+
+/** Delete a working memory or a session after asking, then show what the cascade forgot (`?report=true`). */
+function forget(type, id, what) {
+  const dialog = $("#confirm-forget");
+  $("#confirm-forget-text").textContent = `Delete ${what}?${type === "sessions" ? " Its working memory goes with it." : ""}`;
+  dialog.returnValue = "";
+  dialog.addEventListener(
+    "close",
+    async () => {
+      if (dialog.returnValue !== "delete") return;
+      try {
+        const answer = await api(containerPath("memories", type, id), { method: "DELETE", params: { report: "true" } });
+        showError($("#session-error"), null);
+        renderReport(answer.forgotten || {});
+        agentic.fact = null; // a fact shown may be gone or rolled back
+        show($("#fact-detail"), false);
+        if (type === "sessions" && agentic.session === id) {
+          agentic.session = null;
+          show($("#session-detail"), false);
+        }
+        if (type === "sessions") await agentic.sessions.load();
+        else if (agentic.session) {
+          $("#working").replaceChildren();
+          workingPages.reset();
+          await workingPages.load();
+        }
+      } catch (error) {
+        showError($("#session-error"), error);
+        show($("#session-detail"), true);
+      }
+    },
+    { once: true },
+  );
+  dialog.showModal();
+}
+
+function renderReport(forgotten) {
+  const groups = [
+    ["deleted", "working memories", forgotten.working_memories],
+    ["deleted", "sessions", forgotten.sessions],
+    ["deleted", "long-term facts", forgotten.long_term_deleted],
+    ["kept", "long-term facts (other sources remain)", forgotten.long_term_kept],
+    ["deleted", "history entries", forgotten.history_deleted],
+    ["redacted", "history entries", forgotten.history_redacted],
+  ];
+  const kept = new Set(forgotten.long_term_kept || []);
+  const lists = groups.map(([verdict, what, ids = []]) =>
+    el(
+      "div",
+      { className: `report-group ${verdict}${ids.length ? "" : " empty"}`, dataset: { verdict, what } },
+      el("h5", {}, `${verdict}: ${ids.length} ${what}`),
+      ids.length
+        ? el("ul", {}, ...ids.map((id) => {
+          const item = el("li", { dataset: { id } }, el("span", { className: "mono small" }, id));
+          if (kept.has(id) && verdict === "kept") keptText(id, item);
+          else if (agentic.texts.has(id) && what.startsWith("long-term")) item.append(` — ${agentic.texts.get(id)}`);
+          return item;
+        }))
+        : null,
+    ),
+  );
+  $("#forget-report").replaceChildren(
+    el("div", { className: "toolbar" }, el("h4", {}, "What the delete forgot"),
+      el("button", { type: "button", className: "link", onclick: () => show($("#forget-report"), false) }, "Dismiss")),
+    ...lists,
+    el("p", { className: "muted small" }, `queued infer runs deleted: ${forgotten.infer_jobs_deleted ?? 0}`),
+  );
+  show($("#forget-report"), true);
+  for (const id of forgotten.long_term_deleted || []) agentic.texts.delete(id);
+}
+
+/** A kept fact's text as it is now (rolled back when the forgotten source wrote it last). */
+async function keptText(id, item) {
+  try {
+    const fact = await api(containerPath("memories", "long-term", id));
+    agentic.texts.set(id, fact.memory);
+    item.append(el("span", { className: "kept-text" }, ` — now: ${fact.memory}`));
+  } catch (error) {
+    item.append(el("span", { className: "muted small" }, ` (${error.status ?? ""}: ${error.message})`));
+  }
+}
+
+// search over long-term memory
+
+function addNamespace(name = "", value = "") {
+  const row = $("#namespace-row").content.firstElementChild.cloneNode(true);
+  row.querySelector(".ns-key").value = name;
+  row.querySelector(".ns-value").value = value;
+  row.querySelector(".remove-namespace").addEventListener("click", () => row.remove());
+  $("#lt-namespace").append(row);
+  row.querySelector(".ns-key").focus();
+}
+
+async function runLongTermSearch() {
+  const mode = $("#lt-mode").value;
+  const body = { query: $("#lt-q").value, k: Number($("#lt-k").value || 10) };
+  const namespace = {};
+  for (const row of document.querySelectorAll("#lt-namespace .namespace-row")) {
+    const name = row.querySelector(".ns-key").value.trim();
+    if (name) namespace[name] = row.querySelector(".ns-value").value;
+  }
+  if (Object.keys(namespace).length) body.namespace = namespace;
+  if ($("#lt-min-score").value) body.min_score = Number($("#lt-min-score").value);
+  if (mode === "hybrid") {
+    const bm25 = Number($("#lt-bm25").value);
+    body.bm25_weight = bm25;
+    body.neural_weight = Math.round((1 - bm25) * 1000) / 1000;
+  }
+  showError($("#lt-search-error"), null);
+  $("#lt-search-meta").textContent = "Searching…";
+  try {
+    const answer = await api(containerPath("memories", "long-term", mode === "hybrid" ? "_hybrid_search" : "_semantic_search"), { method: "POST", body });
+    const hits = answer.hits.hits;
+    const weights = mode === "hybrid" ? ` · bm25 ${body.bm25_weight}, neural ${body.neural_weight}` : "";
+    $("#lt-search-meta").textContent = `${hits.length} ${mode} results${weights}${answer.timed_out ? " · timed out" : ""}`;
+    $("#lt-results").replaceChildren(
+      ...hits.map((hit) => {
+        agentic.texts.set(hit._id, hit._source.memory);
+        return el(
+          "li",
+          { className: "result", dataset: { factId: hit._id } },
+          el("div", { className: "result-head" },
+            el("span", { className: "score", title: mode === "hybrid" ? "min-max normalised, weighted mean" : "(1 + cosine) / 2" }, hit._score.toFixed(4)),
+            el("button", { type: "button", className: "link fact-text", onclick: () => showFact(hit._id) }, hit._source.memory ?? "")),
+          el("dl", { className: "facts" },
+            el("div", {}, el("dt", {}, "strategy"), el("dd", {}, hit._source.strategy_type || "—")),
+            el("div", {}, el("dt", {}, "namespace"), el("dd", {}, namespaceText(hit._source.namespace) || "—")),
+            el("div", {}, el("dt", {}, "changed"), el("dd", {}, when(hit._source.last_updated_time)))),
+        );
+      }),
+    );
+    if (!hits.length) $("#lt-results").append(el("li", { className: "muted" }, "No results."));
+  } catch (error) {
+    $("#lt-search-meta").textContent = "";
+    $("#lt-results").replaceChildren();
+    showError($("#lt-search-error"), error);
+  }
+}
+
+function showFact(id) {
+  selectPane("facts");
+  openFact(id);
+}
+
+// retention
+
+async function dryRun() {
+  showError($("#retention-error"), null);
+  const out = $("#retention-result");
+  out.replaceChildren(el("p", { className: "muted" }, "Evaluating…"));
+  try {
+    const result = await api(`${containerPath("_retention", "_dry_run")}`, { method: "POST" });
+    const rows = Object.entries(result.would_delete || {}).map(([type, counts]) =>
+      el(
+        "tr",
+        { dataset: { type } },
+        el("th", { scope: "row" }, type),
+        el("td", { className: "count" }, String(counts.total ?? 0)),
+        el("td", {}, Object.entries(counts.by_reason || {}).map(([reason, n]) => `${reason}: ${n}`).join(", ") || "not evaluated"),
+      ),
+    );
+    out.replaceChildren(
+      el("dl", { className: "meta" },
+        el("dt", {}, "policy"), el("dd", {}, `${result.policy_source}${result.policy_source === "none" ? "" : `\n${policyText(result.effective_policy)}`}`),
+        el("dt", {}, "evaluated"), el("dd", {}, when(result.evaluated_at)),
+        el("dt", {}, "would delete"), el("dd", { id: "retention-total" }, String(result.total_would_delete ?? 0)),
+        el("dt", {}, "pinned, kept"), el("dd", {}, String(result.pinned_would_skip ?? 0))),
+      el("table", { id: "retention-table" },
+        el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "type"), el("th", { scope: "col" }, "would delete"), el("th", { scope: "col" }, "why"))),
+        el("tbody", {}, ...rows)),
+      ...(result.warnings || []).map((warning) => el("p", { className: "warning", role: "status" }, warning)),
+    );
+  } catch (error) {
+    out.replaceChildren();
+    showError($("#retention-error"), error);
+  }
+}
+
+function wireAgentic() {
+  containerPages.prev = $("#containers-prev");
+  containerPages.next = $("#containers-next");
+  containerPages.label = $("#containers-label");
+  containerPages.error = $("#agentic-error");
+  agentic.facts = new ServerPages({
+    path: () => containerPath("memories", "long-term", "_search"),
+    render: renderFacts,
+    prev: $("#facts-prev"),
+    next: $("#facts-next"),
+    label: $("#facts-label"),
+    error: $("#container-error"),
+  });
+  agentic.sessions = new ServerPages({
+    path: () => containerPath("memories", "sessions", "_search"),
+    render: renderSessions,
+    prev: $("#sessions-prev"),
+    next: $("#sessions-next"),
+    label: $("#sessions-label"),
+    error: $("#container-error"),
+  });
+  for (const [pages, name] of [[containerPages, "containers"], [agentic.facts, "facts"], [agentic.sessions, "sessions"]]) {
+    $(`#${name}-prev`).addEventListener("click", () => pages.newer());
+    $(`#${name}-next`).addEventListener("click", () => pages.older());
+  }
+  $("#containers-refresh").addEventListener("click", () => containerPages.load());
+  for (const button of document.querySelectorAll(".subtab")) button.addEventListener("click", () => selectPane(button.dataset.pane));
+  $("#fact-history-more").addEventListener("click", () => factHistory && factHistory.older());
+  $("#working-more").addEventListener("click", () => workingPages && workingPages.older());
+  $("#lt-add-namespace").addEventListener("click", () => addNamespace());
+  $("#lt-mode").addEventListener("change", () => show($("#lt-weight-label"), $("#lt-mode").value === "hybrid"));
+  $("#lt-search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    runLongTermSearch();
+  });
+  $("#dry-run").addEventListener("click", dryRun);
+}
+
 // -- wiring ---------------------------------------------------------------------------
 
 function wire() {
@@ -443,7 +1067,7 @@ function wire() {
     signedIn(false);
     $("#key").focus();
   });
-  for (const tab of document.querySelectorAll("[role=tab]")) {
+  for (const tab of document.querySelectorAll("#tabs [role=tab]")) {
     tab.addEventListener("click", () => selectTab(tab.getAttribute("aria-controls")));
   }
   $("#tabs").addEventListener("keydown", onTabKey);
@@ -478,6 +1102,7 @@ function wire() {
     runSearch();
   });
   $("#detail-name").tabIndex = -1;
+  wireAgentic();
   setInterval(refreshStatus, STATUS_EVERY_MS);
   if (key()) signedIn(true);
 }

@@ -177,7 +177,17 @@ def agentic_operations() -> Schema:
         typed + "/_hybrid_search": {"parameters": typed_path, "get": hybrid_search, "post": hybrid_search},
         typed + "/{memory_id}": {
             "parameters": [*typed_path, path_param("memory_id")],
-            "get": AGENTIC.op("Get one memory", ANY_OBJECT),
+            "get": AGENTIC.op(
+                "Get one memory",
+                ANY_OBJECT,
+                parameters=[
+                    query_param(
+                        "sources",
+                        BOOLEAN,
+                        description="long-term and history: add the working memories it came from (`memory_sources`)",
+                    )
+                ],
+            ),
             "put": AGENTIC.op(
                 "Update one memory (allowed keys depend on the type)", write, json_object(minProperties=1)
             ),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memory_plugin.console import ASSETS as CONSOLE_ASSETS
-from memory_plugin.openapi.shapes import ANY_OBJECT, STRING, Api, Schema, json_object
+from memory_plugin.openapi.shapes import ANY_OBJECT, STRING, STRING_OR_NULL, Api, Schema, array, json_object
 
 SERVICE = Api("service", ("401",))
 
@@ -33,6 +33,12 @@ def service_operations() -> Schema:
                 description="HTML",
                 media=("text/html",),
                 security=[],
+            )
+        },
+        "/_console/whoami": {
+            "get": SERVICE.op(
+                "The key's principal, for the console to mark containers as its own or shared",
+                json_object({"organization_id": STRING, "user_id": STRING_OR_NULL, "backend_roles": array(STRING)}),
             )
         },
         "/_console/{asset}": {

@@ -227,6 +227,13 @@ class AgenticStore(abc.ABC):
     async def get(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> StoredDoc | None: ...
 
     @abc.abstractmethod
+    async def sources(
+        self, owner: Principal, container_id: str, memory_type: str, memory_id: str
+    ) -> list[dict[str, Any]] | None:
+        """The hidden ``memory_sources`` of a long-term or history doc (``[]`` when it has none), None when the
+        doc is not found: what the console shows as the working memories a fact came from."""
+
+    @abc.abstractmethod
     async def update(
         self, owner: Principal, container_id: str, memory_type: str, memory_id: str, merge: Merge
     ) -> StoredDoc | None:

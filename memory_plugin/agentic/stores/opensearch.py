@@ -80,7 +80,7 @@ from memory_plugin.agentic.stores.opensearch_documents import (
 )
 from memory_plugin.agentic.stores.opensearch_forgetting import forget, map_added_fields
 from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, unclaimed
-from memory_plugin.agentic.stores.sources import SOURCES, Forgotten
+from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of
 from memory_plugin.auth import Principal
 from memory_plugin.leases import conditional_bulk
 from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
@@ -340,6 +340,13 @@ class OpenSearchAgenticStore(AgenticStore):
         index = await self._index(owner, container_id, memory_type)
         found = await self._get_owned(index, owner, memory_id, container_id)
         return stored_doc(found) if found else None
+
+    async def sources(
+        self, owner: Principal, container_id: str, memory_type: str, memory_id: str
+    ) -> list[dict[str, Any]] | None:
+        index = await self._index(owner, container_id, memory_type)
+        found = await self._get_owned(index, owner, memory_id, container_id)
+        return sources_of(found["_source"]) if found else None
 
     async def update(
         self, owner: Principal, container_id: str, memory_type: str, memory_id: str, merge: Merge

@@ -37,7 +37,7 @@ from memory_plugin.agentic.stores.fts import (
     query_words,
     start_log,
 )
-from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, without_sources
+from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of, without_sources
 from memory_plugin.agentic.stores.sqlite_forgetting import forget, index_history_terms
 from memory_plugin.agentic.stores.sqlite_tables import (
     BATCH,
@@ -289,6 +289,15 @@ class SqliteAgenticStore(AgenticStore):
         def read(c: sqlite3.Connection) -> StoredDoc | None:
             row = self._select(c, owner, container_id, memory_type, memory_id)
             return row_doc(row, "memory_id") if row else None
+
+        return await self.db.read(read)
+
+    async def sources(
+        self, owner: Principal, container_id: str, memory_type: str, memory_id: str
+    ) -> list[dict[str, Any]] | None:
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]] | None:
+            row = self._select(c, owner, container_id, memory_type, memory_id)
+            return sources_of(json.loads(row["doc"])) if row else None
 
         return await self.db.read(read)
 

@@ -86,6 +86,10 @@ class RemoteFailure(StatusError):
     or 5xx answer, or no answer at all (which ml-commons reports as a 500)."""
 
 
+class DeadlinePassed(StatusError):
+    """The call's deadline passed during an attempt."""
+
+
 class Slots:
     """At most so many calls at once per connector, in this process (ml-commons' pool per connector and node)."""
 
@@ -142,7 +146,7 @@ class RemoteCaller:
         except aiohttp.SocketTimeoutError:
             raise RemoteFailure("Error communicating with remote model: Read timed out", 504) from None
         except TimeoutError:
-            raise StatusError(f"the remote model did not answer within {self.timeout:g} s", 504) from None
+            raise DeadlinePassed(f"the remote model did not answer within {self.timeout:g} s", 504) from None
         except (aiohttp.InvalidURL, ValueError):
             raise InvalidArgument(
                 f"the connector's URL is not a valid URL: {request.shown_url}", parameter="url"
@@ -234,6 +238,10 @@ async def with_retries(
             answer = await attempt()
         except RemoteFailure as failure:
             last: StatusError = failure
+        except DeadlinePassed:
+            if retries:  # a retry the deadline cut short: the failure it retried is the answer
+                raise last from None
+            raise
         else:
             refused = error_of(answer)
             if refused is None:

@@ -194,7 +194,6 @@ async def test_client_config_is_kept_as_ml_commons_keeps_it_and_bad_values_are_r
 
 async def test_a_models_rate_limiter_throttles_as_ml_commons(ml, alice, remote):
     limited = await model_on(ml, alice, remote, rate_limiter={"limit": "1", "unit": "MINUTES"})
-    assert (await call(ml, alice, "GET", f"/models/{limited}"))["rate_limiter"] == {"limit": "1", "unit": "MINUTES"}
     await call(ml, alice, "POST", f"/models/{limited}/_predict", CHAT)
     throttled = await call(ml, alice, "POST", f"/models/{limited}/_predict", CHAT, status=429)
     assert throttled["error"] == {
@@ -203,6 +202,7 @@ async def test_a_models_rate_limiter_throttles_as_ml_commons(ml, alice, remote):
         "reason": "Request is throttled at model level.",
     }
     assert remote.calls == 1  # the throttled call never reached the remote
+    assert (await call(ml, alice, "GET", f"/models/{limited}"))["rate_limiter"] == {"limit": "1", "unit": "MINUTES"}
     other = await model_on(ml, alice, remote)  # another model has its own (no) limit
     await call(ml, alice, "POST", f"/models/{other}/_predict", CHAT)
 
@@ -229,7 +229,6 @@ async def test_regex_guardrails_refuse_input_before_it_is_sent_and_output_before
         "output_guardrail": {"regex": [".*echo: leak.*"]},
     }
     model = await model_on(ml, alice, remote, guardrails=guardrails)
-    assert (await call(ml, alice, "GET", f"/models/{model}"))["guardrails"] == guardrails
 
     def say(text: str) -> dict[str, Any]:
         return {"parameters": {"messages": [{"role": "user", "content": text}]}}
@@ -242,6 +241,7 @@ async def test_regex_guardrails_refuse_input_before_it_is_sent_and_output_before
     assert hidden["error"]["reason"] == "guardrails triggered for LLM output" and remote.calls == 1
     await call(ml, alice, "POST", f"/models/{model}/_predict", say("fine"))
     assert remote.calls == 2
+    assert (await call(ml, alice, "GET", f"/models/{model}"))["guardrails"] == guardrails
 
 
 async def test_guardrails_that_cannot_run_here_are_refused_when_the_model_is_saved(ml, alice, remote):

@@ -1,22 +1,24 @@
 """What a model's own options do to a call: its rate limiter and its guardrails, as ml-commons applies them.
 
-ml-commons keeps a model's rate limiter in its node's model cache: a token bucket
-made when the model is deployed, of ``limit`` tokens refilled over one ``unit``.
-Here the bucket is kept per server process, as ml-commons keeps it per node (it
-splits the limit over the nodes the model runs on; with N processes a model may
-take up to N times its limit, so the operator divides it by N).
+ml-commons keeps a model's rate limiter in each node's model cache: a token bucket
+made when the model is deployed, holding ``limit`` tokens and refilled at ``limit``
+a ``unit``, split evenly over the nodes the model runs on, so that the cluster
+takes ``limit`` calls a ``unit`` in all.  Here the bucket is one document of the ml
+store, taken from by compare-and-set, so every process of a deployment draws from
+the same bucket and the limit holds for the deployment as a whole.
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.ml.connectors import trusted
 from memory_plugin.ml.errors import StatusError
+from memory_plugin.ml.stores.base import MLStore, StoreConflict
 
 NANOS_PER_UNIT = {
     "NANOSECONDS": 1,
@@ -27,49 +29,49 @@ NANOS_PER_UNIT = {
     "HOURS": 3_600_000_000_000,
     "DAYS": 86_400_000_000_000,
 }
-#: Buckets one process keeps; the least recently used is forgotten (it starts full again when next used).
-MAX_BUCKETS = 4096
+#: Compare-and-set rounds one call tries before it is throttled (other processes kept taking first).
+MAX_ROUNDS = 16
 
 
-class TokenBucket:
-    """OpenSearch's ``TokenBucket``: ``rate`` tokens a nanosecond, at most ``burst``, starting full."""
-
-    def __init__(self, rate: float, burst: float, clock: Callable[[], int]) -> None:
-        self.rate = rate
-        self.burst = burst
-        self.tokens = burst
-        self._clock = clock
-        self._at = clock()
-
-    def request(self) -> bool:
-        now = self._clock()
-        tokens = min(self.burst, self.tokens + (now - self._at) * self.rate)
-        if tokens < 1:
-            return False
-        self.tokens, self._at = tokens - 1, now
-        return True
+def throttled() -> StatusError:
+    return StatusError("Request is throttled at model level.", 429)
 
 
 class RateLimiters:
-    """The token bucket of each rate-limited model (``MLModelManager.createTokenBucket`` on one node)."""
+    """OpenSearch's ``TokenBucket`` (``MLModelManager.createTokenBucket``), kept in the ml store: starts full
+    with ``max(limit, 1)`` tokens, refills ``limit`` a ``unit``, and a call that finds less than one is refused."""
 
-    def __init__(self, clock: Callable[[], int] = time.monotonic_ns) -> None:
-        self._clock = clock
-        self._buckets: OrderedDict[tuple[str, str, str], TokenBucket] = OrderedDict()
+    def __init__(self, store: MLStore, clock: Callable[[], int] = time.time_ns) -> None:
+        self.store = store
+        self._clock = clock  # wall time: the processes of a deployment share it
 
-    def take(self, model_key: str, limiter: Mapping[str, str]) -> None:
+    async def take(self, owner: Principal, model_id: str, limiter: Mapping[str, str]) -> None:
         """One call of the model: ml-commons' 429 when its bucket is empty."""
-        key = (model_key, limiter["limit"], limiter["unit"])  # a changed limiter starts a new bucket
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            limit = float(limiter["limit"])
-            bucket = TokenBucket(limit / NANOS_PER_UNIT[limiter["unit"]], max(limit, 1.0), self._clock)
-            self._buckets[key] = bucket
-            while len(self._buckets) > MAX_BUCKETS:
-                self._buckets.popitem(last=False)
-        self._buckets.move_to_end(key)
-        if not bucket.request():
-            raise StatusError("Request is throttled at model level.", 429)
+        limit = float(limiter["limit"])
+        rate, burst = limit / NANOS_PER_UNIT[limiter["unit"]], max(limit, 1.0)
+        for _ in range(MAX_ROUNDS):
+            stored = await self.store.get("rate_limit", owner, model_id)
+            now = self._clock()
+            if stored is None or stored.source.get("limiter") != dict(limiter):  # a changed limiter starts full
+                tokens = burst
+            else:
+                elapsed = max(0, now - int(stored.source["at"]))  # a clock behind another process adds nothing
+                tokens = min(burst, float(stored.source["tokens"]) + elapsed * rate)
+            if tokens < 1:
+                raise throttled()
+            source = {"limiter": dict(limiter), "tokens": tokens - 1, "at": now}
+            if stored is None:
+                try:
+                    await self.store.create("rate_limit", owner, model_id, source)
+                    return
+                except StoreConflict:
+                    continue
+            if await self.store.replace("rate_limit", owner, stored, source):
+                return
+        raise throttled()
+
+    async def forget(self, owner: Principal, model_id: str) -> None:
+        await self.store.delete("rate_limit", owner, model_id)
 
 
 class GuardrailTriggered(InvalidArgument):

@@ -84,7 +84,7 @@ class MLService:
         self.node_id = hashlib.sha256(settings.node_name.encode()).hexdigest()[:22]
         self.remote = RemoteCaller(timeout=settings.timeout, allow_private=settings.allow_private_addresses)
         self.budget = CallBudget(settings.calls_per_minute, settings.concurrent_calls)
-        self.rate_limiters = RateLimiters()
+        self.rate_limiters = RateLimiters(store)
         self.metrics = metrics or MLMetrics()
         self._box: SecretBox | None = None
 
@@ -362,6 +362,7 @@ class MLService:
                 "Model cannot be deleted in deploying or deployed state. Try undeploy model first then delete"
             )
         deleted = await self.store.delete("model", owner, model_id)
+        await self.rate_limiters.forget(owner, model_id)
         return write_result(MODEL_INDEX, model_id, api_version(stored), "deleted" if deleted else "not_found", True)
 
     async def search_models(self, owner: Principal, body: Any) -> dict[str, Any]:
@@ -408,7 +409,7 @@ class MLService:
         stored = await self._model(owner, model_id, "Failed to find model")
         if stored.source.get("algorithm") != "REMOTE":
             if stored.source.get("rate_limiter"):
-                self.rate_limiters.take(_model_key(owner, model_id), stored.source["rate_limiter"])
+                await self.rate_limiters.take(owner, model_id, stored.source["rate_limiter"])
             return await self._embed(request)
         if text_embedding and not request.text_docs:
             raise InvalidArgument("Empty text docs", parameter="text_docs")
@@ -456,7 +457,7 @@ class MLService:
                 parameter="url",
             )
         if model.get("rate_limiter"):  # in ml-commons' order: the payload is checked, then the limiter, the guardrails
-            self.rate_limiters.take(_model_key(owner, model_id), model["rate_limiter"])
+            await self.rate_limiters.take(owner, model_id, model["rate_limiter"])
         check_guardrail(model.get("guardrails"), "input", prepared.guarded or "")
         config = parse_client_config(connector.get("client_config") or {})
         deadline = asyncio.get_running_loop().time() + self.settings.timeout  # retries included
@@ -510,10 +511,6 @@ class MLService:
 
     async def erase_user(self, organization_id: str, user_id: str) -> int:
         return await self.store.erase(Principal(organization_id, user_id))
-
-
-def _model_key(owner: Principal, model_id: str) -> str:
-    return f"{owner.organization_id}\x00{owner.user_id or ''}\x00{model_id}"
 
 
 def _uses(model: Mapping[str, Any], connector_id: str, *, deployed: bool) -> bool:

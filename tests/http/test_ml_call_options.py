@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from memory_plugin.auth import Principal
+from memory_plugin.ml.errors import StatusError
 from memory_plugin.ml.routes import ML as ML_SERVICE
+from memory_plugin.ml.service import MLService
 from tests.http.test_ml import call, ml_client
 from tests.support.scripted_openai import chat_connector
 
@@ -220,6 +223,30 @@ async def test_a_models_rate_limiter_throttles_as_ml_commons(ml, alice, remote):
         body = {"name": "m", "function_name": "remote", "connector": chat_connector(remote.url, "k")}
         refused = await call(ml, alice, "POST", "/models/_register", {**body, "rate_limiter": limiter}, 400)
         assert refused["error"]["reason"].startswith(reason), limiter
+
+
+async def test_a_models_rate_limit_is_kept_in_the_store_that_every_process_shares(ml, alice, remote):
+    """Another service over the same store (another process of the deployment: its OpenSearch ml index)
+    draws from the same bucket: the limit is the deployment's, not each process's."""
+    model = await model_on(ml, alice, remote, rate_limiter={"limit": "2", "unit": "HOURS"})
+    await call(ml, alice, "POST", f"/models/{model}/_predict", CHAT)
+    first = ml.app[ML_SERVICE]
+    second = MLService(first.store, first.embedder, first.settings)
+    await second.open()
+    try:
+        owner = Principal(alice.organization_id, alice.user_id)
+        await second.predict(owner, model, CHAT)
+        with pytest.raises(StatusError) as refused:
+            await second.predict(owner, model, CHAT)
+        assert refused.value.status == 429 and str(refused.value) == "Request is throttled at model level."
+    finally:
+        await second.close()
+    await call(ml, alice, "POST", f"/models/{model}/_predict", CHAT, status=429)
+    assert remote.calls == 2
+    # a deleted model's bucket goes with it
+    await call(ml, alice, "POST", f"/models/{model}/_undeploy")
+    await call(ml, alice, "DELETE", f"/models/{model}")
+    assert await first.store.get("rate_limit", owner, model) is None
 
 
 async def test_regex_guardrails_refuse_input_before_it_is_sent_and_output_before_it_is_shown(ml, alice, remote):

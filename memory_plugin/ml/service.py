@@ -29,7 +29,7 @@ from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, tr
 from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
 from memory_plugin.ml.guards import RateLimiters, check_guardrail
 from memory_plugin.ml.metrics import MLMetrics
-from memory_plugin.ml.remote import Answer, RemoteCaller, error_of, signed_v4, with_retries
+from memory_plugin.ml.remote import RemoteCaller, signed_v4, with_retries
 from memory_plugin.ml.requests import (
     ConnectorInput,
     PredictInput,
@@ -463,22 +463,19 @@ class MLService:
         deadline = asyncio.get_running_loop().time() + self.settings.timeout  # retries included
         slot = f"{owner.organization_id}\x00{context}"
         calls = self.metrics.remote_calls
-
-        async def attempt() -> Answer:
-            try:
-                async with self.budget.spend(owner.organization_id):
-                    with self.metrics.remote_seconds.time():
-                        answer = await self.remote.call(prepared, config, deadline, slot)
-            except Throttled:
-                calls.labels(owner.organization_id, "throttled").inc()
-                raise
-            except ServiceError:
-                calls.labels(owner.organization_id, "error").inc()
-                raise
-            calls.labels(owner.organization_id, "error" if error_of(answer) else "ok").inc()
-            return answer
-
-        answer = await with_retries(attempt, config, deadline)
+        try:
+            async with self.budget.spend(owner.organization_id):  # one call of the budget, its retries included
+                with self.metrics.remote_seconds.time():
+                    answer = await with_retries(
+                        lambda: self.remote.call(prepared, config, deadline, slot), config, deadline
+                    )
+        except Throttled:
+            calls.labels(owner.organization_id, "throttled").inc()
+            raise
+        except ServiceError:
+            calls.labels(owner.organization_id, "error").inc()
+            raise
+        calls.labels(owner.organization_id, "ok").inc()
         check_guardrail(model.get("guardrails"), "output", answer.body.decode("utf-8", "replace"))
         return outputs(action, answer.status, answer.body, request.text_docs)
 

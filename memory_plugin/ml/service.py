@@ -212,7 +212,7 @@ class MLService:
                 )
             if found.guardrails is not None:  # ml-commons runs guardrails in remote calls only
                 raise InvalidArgument("guardrails apply to remote models only", parameter="guardrails")
-            built_in: dict[str, Any] = {
+            local: dict[str, Any] = {
                 "name": found.name,
                 "algorithm": "TEXT_EMBEDDING",
                 "model_format": found.model_format or "ONNX",
@@ -224,8 +224,8 @@ class MLService:
                 },
             }
             if found.rate_limiter is not None:
-                built_in["rate_limiter"] = found.rate_limiter
-            return built_in
+                local["rate_limiter"] = found.rate_limiter
+            return local
         source: dict[str, Any] = {"name": found.name, "algorithm": "REMOTE"}
         if found.description is not None:
             source["description"] = found.description

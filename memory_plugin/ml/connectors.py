@@ -153,6 +153,8 @@ class Prepared:
     body: str | None
     #: ``url`` with its credentials masked: what messages show of it.
     shown_url: str = ""
+    #: ``body`` with its credentials left unfilled: ml-commons' payload, which input guardrails read.
+    guarded: str | None = None
 
 
 def escaped(value: str) -> str:
@@ -188,10 +190,11 @@ def prepare(
             )
         parameters.update({key: escaped(value) for key, value in PRE_PROCESS[function](text_docs).items()})
         parameters.update(given)
-    body = None
+    body = guarded = None
     if action.request_body is not None:
         template = re.sub(r'"\$\{parameters\.(\w+):-null\}"', _null_default(parameters), action.request_body)
         body = fill(template, parameters, credential)
+        guarded = fill(template, parameters)
         try:
             json.loads(body)
         except ValueError:
@@ -204,7 +207,7 @@ def prepare(
                 "Some parameter placeholder not filled in payload: " + ", ".join(unfilled), parameter="parameters"
             )
     elif "http_body" in parameters:
-        body = parameters["http_body"]
+        body = guarded = parameters["http_body"]
     # ml-commons fills headers once per connector (``createDecryptedHeaders``): credentials and the
     # connector's own parameters, never those of the predict call
     headers = {name: fill(value, connector_parameters, credential) for name, value in (action.headers or {}).items()}
@@ -212,7 +215,7 @@ def prepare(
         if _CONTROL.search(name) or _CONTROL.search(value):  # a header split in two, or cut short
             raise InvalidArgument(f"the connector's header [{name!r}] holds a control character", parameter="headers")
     url = fill(action.url, parameters, credential)
-    return Prepared(action.method.upper(), url, headers, body, masked(action.url, parameters))
+    return Prepared(action.method.upper(), url, headers, body, masked(action.url, parameters), guarded)
 
 
 #: What no HTTP header name or value may hold (RFC 9110 5.5): line breaks and the other control characters.

@@ -12,9 +12,13 @@ bounded wait and bounded memory.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import itertools
+import random
 import socket
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import aiohttp
@@ -28,6 +32,7 @@ from yarl import URL
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.ml.connectors import Prepared
 from memory_plugin.ml.errors import StatusError
+from memory_plugin.ml.requests import ClientConfig
 
 #: The most bytes read from one remote answer.
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
@@ -64,10 +69,46 @@ class PublicOnlyResolver(AbstractResolver):
         await self._inner.close()
 
 
+#: The header AWS services name their error in; ``ThrottlingException...`` there is ml-commons' retryable case.
+AMZ_ERROR_HEADER = "x-amzn-ErrorType"
+
+
 @dataclass(frozen=True)
 class Answer:
     status: int
     body: bytes
+    #: The values of ``x-amzn-ErrorType``.
+    error_types: tuple[str, ...] = ()
+
+
+class RemoteFailure(StatusError):
+    """A failure ml-commons retries (``RetryableActionExtension.isRetryable``): the remote's throttling, a 429
+    or 5xx answer, or no answer at all (which ml-commons reports as a 500)."""
+
+
+class DeadlinePassed(StatusError):
+    """The call's deadline passed during an attempt."""
+
+
+class Slots:
+    """At most so many calls at once per connector, in this process (ml-commons' pool per connector and node)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[asyncio.Semaphore, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: str, most: int) -> AsyncIterator[None]:
+        semaphore, users = self._held.get(key, (asyncio.Semaphore(most), 0))
+        self._held[key] = (semaphore, users + 1)
+        try:
+            async with semaphore:
+                yield
+        finally:
+            semaphore, users = self._held[key]
+            if users > 1:
+                self._held[key] = (semaphore, users - 1)
+            else:
+                del self._held[key]
 
 
 class RemoteCaller:
@@ -77,45 +118,58 @@ class RemoteCaller:
         self.timeout = timeout
         self.allow_private = allow_private
         self._session: aiohttp.ClientSession | None = None
+        self._slots = Slots()
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             connector = aiohttp.TCPConnector(resolver=None if self.allow_private else PublicOnlyResolver(), limit=64)
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout), trust_env=False
-            )
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
         return self._session
 
-    async def call(self, request: Prepared) -> Answer:
-        """The remote answer; messages show the URL with its credentials masked, never as sent."""
+    async def call(self, request: Prepared, config: ClientConfig, deadline: float, slot: str) -> Answer:
+        """One attempt: the remote answer, within ``config``'s timeouts and the call's ``deadline`` (a loop
+        time), at most ``config.max_connection`` at once through the connector ``slot`` (ml-commons' client
+        pool of each connector); messages show the URL with its credentials masked, never as sent."""
         if not self.allow_private and literal_private_host(request.url):  # aiohttp resolves no literal address
             raise InvalidArgument(
                 f"Remote inference host name has private ip address: {_host(request.shown_url)}", parameter="url"
             )
         try:
-            async with self._client().request(
-                request.method,
-                without_userinfo(request.url),
-                headers={"Content-Type": "application/json", **request.headers},
-                data=request.body.encode("utf-8", "surrogatepass") if request.body is not None else None,
-                allow_redirects=False,
-            ) as response:
-                body = await response.content.read(MAX_ANSWER_BYTES + 1)
-                if len(body) > MAX_ANSWER_BYTES:
-                    raise StatusError(f"the remote model answered more than {MAX_ANSWER_BYTES} bytes", 502)
-                return Answer(response.status, body)
+            async with asyncio.timeout_at(deadline), self._slots.hold(slot, config.max_connection):
+                return await self._send(request, config)
         except PrivateAddress:
             raise InvalidArgument(
                 f"Remote inference host name has private ip address: {_host(request.shown_url)}", parameter="url"
             ) from None
+        except aiohttp.ConnectionTimeoutError:
+            raise RemoteFailure("Error communicating with remote model: connection timed out", 504) from None
+        except aiohttp.SocketTimeoutError:
+            raise RemoteFailure("Error communicating with remote model: Read timed out", 504) from None
         except TimeoutError:
-            raise StatusError(f"the remote model did not answer within {self.timeout:g} s", 504) from None
+            raise DeadlinePassed(f"the remote model did not answer within {self.timeout:g} s", 504) from None
         except (aiohttp.InvalidURL, ValueError):
             raise InvalidArgument(
                 f"the connector's URL is not a valid URL: {request.shown_url}", parameter="url"
             ) from None
         except aiohttp.ClientError as error:
-            raise StatusError(f"Error communicating with remote model: {type(error).__name__}", 502) from None
+            raise RemoteFailure(f"Error communicating with remote model: {type(error).__name__}", 502) from None
+
+    async def _send(self, request: Prepared, config: ClientConfig) -> Answer:
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=config.connection_timeout or None, sock_read=config.read_timeout or None
+        )
+        async with self._client().request(
+            request.method,
+            without_userinfo(request.url),
+            headers={"Content-Type": "application/json", **request.headers},
+            data=request.body.encode("utf-8", "surrogatepass") if request.body is not None else None,
+            allow_redirects=False,
+            timeout=timeout,
+        ) as response:
+            body = await response.content.read(MAX_ANSWER_BYTES + 1)
+            if len(body) > MAX_ANSWER_BYTES:
+                raise StatusError(f"the remote model answered more than {MAX_ANSWER_BYTES} bytes", 502)
+            return Answer(response.status, body, tuple(response.headers.getall(AMZ_ERROR_HEADER, ())))
 
     async def close(self) -> None:
         if self._session is not None:
@@ -149,11 +203,73 @@ def literal_private_host(url: str) -> bool:
 
 
 def error_of(answer: Answer) -> StatusError | None:
-    """ml-commons passes a remote service's error status through, with its body."""
+    """ml-commons passes a remote service's error status through, with its body; an AWS throttling header
+    gets its own words (``MLSdkAsyncHttpResponseHandler.handleThrottlingInHeader``)."""
     if 200 <= answer.status < 300:
         return None
     status = answer.status if 400 <= answer.status < 600 else 502
-    return StatusError("Error from remote service: " + answer.body[:2000].decode("utf-8", "replace"), status)
+    if any(kind.startswith("ThrottlingException") for kind in answer.error_types):
+        return RemoteFailure(
+            "Error from remote service: The request was denied due to remote server throttling. "
+            "To change the retry policy and behavior, please update the connector client_config.",
+            status,
+        )
+    reason = "Error from remote service: " + answer.body[:2000].decode("utf-8", "replace")
+    return RemoteFailure(reason, status) if status == 429 or status >= 500 else StatusError(reason, status)
+
+
+async def with_retries(
+    attempt: Callable[[], Awaitable[Answer]],
+    config: ClientConfig,
+    deadline: float,
+    *,
+    jitter: random.Random | None = None,
+) -> Answer:
+    """``invokeRemoteServiceWithRetry``: a failure ml-commons retries is tried again after the backoff of
+    ``config.retry_backoff_policy``, at most ``max_retry_times`` times (-1: no count), none once
+    ``retry_timeout_seconds`` have passed and none that would start past the call's ``deadline`` (a loop
+    time); then the last failure is the answer."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    delays = backoff_delays(config, jitter or random.Random())
+    retries = 0
+    while True:
+        try:
+            answer = await attempt()
+        except RemoteFailure as failure:
+            last: StatusError = failure
+        except DeadlinePassed:
+            if retries:  # a retry the deadline cut short: the failure it retried is the answer
+                raise last from None
+            raise
+        else:
+            refused = error_of(answer)
+            if refused is None:
+                return answer
+            last = refused
+        retries += 1
+        if not isinstance(last, RemoteFailure) or (config.max_retry_times != -1 and retries > config.max_retry_times):
+            raise last
+        delay = next(delays) / 1000
+        now = loop.time()
+        if now - started >= config.retry_timeout_seconds or now + delay >= deadline:
+            raise last
+        await asyncio.sleep(delay)
+
+
+def backoff_delays(config: ClientConfig, jitter: random.Random) -> Iterator[int]:
+    """OpenSearch's ``BackoffPolicy`` iterators, in milliseconds: constant; exponential with equal jitter,
+    capped at ``retry_timeout_seconds``; exponential with full jitter."""
+    base = config.retry_backoff_millis
+    for attempt in itertools.count():
+        grown = (1 << min(attempt, 30)) * base
+        if config.retry_backoff_policy == "exponential_equal_jitter":
+            delay = min(grown, config.retry_timeout_seconds * 1000)
+            yield delay // 2 + jitter.randint(0, delay // 2)
+        elif config.retry_backoff_policy == "exponential_full_jitter":
+            yield jitter.randint(1, max(grown, 1))
+        else:
+            yield base
 
 
 def signed_v4(request: Prepared, credential: Mapping[str, str], parameters: Mapping[str, str]) -> Prepared:
@@ -173,4 +289,6 @@ def signed_v4(request: Prepared, credential: Mapping[str, str], parameters: Mapp
     )
     keys = Credentials(credential["access_key"], credential["secret_key"], credential.get("session_token"))
     SigV4Auth(keys, service, region).add_auth(aws)
-    return Prepared(request.method, request.url, dict(aws.headers.items()), request.body, request.shown_url)
+    return Prepared(
+        request.method, request.url, dict(aws.headers.items()), request.body, request.shown_url, request.guarded
+    )

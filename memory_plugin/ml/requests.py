@@ -10,9 +10,12 @@ first error a body hits is the one the real node reports.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import re2
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
 from memory_plugin.http.json import check_sound
@@ -120,6 +123,85 @@ def parse_action(raw: Any, where: str) -> Action:
     return Action(**fields)
 
 
+RETRY_BACKOFF_POLICIES = ("constant", "exponential_equal_jitter", "exponential_full_jitter")
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """``ConnectorClientConfig``: how calls through a connector are made.  Timeouts are in seconds, as
+    ml-commons reads them (its 2.19 defaults, 30000 s, are in effect none; 0 is none too): the call's
+    deadline, ``ml_connector_timeout``, bounds every call and its retries anyway."""
+
+    max_connection: int = 30
+    connection_timeout: int = 30000
+    read_timeout: int = 30000
+    retry_backoff_millis: int = 200
+    retry_timeout_seconds: int = 30
+    #: 0: no retry; -1: retry until ``retry_timeout_seconds`` (or the call's deadline) has passed.
+    max_retry_times: int = 0
+    retry_backoff_policy: str = "constant"
+
+    def view(self) -> dict[str, Any]:
+        """As ``toXContent`` writes it: every field, the defaults filled in."""
+        return {key: getattr(self, key) for key in _CLIENT_INTS} | {"retry_backoff_policy": self.retry_backoff_policy}
+
+
+#: ``ConnectorClientConfig``'s integer fields, in its order, each with the least value that means something.
+_CLIENT_INTS = {
+    "max_connection": 1,
+    "connection_timeout": 0,
+    "read_timeout": 0,
+    "retry_backoff_millis": 0,
+    "retry_timeout_seconds": 0,
+    "max_retry_times": -1,
+}
+#: Newer ml-commons' TLS options: refused when set, since no call here could honour them.
+_CLIENT_TLS = ("skip_ssl_verification", "mutual_tls_enabled")
+
+
+def parse_client_config(value: Any) -> ClientConfig:
+    """``ConnectorClientConfig.parse``: unknown fields skipped, missing ones at their defaults.  Stricter than
+    ml-commons on purpose: a value no call could use (a negative timeout, 0 connections) is a 400 here, where the
+    real node takes it and fails each call."""
+    if not isinstance(value, dict):
+        raise WrongType(f"[client_config] must be an object, found [{token_of(value)}]", parameter="client_config")
+    found: dict[str, Any] = {}
+    for key, least in _CLIENT_INTS.items():
+        if key in value:
+            found[key] = _java_int(value[key], f"client_config.{key}")
+            if found[key] < least:
+                raise InvalidArgument(
+                    f"[client_config.{key}] must be at least {least}, found [{found[key]}]",
+                    parameter=f"client_config.{key}",
+                )
+    if "retry_backoff_policy" in value:
+        policy = java_text(value["retry_backoff_policy"], "client_config.retry_backoff_policy").lower()
+        if policy not in RETRY_BACKOFF_POLICIES:
+            raise InvalidArgument("Unsupported retry backoff policy", parameter="client_config.retry_backoff_policy")
+        found["retry_backoff_policy"] = policy
+    for key in _CLIENT_TLS:
+        if value.get(key) not in (None, False, "false"):
+            raise InvalidArgument(
+                f"[client_config.{key}] is not supported here: calls always verify the remote's certificate "
+                "and present none",
+                parameter=f"client_config.{key}",
+            )
+    return ClientConfig(**found)
+
+
+def _java_int(value: Any, name: str) -> int:
+    """``parser.intValue()``: a number (a fraction cut off) or a string holding one, within an int's range."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise WrongType(f"[{name}] must be a number, found [{token_of(value)}]", parameter=name)
+    try:
+        number = float(value.strip()) if isinstance(value, str) else value
+        if not math.isfinite(number) or not -(2**31) <= number < 2**31:
+            raise ValueError
+    except ValueError:
+        raise InvalidArgument(f"[{name}] must be an integer, found [{value}]", parameter=name) from None
+    return int(number)
+
+
 @dataclass
 class ConnectorInput:
     """``MLCreateConnectorInput``: what create and update send."""
@@ -131,7 +213,7 @@ class ConnectorInput:
     parameters: dict[str, str] = field(default_factory=dict)
     credential: dict[str, str] = field(default_factory=dict)
     actions: list[Action] | None = None
-    client_config: dict[str, Any] | None = None
+    client_config: ClientConfig | None = None
 
 
 def parse_connector_input(body: Any, *, update: bool = False) -> ConnectorInput:
@@ -158,9 +240,7 @@ def parse_connector_input(body: Any, *, update: bool = False) -> ConnectorInput:
                 raise InvalidArgument(f"[actions] has more than {MAX_ACTIONS} entries", parameter="actions")
             found.actions = [parse_action(item, f"actions[{i}]") for i, item in enumerate(value)]
         elif key == "client_config":
-            if not isinstance(value, dict):
-                raise WrongType(f"[client_config] must be an object, found [{token_of(value)}]", parameter=key)
-            found.client_config = value
+            found.client_config = parse_client_config(value)
     if not update:
         for name, label in (("name", "name"), ("version", "version"), ("protocol", "protocol")):
             if getattr(found, name) is None:
@@ -198,6 +278,95 @@ class RegisterInput:
     connector: dict[str, Any] | None
     url: str | None
     deploy: bool
+    #: ``{"limit": "1", "unit": "MINUTES"}``, as ``MLRateLimiter`` keeps it.
+    rate_limiter: dict[str, str] | None = None
+    #: The model's guardrails, as ``guards.parse_guardrails`` keeps them.
+    guardrails: dict[str, Any] | None = None
+
+
+TIME_UNITS = ("NANOSECONDS", "MICROSECONDS", "MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS")
+
+
+def parse_rate_limiter(value: Any, name: str = "rate_limiter") -> dict[str, str]:
+    """``MLRateLimiter.parse``.  Stricter than ml-commons on purpose: one without both ``limit`` and ``unit``
+    (which the real node keeps and never applies) is a 400, as is a limit that is not a finite number."""
+    if not isinstance(value, dict):
+        raise WrongType(f"[{name}] must be an object, found [{token_of(value)}]", parameter=name)
+    found: dict[str, str] = {}
+    if "limit" in value:
+        limit = java_text(value["limit"], f"{name}.limit")
+        try:
+            number = float(limit.strip())
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0:
+            raise ParseFailure("Limit field must be a positive number.", parameter=f"{name}.limit")
+        found["limit"] = limit
+    if "unit" in value:
+        unit = java_text(value["unit"], f"{name}.unit")
+        if unit not in TIME_UNITS:
+            raise InvalidArgument(f"No enum constant java.util.concurrent.TimeUnit.{unit}", parameter=f"{name}.unit")
+        found["unit"] = unit
+    if len(found) != 2:
+        raise InvalidArgument(
+            f"[{name}] needs both limit and unit (a rate limiter without either would never apply)", parameter=name
+        )
+    return found
+
+
+GUARDRAIL_TYPES = ("local_regex", "model")
+
+
+def parse_guardrails(value: Any) -> dict[str, Any]:
+    """``Guardrails.parse`` (type ``local_regex`` unless named), kept as ``toXContent`` writes it.
+
+    Only what runs here is taken: ``regex`` lists, each matched against the whole request payload (input) or
+    the whole answer (output) as Java's ``Pattern.matches``, run by RE2.  ``stop_words`` name an index of
+    percolator queries on the node and ``model`` guardrails call a guardrail model: neither can run here, so
+    either is a 400 when the model is saved, never a guardrail that silently lets everything through."""
+    if not isinstance(value, dict):
+        raise WrongType(f"[guardrails] must be an object, found [{token_of(value)}]", parameter="guardrails")
+    kind = java_text(value["type"], "guardrails.type") if value.get("type") is not None else "local_regex"
+    if kind not in GUARDRAIL_TYPES:
+        raise InvalidArgument("The type of guardrails is required, can not be null.", parameter="guardrails.type")
+    found: dict[str, Any] = {"type": kind}
+    for side in ("input_guardrail", "output_guardrail"):
+        guardrail = value.get(side)
+        if guardrail is None:
+            continue
+        name = f"guardrails.{side}"
+        if not isinstance(guardrail, dict):
+            raise WrongType(f"[{name}] must be an object, found [{token_of(guardrail)}]", parameter=name)
+        if not guardrail:
+            continue
+        if kind == "model":
+            raise InvalidArgument(
+                "guardrails of type [model] are not run here (they call a guardrail model on the node); "
+                "use type [local_regex] with regex",
+                parameter=name,
+            )
+        if guardrail.get("stop_words"):
+            raise InvalidArgument(
+                f"[{name}.stop_words] are not run here: they name an index of stop-word queries on the node, "
+                "which this server does not hold; use regex",
+                parameter=f"{name}.stop_words",
+            )
+        kept: dict[str, Any] = {}
+        patterns = guardrail.get("regex")
+        if patterns is not None:
+            if not isinstance(patterns, list) or len(patterns) > MAX_MAP_ENTRIES:
+                raise WrongType(f"[{name}.regex] must be an array of strings", parameter=f"{name}.regex")
+            kept["regex"] = [java_text(p, f"{name}.regex[{i}]") for i, p in enumerate(patterns)]
+            for i, pattern in enumerate(kept["regex"]):
+                try:
+                    re2.compile(pattern)
+                except re2.error as error:
+                    raise InvalidArgument(
+                        f"[{name}.regex[{i}]] is not a regular expression run here: {error}",
+                        parameter=f"{name}.regex[{i}]",
+                    ) from None
+        found[side] = kept
+    return found
 
 
 FUNCTION_NAMES = ("REMOTE", "TEXT_EMBEDDING", "SPARSE_ENCODING", "SPARSE_TOKENIZE", "TEXT_SIMILARITY")
@@ -230,6 +399,8 @@ def parse_register_input(body: Any, *, deploy: bool) -> RegisterInput:
         connector=connector,
         url=text.get("url"),
         deploy=deploy,
+        rate_limiter=parse_rate_limiter(body["rate_limiter"]) if body.get("rate_limiter") is not None else None,
+        guardrails=parse_guardrails(body["guardrails"]) if body.get("guardrails") is not None else None,
     )
 
 

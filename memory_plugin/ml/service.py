@@ -10,6 +10,7 @@ already ``COMPLETED`` when the caller reads them.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Mapping
@@ -26,14 +27,16 @@ from memory_plugin.ml.chat import RemoteChat, RemoteEmbedding
 from memory_plugin.ml.config import Embeddings, MLSettings, now_millis
 from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
 from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
+from memory_plugin.ml.guards import RateLimiters, check_guardrail
 from memory_plugin.ml.metrics import MLMetrics
-from memory_plugin.ml.remote import RemoteCaller, error_of, signed_v4
+from memory_plugin.ml.remote import RemoteCaller, signed_v4, with_retries
 from memory_plugin.ml.requests import (
     ConnectorInput,
     PredictInput,
     RegisterInput,
     check_protocol,
     parse_action,
+    parse_client_config,
     parse_connector_input,
     parse_predict_input,
     parse_register_input,
@@ -81,6 +84,7 @@ class MLService:
         self.node_id = hashlib.sha256(settings.node_name.encode()).hexdigest()[:22]
         self.remote = RemoteCaller(timeout=settings.timeout, allow_private=settings.allow_private_addresses)
         self.budget = CallBudget(settings.calls_per_minute, settings.concurrent_calls)
+        self.rate_limiters = RateLimiters(store)
         self.metrics = metrics or MLMetrics()
         self._box: SecretBox | None = None
 
@@ -116,7 +120,7 @@ class MLService:
             "actions": [action.view() for action in found.actions],
             "created_time": now,
             "last_updated_time": now,
-            "client_config": found.client_config,
+            "client_config": found.client_config.view() if found.client_config is not None else None,
         }
         return {key: value for key, value in source.items() if value is not None}
 
@@ -149,7 +153,7 @@ class MLService:
         if update.actions is not None:
             source["actions"] = [action.view() for action in update.actions]
         if update.client_config is not None:
-            source["client_config"] = update.client_config
+            source["client_config"] = update.client_config.view()
         actions = [parse_action(a, "actions") for a in source.get("actions", [])]
         check_urls(actions, source.get("parameters", {}), self.settings.trusted_endpoints)
         in_use = [m.id for m in await self.store.all("model", owner) if _uses(m.source, connector_id, deployed=True)]
@@ -206,7 +210,9 @@ class MLService:
                     f"and its built-in text embedding model registers as one of {list(self.settings.built_in_names)}",
                     parameter="name",
                 )
-            return {
+            if found.guardrails is not None:  # ml-commons runs guardrails in remote calls only
+                raise InvalidArgument("guardrails apply to remote models only", parameter="guardrails")
+            local: dict[str, Any] = {
                 "name": found.name,
                 "algorithm": "TEXT_EMBEDDING",
                 "model_format": found.model_format or "ONNX",
@@ -217,9 +223,16 @@ class MLService:
                     "framework_type": "sentence_transformers",
                 },
             }
+            if found.rate_limiter is not None:
+                local["rate_limiter"] = found.rate_limiter
+            return local
         source: dict[str, Any] = {"name": found.name, "algorithm": "REMOTE"}
         if found.description is not None:
             source["description"] = found.description
+        if found.rate_limiter is not None:
+            source["rate_limiter"] = found.rate_limiter
+        if found.guardrails is not None:
+            source["guardrails"] = found.guardrails
         if found.connector is not None:
             if found.connector.get("protocol") is None:  # ``Connector.createConnector`` reads it first
                 raise InvalidArgument("connector protocol is null", parameter="connector.protocol")
@@ -349,6 +362,7 @@ class MLService:
                 "Model cannot be deleted in deploying or deployed state. Try undeploy model first then delete"
             )
         deleted = await self.store.delete("model", owner, model_id)
+        await self.rate_limiters.forget(owner, model_id)
         return write_result(MODEL_INDEX, model_id, api_version(stored), "deleted" if deleted else "not_found", True)
 
     async def search_models(self, owner: Principal, body: Any) -> dict[str, Any]:
@@ -394,6 +408,8 @@ class MLService:
             return await self._embed(request)
         stored = await self._model(owner, model_id, "Failed to find model")
         if stored.source.get("algorithm") != "REMOTE":
+            if stored.source.get("rate_limiter"):
+                await self.rate_limiters.take(owner, model_id, stored.source["rate_limiter"])
             return await self._embed(request)
         if text_embedding and not request.text_docs:
             raise InvalidArgument("Empty text docs", parameter="text_docs")
@@ -440,21 +456,27 @@ class MLService:
                 + masked(action.url, parameters),
                 parameter="url",
             )
+        if model.get("rate_limiter"):  # in ml-commons' order: the payload is checked, then the limiter, the guardrails
+            await self.rate_limiters.take(owner, model_id, model["rate_limiter"])
+        check_guardrail(model.get("guardrails"), "input", prepared.guarded or "")
+        config = parse_client_config(connector.get("client_config") or {})
+        deadline = asyncio.get_running_loop().time() + self.settings.timeout  # retries included
+        slot = f"{owner.organization_id}\x00{context}"
         calls = self.metrics.remote_calls
         try:
-            async with self.budget.spend(owner.organization_id):
+            async with self.budget.spend(owner.organization_id):  # one call of the budget, its retries included
                 with self.metrics.remote_seconds.time():
-                    answer = await self.remote.call(prepared)
+                    answer = await with_retries(
+                        lambda: self.remote.call(prepared, config, deadline, slot), config, deadline
+                    )
         except Throttled:
             calls.labels(owner.organization_id, "throttled").inc()
             raise
         except ServiceError:
             calls.labels(owner.organization_id, "error").inc()
             raise
-        failure = error_of(answer)
-        calls.labels(owner.organization_id, "error" if failure else "ok").inc()
-        if failure is not None:
-            raise failure
+        calls.labels(owner.organization_id, "ok").inc()
+        check_guardrail(model.get("guardrails"), "output", answer.body.decode("utf-8", "replace"))
         return outputs(action, answer.status, answer.body, request.text_docs)
 
     async def _is_remote(self, owner: Principal, model_id: str) -> bool:

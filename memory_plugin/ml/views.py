@@ -35,6 +35,7 @@ MODEL_ORDER = (
     "description",
     "model_state",
     "model_config",
+    "rate_limiter",
     "created_time",
     "last_updated_time",
     "last_deployed_time",
@@ -47,6 +48,7 @@ MODEL_ORDER = (
     "is_hidden",
     "connector_id",
     "connector",
+    "guardrails",
 )
 TASK_ORDER = (
     "model_id",

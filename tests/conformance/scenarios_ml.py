@@ -361,6 +361,32 @@ async def remote_errors(d: Differ, llm: ScriptedOpenAI) -> None:
     await settle()
 
 
+async def call_options(d: Differ, llm: ScriptedOpenAI) -> None:
+    """A connector's client_config as ml-commons keeps it; a model's rate limiter and its regex guardrails."""
+    config = {"read_timeout": 7, "max_retry_times": "3", "retry_backoff_policy": "exponential_full_jitter"}
+    await d.send("POST", CREATE, chat_connector(llm, client_config=config))  # <id:0>
+    await d.send("GET", f"{CONNECTORS}/<id:0>")
+    await d.send("POST", CREATE, chat_connector(llm, client_config={"retry_backoff_policy": "sometimes"}))
+    limited = {"rate_limiter": {"limit": "1", "unit": "MINUTES"}}
+    await d.send("POST", REGISTER, {"name": "limited", "function_name": "remote", "connector_id": "<id:0>", **limited})
+    await settle()  # <id:1> task, <id:2> model
+    await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:3> task
+    await settle()
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("first"))
+    await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("second, within the minute"))
+    guardrails = {"type": "local_regex", "input_guardrail": {"regex": [".*forbidden.*"]}}
+    guarded = {"name": "guarded", "function_name": "remote", "connector_id": "<id:0>", "guardrails": guardrails}
+    await d.send("POST", REGISTER, guarded)  # <id:4> task, <id:5> model
+    await settle()
+    await d.send("POST", f"{MODELS}/<id:5>/_deploy")  # <id:6> task
+    await settle()
+    await d.send("POST", f"{MODELS}/<id:5>/_predict", ask("the forbidden word"))
+    await d.send("POST", f"{MODELS}/<id:5>/_predict", ask("a fine word"))
+    for model in ("<id:2>", "<id:5>"):
+        await d.send("POST", f"{MODELS}/{model}/_undeploy")
+    await settle()
+
+
 ML_SCENARIOS: dict[str, MLScenario] = {
     "connectors": connectors,
     "connector_errors": connector_errors,
@@ -371,4 +397,5 @@ ML_SCENARIOS: dict[str, MLScenario] = {
     "register_errors": register_errors,
     "unknown_ids": unknown_ids,
     "remote_errors": remote_errors,
+    "call_options": call_options,
 }

@@ -13,8 +13,9 @@ from typing import Any, Literal
 
 from memory_plugin.auth import Principal
 
-Kind = Literal["connector", "model", "model_group", "task"]
-KINDS: tuple[Kind, ...] = ("connector", "model", "model_group", "task")
+#: ``rate_limit``: a rate-limited model's token bucket, shared by every process of the deployment.
+Kind = Literal["connector", "model", "model_group", "task", "rate_limit"]
+KINDS: tuple[Kind, ...] = ("connector", "model", "model_group", "task", "rate_limit")
 
 
 @dataclass(frozen=True)

@@ -413,3 +413,24 @@ class transaction:
                 self._connection.execute("ROLLBACK")
             except sqlite3.Error:
                 log.exception("ROLLBACK failed on %s", self._connection)
+
+
+def _varint(blob: bytes, at: int) -> tuple[int, int]:
+    """SQLite's varint (big-endian 7-bit groups, a ninth byte of 8 bits)."""
+    value = 0
+    for index in range(8):
+        byte = blob[at + index]
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value, at + index + 1
+    return (value << 8) | blob[at + 8], at + 9
+
+
+def fts5_totals(c: sqlite3.Connection, table: str) -> tuple[int, int]:
+    """An FTS5 table's own (rows, tokens): its averages record, which its ``bm25()`` divides."""
+    row = c.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    rows, at = _varint(row[0], 0)
+    tokens, _ = _varint(row[0], at)
+    return rows, tokens

@@ -287,6 +287,36 @@ def plot_agentic(result: dict[str, Any], path: Path) -> Path:
     return _save(figure, path)
 
 
+def plot_locomo(result: dict[str, Any], path: Path) -> Path:
+    """LoCoMo recall per surface: overall at 5, 10 and 25, and at 10 per question category."""
+    surfaces = list(result["recall"])
+    figure, (left, right) = plt.subplots(1, 2, figsize=(16, 6))
+    xs = range(len(surfaces))
+    for offset, depth in zip((-0.27, 0.0, 0.27), ("R@5", "R@10", "R@25")):
+        left.bar([x + offset for x in xs], [result["recall"][s][depth] for s in surfaces], 0.27, label=depth)
+    left.set_xticks(list(xs), surfaces, rotation=30, ha="right", fontsize=8)
+    left.set_ylim(0, 1)
+    left.set_ylabel("recall of the evidence turns")
+    left.set_title(f"LoCoMo: {result['questions']} questions, {result['turns']} turns")
+    left.legend()
+    categories = [c for c in ("single-hop", "multi-hop", "temporal", "open-domain", "adversarial")]
+    width = 0.8 / max(1, len(surfaces))
+    for n, surface in enumerate(surfaces):
+        row = result["recall"][surface]
+        right.bar(
+            [c + (n - (len(surfaces) - 1) / 2) * width for c in range(len(categories))],
+            [row.get(category, {}).get("R@10", 0.0) for category in categories],
+            width,
+            label=surface,
+        )
+    right.set_xticks(range(len(categories)), categories)
+    right.set_ylim(0, 1)
+    right.set_ylabel("recall@10")
+    right.set_title("recall@10 by question category")
+    right.legend(fontsize=7)
+    return _save(figure, path)
+
+
 def plot_opensearch_memory_search(result: dict[str, Any], path: Path) -> Path:
     """Median ``_search`` latency per body: paging everything into Python (before) against OpenSearch (after)."""
     rows = result["results"]
@@ -341,6 +371,7 @@ def plot_scaleout(result: dict[str, Any], path: Path) -> Path:
 
 
 PLOTTERS = {
+    "locomo": plot_locomo,
     "agentic": plot_agentic,
     "bridge": plot_bridge,
     "scaleout": plot_scaleout,

@@ -17,7 +17,7 @@ from memory_plugin.http.middleware import principal_of
 from memory_plugin.http.params import check_params, float_param, int_param
 
 BASE = "/v2/ai/conversation_histories"
-SEARCH_PARAMS = ("q", "record_type", "region", "top_k", "min_score", "page[number]", "page[size]")
+SEARCH_PARAMS = ("q", "record_type", "region", "top_k", "min_score", "mode", "page[number]", "page[size]")
 
 HISTORIES = web.AppKey("history_service", HistoryService)
 routes = web.RouteTableDef()
@@ -66,6 +66,7 @@ async def search(request: web.Request) -> web.Response:
         where=filters_of(request),
         page_number=int_param(request, "page[number]", 1),
         page_size=int_param(request, "page[size]", 20),
+        mode=request.query.get("mode", "semantic"),
     )
     result = await request.config_dict[HISTORIES].search(principal_of(request), query)
     meta: dict[str, Any] = {

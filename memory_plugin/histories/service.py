@@ -22,6 +22,7 @@ from memory_plugin.dates import DateError, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
 from memory_plugin.histories.claims import LocalRecordClaims
 from memory_plugin.histories.fanout import RegionObserver, fan_out
+from memory_plugin.histories.fusion import CANDIDATES, fuse
 from memory_plugin.histories.stores.base import HistoryStore
 from memory_plugin.histories.stores.claims import Claim, RecordClaims, RecordConflict
 from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter
@@ -48,6 +49,9 @@ INLINE_CHUNKING_CHARS = 2048
 MAX_TOP_K = 100
 MAX_PAGE_SIZE = 100
 MAX_QUERY_CHARS = 4096
+SEARCH_MODES = ("semantic", "keyword", "hybrid")
+#: A bound for keyword mode's ``min_score``, far above any BM25 score (a float, not an infinity).
+MAX_KEYWORD_SCORE = 1e9
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class SearchQuery:
     where: Filter = field(default_factory=Filter)
     page_number: int = 1
     page_size: int = 20
+    #: ``semantic`` (cosine), ``keyword`` (BM25 over the words) or ``hybrid`` (both, fused by rank).
+    mode: str = "semantic"
 
 
 @dataclass(frozen=True)
@@ -198,7 +204,14 @@ class HistoryService:
             raise InvalidArgument(f"region must be one of {list(self.stores)}", parameter="region")
         if not 1 <= query.top_k <= MAX_TOP_K:
             raise InvalidArgument(f"top_k must be between 1 and {MAX_TOP_K}", parameter="top_k")
-        if query.min_score is not None and not 0.0 <= query.min_score <= 1.0:
+        if query.mode not in SEARCH_MODES:
+            raise InvalidArgument(f"mode must be one of {list(SEARCH_MODES)}", parameter="mode")
+        if query.mode == "keyword":  # BM25 scores have no upper bound
+            if query.min_score is not None and not 0.0 <= query.min_score <= MAX_KEYWORD_SCORE:
+                raise InvalidArgument(
+                    f"min_score must be between 0.0 and {MAX_KEYWORD_SCORE:g} in keyword mode", parameter="min_score"
+                )
+        elif query.min_score is not None and not 0.0 <= query.min_score <= 1.0:
             raise InvalidArgument("min_score must be between 0.0 and 1.0", parameter="min_score")
         if query.page_number < 1:
             raise InvalidArgument("page[number] must be 1 or more", parameter="page[number]")
@@ -393,16 +406,30 @@ class HistoryService:
     async def search(self, principal: Principal, query: SearchQuery) -> SearchResult:
         self.check_search(query)
         organization_id, where = principal.organization_id, scoped(principal, query.where)
-        vector = await self.embedder.query(query.q)
+        vector = await self.embedder.query(query.q) if query.mode != "keyword" else None
         regions = [query.region] if query.region else list(self.stores)
+
+        async def region_hits(store: HistoryStore) -> list[Hit]:
+            if query.mode == "keyword":
+                found = await store.keyword_search(organization_id, query.record_type, query.q, where, query.top_k)
+            elif query.mode == "semantic":
+                assert vector is not None
+                return await store.search(
+                    organization_id, query.record_type, vector, where, query.top_k, query.min_score
+                )
+            else:
+                assert vector is not None
+                dense, keyword = await asyncio.gather(
+                    store.search(organization_id, query.record_type, vector, where, CANDIDATES),
+                    store.keyword_search(organization_id, query.record_type, query.q, where, CANDIDATES),
+                )
+                found = fuse(dense, keyword)
+            if query.min_score is not None:
+                found = [hit for hit in found if hit.score >= query.min_score]
+            return found[: query.top_k]
+
         outcome = await fan_out(
-            self.stores,
-            regions,
-            lambda _, store: store.search(
-                organization_id, query.record_type, vector, where, query.top_k, query.min_score
-            ),
-            self.deadline,
-            self.observe_region,
+            self.stores, regions, lambda _, store: region_hits(store), self.deadline, self.observe_region
         )
         if len(outcome.failed) == len(regions):
             raise Unavailable(f"no region answered: {outcome.failed}", parameter="region" if query.region else None)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K
+from memory_plugin.histories.service import MAX_PAGE_SIZE, MAX_RECORDS, MAX_TOP_K, SEARCH_MODES
 from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
 from memory_plugin.histories.stores.records import RECORD_TYPES
 from memory_plugin.openapi.shapes import (
     DATE_TIME,
     INTEGER,
     STRING,
-    WEIGHT,
     Api,
     Schema,
     array,
@@ -60,7 +59,18 @@ def history_operations() -> Schema:
         query_param("record_type", {"enum": list(RECORD_TYPES)}, required=True),
         query_param("region", {"enum": list(REGIONS)}),
         query_param("top_k", {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": 20}),
-        query_param("min_score", WEIGHT),
+        query_param(
+            "min_score",
+            {"type": "number", "minimum": 0},
+            description="0 to 1 in semantic mode (cosine) and hybrid mode (1: first in both lists); "
+            "any BM25 score in keyword mode",
+        ),
+        query_param(
+            "mode",
+            {"enum": list(SEARCH_MODES), "default": "semantic"},
+            description="semantic (dense vectors), keyword (BM25 over each chunk's words and its previous turn's), "
+            "or hybrid (both, fused by reciprocal rank)",
+        ),
         query_param("page[number]", {"type": "integer", "minimum": 1, "default": 1}),
         query_param("page[size]", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 20}),
         *_filter_parameters(),

@@ -237,6 +237,10 @@ async def test_record_type_isolation(client, admin, corpus):
         ({"page[size]": "101"}, "page[size]"),
         ({"page[number]": "0"}, "page[number]"),
         ({"sort": "score"}, "sort"),
+        ({"mode": "fuzzy"}, "mode"),
+        ({"mode": "hybrid", "min_score": "1.5"}, "min_score"),
+        ({"mode": "keyword", "min_score": "-1"}, "min_score"),
+        ({"mode": "keyword", "min_score": "1e300"}, "min_score"),
     ],
 )
 async def test_bad_search_parameters_are_400_naming_the_parameter(client, admin, params, parameter):
@@ -481,3 +485,53 @@ async def test_a_users_key_cannot_replace_another_users_record(client, admin, al
     await ingest(
         client, bob, [{"record_id": "shared", "record_type": "voice", "text": "Bob's updated call about a loan"}]
     )
+
+
+# -- keyword and hybrid modes ---------------------------------------------------------------------
+
+
+async def test_keyword_mode_finds_words_and_stems_across_regions(client, admin, corpus):
+    # The corpus is one user's, all at one time: each record follows the one before it by record_id in its
+    # region, and its words borrow that one's (upgrade-es follows cancel-en in UAE, delivery-fr billing-en).
+    body = await search(client, admin, q="cancelling subscriptions", mode="keyword")
+    assert [hit["record_id"] for hit in body["data"]] == ["cancel-en", "upgrade-es"]
+    assert body["data"][0]["score"] > body["data"][1]["score"] > 0  # BM25: its own words weigh more
+    body = await search(client, admin, q="invoice Router", mode="keyword")
+    assert {hit["record_id"] for hit in body["data"]} == {"billing-en", "router-de", "delivery-fr"}
+    assert (await search(client, admin, q="zebra", mode="keyword"))["data"] == []
+    high = body["data"][0]["score"]
+    kept = await search(client, admin, q="invoice Router", mode="keyword", min_score=str(high))
+    assert [hit["score"] for hit in kept["data"]] == [high]
+
+
+async def test_hybrid_mode_fuses_both_lists_into_scores_within_0_and_1(client, admin, corpus):
+    body = await search(client, admin, q="cancel subscription", mode="hybrid", top_k="5")
+    hits = body["data"]
+    assert hits[0]["record_id"] == "cancel-en"
+    assert len(hits) == 5  # the dense list fills what the words alone do not find
+    scores = [hit["score"] for hit in hits]
+    assert scores == sorted(scores, reverse=True) and 0 < scores[-1] and scores[0] <= 1.0
+    kept = await search(client, admin, q="cancel subscription", mode="hybrid", min_score=str(scores[1]))
+    assert [hit["score"] for hit in kept["data"]] == scores[:2]
+
+
+async def test_keyword_words_borrow_the_previous_turn_of_the_same_user(client, admin):
+    turns = [
+        record("t1", "USA", "en", "Did you ever go to Lisbon?", record_created_at="2026-05-28T12:00:00Z"),
+        record("t2", "USA", "en", "Yes, twice last summer!", record_created_at="2026-05-28T12:00:01Z"),
+        record("t3", "USA", "en", "Lisbon again?", record_created_at="2026-05-28T12:00:02Z", user_id="user-2"),
+    ]
+    await ingest(client, admin, turns)
+    body = await search(client, admin, q="Lisbon", mode="keyword")
+    assert {hit["record_id"] for hit in body["data"]} == {"t1", "t2", "t3"}
+    assert body["data"][-1]["record_id"] == "t2"  # found through its previous turn only
+    assert (await client.delete(f"{BASE}/t1", headers=admin.headers)).status == 200
+    body = await search(client, admin, q="Lisbon", mode="keyword")
+    assert [hit["record_id"] for hit in body["data"]] == ["t3"]
+
+
+async def test_keyword_mode_is_scoped_to_the_organisation_and_the_users_key(client, admin, other_admin, alice):
+    await ingest(client, admin, [record("mine", "USA", "en", "papaya smoothie", user_id="bob")])
+    assert (await search(client, other_admin, q="papaya", mode="keyword"))["data"] == []
+    assert (await search(client, alice, q="papaya", mode="hybrid"))["data"] == []
+    assert len((await search(client, admin, q="papaya", mode="hybrid"))["data"]) == 1

@@ -339,3 +339,69 @@ class StoreContract:
         assert await store.search("org-a", "voice", query, Filter(), 10) == []
         assert (await store.health())["status"] == "green"
         assert await store.delete_record("org-a", "nothing") == 0
+
+    # -- keyword search ---------------------------------------------------------------
+
+    @staticmethod
+    def timeline(
+        texts: Sequence[str], *, user_id: str | None = "u-1", org: str = "org-a"
+    ) -> list[tuple[Record, list[Chunk]]]:
+        """One user's turns, a minute apart, one chunk each."""
+        vectors = unit(np.random.default_rng(11), len(texts))
+        return [
+            (
+                Record(org, f"turn-{i}", "message", "USA", BASE_TIME + timedelta(minutes=i), BASE_TIME, user_id),
+                [Chunk(0, 1, text, vectors[i])],
+            )
+            for i, text in enumerate(texts)
+        ]
+
+    @staticmethod
+    async def keyword_ids(store: HistoryStore, text: str, org: str = "org-a", where: Filter | None = None) -> list[str]:
+        hits = await store.keyword_search(org, "message", text, where or Filter(), 10)
+        assert all(a.score >= b.score > 0 for a, b in zip(hits, hits[1:]))
+        return [hit.record.record_id for hit in hits]
+
+    async def test_keyword_search_ranks_by_words_and_stems(self, store: HistoryStore) -> None:
+        await store.write_records(
+            self.timeline(["we went hiking in the mountains", "nothing here", "the painting of a sunset"])
+            + self.timeline(["hiking hiking hiking"], user_id="u-2", org="org-b")
+        )
+        assert await self.keyword_ids(store, "Painted SUNSETS?") == ["turn-2"]
+        assert "turn-0" in await self.keyword_ids(store, "hike")
+        assert await self.keyword_ids(store, "zebra") == []
+        assert await self.keyword_ids(store, "!!! ...") == []
+        assert await self.keyword_ids(store, "hiking", org="org-b") == ["turn-0"]
+        assert await self.keyword_ids(store, "hiking", org="org-c") == []
+        assert await store.keyword_search("org-a", "voice", "hiking", Filter(), 10) == []
+        where = parse_filters([("filter[record_id]", "turn-1")])
+        assert await self.keyword_ids(store, "mountains nothing", where=where) == ["turn-1"]
+
+    async def test_keyword_words_borrow_the_previous_turn_of_the_same_user(self, store: HistoryStore) -> None:
+        turns = self.timeline(["Did you visit Lisbon?", "Yes, twice last summer!", "What about Rome?"])
+        # written out of order: the words follow the timeline, not the order of arrival
+        await store.write_records([turns[2]])
+        await store.write_records([turns[0]])
+        await store.write_records([turns[1]])
+        assert set(await self.keyword_ids(store, "Lisbon")) == {"turn-0", "turn-1"}
+        assert set(await self.keyword_ids(store, "summer")) == {"turn-1", "turn-2"}
+        alone = self.timeline(["about Lisbon", "unrelated words"], user_id=None, org="org-b")
+        await store.write_records(alone)
+        assert await self.keyword_ids(store, "Lisbon", org="org-b") == ["turn-0"]
+
+    async def test_deleting_a_turn_removes_its_words_from_its_successor(self, store: HistoryStore) -> None:
+        turns = self.timeline(["my secret is papaya", "ok noted", "bye"])
+        await store.write_records(turns)
+        assert set(await self.keyword_ids(store, "papaya")) == {"turn-0", "turn-1"}
+        await store.delete_record("org-a", "turn-0")
+        assert await self.keyword_ids(store, "papaya") == []
+        await store.delete_matching("org-a", parse_filters([("filter[record_id]", "turn-1")]))
+        assert await self.keyword_ids(store, "noted") == []
+        assert await self.keyword_ids(store, "bye") == ["turn-2"]
+        # a rewrite replaces the words its successor borrowed
+        await store.write_records(self.timeline(["my secret is papaya", "ok noted", "bye"])[:1])
+        assert set(await self.keyword_ids(store, "papaya")) == {"turn-0", "turn-2"}
+        changed = self.timeline(["my secret is mango"])
+        await store.write_records(changed)
+        assert await self.keyword_ids(store, "papaya") == []
+        assert set(await self.keyword_ids(store, "mango")) == {"turn-0", "turn-2"}

@@ -323,3 +323,36 @@ async def test_bad_vector_writes_nothing(tmp_path: Path) -> None:
         assert (await store.health())["records"] == 0
     finally:
         await store.close()
+
+
+async def test_a_store_written_before_keyword_search_gains_its_words_at_open(tmp_path: Path) -> None:
+    """Schema v3 fills the words of the records already stored, each borrowing its previous turn's."""
+    import sqlite3
+
+    from tests.support.store_contract import StoreContract
+
+    turns = StoreContract.timeline(["Did you visit Lisbon?", "Yes, twice last summer!", "What about Rome?"])
+    store = SqliteHistoryStore(tmp_path / "usa")
+    await store.open(DIM)
+    await store.write_records(list(reversed(turns)))
+    await store.close()
+    with sqlite3.connect(tmp_path / "usa" / "store.sqlite3") as connection:  # as a version-2 store was
+        for drop in (
+            "TRIGGER chunk_words_deleted",
+            "TABLE chunk_words",
+            "TABLE lexical_context",
+            "INDEX records_timeline",
+        ):
+            connection.execute(f"DROP {drop}")
+        connection.execute("PRAGMA user_version=2")
+    store = SqliteHistoryStore(tmp_path / "usa")
+    await store.open(DIM)
+    try:
+        found = await store.keyword_search("org-a", "message", "Lisbon", Filter(), 10)
+        assert {hit.record.record_id for hit in found} == {"turn-0", "turn-1"}
+        found = await store.keyword_search("org-a", "message", "summer", Filter(), 10)
+        assert {hit.record.record_id for hit in found} == {"turn-1", "turn-2"}
+        await store.delete_record("org-a", "turn-1")
+        assert await store.keyword_search("org-a", "message", "summer", Filter(), 10) == []
+    finally:
+        await store.close()

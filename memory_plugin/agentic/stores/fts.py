@@ -29,7 +29,7 @@ from memory_plugin.agentic.models import LONG_TERM, valid_unicode
 from memory_plugin.agentic.stores.bm25 import SEGMENT, Change, LexicalIndex, Segment, Shard
 from memory_plugin.agentic.stores.bm25_files import load_mirror, mirror_file
 from memory_plugin.sorted_ids import runs, sorted_distinct
-from memory_plugin.sqlite import Database, Migration
+from memory_plugin.sqlite import Database, Migration, fts5_totals
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -144,25 +144,9 @@ def fts_mark(c: sqlite3.Connection) -> int:
     return int(c.execute(f"SELECT value FROM counters WHERE name = '{MARK}'").fetchone()[0])
 
 
-def _varint(blob: bytes, at: int) -> tuple[int, int]:
-    """SQLite's varint (big-endian 7-bit groups, a ninth byte of 8 bits)."""
-    value = 0
-    for index in range(8):
-        byte = blob[at + index]
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            return value, at + index + 1
-    return (value << 8) | blob[at + 8], at + 9
-
-
 def totals(c: sqlite3.Connection) -> tuple[int, int]:
     """FTS5's own (rows, tokens) of ``lt_fts``: its averages record, which its ``bm25()`` divides."""
-    row = c.execute("SELECT block FROM lt_fts_data WHERE id = 1").fetchone()
-    if row is None or not row[0]:
-        return 0, 0
-    rows, at = _varint(row[0], 0)
-    tokens, _ = _varint(row[0], at)
-    return rows, tokens
+    return fts5_totals(c, "lt_fts")
 
 
 def fts_ranked(

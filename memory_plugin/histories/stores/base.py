@@ -67,6 +67,17 @@ class HistoryStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def keyword_search(
+        self, organization_id: str, record_type: str, text: str, where: Filter, k: int
+    ) -> list[Hit]:
+        """The ``k`` chunks that best match ``text``'s words by BM25 (any word may match), best first.
+
+        A chunk's words are its text and, for a record with a ``user_id``, the last chunk of the record
+        before it in that user's timeline (a conversation's previous turn). Scores are BM25's, so they
+        compare within one region, as a shard's do.
+        """
+
+    @abc.abstractmethod
     async def health(self) -> dict[str, Any]:
         """A small JSON-able status; raises when the store cannot serve."""
 

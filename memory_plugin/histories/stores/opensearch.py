@@ -51,8 +51,25 @@ from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
 from memory_plugin.histories.stores.filters import FIELD_NAME, Filter, fold
 from memory_plugin.histories.stores.opensearch_filters import STRING_FIELDS, compile_filter
-from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record, shown_score
-from memory_plugin.opensearch_client import BULK_DOCS, bulk, create_index, delete_by_query, make_client
+from memory_plugin.histories.stores.opensearch_words import (
+    WORDS_FIELDS,
+    Lender,
+    Place,
+    lender_of,
+    match_query,
+    neighbour_search,
+    words,
+)
+from memory_plugin.histories.stores.records import (
+    RECORD_TYPES,
+    SCORE_DECIMALS,
+    Chunk,
+    DeleteCounts,
+    Hit,
+    Record,
+    shown_score,
+)
+from memory_plugin.opensearch_client import BULK_DOCS, bulk, create_index, delete_by_query, make_client, scan
 from memory_plugin.settings import OpenSearchRegion
 
 log = logging.getLogger(__name__)
@@ -62,7 +79,7 @@ _TERMS_PER_QUERY = 10_000
 _SAFE_TYPE = re.compile(r"[a-z0-9_][a-z0-9_-]{0,63}")
 #: Keyword values longer than this are kept in _source but not indexed (Lucene's term limit is 32 KiB).
 _IGNORE_ABOVE = 8191
-_SOURCE_EXCLUDES = ["vector", "fold", "meta_str", "meta_num", "meta_bool", "meta_fold", "*_us", "generation"]
+_SOURCE_EXCLUDES = ["vector", "words", "fold", "meta_str", "meta_num", "meta_bool", "meta_fold", "*_us", "generation"]
 
 
 def _keyword() -> dict[str, Any]:
@@ -92,6 +109,7 @@ def index_mapping(dimension: int, engine: str, m: int, ef_construction: int) -> 
         chunk_index={"type": "integer"},
         chunk_total={"type": "integer"},
         text={"type": "text", "index": False},
+        **WORDS_FIELDS,
         vector={
             "type": "knn_vector",
             "dimension": dimension,
@@ -121,8 +139,10 @@ def index_mapping(dimension: int, engine: str, m: int, ef_construction: int) -> 
     return {"dynamic": "strict", "dynamic_templates": templates, "properties": properties}
 
 
-def document(record: Record, chunk: Chunk, vector: np.ndarray, generation: str) -> dict[str, Any]:
-    """The indexed form of one chunk."""
+def document(
+    record: Record, chunk: Chunk, vector: np.ndarray, generation: str, lender: Lender | None = None
+) -> dict[str, Any]:
+    """The indexed form of one chunk; its words borrow from ``lender`` (``opensearch_words``)."""
     doc: dict[str, Any] = {
         "organization_id": record.organization_id,
         "record_id": record.record_id,
@@ -132,6 +152,7 @@ def document(record: Record, chunk: Chunk, vector: np.ndarray, generation: str) 
         "chunk_index": chunk.index,
         "chunk_total": chunk.total,
         "text": chunk.text,
+        "words": words(chunk.text, lender),
         "record_created_at": isoformat(record.record_created_at),
         "ingested_at": isoformat(record.ingested_at),
         "record_created_at_us": to_micros(record.record_created_at),
@@ -143,6 +164,8 @@ def document(record: Record, chunk: Chunk, vector: np.ndarray, generation: str) 
         value = getattr(record, name)
         if value is not None:
             doc[name] = value
+    if lender is not None:
+        doc["context_record_id"] = lender.record_id
     doc["fold"] = {name: fold(doc[name]) for name in STRING_FIELDS if name in doc}
     metadata = dict(record.metadata)
     doc["data"] = {"metadata": metadata}
@@ -248,9 +271,12 @@ class OpenSearchHistoryStore(HistoryStore):
         dimension = self._require_open()
         if await self.client.indices.exists(index=index):
             mapping = await self.client.indices.get_mapping(index=index)
-            found = mapping[index]["mappings"]["properties"]["vector"]["dimension"]
+            properties = mapping[index]["mappings"]["properties"]
+            found = properties["vector"]["dimension"]
             if found != dimension:
                 raise RuntimeError(f"index {index} has vectors of dimension {found}, the embedder {dimension}")
+            if "words" not in properties:  # made before keyword search: its older chunks have no words
+                await self.client.indices.put_mapping(index=index, body={"properties": WORDS_FIELDS})
         else:
             body = {
                 "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}},
@@ -269,20 +295,25 @@ class OpenSearchHistoryStore(HistoryStore):
     # -- writes ---------------------------------------------------------------------
 
     async def write_records(self, items: Sequence[tuple[Record, Sequence[Chunk]]]) -> None:
-        """Index the new chunks, then delete each record's documents of older generations."""
+        """Index the new chunks, then delete each record's documents of older generations.
+
+        Then the records that now follow a written one in their user's timeline borrow its words.
+        """
         dimension = self._require_open()
         if not items:
             return
+        for record_type in {record.record_type for record, _ in items}:
+            await self._ensure_index(record_type)
+        lenders, borrowers = await self._timeline(items)
         generation = uuid.uuid4().hex
         actions: list[dict[str, Any]] = []
         for record, chunks in items:  # validate everything before writing anything
             index = self.index_name(record.record_type)
+            lender = lenders.get((record.organization_id, record.record_id))
             for chunk in chunks:
-                doc = document(record, chunk, unit_vector(chunk.vector, dimension), generation)
+                doc = document(record, chunk, unit_vector(chunk.vector, dimension), generation, lender)
                 actions.append({"index": {"_index": index, "_id": f"{record.organization_id}:{doc['chunk_id']}"}})
                 actions.append(doc)
-        for record_type in {record.record_type for record, _ in items}:
-            await self._ensure_index(record_type)
         for start in range(0, len(actions), 2 * BULK_DOCS):
             last = start + 2 * BULK_DOCS >= len(actions)
             await bulk(self.client, actions[start : start + 2 * BULK_DOCS], refresh=last)
@@ -301,11 +332,107 @@ class OpenSearchHistoryStore(HistoryStore):
                     }
                 }
                 await self._delete_where(query)
+        for (record_type, organization_id, record_id), lender in borrowers.items():
+            await self._lend(record_type, organization_id, record_id, lender)
 
-    async def _delete_where(self, query: dict[str, Any]) -> tuple[int, int]:
-        """Delete the documents matching ``query``; return ``(distinct records, chunks)``."""
+    async def _timeline(
+        self, items: Sequence[tuple[Record, Sequence[Chunk]]]
+    ) -> tuple[dict[tuple[str, str], Lender], dict[tuple[str, str, str], Lender]]:
+        """Whom each written record borrows its words from, and which stored records must now borrow from
+        a written one: ``((org, record_id) -> lender, (record_type, org, record_id) -> lender)``.
+
+        One ``_msearch`` finds each record's stored neighbours; the batch's own records count as well.
+        """
+        groups: dict[tuple[str, str, str], list[tuple[Place, Record, Sequence[Chunk]]]] = defaultdict(list)
+        for record, chunks in items:
+            if record.user_id is not None:
+                place = Place(
+                    record.organization_id, record.user_id, to_micros(record.record_created_at), record.record_id
+                )
+                groups[(record.record_type, record.organization_id, record.user_id)].append((place, record, chunks))
+        searches: list[dict[str, Any]] = []
+        for (record_type, _, _), members in groups.items():
+            members.sort(key=lambda member: member[0].key)
+            excluding = [place.record_id for place, _, _ in members]
+            for place, _, _ in members:
+                for before in (True, False):
+                    searches += [
+                        {"index": self.index_name(record_type)},
+                        neighbour_search(place, before=before, excluding=excluding),
+                    ]
+        lenders: dict[tuple[str, str], Lender] = {}
+        borrowers: dict[tuple[str, str, str], Lender] = {}
+        if not searches:
+            return lenders, borrowers
+        responses = iter((await self.client.msearch(body=searches))["responses"])
+        for (record_type, organization_id, _), members in groups.items():
+            for at, (place, record, chunks) in enumerate(members):
+                stored_before, stored_after = lender_of(next(responses)), lender_of(next(responses))
+                if at > 0:
+                    _, previous, previous_chunks = members[at - 1]
+                    local = Lender(previous.record_id, members[at - 1][0].created_us, previous_chunks[-1].text)
+                    if stored_before is None or stored_before.key < local.key:
+                        stored_before = local
+                if stored_before is not None:
+                    lenders[(organization_id, record.record_id)] = stored_before
+                following = members[at + 1][0].key if at + 1 < len(members) else None
+                if stored_after is not None and (following is None or stored_after.key < following):
+                    borrowers[(record_type, organization_id, stored_after.record_id)] = Lender(
+                        record.record_id, place.created_us, chunks[-1].text
+                    )
+        return lenders, borrowers
+
+    async def _lend(self, record_type: str, organization_id: str, record_id: str, lender: Lender | None) -> None:
+        """Rewrite a stored record's words to borrow from ``lender`` (``None``: from nobody)."""
+        query = {
+            "bool": {"filter": [{"term": {"organization_id": organization_id}}, {"term": {"record_id": record_id}}]}
+        }
+        hits = [hit async for hit in scan(self.client, self.index_name(record_type), query, ["text"])]
+        actions: list[dict[str, Any]] = []
+        for hit in hits:
+            change: dict[str, Any] = {
+                "words": words(hit["_source"]["text"], lender),
+                "context_record_id": None if lender is None else lender.record_id,
+            }
+            actions += [{"update": {"_index": hit["_index"], "_id": hit["_id"]}}, {"doc": change}]
+        if actions:
+            await bulk(self.client, actions, refresh=True)
+
+    async def _relend(self, organization_id: str, deleted: set[str]) -> None:
+        """After a delete: the records whose words borrowed from a deleted one borrow from their new predecessor."""
+        query = {
+            "bool": {
+                "filter": [
+                    {"term": {"organization_id": organization_id}},
+                    {"terms": {"context_record_id": sorted(deleted)}},
+                ]
+            }
+        }
+        fields = ["record_id", "record_type", "user_id", "record_created_at_us"]
+        borrowers = {
+            hit["_source"]["record_id"]: hit["_source"] async for hit in scan(self.client, self.alias, query, fields)
+        }
+        for record_id, source in borrowers.items():
+            place = Place(organization_id, source["user_id"], int(source["record_created_at_us"]), record_id)
+            index = self.index_name(source["record_type"])
+            try:
+                response = await self.client.search(
+                    index=index, body=neighbour_search(place, before=True, excluding=[])
+                )
+            except NotFoundError:
+                continue
+            await self._lend(source["record_type"], organization_id, record_id, lender_of(response))
+
+    async def _delete_where(self, query: dict[str, Any], organization_id: str | None = None) -> tuple[int, int]:
+        """Delete the documents matching ``query``; return ``(distinct records, chunks)``.
+
+        With ``organization_id``, whole records went: the records that borrowed their words borrow anew.
+        """
         hits = await delete_by_query(self.client, self.alias, query, ["record_id"])
-        return len({hit["_source"]["record_id"] for hit in hits}), len(hits)
+        deleted = {hit["_source"]["record_id"] for hit in hits}
+        if organization_id is not None and deleted:
+            await self._relend(organization_id, deleted)
+        return len(deleted), len(hits)
 
     async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
         self._require_open()
@@ -335,14 +462,15 @@ class OpenSearchHistoryStore(HistoryStore):
     async def delete_record(self, organization_id: str, record_id: str) -> int:
         self._require_open()
         _, chunks = await self._delete_where(
-            {"bool": {"filter": [{"term": {"organization_id": organization_id}}, {"term": {"record_id": record_id}}]}}
+            {"bool": {"filter": [{"term": {"organization_id": organization_id}}, {"term": {"record_id": record_id}}]}},
+            organization_id,
         )
         return chunks
 
     async def delete_matching(self, organization_id: str, where: Filter) -> DeleteCounts:
         self._require_open()
         query = {"bool": {"filter": [{"term": {"organization_id": organization_id}}, *compile_filter(where)]}}
-        records, chunks = await self._delete_where(query)
+        records, chunks = await self._delete_where(query, organization_id)
         return DeleteCounts(records=records, chunks=chunks)
 
     # -- search -----------------------------------------------------------------------
@@ -395,3 +523,33 @@ class OpenSearchHistoryStore(HistoryStore):
             )
         hits.sort(key=lambda hit: (-hit.score, hit.record.record_id, hit.chunk_index))
         return hits[:k]
+
+    async def keyword_search(
+        self, organization_id: str, record_type: str, text: str, where: Filter, k: int
+    ) -> list[Hit]:
+        self._require_open()
+        match = match_query(text)
+        if match is None or k <= 0:
+            return []
+        conditions = [{"term": {"organization_id": organization_id}}, *compile_filter(where)]
+        body = {
+            "size": k,
+            "_source": {"excludes": _SOURCE_EXCLUDES},
+            "query": {"bool": {"must": [match], "filter": conditions}},
+            "sort": [{"_score": "desc"}, {"record_id": "asc"}, {"chunk_index": "asc"}],
+            "track_scores": True,
+        }
+        try:
+            response = await self.client.search(index=self.index_name(record_type), body=body)
+        except NotFoundError:
+            return []
+        return [
+            Hit(
+                record=_record(raw["_source"]),
+                chunk_index=int(raw["_source"]["chunk_index"]),
+                chunk_total=int(raw["_source"]["chunk_total"]),
+                text=raw["_source"]["text"],
+                score=round(float(raw["_score"]), SCORE_DECIMALS),
+            )
+            for raw in response["hits"]["hits"]
+        ]

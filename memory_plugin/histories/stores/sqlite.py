@@ -59,12 +59,13 @@ import faiss
 import numpy as np
 
 from memory_plugin.dates import to_micros
+from memory_plugin.histories.stores import lexical
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
 from memory_plugin.histories.stores.filter_blocks import DEFAULT_BUDGET
 from memory_plugin.histories.stores.filter_columns import Row, can_compile
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, metadata_keys
-from memory_plugin.histories.stores.records import Chunk, DeleteCounts, Hit, Record, shown_score
+from memory_plugin.histories.stores.records import SCORE_DECIMALS, Chunk, DeleteCounts, Hit, Record, shown_score
 from memory_plugin.histories.stores.snapshot_keeper import SnapshotKeeper
 from memory_plugin.histories.stores.sqlite_filters import compile_filter, register_functions
 from memory_plugin.histories.stores.sqlite_tables import (
@@ -80,6 +81,8 @@ from memory_plugin.sqlite import Database
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: Keyword hits checked against the organisation and filters at a time, best first.
+KEYWORD_BATCH = 256
 
 
 #: ``(record_type, chunk ids, vectors, organization ids, column rows, metadata)`` per added group.
@@ -239,6 +242,7 @@ class SqliteHistoryStore(HistoryStore):
                     group[3].append(record.organization_id)
                     group[4].append(row)
                     group[5].append(record.metadata)
+                lexical.add_words(connection, int(rid))  # type: ignore[arg-type]
             return removed, list(added.values())
 
         async with self._write_lock:
@@ -280,13 +284,18 @@ class SqliteHistoryStore(HistoryStore):
 
     @staticmethod
     def _delete_sql(connection: sqlite3.Connection, where: str, params: list[Any]) -> list[tuple[str, int]]:
-        """Delete the matching records (chunks cascade); return their ``(record_type, chunk_id)``s."""
+        """Delete the matching records (chunks and their words cascade); return their ``(record_type, chunk_id)``s.
+
+        The records whose words borrowed from a deleted one are reindexed in the same transaction.
+        """
         cursor = connection.cursor()
         cursor.row_factory = None
         removed = cursor.execute(
             f"SELECT r.record_type, c.id FROM records r JOIN chunks c ON c.rid = r.rid WHERE {where}", params
         ).fetchall()
+        borrowing = lexical.successors(connection, where, params)
         cursor.execute(f"DELETE FROM records WHERE rid IN (SELECT r.rid FROM records r WHERE {where})", params)
+        lexical.reindex(connection, borrowing)
         return removed
 
     async def _apply(self, removed: list[tuple[str, int]], added: list[_Added]) -> None:
@@ -357,6 +366,36 @@ class SqliteHistoryStore(HistoryStore):
                     self._search_pool, self._search_and_read, search, min_score
                 )
         return []
+
+    async def keyword_search(
+        self, organization_id: str, record_type: str, text: str, where: Filter, k: int
+    ) -> list[Hit]:
+        self._require_open()
+        if k <= 0 or organization_id not in self._org_codes:
+            return []
+        sql, sql_params = compile_filter(where)
+        allowed_sql = (
+            "SELECT c.id FROM chunks c JOIN records r ON r.rid = c.rid WHERE c.id IN ({ids})"
+            f" AND r.organization_id = ? AND r.record_type = ? AND {sql}"
+        )
+
+        def read(connection: sqlite3.Connection) -> list[Hit]:
+            ranked = lexical.lucene_bm25(connection, text)
+            top: list[tuple[int, float]] = []
+            for start in range(0, len(ranked), KEYWORD_BATCH):  # the best first, until k are the caller's
+                batch = ranked[start : start + KEYWORD_BATCH]
+                ids = [chunk for chunk, _ in batch]
+                query = allowed_sql.format(ids=",".join("?" * len(ids)))
+                allowed = {
+                    row[0] for row in connection.execute(query, [*ids, organization_id, record_type, *sql_params])
+                }
+                top += [(chunk, round(score, SCORE_DECIMALS)) for chunk, score in batch if chunk in allowed]
+                if len(top) >= k:
+                    break
+            top = top[:k]
+            return hits(top, hit_rows(connection, [chunk for chunk, _ in top])) if top else []
+
+        return await self._db.run(read)
 
     def _search_and_read(self, search: Callable[[], list[tuple[int, float]]], min_score: float | None) -> list[Hit]:
         """The hits with their shown scores, their rows read and decoded on the search's own thread (one hop,

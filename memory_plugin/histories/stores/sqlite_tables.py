@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from memory_plugin.dates import from_micros, to_micros
+from memory_plugin.histories.stores import lexical
 from memory_plugin.histories.stores.filter_columns import Row
 from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
 from memory_plugin.histories.stores.records import Hit, Record
@@ -83,7 +84,7 @@ def _schema_v2(connection: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS = [_schema_v1, _schema_v2]
+MIGRATIONS = [_schema_v1, _schema_v2, lexical.schema_v3]
 
 
 #: What :func:`hit_rows` reads of a chunk and its record, in the order :func:`hits` unpacks it.

@@ -1,0 +1,155 @@
+"""The embedded store's keyword side: BM25 over each chunk's words, in an FTS5 table beside ``chunks``.
+
+A turn of a conversation is rarely understood alone ("Yes, twice last summer!"), so a chunk's words
+are its own text plus the text just before it in the same user's timeline: the last chunk of the
+record that precedes it by ``(record_created_at, record_id)`` (records without a ``user_id`` stand alone).
+Measured on LoCoMo, this took BM25's recall@10 of the evidence turns from 0.58 to 0.69.
+
+The words follow the timeline whatever the order of arrival: writing a record also rewrites its
+successor's words, and deleting one rewrites the words that borrowed from it (``lexical_context``
+links them), so no deleted text stays findable.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from memory_plugin.sqlite import fts5_totals, run_script
+
+#: Porter stemming over unicode61's words: on LoCoMo, recall@10 0.576 against 0.541 without.
+TOKENIZE = "porter unicode61 remove_diacritics 2"
+#: Query words beyond this many are ignored.
+MAX_WORDS = 256
+#: FTS5's (and Lucene's) term-frequency saturation.
+K1 = 1.2
+
+
+def schema_v3(connection: sqlite3.Connection) -> None:
+    """The words table, the context links, and both filled for the records already stored."""
+    run_script(
+        connection,
+        f"""
+        CREATE VIRTUAL TABLE chunk_words USING fts5 (words, tokenize = '{TOKENIZE}');
+        CREATE TABLE lexical_context (
+            rid INTEGER PRIMARY KEY REFERENCES records (rid) ON DELETE CASCADE,
+            prev_rid INTEGER NOT NULL
+        );
+        CREATE INDEX lexical_context_prev ON lexical_context (prev_rid);
+        CREATE INDEX records_timeline ON records (organization_id, record_type, user_id, record_created_at, record_id);
+        INSERT INTO lexical_context (rid, prev_rid)
+            SELECT rid, prev FROM (
+                SELECT rid, lag(rid) OVER (
+                    PARTITION BY organization_id, record_type, user_id ORDER BY record_created_at, record_id
+                ) AS prev
+                FROM records WHERE user_id IS NOT NULL
+            ) WHERE prev IS NOT NULL;
+        INSERT INTO chunk_words (rowid, words)
+            SELECT c.id, c.text || coalesce(char(10) || (
+                SELECT p.text FROM lexical_context x JOIN chunks p ON p.rid = x.prev_rid
+                WHERE x.rid = c.rid ORDER BY p.chunk_index DESC LIMIT 1
+            ), '')
+            FROM chunks c;
+        """,
+    )
+    # one statement: its body holds a ``;``, which run_script would split on
+    connection.execute(
+        "CREATE TRIGGER chunk_words_deleted AFTER DELETE ON chunks BEGIN"
+        " DELETE FROM chunk_words WHERE rowid = old.id; END"
+    )
+
+
+_TIMELINE = "SELECT organization_id, record_type, user_id, record_created_at, record_id FROM records WHERE rid = ?"
+_PREVIOUS = (
+    "SELECT rid FROM records WHERE organization_id = ? AND record_type = ? AND user_id = ?"
+    " AND (record_created_at, record_id) < (?, ?) ORDER BY record_created_at DESC, record_id DESC LIMIT 1"
+)
+_NEXT = (
+    "SELECT rid FROM records WHERE organization_id = ? AND record_type = ? AND user_id = ?"
+    " AND (record_created_at, record_id) > (?, ?) ORDER BY record_created_at, record_id LIMIT 1"
+)
+
+
+def _neighbour(connection: sqlite3.Connection, sql: str, rid: int) -> int | None:
+    """The record just before (``_PREVIOUS``) or after (``_NEXT``) ``rid`` in its user's timeline."""
+    record = connection.execute(_TIMELINE, (rid,)).fetchone()
+    if record is None or record[2] is None:
+        return None
+    organization_id, record_type, user_id, created, record_id = record
+    row = connection.execute(sql, (organization_id, record_type, user_id, created, record_id)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def add_words(connection: sqlite3.Connection, rid: int) -> None:
+    """Index a record just written, and its successor's words, which now borrow from it."""
+    index_words(connection, rid)
+    successor = _neighbour(connection, _NEXT, rid)
+    if successor is not None:
+        index_words(connection, successor)
+
+
+def index_words(connection: sqlite3.Connection, rid: int) -> None:
+    """(Re)write the words of record ``rid``'s chunks: each chunk's text and its predecessor's last chunk."""
+    prev = _neighbour(connection, _PREVIOUS, rid)
+    connection.execute("DELETE FROM lexical_context WHERE rid = ?", (rid,))
+    context = ""
+    if prev is not None:
+        connection.execute("INSERT INTO lexical_context (rid, prev_rid) VALUES (?, ?)", (rid, prev))
+        row = connection.execute(
+            "SELECT text FROM chunks WHERE rid = ? ORDER BY chunk_index DESC LIMIT 1", (prev,)
+        ).fetchone()
+        context = "" if row is None else "\n" + row[0]
+    chunks = connection.execute("SELECT id, text FROM chunks WHERE rid = ?", (rid,)).fetchall()
+    connection.executemany("DELETE FROM chunk_words WHERE rowid = ?", [(chunk,) for chunk, _ in chunks])
+    connection.executemany(
+        "INSERT INTO chunk_words (rowid, words) VALUES (?, ?)", [(chunk, text + context) for chunk, text in chunks]
+    )
+
+
+def successors(connection: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[int]:
+    """The records outside ``where`` whose words borrow from a record inside it (call before deleting)."""
+    return [
+        int(row[0])
+        for row in connection.execute(
+            "SELECT x.rid FROM lexical_context x WHERE x.prev_rid IN (SELECT r.rid FROM records r WHERE "
+            f"{where}) AND x.rid NOT IN (SELECT r.rid FROM records r WHERE {where})",
+            [*params, *params],
+        )
+    ]
+
+
+def reindex(connection: sqlite3.Connection, rids: Iterable[int]) -> None:
+    for rid in rids:
+        index_words(connection, rid)
+
+
+def query_words(text: str) -> list[str]:
+    """Free text's distinct words, without operators: any of them may match, as ``match`` does."""
+    words = "".join(ch if ch.isalnum() else " " for ch in text).split()
+    return list(dict.fromkeys(word.lower() for word in words[:MAX_WORDS]))
+
+
+def lucene_bm25(connection: sqlite3.Connection, text: str) -> list[tuple[int, float]]:
+    """Every chunk holding a word of ``text``, with Lucene's BM25 of its words, best first (ties by chunk id).
+
+    FTS5 finds the postings and its ``bm25()`` gives each word's term-frequency part; the idf is Lucene's,
+    ``log(1 + (N - n + 0.5) / (n + 0.5))``, where FTS5's is floored at 1e-6 once a word is in half of the
+    chunks: a name said in every other turn of a conversation still counts, as on an OpenSearch region.
+    Statistics span the table, as a shard's span its index.
+    """
+    rows, _ = fts5_totals(connection, "chunk_words")
+    scores: dict[int, float] = {}
+    for word in query_words(text):
+        postings = connection.execute(
+            "SELECT rowid, bm25(chunk_words) FROM chunk_words WHERE chunk_words MATCH ?", (f'"{word}"',)
+        ).fetchall()
+        if not postings:
+            continue
+        ratio = (rows - len(postings) + 0.5) / (len(postings) + 0.5)
+        # FTS5's term: idf * tf * (k1 + 1) / (tf + k1 * norm), negated; Lucene's: idf * tf / (tf + k1 * norm)
+        rescale = math.log1p(ratio) / (max(1e-6, math.log(ratio)) * (K1 + 1))
+        for chunk, score in postings:
+            scores[chunk] = scores.get(chunk, 0.0) - score * rescale
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))

@@ -22,10 +22,10 @@ from memory_plugin.dates import DateError, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
 from memory_plugin.histories.claims import LocalRecordClaims
 from memory_plugin.histories.fanout import RegionObserver, fan_out
-from memory_plugin.histories.fusion import CANDIDATES, fuse
+from memory_plugin.histories.fusion import CANDIDATES, LENDERS, fuse, spread
 from memory_plugin.histories.stores.base import HistoryStore
 from memory_plugin.histories.stores.claims import Claim, RecordClaims, RecordConflict
-from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter
+from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter, matches
 from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
 RECORD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -423,7 +423,17 @@ class HistoryService:
                     store.search(organization_id, query.record_type, vector, where, CANDIDATES),
                     store.keyword_search(organization_id, query.record_type, query.q, where, CANDIDATES),
                 )
-                found = fuse(dense, keyword)
+                fused = fuse(dense, keyword)
+                around = await store.neighbours(organization_id, fused[:LENDERS])
+                visible = {
+                    key: [
+                        hit
+                        for hit in hits
+                        if hit.record.record_type == query.record_type and matches(where, hit.record)
+                    ]
+                    for key, hits in around.items()
+                }
+                found = spread(fused, visible)
             if query.min_score is not None:
                 found = [hit for hit in found if hit.score >= query.min_score]
             return found[: query.top_k]

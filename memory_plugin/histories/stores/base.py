@@ -78,6 +78,14 @@ class HistoryStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def neighbours(self, organization_id: str, hits: Sequence[Hit]) -> dict[str, list[Hit]]:
+        """For each hit (by ``Hit.id``), the chunks just before and after it, with score 0: the same record's,
+        else the last chunk of the record before it and the first of the record after it in the user's timeline.
+
+        Filters do not apply: the caller keeps the neighbours its query may see.
+        """
+
+    @abc.abstractmethod
     async def health(self) -> dict[str, Any]:
         """A small JSON-able status; raises when the store cannot serve."""
 

@@ -82,6 +82,31 @@ def _neighbour(connection: sqlite3.Connection, sql: str, rid: int) -> int | None
     return None if row is None else int(row[0])
 
 
+def adjacent(connection: sqlite3.Connection, organization_id: str, record_id: str, chunk_index: int) -> list[int]:
+    """The chunk ids just before and after a chunk: its own record's, else the last chunk of the record
+    before it and the first chunk of the record after it in its user's timeline."""
+    row = connection.execute(
+        "SELECT rid FROM records WHERE organization_id = ? AND record_id = ?", (organization_id, record_id)
+    ).fetchone()
+    if row is None:
+        return []
+    rid = int(row[0])
+    found = []
+    for step, sql, order in ((-1, _PREVIOUS, "DESC"), (1, _NEXT, "ASC")):
+        chunk = connection.execute(
+            "SELECT id FROM chunks WHERE rid = ? AND chunk_index = ?", (rid, chunk_index + step)
+        ).fetchone()
+        if chunk is None:
+            other = _neighbour(connection, sql, rid)
+            if other is not None:
+                chunk = connection.execute(
+                    f"SELECT id FROM chunks WHERE rid = ? ORDER BY chunk_index {order} LIMIT 1", (other,)
+                ).fetchone()
+        if chunk is not None:
+            found.append(int(chunk[0]))
+    return found
+
+
 def add_words(connection: sqlite3.Connection, rid: int) -> None:
     """Index a record just written, and its successor's words, which now borrow from it."""
     index_words(connection, rid)
@@ -147,7 +172,8 @@ def lucene_bm25(connection: sqlite3.Connection, text: str) -> list[tuple[int, fl
         ).fetchall()
         if not postings:
             continue
-        ratio = (rows - len(postings) + 0.5) / (len(postings) + 0.5)
+        # the averages record counts committed rows: within a writing transaction it may lag the postings
+        ratio = (max(rows, len(postings)) - len(postings) + 0.5) / (len(postings) + 0.5)
         # FTS5's term: idf * tf * (k1 + 1) / (tf + k1 * norm), negated; Lucene's: idf * tf / (tf + k1 * norm)
         rescale = math.log1p(ratio) / (max(1e-6, math.log(ratio)) * (K1 + 1))
         for chunk, score in postings:

@@ -553,3 +553,44 @@ class OpenSearchHistoryStore(HistoryStore):
             )
             for raw in response["hits"]["hits"]
         ]
+
+    async def neighbours(self, organization_id: str, found: Sequence[Hit]) -> dict[str, list[Hit]]:
+        self._require_open()
+        searches: list[dict[str, Any]] = []
+        asked: list[str] = []
+        for hit in found:
+            record = hit.record
+            for step, before in ((-1, True), (1, False)):
+                if 0 <= hit.chunk_index + step < hit.chunk_total:
+                    body: dict[str, Any] = {
+                        "size": 1,
+                        "query": {
+                            "bool": {
+                                "filter": [
+                                    {"term": {"organization_id": organization_id}},
+                                    {"term": {"record_id": record.record_id}},
+                                    {"term": {"chunk_index": hit.chunk_index + step}},
+                                ]
+                            }
+                        },
+                    }
+                elif record.user_id is not None:
+                    place = Place(
+                        organization_id, record.user_id, to_micros(record.record_created_at), record.record_id
+                    )
+                    body = neighbour_search(place, before=before, excluding=[])
+                else:
+                    continue
+                body["_source"] = {"excludes": _SOURCE_EXCLUDES}
+                searches += [{"index": self.index_name(record.record_type)}, body]
+                asked.append(hit.id)
+        around: dict[str, list[Hit]] = {hit.id: [] for hit in found}
+        if not searches:
+            return around
+        for key, response in zip(asked, (await self.client.msearch(body=searches))["responses"]):
+            for raw in response.get("hits", {}).get("hits", []):
+                source = raw["_source"]
+                around[key].append(
+                    Hit(_record(source), int(source["chunk_index"]), int(source["chunk_total"]), source["text"], 0.0)
+                )
+        return around

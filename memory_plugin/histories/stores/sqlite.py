@@ -397,6 +397,21 @@ class SqliteHistoryStore(HistoryStore):
 
         return await self._db.run(read)
 
+    async def neighbours(self, organization_id: str, found: Sequence[Hit]) -> dict[str, list[Hit]]:
+        self._require_open()
+        if not found:
+            return {}
+
+        def read(connection: sqlite3.Connection) -> dict[str, list[Hit]]:
+            around = {
+                hit.id: lexical.adjacent(connection, organization_id, hit.record.record_id, hit.chunk_index)
+                for hit in found
+            }
+            rows = hit_rows(connection, sorted({chunk for chunks in around.values() for chunk in chunks}))
+            return {key: hits([(chunk, 0.0) for chunk in chunks], rows) for key, chunks in around.items()}
+
+        return await self._db.run(read)
+
     def _search_and_read(self, search: Callable[[], list[tuple[int, float]]], min_score: float | None) -> list[Hit]:
         """The hits with their shown scores, their rows read and decoded on the search's own thread (one hop,
         and the event loop spends nothing on them: a tenth of a millisecond per search at k 10)."""

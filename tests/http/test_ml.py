@@ -339,6 +339,32 @@ async def test_a_connector_call_that_cannot_be_sent_is_400_and_never_shows_its_c
     assert not any(f"sk-hidden-{n}" in everything for n in (1, 2, 4))
 
 
+@pytest.mark.parametrize(
+    ("url", "what", "at"),
+    [
+        ("{base}/v1/chat/completions?v=${parameters.v}", "query", "{"),
+        ("{base}/v1/${parameters.v}/completions", "path", "{"),
+        ("http://127.0.0.1:${parameters.v}/v1/chat/completions", "authority", "127"),  # the authority's start
+    ],
+    ids=["query", "path", "port"],
+)
+async def test_a_url_placeholder_left_unfilled_sends_nothing_and_is_uri_creates_400(ml, alice, openai, url, what, at):
+    """ml-commons fills the URL, then ``URI.create`` refuses the placeholder's "{": an
+    illegal_argument_exception in Java's words, and no call; with the parameter given, the call is made."""
+    sent = url.replace("{base}", openai.url)
+    connector = chat_connector(openai.url, "sk-url")
+    connector["actions"][0]["url"] = sent
+    _, model = await remote_model(ml, alice, connector)
+    messages = [{"role": "user", "content": "hi"}]
+    refused = await call(ml, alice, "POST", f"/models/{model}/_predict", {"parameters": {"messages": messages}}, 400)
+    assert refused["error"]["type"] == "illegal_argument_exception"
+    assert refused["error"]["reason"] == f"Illegal character in {what} at index {sent.index(at)}: {sent}"
+    assert not openai.requests
+    if what == "query":
+        await call(ml, alice, "POST", f"/models/{model}/_predict", {"parameters": {"messages": messages, "v": "1"}})
+        assert [request.path for request in openai.requests] == ["/v1/chat/completions?v=1"]
+
+
 def _poisoned(path: list[str | int], text: str = "x\ud800") -> str:
     """A connector as JSON text with a lone surrogate (valid JSON, not Unicode) at ``path``."""
     connector: Any = chat_connector("http://127.0.0.1:1", "sk-1")

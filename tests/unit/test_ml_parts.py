@@ -11,7 +11,7 @@ import pytest
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.ml.budget import SWEEP_ABOVE, CallBudget, Throttled
-from memory_plugin.ml.connectors import fill, masked, prepare
+from memory_plugin.ml.connectors import fill, java_uri_error, masked, prepare
 from memory_plugin.ml.remote import literal_private_host, private
 from memory_plugin.ml.requests import Action
 from memory_plugin.ml.secrets import SecretBox, new_master_key
@@ -78,6 +78,52 @@ def test_templates_fill_what_they_can_and_mask_credentials_in_messages():
     quoting = Action("PREDICT", "POST", "http://h", {"X": "${parameters.m}"}, '{"q": "${parameters.m}"}')
     request = prepare(quoting, {"m": "own"}, {"m": 'say "hi"'}, {}, None)
     assert json.loads(request.body or "") == {"q": 'say "hi"'} and request.headers == {"X": "own"}
+
+
+#: ``java.net.URI.create``'s messages for these URLs, as recorded from a JDK 17.
+JAVA_URI_ERRORS = [
+    ("http://127.0.0.1:9/v1/${parameters.x}/y", "Illegal character in path at index 23"),
+    ("http://h/p?a=${parameters.q}", "Illegal character in query at index 14"),
+    ("http://h/p?a=${parameters.q}#${parameters.f}", "Illegal character in query at index 14"),
+    ("http://h/p?a=[${parameters.x}]", "Illegal character in query at index 15"),
+    ("http://h/p?q=a b&r=${parameters.x}", "Illegal character in query at index 14"),
+    ("http://h/p#${parameters.f}", "Illegal character in fragment at index 12"),
+    ("http://h/#a#${parameters.x}", "Illegal character in fragment at index 11"),
+    ("https://${parameters.endpoint}/v1", "Illegal character in authority at index 8"),
+    ("http://u:p@h:${parameters.port}/x", "Illegal character in authority at index 7"),
+    ("http://[::1]:${parameters.p}/x", "Illegal character in authority at index 7"),
+    ("${parameters.endpoint}", "Illegal character in path at index 1"),
+    ("${parameters.s}://h/", "Illegal character in scheme name at index 0"),
+    ("h t://x/${parameters.x}", "Illegal character in scheme name at index 1"),
+    ("HTTP://h/${parameters.x}", "Illegal character in path at index 10"),
+    ("http:${parameters.x}", "Illegal character in opaque part at index 6"),
+    ("http://h/\u00e9\U0001f918/${parameters.x}", "Illegal character in path at index 14"),  # UTF-16 units
+    ("http://h/\u0085${parameters.x}", "Illegal character in path at index 9"),
+    ("http://h/\u00a0${parameters.x}", "Illegal character in path at index 9"),
+    ("http://h/\u0080x${parameters.x}", "Illegal character in path at index 9"),
+    ("http://h/a%zz/${parameters.x}", "Malformed escape pair at index 10"),
+    ("http://h/p%4", "Malformed escape pair at index 10"),
+    ("http://h/a b", "Illegal character in path at index 10"),
+]
+
+
+@pytest.mark.parametrize(("url", "reason"), JAVA_URI_ERRORS)
+def test_a_url_java_refuses_gets_javas_message(url, reason):
+    assert java_uri_error(url) == f"{reason}: {url}"
+
+
+@pytest.mark.parametrize("url", ["http://h/ok", "https://h:443/a/b?c=d&e=[f]#g", "http://h/%41\u00e9", "urn:x"])
+def test_a_url_java_takes_has_no_error(url):
+    assert java_uri_error(url) is None
+
+
+def test_a_connector_url_with_a_placeholder_left_unfilled_is_refused_with_credentials_masked():
+    action = Action("PREDICT", "POST", "http://h/${credential.k}/${parameters.model}/${parameters.gone}", None, None)
+    with pytest.raises(InvalidArgument) as refused:
+        prepare(action, {"model": "m"}, None, {"k": "secret"}, None)
+    assert str(refused.value) == "Illegal character in path at index 18: http://h/*****/m/${parameters.gone}"
+    filled = prepare(action, {"model": "m"}, {"gone": "g"}, {"k": "secret"}, None)
+    assert filled.url == "http://h/secret/m/g"
 
 
 @pytest.mark.parametrize(

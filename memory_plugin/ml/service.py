@@ -206,17 +206,19 @@ class MLService:
                     f"and its built-in text embedding model registers as one of {list(self.settings.built_in_names)}",
                     parameter="name",
                 )
-            return {
+            local: dict[str, Any] = {
                 "name": found.name,
                 "algorithm": "TEXT_EMBEDDING",
                 "model_format": found.model_format or "ONNX",
-                "description": found.description,
                 "model_config": {
                     "model_type": "bert",
                     "embedding_dimension": self.embedder.dimension,
                     "framework_type": "sentence_transformers",
                 },
             }
+            if found.description is not None:  # ml-commons leaves an absent field out, never null
+                local["description"] = found.description
+            return local
         source: dict[str, Any] = {"name": found.name, "algorithm": "REMOTE"}
         if found.description is not None:
             source["description"] = found.description

@@ -17,6 +17,7 @@ from aiohttp import web
 from memory_plugin.app import create_app
 from memory_plugin.auth import Principal
 from memory_plugin.ml.routes import ML as ML_SERVICE
+from memory_plugin.ml.service import BUILT_IN
 from memory_plugin.ml.stores.base import KINDS
 from tests.support.scripted_openai import ScriptedOpenAI, chat_connector, embedding_connector, embedding_of
 
@@ -164,6 +165,30 @@ async def test_text_embedding_remote_and_built_in(ml, alice, openai, embedder):
     unknown = {"name": "huggingface/sentence-transformers/all-MiniLM-L6-v2", "version": "1.0.1", "model_format": "ONNX"}
     refused = await call(ml, alice, "POST", "/models/_register", unknown, status=400)
     assert "built-in" in refused["error"]["reason"]
+
+
+async def test_an_optional_field_left_out_is_left_out_of_get_and_search(ml, alice, openai):
+    """ml-commons' ``toXContent`` writes a field only when it has a value (the API specification's model
+    schema refuses a null description)."""
+    bare_connector = embedding_connector(openai.url, "sk-d")
+    connector_id, remote = await remote_model(ml, alice, bare_connector)
+    local = (
+        await call(ml, alice, "POST", "/models/_register", {"name": BUILT_IN, "version": "1", "model_format": "ONNX"})
+    )["model_id"]
+    described = {"name": BUILT_IN, "version": "1", "model_format": "ONNX", "description": "kept"}
+    kept = (await call(ml, alice, "POST", "/models/_register", described))["model_id"]
+    shown = {model: await call(ml, alice, "GET", f"/models/{model}") for model in (remote, local, kept)}
+    hits = (await call(ml, alice, "POST", "/models/_search", ALL))["hits"]["hits"]
+    found = {hit["_id"]: hit["_source"] for hit in hits}
+    assert found.keys() == shown.keys()
+    for model, view in [*shown.items(), *found.items()]:
+        assert None not in view.values(), view
+        assert ("description" in view) is (model == kept), view
+    assert shown[kept]["description"] == found[kept]["description"] == "kept"
+    connector = await call(ml, alice, "GET", f"/connectors/{connector_id}")
+    [connector_hit] = (await call(ml, alice, "POST", "/connectors/_search", ALL))["hits"]["hits"]
+    for view in (connector, connector_hit["_source"]):
+        assert "description" not in view and None not in view.values(), view
 
 
 async def test_connector_rules_and_errors_as_ml_commons_words_them(ml, alice, openai):

@@ -184,3 +184,13 @@ def test_trusted_endpoint_patterns_are_checked_when_settings_load():
     # a backreference would need a backtracking engine, whose time a long URL could make unbounded
     with pytest.raises(ValueError, match="not a regex RE2 runs"):
         load_settings(environ={"MEMORY_PLUGIN_ML_TRUSTED_ENDPOINTS_REGEX": r'["^(a+)\\1$"]'})
+
+
+def test_a_stored_null_is_shown_as_no_field_as_ml_commons_writes_none():
+    from memory_plugin.ml.views import connector_view, model_search_view, model_view
+
+    stored = {"name": "m", "description": None, "model_state": "REGISTERED", "connector": {"description": None}}
+    assert (
+        model_view(stored) == model_search_view(stored) == {"name": "m", "model_state": "REGISTERED", "connector": {}}
+    )
+    assert connector_view({"name": "c", "description": None, "client_config": None}) == {"name": "c"}

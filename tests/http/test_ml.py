@@ -462,14 +462,21 @@ async def test_a_users_erasure_removes_their_models_and_connectors(ml, alice, bo
 async def test_the_reported_version_is_one_with_every_api_served_and_configurable(
     aiohttp_client, settings, embedder, alice, tmp_path
 ):
+    """3.9.0 by default, the newest OpenSearch whose memory APIs are all served (a client gating on the
+    version then uses 3.9's custom container ids); ``reported_version`` sets an older one."""
     from memory_plugin.settings import load_settings
 
-    for reported, lucene in ((None, "10.3.1"), ("2.19.1", "9.12.1")):
+    for reported, lucene in ((None, "10.5.1"), ("3.3.0", "10.3.1"), ("2.19.1", "9.12.1")):
         changed = settings.replace(keys_file=settings.resolved_keys_file, data_dir=tmp_path / str(reported))
         changed = changed if reported is None else changed.replace(reported_version=reported)
         api = await aiohttp_client(create_app(changed, embedder=embedder))
         version = (await (await api.get("/", headers=alice.headers)).json())["version"]
-        assert (version["number"], version["lucene_version"]) == (reported or "3.3.0", lucene)  # agentic is 3.3+
+        assert (version["number"], version["lucene_version"]) == (reported or "3.9.0", lucene)
+        if reported is None:  # a 3.9 request: a container under an id of the caller's choosing
+            body = {"name": "c", "memory_container_id": "chosen-id"}
+            created = await api.post("/_plugins/_ml/memory_containers/_create", json=body, headers=alice.headers)
+            assert (await created.json())["memory_container_id"] == "chosen-id"
+    assert load_settings(environ={"MEMORY_PLUGIN_REPORTED_VERSION": "3.3.0"}).reported_version == "3.3.0"
     with pytest.raises(ValueError, match="reported_version"):
         load_settings(environ={"MEMORY_PLUGIN_REPORTED_VERSION": "9.9.9"})
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import re2
 
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest
 from memory_plugin.ml.requests import Action
 
 PLACEHOLDER = re.compile(r"\$\{(parameters|credential)\.([^}:]+)(?::-([^}]*))?\}")
@@ -213,10 +213,20 @@ def prepare(
         if _CONTROL.search(name) or _CONTROL.search(value):  # a header split in two, or cut short
             raise InvalidArgument(f"the connector's header [{name!r}] holds a control character", parameter="headers")
     url = fill(action.url, parameters, credential)
-    if PLACEHOLDER.search(url):  # ml-commons' URI.create refuses its "{": nothing is sent
-        shown = fill(action.url, parameters, dict.fromkeys(credential, MASK))
-        raise InvalidArgument(java_uri_error(shown) or f"Illegal character in URL: {shown}", parameter="url")
+    if java_uri_error(url) is not None:  # a placeholder left unfilled, a call's escaped "\/": nothing is sent
+        raise _refused_url(action.url, parameters, credential)
     return Prepared(action.method.upper(), url, headers, body, masked(action.url, parameters))
+
+
+def _refused_url(template: str, parameters: Mapping[str, str], credential: Mapping[str, str]) -> InvalidArgument:
+    """ml-commons' refusal of a URL ``URI.create`` refuses (the real node's words, checked), with the
+    credentials masked; one that only a credential breaks is named without it."""
+    shown = fill(template, parameters, dict.fromkeys(credential, MASK))
+    reason = java_uri_error(shown)
+    if reason is None:
+        return InvalidArgument(f"the connector's URL is not a valid URL: {shown}", parameter="url")
+    cause = {"type": "u_r_i_syntax_exception", "reason": reason}
+    return OpenSearchBadRequest(reason, exception="illegal_argument_exception", parameter="url", caused_by=cause)
 
 
 # -- java.net.URI's refusal, word for word --------------------------------------------

@@ -320,12 +320,18 @@ async def test_hostile_connectors_and_remote_endpoints(aiohttp_client, aiohttp_s
     assert invalid["error"]["reason"] == 'Invalid payload: {"key": "*****", "x": ${parameters.missing}}'
     # a credential in the URL's query string, sent where the trusted patterns do not allow: masked too
     in_query = at("/hang")
-    in_query["actions"][0]["url"] = "${parameters.base}/v1?key=${credential.openAI_key}"
-    in_query["parameters"]["base"] = url
+    in_query["actions"][0]["url"] = "http://${parameters.host}/v1?key=${credential.openAI_key}"
+    in_query["parameters"]["host"] = url.removeprefix("http://")
     _, moved = await remote_model(ml, alice, in_query)
-    elsewhere = {"parameters": {"messages": [], "base": "https://evil.example.com"}}
+    elsewhere = {"parameters": {"messages": [], "host": "evil.example.com"}}
     moved_answer = await call(ml, alice, "POST", f"/models/{moved}/_predict", elsewhere, status=400)
-    assert moved_answer["error"]["reason"].endswith("URL is: https://evil.example.com/v1?key=*****")
+    assert moved_answer["error"]["reason"].endswith("URL is: http://evil.example.com/v1?key=*****")
+    # a call's parameter is JSON-escaped ("/" as "\/"): a URL Java's URI.create refuses, as on the real node
+    escaped = {"parameters": {"messages": [], "host": "evil.example.com/x"}}
+    moved_answer = await call(ml, alice, "POST", f"/models/{moved}/_predict", escaped, status=400)
+    assert moved_answer["error"]["reason"] == (
+        "Illegal character in authority at index 7: http://evil.example.com\\/x/v1?key=*****"
+    )
     # a huge predict body is refused before it is read whole
     huge = b'{"parameters": {"x": "' + b"a" * (settings.max_body_bytes + 1) + b'"}}'
     too_big = await ml.post(f"{ML}/models/{hanging}/_predict", data=huge, headers=JSON | alice.headers)
@@ -382,8 +388,9 @@ async def test_a_url_placeholder_left_unfilled_sends_nothing_and_is_uri_creates_
     _, model = await remote_model(ml, alice, connector)
     messages = [{"role": "user", "content": "hi"}]
     refused = await call(ml, alice, "POST", f"/models/{model}/_predict", {"parameters": {"messages": messages}}, 400)
-    assert refused["error"]["type"] == "illegal_argument_exception"
-    assert refused["error"]["reason"] == f"Illegal character in {what} at index {sent.index(at)}: {sent}"
+    reason = f"Illegal character in {what} at index {sent.index(at)}: {sent}"
+    assert refused["error"]["type"] == "illegal_argument_exception" and refused["error"]["reason"] == reason
+    assert refused["error"]["caused_by"] == {"type": "u_r_i_syntax_exception", "reason": reason}
     assert not openai.requests
     if what == "query":
         await call(ml, alice, "POST", f"/models/{model}/_predict", {"parameters": {"messages": messages, "v": "1"}})

@@ -121,9 +121,21 @@ def test_a_connector_url_with_a_placeholder_left_unfilled_is_refused_with_creden
     action = Action("PREDICT", "POST", "http://h/${credential.k}/${parameters.model}/${parameters.gone}", None, None)
     with pytest.raises(InvalidArgument) as refused:
         prepare(action, {"model": "m"}, None, {"k": "secret"}, None)
-    assert str(refused.value) == "Illegal character in path at index 18: http://h/*****/m/${parameters.gone}"
+    reason = "Illegal character in path at index 18: http://h/*****/m/${parameters.gone}"
+    assert refused.value.opensearch_body()["error"] == {
+        "root_cause": [{"type": "illegal_argument_exception", "reason": reason}],
+        "type": "illegal_argument_exception",
+        "reason": reason,
+        "caused_by": {"type": "u_r_i_syntax_exception", "reason": reason},
+    }
     filled = prepare(action, {"model": "m"}, {"gone": "g"}, {"k": "secret"}, None)
     assert filled.url == "http://h/secret/m/g"
+    # a call's parameter is JSON-escaped, so its "/" is "\/", which Java refuses too (checked on the real node)
+    with pytest.raises(InvalidArgument, match=r"^Illegal character in path at index 18: http://h/\*{5}/m/a\\/b$"):
+        prepare(action, {"model": "m"}, {"gone": "a/b"}, {"k": "secret"}, None)
+    # a URL only its credential breaks is refused without showing it
+    with pytest.raises(InvalidArgument, match=r"^the connector's URL is not a valid URL: http://h/\*{5}/m/g$"):
+        prepare(action, {"model": "m", "gone": "g"}, None, {"k": "se cret"}, None)
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,8 @@ class _Scope:
 
 #: Where a string's plain run ends: its closing quote, an escape, or a control character.
 _STRING_SPECIAL = re.compile(rb'["\\\x00-\x1f]')
+#: The escaped low half that, after an escaped high half, completes a UTF-16 pair.
+_LOW_SURROGATE_ESCAPE = re.compile(rb"\\u([dD][c-fC-F][0-9a-fA-F]{2})")
 
 
 def _describe(code: int) -> str:
@@ -407,6 +409,11 @@ class Lexer:
                     self.pos - 1,
                 )
             value = value * 16 + int(chr(digit), 16)
+        if 0xD800 <= value <= 0xDBFF:
+            low = _LOW_SURROGATE_ESCAPE.match(data, self.pos)
+            if low is not None:  # Java's UTF-16 string holds the pair as one character, and so must ours
+                self.pos = low.end()
+                return chr(0x10000 + ((value - 0xD800) << 10) + (int(low[1], 16) - 0xDC00))
         return chr(value)
 
     # -- values

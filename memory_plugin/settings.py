@@ -61,7 +61,7 @@ def _default_regions() -> dict[str, RegionSettings]:
 
 
 #: The versions ``GET /`` may report, with the Lucene version each OpenSearch release ships (its pom).
-LUCENE_VERSIONS = {"2.19.1": "9.12.1", "3.3.0": "10.3.1"}
+LUCENE_VERSIONS = {"2.19.1": "9.12.1", "3.3.0": "10.3.1", "3.9.0": "10.5.1"}
 
 #: ml-commons 2.19's default trusted connector endpoints.
 TRUSTED_ENDPOINTS = (
@@ -127,9 +127,10 @@ class Settings:
     #: What ``GET /`` reports, as an OpenSearch node would.
     cluster_name: str = "memory-plugin"
     node_name: str = "memory-plugin-0"
-    #: The OpenSearch version ``GET /`` reports, for clients that branch on it: 3.3.0, the first with
-    #: every API served here (agentic memory is 3.3+); ``2.19.1`` for clients of the memory API alone.
-    reported_version: str = "3.3.0"
+    #: The OpenSearch version ``GET /`` reports, for clients that branch on it: 3.9.0, the newest whose
+    #: memory APIs are all served here (3.8's retention and pinning, 3.9's custom container ids and
+    #: retention runs); ``3.3.0`` (agentic memory's first) or ``2.19.1`` for clients that expect those.
+    reported_version: str = "3.9.0"
     #: Agentic memory (``/_plugins/_ml/memory_containers``); false answers 403 as ml-commons does.
     agentic_memory_enabled: bool = True
     #: Memory retention (ml-commons' ``memory.retention_enabled``): accept ``retention_policy`` and ``pinned``,

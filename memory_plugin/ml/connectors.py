@@ -14,13 +14,14 @@ import functools
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import re2
 
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest
 from memory_plugin.ml.requests import Action
 
 PLACEHOLDER = re.compile(r"\$\{(parameters|credential)\.([^}:]+)(?::-([^}]*))?\}")
@@ -215,7 +216,104 @@ def prepare(
         if _CONTROL.search(name) or _CONTROL.search(value):  # a header split in two, or cut short
             raise InvalidArgument(f"the connector's header [{name!r}] holds a control character", parameter="headers")
     url = fill(action.url, parameters, credential)
+    if java_uri_error(url) is not None:  # a placeholder left unfilled, a call's escaped "\/": nothing is sent
+        raise _refused_url(action.url, parameters, credential)
     return Prepared(action.method.upper(), url, headers, body, masked(action.url, parameters), guarded)
+
+
+def _refused_url(template: str, parameters: Mapping[str, str], credential: Mapping[str, str]) -> InvalidArgument:
+    """ml-commons' refusal of a URL ``URI.create`` refuses (the real node's words, checked), with the
+    credentials masked; one that only a credential breaks is named without it."""
+    shown = fill(template, parameters, dict.fromkeys(credential, MASK))
+    reason = java_uri_error(shown)
+    if reason is None:
+        return InvalidArgument(f"the connector's URL is not a valid URL: {shown}", parameter="url")
+    cause = {"type": "u_r_i_syntax_exception", "reason": reason}
+    return OpenSearchBadRequest(reason, exception="illegal_argument_exception", parameter="url", caused_by=cause)
+
+
+# -- java.net.URI's refusal, word for word --------------------------------------------
+
+_ALPHA = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_UNRESERVED = _ALPHA + "0123456789" + "-_.!~*'()"
+_URIC = _UNRESERVED + ";/?:@&=+$,[]"  # query, fragment
+_PATH = _UNRESERVED + ":@&=+$,;/"
+_AUTHORITY = _UNRESERVED + "$,;:@&=+[]"  # a registry name's or a server's (user info, host, port)
+_SCHEME = _ALPHA + "0123456789+-."
+_HEX = "0123456789abcdefABCDEF"
+
+
+def java_uri_error(url: str) -> str | None:
+    """``URI.create(url)``'s message (``URISyntaxException``'s ``reason at index i: input``, ``i`` in UTF-16
+    units), or None when Java takes ``url``: as much of ``java.net.URI.Parser`` as a connector URL meets."""
+    end = len(url)
+
+    def fail(reason: str, index: int) -> str:
+        return f"{reason} at index {len(url[:index].encode('utf-16-le')) // 2}: {url}"
+
+    def check(start: int, stop: int, legal: str, what: str, *, escapes: bool = True) -> str | None:
+        """``checkChars``: the first character that is not ``legal`` (nor, with ``escapes``, an escape pair
+        or visible non-ASCII)."""
+        index = start
+        while index < stop:
+            char = url[index]
+            if char in legal:
+                index += 1
+            elif not escapes:
+                return fail(f"Illegal character in {what}", index)
+            elif char == "%":
+                if index + 3 > stop or url[index + 1] not in _HEX or url[index + 2] not in _HEX:
+                    return fail("Malformed escape pair", index)
+                index += 3
+            elif ord(char) > 128 and not _space_or_control(char):
+                index += 1
+            else:
+                return fail(f"Illegal character in {what}", index)
+        return None
+
+    def find(stops: str, start: int) -> int:
+        return next((i for i in range(start, end) if url[i] in stops), end)
+
+    position = 0
+    colon = find("/?#:", 0)
+    if colon < end and url[colon] == ":":
+        if colon == 0:
+            return fail("Expected scheme name", 0)
+        error = check(0, 1, _ALPHA, "scheme name", escapes=False) or check(
+            1, colon, _SCHEME, "scheme name", escapes=False
+        )
+        if error is not None:
+            return error
+        position = colon + 1
+        if not url.startswith("/", position):  # an opaque URI
+            stop = find("#", position)
+            if stop <= position:
+                return fail("Expected scheme-specific part", position)
+            error = check(position, stop, _URIC, "opaque part")
+            return error or (check(stop + 1, end, _URIC, "fragment") if stop < end else None)
+    if url.startswith("//", position):
+        position += 2
+        stop = find("/?#", position)
+        if stop > position:
+            error = check(position, stop, _AUTHORITY, "authority")
+            if error is not None:  # neither a server nor a registry name: Java names the authority's start
+                return error if error.startswith("Malformed") else fail("Illegal character in authority", position)
+            position = stop
+        elif stop == end:
+            return fail("Expected authority", position)
+    stop = find("?#", position)
+    error = check(position, stop, _PATH, "path")
+    if error is None and stop < end and url[stop] == "?":
+        position, stop = stop + 1, find("#", stop + 1)
+        error = check(position, stop, _URIC, "query")
+    if error is None and stop < end:
+        error = check(stop + 1, end, _URIC, "fragment")
+    return error
+
+
+def _space_or_control(char: str) -> bool:
+    """Java's ``Character.isSpaceChar`` or ``isISOControl``."""
+    return unicodedata.category(char) in ("Zs", "Zl", "Zp") or ord(char) <= 0x1F or 0x7F <= ord(char) <= 0x9F
 
 
 #: What no HTTP header name or value may hold (RFC 9110 5.5): line breaks and the other control characters.

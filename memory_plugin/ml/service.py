@@ -216,7 +216,6 @@ class MLService:
                 "name": found.name,
                 "algorithm": "TEXT_EMBEDDING",
                 "model_format": found.model_format or "ONNX",
-                "description": found.description,
                 "model_config": {
                     "model_type": "bert",
                     "embedding_dimension": self.embedder.dimension,
@@ -225,6 +224,8 @@ class MLService:
             }
             if found.rate_limiter is not None:
                 local["rate_limiter"] = found.rate_limiter
+            if found.description is not None:  # ml-commons leaves an absent field out, never null
+                local["description"] = found.description
             return local
         source: dict[str, Any] = {"name": found.name, "algorithm": "REMOTE"}
         if found.description is not None:

@@ -112,7 +112,9 @@ TASK_FIELDS: Fields = {
 
 
 def _ordered(source: Mapping[str, Any], order: Sequence[str]) -> dict[str, Any]:
-    return {key: source[key] for key in order if key in source}
+    """``order``'s fields that have a value: ml-commons' ``toXContent`` writes no null (nor do documents
+    stored with one before that was kept to here)."""
+    return {key: source[key] for key in order if source.get(key) is not None}
 
 
 def task_view(source: Mapping[str, Any]) -> dict[str, Any]:

@@ -359,6 +359,19 @@ async def remote_errors(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("recovered"))
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
     await settle()
+    # a URL placeholder no parameter fills: Java's URI.create refuses it, and nothing is sent
+    action = {**chat_connector(llm)["actions"][0], "url": "http://${parameters.endpoint}/v1/${parameters.route}"}
+    await d.send("POST", CREATE, chat_connector(llm, actions=[action]))  # <id:4>
+    await d.send("POST", REGISTER, {"name": "routed", "function_name": "remote", "connector_id": "<id:4>"})  # 5, 6
+    await settle()
+    await d.send("POST", f"{MODELS}/<id:6>/_deploy")  # <id:7>
+    await settle()
+    await d.send("POST", f"{MODELS}/<id:6>/_predict", ask("no route"))
+    routed = ask("routed")
+    routed["parameters"]["route"] = "chat/completions"
+    await d.send("POST", f"{MODELS}/<id:6>/_predict", routed)
+    await d.send("POST", f"{MODELS}/<id:6>/_undeploy")
+    await settle()
 
 
 async def call_options(d: Differ, llm: ScriptedOpenAI) -> None:

@@ -211,6 +211,188 @@ async def test_lone_surrogate_in_a_record_is_400_naming_the_field_and_search_sti
     assert (await memory_names(client, alice), await history_texts(client, admin)) == before
 
 
+# -- issue 46, item 2: emoji, escaped or raw, on every endpoint that takes text ------------------------
+
+AGENTIC = "/_plugins/_ml/memory_containers"
+EMOJI = "rock on \U0001f918"
+
+
+async def _created(response, key: str) -> str:  # type: ignore[no-untyped-def]
+    body = strict_json(await response.text())
+    assert response.status in (200, 201), body
+    return str(body[key])
+
+
+async def _memory(client, caller) -> str:  # type: ignore[no-untyped-def]
+    return await _created(await client.post(MEMORY, json={"name": "m"}, headers=caller.headers), "memory_id")
+
+
+async def _message(client, caller) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    memory_id = await _memory(client, caller)
+    created = await client.post(
+        f"{MEMORY}/{memory_id}/messages", json={"input": "q", "response": "r"}, headers=caller.headers
+    )
+    return memory_id, await _created(created, "message_id")
+
+
+async def _read(client, caller, path: str, *keys: str | int) -> Any:  # type: ignore[no-untyped-def]
+    response = await client.get(path, headers=caller.headers)
+    value = strict_json(await response.text())
+    assert response.status == 200, value
+    for key in keys:
+        value = value[key]
+    return value
+
+
+async def conversation_211(client, caller, body):  # type: ignore[no-untyped-def]
+    """2.11 ``POST conversation``; reads the name back."""
+    response = await client.post(CONVERSATIONS, data=body({"name": ...}), headers=json_headers(caller))
+    if response.status != 200:
+        return response, None
+    conversation_id = await _created(response, "conversation_id")
+    return response, await _read(client, caller, f"{MEMORY}/{conversation_id}", "name")
+
+
+async def interaction_211(client, caller, body):  # type: ignore[no-untyped-def]
+    """2.11 ``POST conversation/{id}``; reads the input back."""
+    conversation_id = await _created(
+        await client.post(CONVERSATIONS, json={"name": "c"}, headers=caller.headers), "conversation_id"
+    )
+    path = f"{CONVERSATIONS}/{conversation_id}"
+    response = await client.post(path, data=body({"input": ..., "response": "r"}), headers=json_headers(caller))
+    if response.status != 200:
+        return response, None
+    return response, await _read(client, caller, path, "interactions", 0, "input")
+
+
+async def memory_create(client, caller, body):  # type: ignore[no-untyped-def]
+    response = await client.post(MEMORY, data=body({"name": ...}), headers=json_headers(caller))
+    if response.status != 200:
+        return response, None
+    memory_id = await _created(response, "memory_id")
+    return response, await _read(client, caller, f"{MEMORY}/{memory_id}", "name")
+
+
+async def memory_update(client, caller, body):  # type: ignore[no-untyped-def]
+    memory_id = await _memory(client, caller)
+    response = await client.put(f"{MEMORY}/{memory_id}", data=body({"name": ...}), headers=json_headers(caller))
+    return response, await _read(client, caller, f"{MEMORY}/{memory_id}", "name")
+
+
+async def message_create(client, caller, body):  # type: ignore[no-untyped-def]
+    memory_id = await _memory(client, caller)
+    path = f"{MEMORY}/{memory_id}/messages"
+    response = await client.post(path, data=body({"input": ...}), headers=json_headers(caller))
+    if response.status != 200:
+        return response, None
+    message_id = await _created(response, "message_id")
+    return response, await _read(client, caller, f"{MEMORY}/message/{message_id}", "input")
+
+
+async def message_update(client, caller, body):  # type: ignore[no-untyped-def]
+    _, message_id = await _message(client, caller)
+    path = f"{MEMORY}/message/{message_id}"
+    response = await client.put(path, data=body({"response": ...}), headers=json_headers(caller))
+    return response, await _read(client, caller, path, "response")
+
+
+async def record_ingest(client, caller, body):  # type: ignore[no-untyped-def]
+    """``/v2`` ingest, read back by a search for the record."""
+    record = {"record_id": "emoji", "record_type": "voice", "text": ...}
+    response = await client.post(HISTORIES, data=body({"records": [record]}), headers=json_headers(caller))
+    if response.status != 201:
+        return response, None
+    search = await client.get(HISTORIES, params={"q": "rock", "record_type": "voice"}, headers=caller.headers)
+    hits = strict_json(await search.text())["data"]
+    return response, next(hit["text"] for hit in hits if hit["record_id"] == "emoji")
+
+
+async def container_create(client, caller, body):  # type: ignore[no-untyped-def]
+    response = await client.post(f"{AGENTIC}/_create", data=body({"name": ...}), headers=json_headers(caller))
+    if response.status != 200:
+        return response, None
+    container_id = await _created(response, "memory_container_id")
+    return response, await _read(client, caller, f"{AGENTIC}/{container_id}", "name")
+
+
+async def agentic_memory_create(client, caller, body):  # type: ignore[no-untyped-def]
+    container = await client.post(f"{AGENTIC}/_create", json={"name": "c"}, headers=caller.headers)
+    path = f"{AGENTIC}/{await _created(container, 'memory_container_id')}/memories"
+    messages = [{"role": "user", "content": [{"type": "text", "text": ...}]}]
+    response = await client.post(path, data=body({"messages": messages}), headers=json_headers(caller))
+    if response.status != 200:
+        return response, None
+    working = await _read(client, caller, f"{path}/working/{await _created(response, 'working_memory_id')}")
+    return response, working["messages"][0]["content"][0]["text"]
+
+
+#: Each endpoint that stores text: how to write a body with the text in it and read the text back,
+#: where a refusal names it, and in which error format.
+TEXT_ENDPOINTS = [
+    pytest.param(conversation_211, "name", "opensearch", id="2.11 conversation"),
+    pytest.param(interaction_211, "input", "opensearch", id="2.11 interaction"),
+    pytest.param(memory_create, "name", "opensearch", id="memory create"),
+    pytest.param(memory_update, "name", "opensearch", id="memory update"),
+    pytest.param(message_create, "input", "opensearch", id="message create"),
+    pytest.param(message_update, "response", "opensearch", id="message update"),
+    pytest.param(record_ingest, "records[0].text", "telnyx", id="v2 records"),
+    pytest.param(container_create, "name", "opensearch", id="agentic container"),
+    pytest.param(agentic_memory_create, "messages[0].content[0].text", "opensearch", id="agentic memory"),
+]
+
+
+def _filled(template: Any, text: str) -> Any:
+    """``template`` with ``...`` replaced by ``text``."""
+    if template is Ellipsis:
+        return text
+    if isinstance(template, dict):
+        return {key: _filled(value, text) for key, value in template.items()}
+    if isinstance(template, list):
+        return [_filled(value, text) for value in template]
+    return template
+
+
+@pytest.mark.parametrize("escaped", [True, False], ids=["escaped pair", "raw UTF-8"])
+@pytest.mark.parametrize(("endpoint", "field", "style"), TEXT_ENDPOINTS)
+async def test_an_emoji_is_stored_and_read_back_whether_escaped_or_raw(
+    client, alice, admin, endpoint, field, style, escaped
+):
+    """``json.dumps`` (so ``requests``' ``json=``) writes an emoji as the escaped pair ``\\ud83e\\udd18``."""
+
+    def body(template: Any) -> bytes:
+        text = json.dumps(_filled(template, EMOJI), ensure_ascii=escaped)
+        assert ("\\ud83e\\udd18" in text) is escaped
+        return text.encode()
+
+    response, stored = await endpoint(client, admin if style == "telnyx" else alice, body)
+    assert response.status in (200, 201), await response.text()
+    assert stored == EMOJI
+
+
+LONE_HALVES = {
+    "lone high": "rock \ud83e on",
+    "lone low": "rock \udd18 on",
+    "high at the end": "rock on \ud83e",
+    "high then no low": "rock \ud83ex\udd18",
+    "reversed pair": "rock \udd18\ud83e",
+    "high then pair": "rock \ud83e\ud83e\udd18",
+}
+
+
+@pytest.mark.parametrize("text", LONE_HALVES.values(), ids=LONE_HALVES.keys())
+@pytest.mark.parametrize(("endpoint", "field", "style"), TEXT_ENDPOINTS)
+async def test_a_lone_half_of_a_pair_is_400_naming_the_field(client, alice, admin, endpoint, field, style, text):
+    caller = admin if style == "telnyx" else alice
+    response, stored = await endpoint(client, caller, lambda template: json.dumps(_filled(template, text)).encode())
+    body = strict_json(await response.text())
+    assert response.status == 400, body
+    if style == "telnyx":
+        assert_telnyx_error(body, "invalid_parameter", f"[{field}] holds a lone surrogate", field)
+    else:
+        assert_opensearch_error(body, 400, "illegal_argument_exception", f"[{field}] holds a lone surrogate")
+    assert stored is None or text not in stored
+
+
 async def test_invalid_utf8_in_query_parameters_is_400_naming_the_parameter(client, alice, admin):
     before = await seed(client, alice, admin)
     cases = [

@@ -17,6 +17,7 @@ from aiohttp import web
 from memory_plugin.app import create_app
 from memory_plugin.auth import Principal
 from memory_plugin.ml.routes import ML as ML_SERVICE
+from memory_plugin.ml.service import BUILT_IN
 from memory_plugin.ml.stores.base import KINDS
 from tests.support.scripted_openai import ScriptedOpenAI, chat_connector, embedding_connector, embedding_of
 
@@ -166,6 +167,30 @@ async def test_text_embedding_remote_and_built_in(ml, alice, openai, embedder):
     assert "built-in" in refused["error"]["reason"]
 
 
+async def test_an_optional_field_left_out_is_left_out_of_get_and_search(ml, alice, openai):
+    """ml-commons' ``toXContent`` writes a field only when it has a value (the API specification's model
+    schema refuses a null description)."""
+    bare_connector = embedding_connector(openai.url, "sk-d")
+    connector_id, remote = await remote_model(ml, alice, bare_connector)
+    local = (
+        await call(ml, alice, "POST", "/models/_register", {"name": BUILT_IN, "version": "1", "model_format": "ONNX"})
+    )["model_id"]
+    described = {"name": BUILT_IN, "version": "1", "model_format": "ONNX", "description": "kept"}
+    kept = (await call(ml, alice, "POST", "/models/_register", described))["model_id"]
+    shown = {model: await call(ml, alice, "GET", f"/models/{model}") for model in (remote, local, kept)}
+    hits = (await call(ml, alice, "POST", "/models/_search", ALL))["hits"]["hits"]
+    found = {hit["_id"]: hit["_source"] for hit in hits}
+    assert found.keys() == shown.keys()
+    for model, view in [*shown.items(), *found.items()]:
+        assert None not in view.values(), view
+        assert ("description" in view) is (model == kept), view
+    assert shown[kept]["description"] == found[kept]["description"] == "kept"
+    connector = await call(ml, alice, "GET", f"/connectors/{connector_id}")
+    [connector_hit] = (await call(ml, alice, "POST", "/connectors/_search", ALL))["hits"]["hits"]
+    for view in (connector, connector_hit["_source"]):
+        assert "description" not in view and None not in view.values(), view
+
+
 async def test_connector_rules_and_errors_as_ml_commons_words_them(ml, alice, openai):
     good = chat_connector(openai.url, "k")
     cases = [
@@ -295,12 +320,18 @@ async def test_hostile_connectors_and_remote_endpoints(aiohttp_client, aiohttp_s
     assert invalid["error"]["reason"] == 'Invalid payload: {"key": "*****", "x": ${parameters.missing}}'
     # a credential in the URL's query string, sent where the trusted patterns do not allow: masked too
     in_query = at("/hang")
-    in_query["actions"][0]["url"] = "${parameters.base}/v1?key=${credential.openAI_key}"
-    in_query["parameters"]["base"] = url
+    in_query["actions"][0]["url"] = "http://${parameters.host}/v1?key=${credential.openAI_key}"
+    in_query["parameters"]["host"] = url.removeprefix("http://")
     _, moved = await remote_model(ml, alice, in_query)
-    elsewhere = {"parameters": {"messages": [], "base": "https://evil.example.com"}}
+    elsewhere = {"parameters": {"messages": [], "host": "evil.example.com"}}
     moved_answer = await call(ml, alice, "POST", f"/models/{moved}/_predict", elsewhere, status=400)
-    assert moved_answer["error"]["reason"].endswith("URL is: https://evil.example.com/v1?key=*****")
+    assert moved_answer["error"]["reason"].endswith("URL is: http://evil.example.com/v1?key=*****")
+    # a call's parameter is JSON-escaped ("/" as "\/"): a URL Java's URI.create refuses, as on the real node
+    escaped = {"parameters": {"messages": [], "host": "evil.example.com/x"}}
+    moved_answer = await call(ml, alice, "POST", f"/models/{moved}/_predict", escaped, status=400)
+    assert moved_answer["error"]["reason"] == (
+        "Illegal character in authority at index 7: http://evil.example.com\\/x/v1?key=*****"
+    )
     # a huge predict body is refused before it is read whole
     huge = b'{"parameters": {"x": "' + b"a" * (settings.max_body_bytes + 1) + b'"}}'
     too_big = await ml.post(f"{ML}/models/{hanging}/_predict", data=huge, headers=JSON | alice.headers)
@@ -337,6 +368,33 @@ async def test_a_connector_call_that_cannot_be_sent_is_400_and_never_shows_its_c
     assert [sent.authorization for sent in openai.requests] == ["Bearer sk-hidden-3"]
     everything = str([r async for r in _all_text(ml, alice)]) + caplog.text
     assert not any(f"sk-hidden-{n}" in everything for n in (1, 2, 4))
+
+
+@pytest.mark.parametrize(
+    ("url", "what", "at"),
+    [
+        ("{base}/v1/chat/completions?v=${parameters.v}", "query", "{"),
+        ("{base}/v1/${parameters.v}/completions", "path", "{"),
+        ("http://127.0.0.1:${parameters.v}/v1/chat/completions", "authority", "127"),  # the authority's start
+    ],
+    ids=["query", "path", "port"],
+)
+async def test_a_url_placeholder_left_unfilled_sends_nothing_and_is_uri_creates_400(ml, alice, openai, url, what, at):
+    """ml-commons fills the URL, then ``URI.create`` refuses the placeholder's "{": an
+    illegal_argument_exception in Java's words, and no call; with the parameter given, the call is made."""
+    sent = url.replace("{base}", openai.url)
+    connector = chat_connector(openai.url, "sk-url")
+    connector["actions"][0]["url"] = sent
+    _, model = await remote_model(ml, alice, connector)
+    messages = [{"role": "user", "content": "hi"}]
+    refused = await call(ml, alice, "POST", f"/models/{model}/_predict", {"parameters": {"messages": messages}}, 400)
+    reason = f"Illegal character in {what} at index {sent.index(at)}: {sent}"
+    assert refused["error"]["type"] == "illegal_argument_exception" and refused["error"]["reason"] == reason
+    assert refused["error"]["caused_by"] == {"type": "u_r_i_syntax_exception", "reason": reason}
+    assert not openai.requests
+    if what == "query":
+        await call(ml, alice, "POST", f"/models/{model}/_predict", {"parameters": {"messages": messages, "v": "1"}})
+        assert [request.path for request in openai.requests] == ["/v1/chat/completions?v=1"]
 
 
 def _poisoned(path: list[str | int], text: str = "x\ud800") -> str:
@@ -411,14 +469,21 @@ async def test_a_users_erasure_removes_their_models_and_connectors(ml, alice, bo
 async def test_the_reported_version_is_one_with_every_api_served_and_configurable(
     aiohttp_client, settings, embedder, alice, tmp_path
 ):
+    """3.9.0 by default, the newest OpenSearch whose memory APIs are all served (a client gating on the
+    version then uses 3.9's custom container ids); ``reported_version`` sets an older one."""
     from memory_plugin.settings import load_settings
 
-    for reported, lucene in ((None, "10.3.1"), ("2.19.1", "9.12.1")):
+    for reported, lucene in ((None, "10.5.1"), ("3.3.0", "10.3.1"), ("2.19.1", "9.12.1")):
         changed = settings.replace(keys_file=settings.resolved_keys_file, data_dir=tmp_path / str(reported))
         changed = changed if reported is None else changed.replace(reported_version=reported)
         api = await aiohttp_client(create_app(changed, embedder=embedder))
         version = (await (await api.get("/", headers=alice.headers)).json())["version"]
-        assert (version["number"], version["lucene_version"]) == (reported or "3.3.0", lucene)  # agentic is 3.3+
+        assert (version["number"], version["lucene_version"]) == (reported or "3.9.0", lucene)
+        if reported is None:  # a 3.9 request: a container under an id of the caller's choosing
+            body = {"name": "c", "memory_container_id": "chosen-id"}
+            created = await api.post("/_plugins/_ml/memory_containers/_create", json=body, headers=alice.headers)
+            assert (await created.json())["memory_container_id"] == "chosen-id"
+    assert load_settings(environ={"MEMORY_PLUGIN_REPORTED_VERSION": "3.3.0"}).reported_version == "3.3.0"
     with pytest.raises(ValueError, match="reported_version"):
         load_settings(environ={"MEMORY_PLUGIN_REPORTED_VERSION": "9.9.9"})
 

@@ -11,7 +11,7 @@ import pytest
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.ml.budget import SWEEP_ABOVE, CallBudget, Throttled
-from memory_plugin.ml.connectors import fill, masked, prepare
+from memory_plugin.ml.connectors import fill, java_uri_error, masked, prepare
 from memory_plugin.ml.remote import literal_private_host, private
 from memory_plugin.ml.requests import Action
 from memory_plugin.ml.secrets import SecretBox, new_master_key
@@ -80,6 +80,64 @@ def test_templates_fill_what_they_can_and_mask_credentials_in_messages():
     assert json.loads(request.body or "") == {"q": 'say "hi"'} and request.headers == {"X": "own"}
 
 
+#: ``java.net.URI.create``'s messages for these URLs, as recorded from a JDK 17.
+JAVA_URI_ERRORS = [
+    ("http://127.0.0.1:9/v1/${parameters.x}/y", "Illegal character in path at index 23"),
+    ("http://h/p?a=${parameters.q}", "Illegal character in query at index 14"),
+    ("http://h/p?a=${parameters.q}#${parameters.f}", "Illegal character in query at index 14"),
+    ("http://h/p?a=[${parameters.x}]", "Illegal character in query at index 15"),
+    ("http://h/p?q=a b&r=${parameters.x}", "Illegal character in query at index 14"),
+    ("http://h/p#${parameters.f}", "Illegal character in fragment at index 12"),
+    ("http://h/#a#${parameters.x}", "Illegal character in fragment at index 11"),
+    ("https://${parameters.endpoint}/v1", "Illegal character in authority at index 8"),
+    ("http://u:p@h:${parameters.port}/x", "Illegal character in authority at index 7"),
+    ("http://[::1]:${parameters.p}/x", "Illegal character in authority at index 7"),
+    ("${parameters.endpoint}", "Illegal character in path at index 1"),
+    ("${parameters.s}://h/", "Illegal character in scheme name at index 0"),
+    ("h t://x/${parameters.x}", "Illegal character in scheme name at index 1"),
+    ("HTTP://h/${parameters.x}", "Illegal character in path at index 10"),
+    ("http:${parameters.x}", "Illegal character in opaque part at index 6"),
+    ("http://h/\u00e9\U0001f918/${parameters.x}", "Illegal character in path at index 14"),  # UTF-16 units
+    ("http://h/\u0085${parameters.x}", "Illegal character in path at index 9"),
+    ("http://h/\u00a0${parameters.x}", "Illegal character in path at index 9"),
+    ("http://h/\u0080x${parameters.x}", "Illegal character in path at index 9"),
+    ("http://h/a%zz/${parameters.x}", "Malformed escape pair at index 10"),
+    ("http://h/p%4", "Malformed escape pair at index 10"),
+    ("http://h/a b", "Illegal character in path at index 10"),
+]
+
+
+@pytest.mark.parametrize(("url", "reason"), JAVA_URI_ERRORS)
+def test_a_url_java_refuses_gets_javas_message(url, reason):
+    assert java_uri_error(url) == f"{reason}: {url}"
+
+
+@pytest.mark.parametrize("url", ["http://h/ok", "https://h:443/a/b?c=d&e=[f]#g", "http://h/%41\u00e9", "urn:x"])
+def test_a_url_java_takes_has_no_error(url):
+    assert java_uri_error(url) is None
+
+
+def test_a_connector_url_with_a_placeholder_left_unfilled_is_refused_with_credentials_masked():
+    action = Action("PREDICT", "POST", "http://h/${credential.k}/${parameters.model}/${parameters.gone}", None, None)
+    with pytest.raises(InvalidArgument) as refused:
+        prepare(action, {"model": "m"}, None, {"k": "secret"}, None)
+    reason = "Illegal character in path at index 18: http://h/*****/m/${parameters.gone}"
+    assert refused.value.opensearch_body()["error"] == {
+        "root_cause": [{"type": "illegal_argument_exception", "reason": reason}],
+        "type": "illegal_argument_exception",
+        "reason": reason,
+        "caused_by": {"type": "u_r_i_syntax_exception", "reason": reason},
+    }
+    filled = prepare(action, {"model": "m"}, {"gone": "g"}, {"k": "secret"}, None)
+    assert filled.url == "http://h/secret/m/g"
+    # a call's parameter is JSON-escaped, so its "/" is "\/", which Java refuses too (checked on the real node)
+    with pytest.raises(InvalidArgument, match=r"^Illegal character in path at index 18: http://h/\*{5}/m/a\\/b$"):
+        prepare(action, {"model": "m"}, {"gone": "a/b"}, {"k": "secret"}, None)
+    # a URL only its credential breaks is refused without showing it
+    with pytest.raises(InvalidArgument, match=r"^the connector's URL is not a valid URL: http://h/\*{5}/m/g$"):
+        prepare(action, {"model": "m", "gone": "g"}, None, {"k": "se cret"}, None)
+
+
 @pytest.mark.parametrize(
     "address, refused",
     [
@@ -138,3 +196,13 @@ def test_trusted_endpoint_patterns_are_checked_when_settings_load():
     # a backreference would need a backtracking engine, whose time a long URL could make unbounded
     with pytest.raises(ValueError, match="not a regex RE2 runs"):
         load_settings(environ={"MEMORY_PLUGIN_ML_TRUSTED_ENDPOINTS_REGEX": r'["^(a+)\\1$"]'})
+
+
+def test_a_stored_null_is_shown_as_no_field_as_ml_commons_writes_none():
+    from memory_plugin.ml.views import connector_view, model_search_view, model_view
+
+    stored = {"name": "m", "description": None, "model_state": "REGISTERED", "connector": {"description": None}}
+    assert (
+        model_view(stored) == model_search_view(stored) == {"name": "m", "model_state": "REGISTERED", "connector": {}}
+    )
+    assert connector_view({"name": "c", "description": None, "client_config": None}) == {"name": "c"}

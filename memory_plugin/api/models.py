@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
-from memory_plugin.api.results import Registered, Written
+from memory_plugin.api.results import Registered, SearchHits, Written
 from memory_plugin.auth import Principal
 from memory_plugin.ml.requests import Action
 from memory_plugin.ml.service import BUILT_IN, MLService
@@ -96,6 +96,10 @@ class Models:
     async def delete_connector(self, principal: Principal, connector_id: str) -> Written:
         return Written.of(await self._service.delete_connector(principal, connector_id))
 
+    async def search_connectors(self, principal: Principal, query: Mapping[str, Any]) -> SearchHits:
+        """A query DSL body over the principal's connectors."""
+        return SearchHits.of(await self._service.search_connectors(principal, dict(query)))
+
     # -- models -----------------------------------------------------------------------------
 
     async def register(
@@ -125,6 +129,10 @@ class Models:
 
     async def get(self, principal: Principal, model_id: str) -> ModelView:
         return cast(ModelView, await self._service.get_model(principal, model_id))
+
+    async def search_models(self, principal: Principal, query: Mapping[str, Any]) -> SearchHits:
+        """A query DSL body over the principal's models."""
+        return SearchHits.of(await self._service.search_models(principal, dict(query)))
 
     async def deploy(self, principal: Principal, model_id: str) -> None:
         await self._service.deploy(principal, model_id)

@@ -266,6 +266,10 @@ async def test_models_connectors_and_predict(mp, llm):
     [cat] = await mp.agentic.search(ALICE, box, "cat Miso", user_id="alice")
     assert cat.memory == "Alice's cat is called Miso"
 
+    assert [hit.id for hit in (await models.search_models(ALICE, {"query": {"match": {"name": "chat"}}})).hits] == [
+        registered.model_id
+    ]
+    assert (await models.search_connectors(CAROL, {"query": {"match_all": {}}})).hits == []
     vectors = await models.embed(ALICE, ["a cat", "a dog"])
     assert len(vectors) == 2 and all(len(v) == DIMENSION for v in vectors)
     with pytest.raises(ServiceError) as hidden:
@@ -277,3 +281,20 @@ async def test_models_connectors_and_predict(mp, llm):
     await models.undeploy(ALICE, registered.model_id)
     assert (await models.delete(ALICE, registered.model_id)).result == "deleted"
     assert (await models.delete_connector(ALICE, connector_id)).result == "deleted"
+
+
+async def test_a_container_shared_by_backend_role_within_its_organisation_only(mp):
+    """The API acts as the principal it is given, roles included, as a key holding them does over HTTP."""
+    agentic = mp.agentic
+    box = await agentic.create_container(ALICE, "team notes", backend_roles=["support"])
+    teammate = Principal("org-1", "bob", ("support",))
+    added = await agentic.add(teammate, box, "Customer 42 prefers email")
+    assert (await agentic.get(teammate, box, "working", added.working_memory_id)).source["owner_id"] == "bob"
+    for outsider in (BOB, Principal("org-2", "carol", ("support",))):  # no role; the role, elsewhere
+        with pytest.raises(NotFound):
+            await agentic.add(outsider, box, "sneaking in")
+        with pytest.raises(NotFound):
+            await agentic.get(outsider, box, "working", added.working_memory_id)
+    with pytest.raises(ServiceError) as not_owner:
+        await agentic.delete_container(teammate, box)
+    assert not_owner.value.status == 403

@@ -75,6 +75,8 @@ async def models(mp: MemoryPlugin, me: Principal) -> None:
         me, registered.model_id, parameters={"user_prompt": "hi"}
     )
     vectors: list[list[float]] = await mp.models.embed(me, ["a", "b"])
+    listed: SearchHits = await mp.models.search_models(me, {"query": {"match_all": {}}})
+    connectors: SearchHits = await mp.models.search_connectors(me, {"query": {"match_all": {}}})
     await mp.models.undeploy(me, registered.model_id)
     deleted: Written = await mp.models.delete(me, registered.model_id)
-    print(connector.get("name"), model.get("model_state"), results, vectors, deleted.result)
+    print(connector.get("name"), model.get("model_state"), results, vectors, deleted.result, listed, connectors)

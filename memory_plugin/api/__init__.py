@@ -1,13 +1,29 @@
-"""The public, in-process API: memory and history search without a second server.
+"""The public, in-process API: every feature of the server, without a second server or HTTP.
+
+Agentic memory, mem0-style: the LLM the settings name (``agentic_llm_url``, any OpenAI-compatible
+chat completions endpoint) infers facts from what is added, and search finds them by meaning::
 
     async with MemoryPlugin.open(load_settings()) as mp:
-        alice = Principal("acme", "alice")
-        conversation = await mp.create_conversation(alice, "Billing")
-        await mp.add_interaction(alice, conversation.conversation_id, input="...", response="...")
-        result = await mp.search(alice, "billing issue", "ai_pipeline_storage")
+        me = Principal("acme", "support-bot")
+        box = await mp.agentic.create_container(
+            me, "support", llm_id="default", strategies=[MemoryStrategy()], **mp.agentic.built_in_embedding()
+        )
+        await mp.agentic.add(me, box, "I moved to Lisbon last month", user_id="alice", infer=True)
+        await mp.agentic.settled()
+        for found in await mp.agentic.search(me, box, "where does she live", user_id="alice"):
+            print(found.score, found.memory)
 
-Every method takes the principal explicitly and runs the same services, with
-the same validation and the same typed errors, as the HTTP server.
+The other features, each on the same services the HTTP server runs:
+
+* ``mp.create_conversation``, ``add_interaction``, … : the 2.11 conversational memory;
+* ``mp.memories``: the 2.12+ memories and messages (``ConversationalMemory``);
+* ``mp.agentic``: containers, memories, sessions, semantic and hybrid search, forgetting (``AgenticMemory``);
+* ``mp.models``: connectors, models and predict (``Models``);
+* ``mp.ingest``, ``mp.search``, ``mp.erase_user``: conversation-history records and their semantic search.
+
+Every method takes the principal it acts as (organisation, user, backend roles) explicitly and runs
+the same services, with the same validation and the same typed errors, as the HTTP server.
+``examples/asyncio_memory.py`` runs through them.
 """
 
 from __future__ import annotations
@@ -18,6 +34,9 @@ from datetime import datetime
 from typing import Any, Unpack
 
 from embedder import Embedder
+from memory_plugin.api.agentic import AgenticMemory
+from memory_plugin.api.memories import ConversationalMemory
+from memory_plugin.api.models import Models
 from memory_plugin.auth import Principal
 from memory_plugin.dates import isoformat
 from memory_plugin.erasure.service import Erasure
@@ -61,10 +80,17 @@ def filters_from_python(filters: FilterSpec | None) -> Filter:
 
 
 class MemoryPlugin:
-    """Conversational memory and conversation-history search, in-process."""
+    """Every API of the server in-process: 2.11 conversations and history search here, the rest under
+    ``memories``, ``agentic`` and ``models``."""
 
     def __init__(self, services: Services) -> None:
         self._services = services
+        #: The 2.12+ memory API: memories and messages.
+        self.memories = ConversationalMemory(services.memory)
+        #: Agentic memory: containers, memories, sessions, search and forgetting.
+        self.agentic = AgenticMemory(services.agentic)
+        #: Connectors, models and predict.
+        self.models = Models(services.ml)
 
     @classmethod
     @asynccontextmanager

@@ -293,29 +293,19 @@ async def bench(data: Path, conversations: int | None, baselines: bool) -> dict[
 
 
 def print_table(report: dict[str, Any]) -> None:
-    print(
-        f"\n{report['questions']} questions over {report['turns']} turns of {len(report['conversations'])} conversations"
-    )
+    conversations = len(report["conversations"])
+    print(f"\n{report['questions']} questions over {report['turns']} turns of {conversations} conversations")
     names = list(CATEGORIES.values())
-    print(
-        f"{'surface':32s} "
-        + " ".join(f"{'R@' + str(k):>6s}" for k in DEPTHS)
-        + "  R@10 by category: "
-        + " ".join(f"{n[:9]:>9s}" for n in names)
-        + f"  {'p50 ms':>7s} {'p95 ms':>7s}"
-    )
+    depths = [f"R@{k}" for k in DEPTHS]
+    print(f"{'':32s} {'':20s}  {'R@10 by category':^49s}")
+    header = [f"{'surface':32s}", *(f"{d:>6s}" for d in depths), " ", *(f"{n[:9]:>9s}" for n in names)]
+    print(" ".join([*header, f"{'p50 ms':>7s}", f"{'p95 ms':>7s}"]))
     for surface, row in report["recall"].items():
-        by_category = " ".join(f"{row[n]['R@10']:9.3f}" if n in row else f"{'-':>9s}" for n in names)
         latency = report["latency_ms"].get(surface)
-        timing = f"{latency['p50']:7.1f} {latency['p95']:7.1f}" if latency else f"{'-':>7s} {'-':>7s}"
-        print(
-            f"{surface:32s} "
-            + " ".join(f"{row[f'R@{k}']:6.3f}" for k in DEPTHS)
-            + "  "
-            + " " * 19
-            + by_category
-            + f"  {timing}"
-        )
+        cells = [f"{surface:32s}", *(f"{row[d]:6.3f}" for d in depths), " "]
+        cells += [f"{row[n]['R@10']:9.3f}" if n in row else f"{'-':>9s}" for n in names]
+        cells += [f"{latency['p50']:7.1f}", f"{latency['p95']:7.1f}"] if latency else [f"{'-':>7s}"] * 2
+        print(" ".join(cells))
 
 
 def main() -> None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from embedder import AsyncEmbedder, TextChunk, chunk_text
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
@@ -96,6 +98,33 @@ def _text(raw: Mapping[str, Any], name: str, where: str, *, required: bool = Fal
     if not isinstance(value, str):
         raise InvalidArgument(f"{where}.{name} must be a string", parameter=f"{where}.{name}")
     return value
+
+
+async def rank_in_region(
+    store: HistoryStore, organization_id: str, query: SearchQuery, vector: np.ndarray | None, where: Filter
+) -> list[Hit]:
+    """One region's best ``query.top_k`` hits in the query's mode (``vector``: the query's, unless keyword)."""
+    if query.mode == "semantic":
+        assert vector is not None
+        return await store.search(organization_id, query.record_type, vector, where, query.top_k, query.min_score)
+    if query.mode == "keyword":
+        found = await store.keyword_search(organization_id, query.record_type, query.q, where, query.top_k)
+    else:
+        assert vector is not None
+        dense, keyword = await asyncio.gather(
+            store.search(organization_id, query.record_type, vector, where, CANDIDATES),
+            store.keyword_search(organization_id, query.record_type, query.q, where, CANDIDATES),
+        )
+        fused = fuse(dense, keyword)
+        around = await store.neighbours(organization_id, fused[:LENDERS])
+        visible = {  # a neighbour the query could not find itself is not shown either
+            key: [hit for hit in hits if hit.record.record_type == query.record_type and matches(where, hit.record)]
+            for key, hits in around.items()
+        }
+        found = spread(fused, visible)
+    if query.min_score is not None:
+        found = [hit for hit in found if hit.score >= query.min_score]
+    return found[: query.top_k]
 
 
 def scoped(principal: Principal, where: Filter) -> Filter:
@@ -409,37 +438,12 @@ class HistoryService:
         vector = await self.embedder.query(query.q) if query.mode != "keyword" else None
         regions = [query.region] if query.region else list(self.stores)
 
-        async def region_hits(store: HistoryStore) -> list[Hit]:
-            if query.mode == "keyword":
-                found = await store.keyword_search(organization_id, query.record_type, query.q, where, query.top_k)
-            elif query.mode == "semantic":
-                assert vector is not None
-                return await store.search(
-                    organization_id, query.record_type, vector, where, query.top_k, query.min_score
-                )
-            else:
-                assert vector is not None
-                dense, keyword = await asyncio.gather(
-                    store.search(organization_id, query.record_type, vector, where, CANDIDATES),
-                    store.keyword_search(organization_id, query.record_type, query.q, where, CANDIDATES),
-                )
-                fused = fuse(dense, keyword)
-                around = await store.neighbours(organization_id, fused[:LENDERS])
-                visible = {
-                    key: [
-                        hit
-                        for hit in hits
-                        if hit.record.record_type == query.record_type and matches(where, hit.record)
-                    ]
-                    for key, hits in around.items()
-                }
-                found = spread(fused, visible)
-            if query.min_score is not None:
-                found = [hit for hit in found if hit.score >= query.min_score]
-            return found[: query.top_k]
-
         outcome = await fan_out(
-            self.stores, regions, lambda _, store: region_hits(store), self.deadline, self.observe_region
+            self.stores,
+            regions,
+            lambda _, store: rank_in_region(store, organization_id, query, vector, where),
+            self.deadline,
+            self.observe_region,
         )
         if len(outcome.failed) == len(regions):
             raise Unavailable(f"no region answered: {outcome.failed}", parameter="region" if query.region else None)

@@ -5,25 +5,28 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from memory_plugin.histories.service import SearchQuery, rank_in_region
 from memory_plugin.histories.stores.filters import Filter, parse_filters
-from memory_plugin.histories.stores.opensearch import OpenSearchHistoryStore
-from memory_plugin.histories.stores.records import Chunk
+from memory_plugin.histories.stores.opensearch import OpenSearchHistoryStore, index_mapping
+from memory_plugin.histories.stores.records import Chunk, Record
 from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 from memory_plugin.settings import OpenSearchRegion
-from tests.support.store_contract import DIM, FILTER_PARAMS, StoreContract, as_pairs, make_dataset, unit
+from tests.support.store_contract import BASE_TIME, DIM, FILTER_PARAMS, StoreContract, as_pairs, make_dataset, unit
 
 pytestmark = pytest.mark.opensearch
 
 
 async def open_store(url: str, **options: Any) -> OpenSearchHistoryStore:
-    """A store on ``url`` with a fresh index prefix (isolation between tests)."""
-    settings = OpenSearchRegion(hosts=(url,), index_prefix=f"t-{uuid.uuid4().hex[:12]}", timeout=30.0, **options)
+    """A store on ``url`` with a fresh index prefix (isolation between tests), unless ``index_prefix`` is given."""
+    options.setdefault("index_prefix", f"t-{uuid.uuid4().hex[:12]}")
+    settings = OpenSearchRegion(hosts=(url,), timeout=30.0, **options)
     store = OpenSearchHistoryStore(settings, "USA", create_indices=("voice", "message"))
     await store.open(DIM)
     return store
@@ -160,3 +163,97 @@ async def test_injection_values_are_literal(os_store: OpenSearchHistoryStore) ->
     assert await ids([("filter[note]", '"}, {"match_all": {}}')]) == {"r4"}
     assert await ids([("filter[note][contains]", "o'b")]) == {"r5"}
     assert await ids([("filter[note][contains]", "B")]) == {"r0", "r1", "r2", "r3", "r5"}
+
+
+def conversations(seed: int, users: int = 4, turns: int = 40) -> list[tuple[Record, list[Chunk]]]:
+    """Made-up turns of content words only (no stop words, which the two analyzers treat apart)."""
+    rng = np.random.default_rng(seed)
+    vocabulary = [
+        f"{stem}{suffix}"
+        for stem in (
+            "lisbon",
+            "paint",
+            "hike",
+            "guitar",
+            "recipe",
+            "marathon",
+            "garden",
+            "novel",
+            "camera",
+            "violin",
+            "kayak",
+            "pottery",
+            "chess",
+            "sunset",
+            "museum",
+        )
+        for suffix in ("", "s")
+    ]
+    vocabulary += [f"word{n}" for n in range(200)]
+    items = []
+    vectors = unit(rng, users * turns)
+    for user in range(users):
+        for turn in range(turns):
+            words = rng.choice(vocabulary, size=int(rng.integers(4, 12)))
+            record = Record(
+                "org-a",
+                f"u{user}-t{turn:02d}",
+                "message",
+                "USA",
+                BASE_TIME + timedelta(minutes=turn),
+                BASE_TIME,
+                f"user-{user}",
+            )
+            items.append((record, [Chunk(0, 1, " ".join(words), vectors[user * turns + turn])]))
+    return items
+
+
+async def test_hybrid_ranks_as_on_the_embedded_store(os_store: OpenSearchHistoryStore, tmp_path: Path) -> None:
+    """Same turns in both stores: for each query the same first hit, and at least 8 of the same top 10.
+
+    The dense lists agree to 1e-3; the keyword lists differ only by the analyzers (Porter over unicode61
+    against OpenSearch's english) and Lucene's lossy length norms, so a hit near a tie may change places.
+    """
+    dataset = conversations(seed=5)
+    embedded = SqliteHistoryStore(tmp_path / "embedded")
+    await embedded.open(DIM)
+    try:
+        await embedded.write_records(dataset)
+        await os_store.write_records(dataset)
+        rng = np.random.default_rng(6)
+        for target in rng.choice(len(dataset), size=12, replace=False):
+            record, chunks = dataset[int(target)]
+            text = " ".join(chunks[0].text.split()[:2])
+            vector = chunks[0].vector + 0.5 * unit(rng, 1)[0]
+            for where in (Filter(), parse_filters([("filter[user_id]", record.user_id or "")])):
+                query = SearchQuery(q=text, record_type="message", mode="hybrid", top_k=10, where=where)
+                mine = await rank_in_region(embedded, "org-a", query, vector, where)
+                theirs = await rank_in_region(os_store, "org-a", query, vector, where)
+                assert mine and theirs, text
+                assert mine[0].id == theirs[0].id, (text, as_pairs(mine[:3]), as_pairs(theirs[:3]))
+                assert len({hit.id for hit in mine} & {hit.id for hit in theirs}) >= 8, (text, where)
+                assert all(0 < hit.score <= 1 for hit in mine + theirs)
+    finally:
+        await embedded.close()
+
+
+async def test_keyword_words_of_an_index_made_before_them(opensearch_nodes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An index created without ``words`` gains the field at open, and new writes are found by their words."""
+    store = await open_store(opensearch_nodes[0].url)
+    try:
+        index = store.index_name("message")
+        await store.client.indices.delete(index=index)
+        mapping = index_mapping(DIM, "lucene", 16, 128)
+        for field in ("words", "context_record_id"):
+            del mapping["properties"][field]
+        body = {"settings": {"index": {"knn": True}}, "mappings": mapping, "aliases": {store.alias: {}}}
+        await store.client.indices.create(index=index, body=body)
+        reopened = await open_store(opensearch_nodes[0].url, index_prefix=store.prefix)
+        try:
+            await reopened.write_records(StoreContract.timeline(["kayak lessons", "sounds fun"]))
+            found = await reopened.keyword_search("org-a", "message", "kayak", Filter(), 10)
+            assert {hit.record.record_id for hit in found} == {"turn-0", "turn-1"}
+        finally:
+            await reopened.close()
+    finally:
+        await drop(store)

@@ -41,6 +41,19 @@ opensearch.version={OPENSEARCH_VERSION}
 extended.plugins=
 has.native.controller=false
 """
+#: The analyzers every OpenSearch distribution but the integ-test one has (english, porter_stem, ...): the
+#: histories' keyword search analyses its words with ``english``.
+ANALYSIS_COMMON_ARTIFACTS = (f"org.opensearch.plugin:analysis-common:{OPENSEARCH_VERSION}:jar",)
+ANALYSIS_COMMON_DESCRIPTOR = f"""\
+description=Adds "built in" analyzers to OpenSearch.
+version={OPENSEARCH_VERSION}
+name=analysis-common
+classname=org.opensearch.analysis.common.CommonAnalysisModulePlugin
+java.version=11
+opensearch.version={OPENSEARCH_VERSION}
+extended.plugins=lang-painless
+has.native.controller=false
+"""
 PAINLESS_POLICY = """\
 grant {
   // needed to generate runtime classes
@@ -158,18 +171,29 @@ def _knn_installed(home: Path) -> bool:
     return (home / "plugins" / "opensearch-knn" / "plugin-descriptor.properties").is_file()
 
 
-def _install_painless(home: Path, downloads: Path) -> None:
-    module = home / "modules" / "lang-painless"
+def _install_module(
+    home: Path, downloads: Path, name: str, artifacts: Sequence[str], descriptor: str, policy: str | None = None
+) -> None:
+    """A module from its Maven Central jars, unless installed (atomically: a node started meanwhile sees all or none)."""
+    module = home / "modules" / name
     if (module / "plugin-descriptor.properties").is_file():
         return
-    tmp = home / "modules" / ".lang-painless.tmp"
+    tmp = home / "modules" / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for artifact in PAINLESS_ARTIFACTS:
+    for artifact in artifacts:
         shutil.copy2(maven_fetch(artifact, downloads), tmp)
-    (tmp / "plugin-descriptor.properties").write_text(PAINLESS_DESCRIPTOR)
-    (tmp / "plugin-security.policy").write_text(PAINLESS_POLICY)
+    (tmp / "plugin-descriptor.properties").write_text(descriptor)
+    if policy is not None:
+        (tmp / "plugin-security.policy").write_text(policy)
+    make_world_readable(tmp)
     tmp.rename(module)
+
+
+def install_modules(home: Path, downloads: Path) -> None:
+    """The modules the integ-test distribution lacks: painless, and the common analyzers."""
+    _install_module(home, downloads, "lang-painless", PAINLESS_ARTIFACTS, PAINLESS_DESCRIPTOR, PAINLESS_POLICY)
+    _install_module(home, downloads, "analysis-common", ANALYSIS_COMMON_ARTIFACTS, ANALYSIS_COMMON_DESCRIPTOR)
 
 
 def ensure_distribution(home: Path | str | None = None) -> Path:
@@ -181,6 +205,7 @@ def ensure_distribution(home: Path | str | None = None) -> Path:
     stamp = home / INSTALLED_STAMP
     with _install_lock, file_lock(home.parent / f".{home.name}.lock"):
         if stamp.is_file() and _knn_installed(home):
+            install_modules(home, home.parent / "downloads")  # a module added since the install
             return home
         missing = missing_prerequisites(home)
         if missing:
@@ -206,7 +231,7 @@ def ensure_distribution(home: Path | str | None = None) -> Path:
                 unpacked.rename(home)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-        _install_painless(home, downloads)
+        install_modules(home, downloads)
         if not _knn_installed(home):
             shutil.rmtree(home / "plugins" / "opensearch-knn", ignore_errors=True)
             env = base_env()

@@ -22,6 +22,7 @@ from tests.support.opensearch.distribution import (
     base_env,
     ensure_distribution,
     file_lock,
+    install_modules,
     log,
     make_world_readable,
     maven_fetch,
@@ -45,6 +46,7 @@ def ensure_ml_distribution() -> Path:
     home = base.parent / f"{base.name}-ml"
     with file_lock(base.parent / f".{home.name}.lock"):
         if (home / ML_STAMP).is_file():
+            install_modules(home, base.parent / "downloads")  # a module added since the install
             return home
         started = time.monotonic()
         downloads = base.parent / "downloads"

@@ -57,10 +57,9 @@ CONTAINERS = "/_plugins/_ml/memory_containers"
 NOT_CONNECTED = "not connected"
 #: op kind -> weight of the mix
 MIX = {c.WRITE: 36, c.DELETE: 12, c.MESSAGE: 28, c.AGENTIC_ADD: 15, c.AGENTIC_DELETE: 9}
-#: Of the agentic adds, the share that creates a new container (index prefix and all) and adds into it through
-#: two processes at once; at most ``FRESH_CONTAINERS`` of them (each is four new indices on the node).
-FRESH_SHARE = 0.4
-FRESH_CONTAINERS = 6
+#: The first agentic adds of the run each create a new container (index prefix and all) and add into it through
+#: two processes at once, so many at once; this many of them (each is four new indices on the node).
+FRESH_CONTAINERS = 8
 
 
 @dataclass
@@ -78,7 +77,7 @@ class Run:
     deadline: float
     #: Acknowledged working memories: id, message text, container.
     working: list[tuple[str, str, str]] = field(default_factory=list)
-    #: New containers made so far (``FRESH_SHARE``).
+    #: New containers made so far (``FRESH_CONTAINERS``).
     fresh: int = 0
     #: Set by the nemesis once every fault is over: the clients run until then (the nemesis is bounded).
     healed: bool = False
@@ -215,7 +214,7 @@ async def client(run: Run, process: int) -> None:
                     http, history, op, "POST", f"{base}{MEMORY}/{memory_id}/messages", {"input": text, "response": "ok"}
                 )
                 op.detail = answer.get("message_id", op.detail)
-            elif kind == c.AGENTIC_ADD and run.fresh < FRESH_CONTAINERS and rng.random() < FRESH_SHARE:
+            elif kind == c.AGENTIC_ADD and run.fresh < FRESH_CONTAINERS:
                 run.fresh += 1
                 op = await fresh_adds(run, http, process, server, tag)
             elif kind == c.AGENTIC_ADD:

@@ -10,6 +10,7 @@ and one answer to the distribution's missing reindex module.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -59,9 +60,10 @@ async def create_index(client: AsyncOpenSearch, index: str, body: Mapping[str, A
     Race-safe: two processes starting at once both see it missing, one
     creates it, and the other's ``resource_already_exists_exception`` is
     taken as success.  Either way it returns once the index's primary shards
-    are active: an index another process has just created exists before it
-    can be searched, and a search then fails with a 503 (seen with several
-    processes, where one created a container's index while another searched it).
+    are active (``wait_for_primaries``): an index another process is still
+    creating exists before it can be searched, and a search then fails with a
+    503 (seen with several processes, where one created a container's index
+    while another searched it, and the search's infer job ran its LLM call again).
     """
     created = False
     if not await client.indices.exists(index=index):
@@ -71,14 +73,34 @@ async def create_index(client: AsyncOpenSearch, index: str, body: Mapping[str, A
         except RequestError as error:
             if error.error != "resource_already_exists_exception":
                 raise
-    try:
-        await client.cluster.health(
-            index=index, params={"wait_for_status": "yellow", "timeout": "30s"}, request_timeout=35
-        )
-    except TransportError as error:
-        if error.status_code != 408:  # still not active after 30 s: go on, as before this wait
-            raise
+    await wait_for_primaries(client, index)
     return created
+
+
+#: How long ``wait_for_primaries`` waits at most: then the caller goes on, and a search may still meet a 503.
+PRIMARIES_SECONDS = 30.0
+
+
+async def wait_for_primaries(client: AsyncOpenSearch, index: str, seconds: float = PRIMARIES_SECONDS) -> None:
+    """Until every primary shard of ``index`` is active (or ``seconds`` passed).
+
+    Not ``wait_for_status=yellow``: OpenSearch reports a new index whose
+    primaries are still initialising as yellow, not red (so that creating an
+    index never turns a cluster red), and that wait answers at once while a
+    search of the index still fails.  The index's own ``active_primary_shards``
+    is what says it can be searched.
+    """
+    deadline = time.monotonic() + seconds
+    pause = 0.01
+    while True:
+        health = await client.cluster.health(index=index, params={"level": "indices"})
+        indices = health.get("indices") or {}
+        if all(state["active_primary_shards"] >= state["number_of_shards"] for state in indices.values()):
+            return  # every primary active (or no such index: nothing to wait for)
+        if time.monotonic() >= deadline:
+            return  # still starting: go on, as a caller without this wait would
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 #: OpenSearch refuses a document ``_id`` longer than this many bytes.

@@ -6,6 +6,8 @@ Where several server processes share the job queue (OpenSearch), a job is claime
 renewed before every model call; a process that finds its lease taken over drops the run (the job is the new
 holder's).  The ids a run writes (long-term ADDs, history entries) are derived from the job and their position
 in the run, so a run applied twice (its first holder stalled past its lease) writes the same documents.
+Each LLM answer is kept with the job as soon as it arrives (``keep_infer_answers``): a run that fails after a
+call (a store error, retried) reuses the answer, so an add's extraction and decision are asked once each.
 """
 
 from __future__ import annotations
@@ -165,11 +167,19 @@ class InferWorker(Worker):
             raise UpstreamFailed(f"The embedding model failed: {error.reason}") from None
 
     async def _llm_json(
-        self, chat: ChatModel | None, system_prompt: str, user_prompt: str, path: str
+        self, job: InferJob, step: str, chat: ChatModel | None, system_prompt: str, user_prompt: str, path: str
     ) -> dict[str, Any]:
-        if chat is None:
-            raise LLMError(NO_LLM)
-        answer = await chat.complete(system_prompt, user_prompt)
+        """The LLM's answer for one ``step`` of the job's run: the one an earlier try kept, else a call whose
+        answer is kept with the job before the run goes on, so that a retry (a k-NN search or a write failed
+        after the call) never calls the LLM again for it."""
+        answer = job.answers.get(step)
+        if answer is None:
+            if chat is None:
+                raise LLMError(NO_LLM)
+            answer = await chat.complete(system_prompt, user_prompt)
+            job.answers[step] = answer
+            if not await self.store.keep_infer_answers(job):
+                raise LeaseLost(job.job_id)
         return first_json_object(read_path(answer, path))
 
     async def _run_strategy(
@@ -191,7 +201,12 @@ class InferWorker(Worker):
         chat = await self.models.chat(models_owner, strategy.llm_id or config.get("llm_id"))
         await self._hold(job)
         extracted = await self._llm_json(
-            chat, system_prompt, prompts.extraction_user_prompt(job.request["messages"]), path
+            job,
+            f"{strategy.id}/extraction",
+            chat,
+            system_prompt,
+            prompts.extraction_user_prompt(job.request["messages"]),
+            path,
         )
         facts = extracted.get("facts")
         if not isinstance(facts, list) or not all(isinstance(fact, str) for fact in facts):
@@ -218,7 +233,8 @@ class InferWorker(Worker):
             return [_add(job, strategy, scope, fact, now, next_id()) for fact in facts]
         old_memory = [{"id": key, "text": memory, "score": round(score, 6)} for key, (memory, score) in old.items()]
         await self._hold(job)
-        decided = await self._llm_json(chat, prompts.DECISION, prompts.decision_user_prompt(old_memory, facts), path)
+        decision_prompt = prompts.decision_user_prompt(old_memory, facts)
+        decided = await self._llm_json(job, f"{strategy.id}/decision", chat, prompts.DECISION, decision_prompt, path)
         decisions = decided.get("memory_decision")
         if not isinstance(decisions, list):
             raise LLMError('The LLM answer has no "memory_decision" array')

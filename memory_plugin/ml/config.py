@@ -24,7 +24,8 @@ class MLSettings:
     trusted_endpoints: tuple[str, ...]
     allow_private_addresses: bool
     timeout: float
-    #: Per organisation and process: remote calls a minute, and at once (0: no limit).
+    #: Per organisation (in every process, with the stores on OpenSearch): remote calls a minute, and at once
+    #: (0: no limit).
     calls_per_minute: int
     concurrent_calls: int
     #: The names the built-in model registers under (its own, and ``BUILT_IN``).

@@ -22,7 +22,7 @@ from memory_plugin.dsl.execute import bounded, execute, search_response
 from memory_plugin.dsl.mapping import Fields
 from memory_plugin.dsl.parse import parse_search
 from memory_plugin.errors import InvalidArgument, ServiceError
-from memory_plugin.ml.budget import CallBudget, Throttled
+from memory_plugin.ml.budget import Throttled
 from memory_plugin.ml.chat import RemoteChat, RemoteEmbedding
 from memory_plugin.ml.config import Embeddings, MLSettings, now_millis
 from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
@@ -83,7 +83,7 @@ class MLService:
         self.settings = settings
         self.node_id = hashlib.sha256(settings.node_name.encode()).hexdigest()[:22]
         self.remote = RemoteCaller(timeout=settings.timeout, allow_private=settings.allow_private_addresses)
-        self.budget = CallBudget(settings.calls_per_minute, settings.concurrent_calls)
+        self.budget = store.call_budget(settings.calls_per_minute, settings.concurrent_calls, settings.timeout)
         self.rate_limiters = RateLimiters(store)
         self.metrics = metrics or MLMetrics()
         self._box: SecretBox | None = None

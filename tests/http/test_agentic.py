@@ -332,6 +332,29 @@ async def test_infer_failures_become_error_records(api, alice, llm):
     assert await long_term(api, alice, cid) == []
 
 
+async def test_a_run_that_fails_after_its_llm_call_is_retried_with_the_kept_answer(api, alice, llm, monkeypatch):
+    """A store failure after the extraction (the k-NN search of a container index another process is still
+    creating answered 503) fails the run, which is retried: with the answer kept with its job, not a new call."""
+    store = api.app[AGENTIC].store
+    knn, failures = store.knn, []
+
+    async def failing_once(*args: Any) -> Any:
+        if not failures:
+            failures.append(args)
+            raise RuntimeError("search_phase_execution_exception")
+        return await knn(*args)
+
+    monkeypatch.setattr(store, "knn", failing_once)
+    cid = await container(api, alice, SEMANTIC_CONFIG)
+    llm.facts = lambda kind, messages: ["Bob keeps bees"]
+    body = {"messages": conversation("I keep bees"), "namespace": {"user_id": "bob", "session_id": "s"}, "infer": True}
+    await call(api, alice, "POST", f"/{cid}/memories", body)
+    await settle(api)
+    assert failures, "the run never searched"
+    assert [memory["memory"] for memory in await long_term(api, alice, cid)] == ["Bob keeps bees"]
+    assert len(llm.requests) == 1, "the retry called the LLM again"
+
+
 async def test_strategy_fires_only_with_all_its_keys(api, alice, llm):
     configuration = {
         **SEMANTIC_CONFIG,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from memory_plugin.settings import OpenSearchRegion
 from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, conversation
 from tests.http.test_bridge_outbox import FlakyEmbedder, interaction, record_ids
 from tests.http.test_bridge_outbox import conversation as memory_conversation
-from tests.support.agentic_llm import ScriptedLLM
+from tests.support.agentic_llm import ScriptedLLM, payload_of
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.model]
 
@@ -120,6 +121,30 @@ async def test_two_processes_run_every_infer_job_exactly_once(two, alice, llm, o
     assert count(node, f"{root}-infer-jobs") == 0
     runs = sum(api.app[AGENTIC].metrics.infer_runs.labels("applied")._value.get() for api in two)
     assert runs - warm_runs == jobs
+
+
+def extractions(llm: ScriptedLLM) -> Counter[str]:
+    """The extraction calls the LLM saw, by the first message's text (the add's)."""
+    return Counter(
+        payload_of(body["messages"][1]["content"])[0]["content"][0]["text"]
+        for body in llm.requests
+        if "memory store" not in body["messages"][0]["content"]
+    )
+
+
+async def test_adds_into_new_containers_through_two_processes_call_the_llm_once_each(two, alice, llm):  # type: ignore[no-untyped-def]
+    """Both processes run a job of a container of a new index prefix at once: one creates its long-term index
+    while the other finds it existing, and must wait for its primaries before searching it (a 503 failed that
+    run after its extraction, and the retry asked the LLM again).  Every add's extraction is asked once."""
+    one_fact_each(llm)
+    texts: list[str] = []
+    for n in range(6):
+        cid = await container(two[n % 2], alice, {**SEMANTIC_CONFIG, "index_prefix": f"fresh-{n}"})
+        pair = [f"round {n} note {m}" for m in range(2)]
+        texts += pair
+        await asyncio.gather(*(infer_add(two[m], alice, cid, pair[m], f"user-{n}-{m}") for m in range(2)))
+    await settled(two)
+    assert extractions(llm) == Counter(texts)
 
 
 async def test_a_job_whose_holder_died_is_finished_by_another_process(  # type: ignore[no-untyped-def]

@@ -33,6 +33,8 @@ OK, FAIL, INFO = "ok", "fail", "info"
 WRITE, DELETE = "write", "delete"
 MESSAGE = "message"
 AGENTIC_ADD, AGENTIC_DELETE = "agentic_add", "agentic_delete"
+#: A container created for the adds that follow (recorded, not checked: the adds are).
+AGENTIC_CONTAINER = "agentic_container"
 
 
 @dataclass

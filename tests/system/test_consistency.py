@@ -4,7 +4,9 @@ operation's invocation and outcome, and a checker (tests/support/consistency.py)
 state read from OpenSearch and from the servers.
 
 Operations: history record replace (fixed record ids, unique texts, region USA or DEU: cross-region moves),
-record delete, memory API messages (indexed by the bridge), agentic infer adds and working-memory deletes.
+record delete, memory API messages (indexed by the bridge), agentic infer adds and working-memory deletes; some
+adds go into a new container of an index prefix of its own, two at once through two processes, so that one
+process creates the container's indices while the other finds them (every add's extraction is still asked once).
 Faults: SIGKILL of one server process, restarted on its port; SIGSTOP of the DEU node's JVM for 10 s.
 The op mix is seeded (``CONSISTENCY_SEED`` replays another); ops and time are bounded.
 """
@@ -55,6 +57,9 @@ CONTAINERS = "/_plugins/_ml/memory_containers"
 NOT_CONNECTED = "not connected"
 #: op kind -> weight of the mix
 MIX = {c.WRITE: 36, c.DELETE: 12, c.MESSAGE: 28, c.AGENTIC_ADD: 15, c.AGENTIC_DELETE: 9}
+#: The first agentic adds of the run each create a new container (index prefix and all) and add into it through
+#: two processes at once, so many at once; this many of them (each is four new indices on the node).
+FRESH_CONTAINERS = 8
 
 
 @dataclass
@@ -70,7 +75,10 @@ class Run:
     container_id: str
     history: c.History
     deadline: float
-    working: list[tuple[str, str]] = field(default_factory=list)
+    #: Acknowledged working memories: id, message text, container.
+    working: list[tuple[str, str, str]] = field(default_factory=list)
+    #: New containers made so far (``FRESH_CONTAINERS``).
+    fresh: int = 0
     #: Set by the nemesis once every fault is over: the clients run until then (the nemesis is bounded).
     healed: bool = False
 
@@ -206,28 +214,63 @@ async def client(run: Run, process: int) -> None:
                     http, history, op, "POST", f"{base}{MEMORY}/{memory_id}/messages", {"input": text, "response": "ok"}
                 )
                 op.detail = answer.get("message_id", op.detail)
+            elif kind == c.AGENTIC_ADD and run.fresh < FRESH_CONTAINERS:
+                run.fresh += 1
+                op = await fresh_adds(run, http, process, server, tag)
             elif kind == c.AGENTIC_ADD:
                 text, user = f"agentic {tag} drinks tea", rng.choice(USERS)
-                op = history.invoke(process, kind, user, text, server)
-                body = {
-                    "messages": conversation(text),
-                    "infer": True,
-                    "namespace": {"user_id": user, "session_id": f"session-{process}"},
-                }
-                answer = await call(http, history, op, "POST", f"{base}{CONTAINERS}/{run.container_id}/memories", body)
-                if op.outcome == c.OK:
-                    op.detail = answer["working_memory_id"]
-                    run.working.append((op.detail, text))
+                op = await agentic_add(run, http, process, server, run.container_id, text, user, f"session-{process}")
             else:
-                working_id, text = rng.choice(run.working)
+                working_id, text, container_id = rng.choice(run.working)
                 op = history.invoke(process, kind, working_id, text, server)
-                url = f"{base}{CONTAINERS}/{run.container_id}/memories/working/{working_id}"
+                url = f"{base}{CONTAINERS}/{container_id}/memories/working/{working_id}"
                 await call(http, history, op, "DELETE", url)
             if op.detail.startswith(NOT_CONNECTED):  # a server down: recorded, but no op of the budget
                 await asyncio.sleep(1.0)
             else:
                 done += 1
                 await asyncio.sleep(rng.uniform(0.3, 0.9))  # paced: the ops span the faults
+
+
+async def agentic_add(
+    run: Run,
+    http: aiohttp.ClientSession,
+    process: int,
+    server: int,
+    container_id: str,
+    text: str,
+    user: str,
+    session: str,
+) -> c.Op:
+    """One infer add (its op, recorded); the working memory of an acknowledged one may be deleted later."""
+    op = run.history.invoke(process, c.AGENTIC_ADD, user, text, server)
+    body = {"messages": conversation(text), "infer": True, "namespace": {"user_id": user, "session_id": session}}
+    url = f"{run.urls[server]}{CONTAINERS}/{container_id}/memories"
+    answer = await call(http, run.history, op, "POST", url, body)
+    if op.outcome == c.OK:
+        op.detail = answer["working_memory_id"]
+        run.working.append((op.detail, text, container_id))
+    return op
+
+
+async def fresh_adds(run: Run, http: aiohttp.ClientSession, process: int, server: int, tag: str) -> c.Op:
+    """A container of a new index prefix, then an add into it through each of two processes at once: both
+    runs find its long-term index missing or still being made by the other (the container's create is an op
+    of its own, unchecked; the adds are checked as any)."""
+    op = run.history.invoke(process, c.AGENTIC_CONTAINER, tag, None, server)
+    body = {"name": tag, "configuration": {**SEMANTIC_CONFIG, "index_prefix": f"fresh-{tag}"}}
+    answer = await call(http, run.history, op, "POST", f"{run.urls[server]}{CONTAINERS}/_create", body)
+    if op.outcome != c.OK:
+        return op
+    container_id = answer["memory_container_id"]
+    servers = (server, (server + 1) % len(run.urls))
+    adds = await asyncio.gather(
+        *(
+            agentic_add(run, http, process, at, container_id, f"agentic {tag}/{m} drinks tea", user, f"session-{tag}")
+            for m, (at, user) in enumerate(zip(servers, USERS))
+        )
+    )
+    return adds[0]
 
 
 async def nemesis(run: Run, group: ServerGroup, nodes: dict[str, Any], llm_env: Any, killed: set[str]) -> None:

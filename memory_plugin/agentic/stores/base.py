@@ -50,6 +50,8 @@ class InferJob:
     attempts: int = 0
     #: This process's hold on the job, where several processes share the queue (OpenSearch).
     lease: Lease | None = field(default=None, compare=False)
+    #: The LLM's answers of earlier tries, by step (``keep_infer_answers``): a retry reuses them.
+    answers: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,12 @@ class AgenticStore(abc.ABC):
     ) -> None:
         """Apply an infer run's changes and history and drop its job, all in one transaction; nothing if the job
         is gone (applied already) or held by another process.  Applying the same run twice changes nothing."""
+
+    @abc.abstractmethod
+    async def keep_infer_answers(self, job: InferJob) -> bool:
+        """Store ``job.answers`` with the job, durably, before the run goes on: a run that fails after an LLM
+        call is retried with its answer, not with another call.  False, and nothing written, if another
+        process holds the job now."""
 
     @abc.abstractmethod
     async def count_infer_attempt(self, job: InferJob) -> None:

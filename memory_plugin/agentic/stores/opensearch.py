@@ -448,6 +448,9 @@ class OpenSearchAgenticStore(AgenticStore):
     async def renew_infer_job(self, job: InferJob) -> bool:
         return await self.queues.renew_job(self.client, job)
 
+    async def keep_infer_answers(self, job: InferJob) -> bool:
+        return await self.queues.keep_answers(self.client, job)
+
     async def count_infer_attempt(self, job: InferJob) -> None:
         await self.queues.count_attempt(self.client, job)
 

@@ -196,6 +196,8 @@ JOB_MAPPINGS: dict[str, Any] = {
         "attempts": {"type": "integer"},
         "working_memory_id": _KEYWORD,
         "request": _STORED_ONLY,
+        #: The LLM's answers of earlier tries, by step (``keep_infer_answers``).
+        "llm_answers": _STORED_ONLY,
         **LEASE_MAPPINGS,
     },
 }

@@ -69,6 +69,7 @@ def read_job(hit: Mapping[str, Any], lease: Lease | None = None) -> InferJob:
         source["request"],
         source.get("attempts", 0),
         lease,
+        dict(source.get("llm_answers") or {}),
     )
 
 
@@ -103,6 +104,21 @@ class OpenSearchQueues:
         if job.lease is None:
             return True
         return await renew(client, self.job_index, str(job.job_id), job.lease, leased(time.time(), self.lease_seconds))
+
+    async def keep_answers(self, client: AsyncOpenSearch, job: InferJob) -> bool:
+        """The job's answers into its document, on the condition of our lease (renewed with them).  Not
+        refreshed: a claim is conditional on the version its search read, so no process can claim the job
+        from a version without them."""
+        fields = {"llm_answers": job.answers}
+        if job.lease is None:
+            try:
+                await client.update(index=self.job_index, id=str(job.job_id), body={"doc": fields})
+            except NotFoundError:
+                pass  # applied meanwhile: nothing left to retry
+            return True
+        return await renew(
+            client, self.job_index, str(job.job_id), job.lease, {**fields, **leased(time.time(), self.lease_seconds)}
+        )
 
     async def count_attempt(self, client: AsyncOpenSearch, job: InferJob) -> None:
         fields = {"attempts": job.attempts + 1, **RELEASED}

@@ -452,11 +452,19 @@ class SqliteAgenticStore(AgenticStore):
                     row["container_id"],
                     json.loads(row["request"]),
                     row["attempts"],
+                    answers=json.loads(row["answers"]),
                 )
                 for row in rows
             ]
 
         return await self.db.read(read)
+
+    async def keep_infer_answers(self, job: InferJob) -> bool:
+        answers = dumps(job.answers)
+        await self._write(
+            lambda c: c.execute("UPDATE infer_jobs SET answers = ? WHERE job_id = ?", (answers, job.job_id))
+        )
+        return True
 
     async def count_infer_attempt(self, job: InferJob) -> None:
         await self._write(

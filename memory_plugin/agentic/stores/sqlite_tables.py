@@ -107,7 +107,12 @@ def _schema_v2(connection: sqlite3.Connection) -> None:
     connection.execute("INSERT INTO counters VALUES (?, 0)", (MARK,))
 
 
-MIGRATIONS = [_schema_v1, _schema_v2]
+def _schema_v3(connection: sqlite3.Connection) -> None:
+    """An infer job's LLM answers so far (``keep_infer_answers``), by step: a retried run reuses them."""
+    connection.execute("ALTER TABLE infer_jobs ADD COLUMN answers TEXT NOT NULL DEFAULT '{}'")
+
+
+MIGRATIONS = [_schema_v1, _schema_v2, _schema_v3]
 CONTAINER_OWNER = "container_id = ? AND organization_id = ? AND user_id = ?"
 #: The containers a caller may use (``base.may_use``, in SQL): of its organisation, and its own, or any for an
 #: organisation key, or shared with one of its roles.  Parameters: organisation, admin (0/1), user, roles (JSON).

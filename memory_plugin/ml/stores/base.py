@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memory_plugin.auth import Principal
+from memory_plugin.ml.budget import Budget, CallBudget
 
 #: ``rate_limit``: a rate-limited model's token bucket, shared by every process of the deployment.
 Kind = Literal["connector", "model", "model_group", "task", "rate_limit"]
@@ -32,6 +33,11 @@ class MLStore(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None: ...
+
+    def call_budget(self, per_minute: int, concurrent: int, call_seconds: float) -> Budget:
+        """Where the organisations' remote calls are counted: in this process, for a store only one process
+        uses (the embedded default holds its data folder locked).  ``call_seconds``: the longest a call takes."""
+        return CallBudget(per_minute, concurrent)
 
     @abc.abstractmethod
     async def master_key(self, proposed: bytes) -> bytes:

@@ -18,7 +18,10 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError
 
 from memory_plugin.auth import Principal
+from memory_plugin.ml.budget import Budget
 from memory_plugin.ml.stores.base import Kind, MLStore, StoreConflict, Stored
+from memory_plugin.ml.stores.opensearch_budget import MAPPINGS as BUDGET_MAPPINGS
+from memory_plugin.ml.stores.opensearch_budget import SharedCallBudget
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, create_index, get_document, make_client, scan
 from memory_plugin.settings import OpenSearchRegion
 
@@ -48,6 +51,8 @@ class OpenSearchMLStore(MLStore):
     def __init__(self, settings: OpenSearchRegion) -> None:
         self.settings = settings
         self.index = f"{settings.index_prefix.lower()}-ml-documents"
+        #: The organisations' call budgets, counted here for every process (``opensearch_budget``).
+        self.budget_index = f"{settings.index_prefix.lower()}-ml-budgets"
         self._client: AsyncOpenSearch | None = None
 
     @property
@@ -60,6 +65,9 @@ class OpenSearchMLStore(MLStore):
         self._client = make_client(self.settings)
         try:
             await create_index(self.client, self.index, {"settings": INDEX_SETTINGS, "mappings": MAPPINGS})
+            await create_index(
+                self.client, self.budget_index, {"settings": INDEX_SETTINGS, "mappings": BUDGET_MAPPINGS}
+            )
         except BaseException:
             await self.close()
             raise
@@ -68,6 +76,10 @@ class OpenSearchMLStore(MLStore):
         if self._client is not None:
             client, self._client = self._client, None
             await client.close()
+
+    def call_budget(self, per_minute: int, concurrent: int, call_seconds: float) -> Budget:
+        """Counted in the cluster: an organisation's budget holds across every process and host."""
+        return SharedCallBudget(lambda: self.client, self.budget_index, per_minute, concurrent, call_seconds)
 
     async def master_key(self, proposed: bytes) -> bytes:
         body = {"kind": "master_key", "key": base64.b64encode(proposed).decode("ascii")}

@@ -18,7 +18,7 @@ from memory_plugin.clock import new_id
 from memory_plugin.dsl.execute import bounded, execute, search_response
 from memory_plugin.dsl.mapping import DATE, KEYWORD, LONG, TEXT, Fields
 from memory_plugin.dsl.parse import parse_search
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, ParseFailure
 from memory_plugin.ml.config import now_millis
 from memory_plugin.ml.errors import NotFound, ParsingError, StatusError, WrongType
 from memory_plugin.ml.requests import java_text, token_of
@@ -78,7 +78,7 @@ class GroupInput:
 def parse_group_input(body: Any) -> GroupInput:
     """Read as ml-commons' ``parse`` reads it; an access mode it does not know is refused (ml-commons drops it)."""
     if body is None:
-        raise ParsingError("Model group request has empty body")
+        raise ParseFailure("Model group request has empty body")
     if not isinstance(body, dict):
         raise ParsingError(
             f"Failed to parse object: expecting token of type [START_OBJECT] but found [{token_of(body)}]"

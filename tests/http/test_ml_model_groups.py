@@ -13,10 +13,16 @@ from typing import Any
 
 import pytest
 
-from memory_plugin.auth import KeyStore
+from memory_plugin.auth import KeyStore, Principal
+from memory_plugin.ml.stores.base import MLStore
+from memory_plugin.ml.stores.sqlite import SqliteMLStore
 from tests.conftest import Caller
-from tests.http.test_ml import call, ml, openai, remote_model  # noqa: F401  (fixtures)
+from tests.http import test_ml
+from tests.http.test_ml import call, remote_model
 from tests.support.scripted_openai import chat_connector
+
+#: The ML suite's fixtures: the app trusting loopback, and the scripted OpenAI-compatible server.
+ml, openai = test_ml.ml, test_ml.openai
 
 GROUPS = "/model_groups"
 ALL = {"query": {"match_all": {}}}
@@ -140,6 +146,9 @@ async def test_names_are_unique_in_the_organisation_only(ml, alice, bob, carol):
     assert await refused(ml, alice, "POST", f"{GROUPS}/_register", {"description": "x"}, 400) == (
         "model group name must not be null"
     )
+    empty = await call(ml, alice, "POST", f"{GROUPS}/_register", None, status=400)
+    assert empty["error"]["type"] == "parse_exception"
+    assert empty["error"]["reason"] == "Model group request has empty body"
 
 
 @pytest.mark.parametrize(
@@ -283,3 +292,34 @@ async def test_model_update_refusals(ml, alice, bob, openai):
     assert "empty body" in await refused(ml, alice, "PUT", path, None, 400)
     # nothing of the refused updates was kept
     assert (await call(ml, alice, "GET", path))["name"] == "m"
+
+
+# -- the store's organisation-wide reads ------------------------------------------------------------
+
+
+async def organisation_reads(store: MLStore) -> None:
+    """``find`` and ``organization`` name each document's owner and never reach another organisation."""
+    alice, bob, carol = Principal("org", "alice"), Principal("org", "bob"), Principal("other", "carol")
+    await store.create("model_group", alice, "g1", {"n": 1})
+    await store.create("model_group", bob, "g2", {"n": 2})
+    await store.create("model_group", carol, "g3", {"n": 3})
+    await store.create("model", alice, "m1", {"n": 4})
+    listed = await store.organization("model_group", "org")
+    assert [(o.owner, o.stored.id) for o in listed] == [(alice, "g1"), (bob, "g2")]
+    found = await store.find("model_group", "org", "g2")
+    assert found is not None and found.owner == bob and found.stored.source == {"n": 2}
+    assert await store.find("model_group", "org", "g3") is None
+    assert await store.find("model", "org", "g1") is None
+    assert await store.replace("model_group", found.owner, found.stored, {"n": 5})
+    again = await store.find("model_group", "org", "g2")
+    assert again is not None and again.stored.source == {"n": 5}
+    assert [o.stored.id for o in await store.organization("model_group", "org")] == ["g1", "g2"]
+
+
+async def test_organisation_reads_on_sqlite(tmp_path):
+    store = SqliteMLStore(tmp_path / "ml.sqlite3")
+    await store.open()
+    try:
+        await organisation_reads(store)
+    finally:
+        await store.close()

@@ -16,7 +16,7 @@ from typing import Any
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.dsl.execute import bounded, execute, search_response
-from memory_plugin.dsl.mapping import DATE, KEYWORD, LONG, TEXT, Fields
+from memory_plugin.dsl.mapping import DATE, KEYWORD, LONG, TEXT, UNMAPPED, Fields
 from memory_plugin.dsl.parse import parse_search
 from memory_plugin.errors import InvalidArgument, ParseFailure
 from memory_plugin.ml.config import now_millis
@@ -39,7 +39,8 @@ GROUP_ORDER = (
     "created_time",
     "last_updated_time",
 )
-#: ``index-mappings/ml_model_group.json`` (``owner`` is nested there; its fields are searchable here by path).
+#: ``index-mappings/ml_model_group.json``.  ``owner`` is nested there, so a query on its fields outside a
+#: ``nested`` query matches nothing, as here.
 GROUP_FIELDS: Fields = {
     "name": TEXT,
     "name.keyword": KEYWORD,
@@ -49,10 +50,7 @@ GROUP_FIELDS: Fields = {
     "backend_roles": TEXT,
     "backend_roles.keyword": KEYWORD,
     "access": KEYWORD,
-    "owner.name": TEXT,
-    "owner.name.keyword": KEYWORD,
-    "owner.backend_roles": TEXT,
-    "owner.backend_roles.keyword": KEYWORD,
+    **dict.fromkeys(("owner", "owner.name", "owner.name.keyword", "owner.backend_roles", "owner.roles"), UNMAPPED),
     "created_time": DATE,
     "last_updated_time": DATE,
 }
@@ -322,7 +320,7 @@ class ModelGroups:
             raise StatusError("Cannot delete the model group when it has associated model versions", 409)
         if not await self.store.delete("model_group", group.owner, group_id):
             raise NotFound("Fail to find model group")
-        return write_result(MODEL_GROUP_INDEX, group_id, api_version(group.stored), "deleted", refresh=False)
+        return write_result(MODEL_GROUP_INDEX, group_id, api_version(group.stored), "deleted", refresh=True)
 
     async def search(self, caller: Principal, body: Any) -> dict[str, Any]:
         """``SearchModelGroupTransportAction``: the query over the groups the caller may see."""
@@ -367,7 +365,12 @@ class ModelGroups:
             if current is None:
                 raise NotFound("Model group not found")
             version = int(current.stored.source.get("latest_version", 0)) + 1
-            updated = {**current.stored.source, "latest_version": version, "last_updated_time": now_millis()}
+            updated = {
+                **current.stored.source,
+                "latest_version": version,
+                "last_updated_time": now_millis(),
+                WRITES: current.stored.source.get(WRITES, 0) + 1,
+            }
             if await self.store.replace("model_group", current.owner, current.stored, updated):
                 return str(version)
             current = await self.store.find("model_group", current.owner.organization_id, current.stored.id)

@@ -87,6 +87,7 @@ async def update_model(service: MLService, owner: Principal, model_id: str, body
     for key in ("name", "description"):
         if key in text:
             source[key] = text[key]
+    source["model_id"] = model_id  # ml-commons' partial update writes its input's model_id into the model
     source["last_updated_time"] = now_millis()
     source[WRITES] = model.get(WRITES, 0) + 1
     if not await service.store.replace("model", owner, stored, source):

@@ -378,7 +378,9 @@ async def model_groups(d: Differ, llm: ScriptedOpenAI) -> None:
     await settle()
     await d.send("GET", f"{GROUPS}/_search", {"query": {"match_all": {}}, "size": 1000})
     await d.send("POST", f"{GROUPS}/_search", {"query": {"bool": {"must": [{"terms": {"_id": ["<id:0>"]}}]}}})
-    await d.send("POST", f"{GROUPS}/_search", {"query": {"term": {"name.keyword": "Other_Group"}}})
+    await d.send(
+        "POST", f"{GROUPS}/_search", {"query": {"bool": {"filter": {"term": {"name.keyword": "Other_Group"}}}}}
+    )
 
     await d.send("POST", CREATE, chat_connector(llm))  # <id:2> connector
     register = {"name": "grouped", "function_name": "remote", "connector_id": "<id:2>", "model_group_id": "<id:0>"}
@@ -394,6 +396,7 @@ async def model_groups(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("PUT", f"{MODELS}/<id:4>", {"connector_id": "<id:2>", "connector": {"name": "c"}})
     await d.send("PUT", f"{MODELS}/not-a-model", {"name": "x"})
     await d.send("PUT", f"{MODELS}/<id:4>")
+    await settle()  # the real node finds a group's models with a search
     await d.send("DELETE", f"{GROUPS}/<id:0>")  # empty now
     await d.send("GET", f"{GROUPS}/<id:0>")
     await d.send("DELETE", f"{MODELS}/<id:4>")

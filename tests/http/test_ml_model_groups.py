@@ -88,6 +88,7 @@ async def test_story_model_groups_create_get_delete(ml, alice):
     assert isinstance(shown["created_time"], int) and isinstance(shown["last_updated_time"], int)
     deleted = await call(ml, alice, "DELETE", f"{GROUPS}/{group_id}")
     assert deleted["result"] == "deleted" and deleted["_id"] == group_id and WRITE_KEYS <= set(deleted)
+    assert deleted["forced_refresh"] is True and deleted["_version"] == 2
     # the epilogue deletes again: 200 or 404
     again = await call(ml, alice, "DELETE", f"{GROUPS}/{group_id}", status=404)
     assert again["error"]["reason"] == "Fail to find model group"
@@ -126,7 +127,8 @@ async def test_story_models_update(ml, alice, openai):
     updated = await call(ml, alice, "PUT", f"/models/{model_id}", {"name": "updated"})
     assert updated["result"] == "updated" and updated["_id"] == model_id and WRITE_KEYS <= set(updated)
     assert updated["_index"] == ".plugins-ml-model"
-    assert (await call(ml, alice, "GET", f"/models/{model_id}"))["name"] == "updated"
+    shown = await call(ml, alice, "GET", f"/models/{model_id}")
+    assert shown["name"] == "updated" and shown["model_id"] == model_id  # ml-commons' update writes it in
     await call(ml, alice, "DELETE", f"/models/{model_id}")
 
 
@@ -232,6 +234,13 @@ async def test_registering_a_model_into_a_group_checks_access_and_counts_version
     versions = [(await call(ml, c, "GET", f"/models/{r['model_id']}")) for c, r in ((sam, first), (dave, second))]
     assert [(v["model_group_id"], v["model_version"]) for v in versions] == [(shared, "1"), (shared, "2")]
     assert (await call(ml, sam, "GET", f"{GROUPS}/{shared}"))["latest_version"] == 2
+    # each new version is a write of the group: found by its _version in a search
+    [hit] = (
+        await call(ml, sam, "POST", f"{GROUPS}/_search", {"query": {"ids": {"values": [shared]}}, "version": True})
+    )["hits"]["hits"]
+    assert hit["_version"] == 3
+    owned = {"query": {"term": {"owner.name.keyword": "sam"}}}  # owner is nested: no plain query reaches it
+    assert await search_ids(ml, sam, owned) == []
     assert (await register(bob, shared, 404))["error"]["reason"] == "Model group not found"
     assert (await register(dave, private, 404))["error"]["reason"] == "Model group not found"
 

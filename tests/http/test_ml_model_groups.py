@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from jsonschema_rs import validate
 
 from memory_plugin.auth import KeyStore, Principal
 from memory_plugin.ml.stores.base import MLStore
@@ -27,6 +28,62 @@ ml, openai = test_ml.ml, test_ml.openai
 GROUPS = "/model_groups"
 ALL = {"query": {"match_all": {}}}
 WRITE_KEYS = {"_index", "_id", "_version", "result", "_shards", "_seq_no", "_primary_term"}
+
+# The specification's response schemas of these operations (spec/schemas/ml._common.yaml and _common.yaml:
+# ModelGroupRegistration, ModelGroup with Owner, UpdateModelGroupResponse, WriteResponseBase), inlined.
+STRINGS = {"type": "array", "items": {"type": "string"}}
+REGISTRATION = {
+    "type": "object",
+    "properties": {"model_group_id": {"type": "string"}, "status": {"type": "string"}},
+    "required": ["model_group_id", "status"],
+}
+OWNER = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "backend_roles": STRINGS,
+        "roles": STRINGS,
+        "custom_attribute_names": STRINGS,
+        "user_requested_tenant": {"type": ["null", "string"]},
+    },
+    "required": ["name"],
+}
+MODEL_GROUP = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "latest_version": {"type": "integer"},
+        "description": {"type": "string"},
+        "owner": OWNER,
+        "access": {"enum": ["private", "public", "restricted"]},
+        "created_time": {"type": "integer"},
+        "last_updated_time": {"type": "integer"},
+    },
+    "required": ["access", "description", "latest_version", "name"],
+}
+UPDATED = {"type": "object", "properties": {"status": {"type": "string"}}}
+WRITE_RESPONSE = {
+    "type": "object",
+    "properties": {
+        "_id": {"type": "string"},
+        "_index": {"type": "string"},
+        "_primary_term": {"type": "integer"},
+        "result": {"enum": ["created", "deleted", "noop", "not_found", "updated"]},
+        "_seq_no": {"type": "integer"},
+        "_shards": {
+            "type": "object",
+            "properties": {
+                "failed": {"type": "integer"},
+                "successful": {"type": "integer"},
+                "total": {"type": "integer"},
+            },
+            "required": ["failed", "successful", "total"],
+        },
+        "_version": {"type": "integer"},
+        "forced_refresh": {"type": "boolean"},
+    },
+    "required": ["_id", "_index", "_primary_term", "_seq_no", "_shards", "_version", "result"],
+}
 
 
 def role_caller(keys: KeyStore, organization_id: str, user_id: str | None, *roles: str) -> Caller:
@@ -80,13 +137,15 @@ async def test_story_model_groups_create_get_delete(ml, alice):
     created = await call(
         ml, alice, "POST", f"{GROUPS}/_register", {"name": "NLP_Group", "description": "Model group for NLP models."}
     )
-    assert set(created) == {"model_group_id", "status"}
+    validate(REGISTRATION, created)
     group_id = created["model_group_id"]
     shown = await call(ml, alice, "GET", f"{GROUPS}/{group_id}")
+    validate(MODEL_GROUP, shown)
     assert shown["name"] == "NLP_Group" and shown["description"] == "Model group for NLP models."
     assert shown["latest_version"] == 0 and shown["access"] == "private" and shown["owner"]["name"] == "alice"
     assert isinstance(shown["created_time"], int) and isinstance(shown["last_updated_time"], int)
     deleted = await call(ml, alice, "DELETE", f"{GROUPS}/{group_id}")
+    validate(WRITE_RESPONSE, deleted)
     assert deleted["result"] == "deleted" and deleted["_id"] == group_id and WRITE_KEYS <= set(deleted)
     assert deleted["forced_refresh"] is True and deleted["_version"] == 2
     # the epilogue deletes again: 200 or 404
@@ -115,8 +174,10 @@ async def test_story_model_groups_update(ml, alice):
     group_id = await group(ml, alice, name="NLP_Group", description="Model group for NLP models.")
     await call(ml, alice, "GET", f"{GROUPS}/{group_id}")
     updated = await call(ml, alice, "PUT", f"{GROUPS}/{group_id}", {"description": "This is the updated description."})
+    validate(UPDATED, updated)
     assert updated == {"status": "Updated"}
     shown = await call(ml, alice, "GET", f"{GROUPS}/{group_id}")
+    validate(MODEL_GROUP, shown)
     assert shown["description"] == "This is the updated description." and shown["name"] == "NLP_Group"
     await call(ml, alice, "DELETE", f"{GROUPS}/{group_id}")
 
@@ -125,6 +186,7 @@ async def test_story_models_update(ml, alice, openai):
     _, model_id = await remote_model(ml, alice, chat_connector(openai.url, "k"))
     await call(ml, alice, "GET", f"/models/{model_id}")
     updated = await call(ml, alice, "PUT", f"/models/{model_id}", {"name": "updated"})
+    validate(WRITE_RESPONSE, updated)
     assert updated["result"] == "updated" and updated["_id"] == model_id and WRITE_KEYS <= set(updated)
     assert updated["_index"] == ".plugins-ml-model"
     shown = await call(ml, alice, "GET", f"/models/{model_id}")

@@ -303,6 +303,8 @@ class ModelGroups:
                     parameter="name",
                 )
             source["name"] = found.name
+        if source == group.stored.source:  # the node's update detects a no-op and writes nothing
+            return {"status": "Updated"}
         source[WRITES] = source.get(WRITES, 0) + 1
         if not await self.store.replace("model_group", group.owner, group.stored, source):
             raise StatusError("the model group was changed by another request; read it again", 409)

@@ -371,6 +371,7 @@ async def model_groups(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("POST", f"{GROUPS}/_register", {"description": "no name"})
     await d.send("GET", f"{GROUPS}/<id:0>")
     await d.send("PUT", f"{GROUPS}/<id:0>", {"description": "This is the updated description."})
+    await d.send("PUT", f"{GROUPS}/<id:0>", {"description": "This is the updated description."})  # a no-op
     await d.send("PUT", f"{GROUPS}/<id:1>", {"name": "NLP_Group"})  # the name is taken
     await d.send("PUT", f"{GROUPS}/not-a-group", {"description": "x"})
     await d.send("GET", f"{GROUPS}/<id:0>")

@@ -179,7 +179,9 @@ async def test_story_model_groups_update(ml, alice):
     shown = await call(ml, alice, "GET", f"{GROUPS}/{group_id}")
     validate(MODEL_GROUP, shown)
     assert shown["description"] == "This is the updated description." and shown["name"] == "NLP_Group"
-    await call(ml, alice, "DELETE", f"{GROUPS}/{group_id}")
+    # the same update again changes nothing, and writes nothing (the node's update detects the no-op)
+    assert await call(ml, alice, "PUT", f"{GROUPS}/{group_id}", {"description": "This is the updated description."})
+    assert (await call(ml, alice, "DELETE", f"{GROUPS}/{group_id}"))["_version"] == 3
 
 
 async def test_story_models_update(ml, alice, openai):

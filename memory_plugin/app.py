@@ -41,6 +41,7 @@ from memory_plugin.memory import routes_v211, routes_v212
 from memory_plugin.memory.pages import RenderedPages
 from memory_plugin.memory.routes_v211 import MEMORY, MESSAGE_PAGES
 from memory_plugin.metrics import Metrics, Sampled
+from memory_plugin.ml import model_group_routes
 from memory_plugin.ml import routes as ml_routes
 from memory_plugin.ml.routes import ML
 from memory_plugin.openapi import openapi_document
@@ -219,6 +220,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
             routes_v212.routes,
             agentic_routes.routes,
             ml_routes.routes,
+            model_group_routes.routes,
         ),
     )
     app.add_subapp("/v2", _api_app(TELNYX, "/v2", history_routes.routes, erasure_routes.routes))

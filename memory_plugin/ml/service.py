@@ -29,6 +29,7 @@ from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, tr
 from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
 from memory_plugin.ml.guards import RateLimiters, check_guardrail
 from memory_plugin.ml.metrics import MLMetrics
+from memory_plugin.ml.model_groups import ModelGroups
 from memory_plugin.ml.remote import RemoteCaller, signed_v4, with_retries
 from memory_plugin.ml.requests import (
     ConnectorInput,
@@ -87,6 +88,7 @@ class MLService:
         self.rate_limiters = RateLimiters(store)
         self.metrics = metrics or MLMetrics()
         self._box: SecretBox | None = None
+        self.groups = ModelGroups(store)
 
     async def open(self) -> None:
         self._box = SecretBox(await self.store.master_key(new_master_key()))
@@ -258,33 +260,17 @@ class MLService:
         return source
 
     async def _model_group(self, owner: Principal, found: RegisterInput) -> tuple[str, str]:
-        """The group a new model joins, and its version there: the named group, else the owner's group of
-        the model's name, else a new one of that name."""
+        """The group a new model joins, and its version there: the named group (if the caller may use it),
+        else the caller's group of the model's name (or one of that name it may use), else a new one."""
         group_id = found.model_group_id or None  # ml-commons: an empty id is none (``StringUtils.isEmpty``)
-        if group_id is None:
-            named = [g for g in await self.store.all("model_group", owner) if g.source.get("name") == found.name]
-            group_id = named[0].id if named else None
-        if group_id is None:
-            group_id = new_id()
-            now = now_millis()
-            group = {
-                "name": found.name,
-                "latest_version": 1,
-                "access": "private",
-                "created_time": now,
-                "last_updated_time": now,
-            }
-            await self.store.create("model_group", owner, group_id, group)
-            return group_id, "1"
-        for _ in range(8):  # compare-and-set: concurrent registers into one group get distinct versions
-            stored = await self.store.get("model_group", owner, group_id)
-            if stored is None:
-                raise NotFound("Model group not found")
-            version = int(stored.source.get("latest_version", 0)) + 1
-            updated = {**stored.source, "latest_version": version, "last_updated_time": now_millis()}
-            if await self.store.replace("model_group", owner, stored, updated):
-                return group_id, str(version)
-        raise StatusError("the model group is being written by other requests; try again", 409)
+        group = (
+            await self.groups.usable(owner, group_id, "Model group not found")
+            if group_id is not None
+            else await self.groups.own_or_usable_named(owner, found.name)
+        )
+        if group is None:
+            return await self.groups.create_for_model(owner, found.name), "1"
+        return group.stored.id, await self.groups.next_version(group)
 
     async def _task(
         self, owner: Principal, model_id: str, task_type: str, function_name: str, *, is_async: bool = False

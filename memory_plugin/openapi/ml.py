@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from memory_plugin.openapi.ml_model_groups import model_group_operations, model_update_operation
 from memory_plugin.openapi.shapes import (
     ANY_OBJECT,
     INTEGER,
@@ -86,6 +87,7 @@ def ml_operations() -> Schema:
         models + "/_search": {"get": search, "post": search},
         models + "/{model_id}": {
             "get": MODELS.op("Get a model", ANY_OBJECT),
+            "put": model_update_operation(),
             "delete": MODELS.op("Delete an undeployed model", write),
         },
         models + "/{model_id}/_deploy": {
@@ -112,4 +114,5 @@ def ml_operations() -> Schema:
             "delete": MODELS.op("Delete a task", write),
         },
         "/_plugins/_ml/tasks/_search": {"get": search, "post": search},
+        **model_group_operations(),
     }

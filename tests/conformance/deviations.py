@@ -95,6 +95,15 @@ def _user_field(d: Difference) -> bool:
     return d.real is ABSENT and bool(re.search(r"(^\$|\.memories\[\d+\]|\._source)\.user$", d.where))
 
 
+def _model_group_access(d: Difference) -> bool:
+    """A model group's ``access`` and ``owner``: the judge, without security, makes every group public and ownerless."""
+    return (
+        d.step.split(" ", 1)[1].startswith("/_plugins/_ml/model_groups")
+        and bool(re.search(r"(^\$|\._source)\.(access|owner)$", d.where))
+        and (d.real, d.ours) in (("public", "private"), (ABSENT, d.ours))
+    )
+
+
 DEVIATIONS = (
     Deviation(
         "broken-reads",
@@ -160,6 +169,13 @@ DEVIATIONS = (
         "Every caller here is authenticated, so memories carry `user` as they do on a cluster with the security "
         "plugin; the judge runs without security and has no user.",
         _user_field,
+    ),
+    Deviation(
+        "model-group-access",
+        "Every caller here is authenticated, so a model group is registered as on a cluster with the security "
+        "plugin and model access control: private to its creator unless shared, with its `owner`; the judge runs "
+        "without security, where every group is public and has no owner.",
+        _model_group_access,
     ),
 )
 

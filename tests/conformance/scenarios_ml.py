@@ -29,6 +29,7 @@ from tests.support.scripted_openai import ScriptedOpenAI
 CONNECTORS = "/_plugins/_ml/connectors"
 MODELS = "/_plugins/_ml/models"
 TASKS = "/_plugins/_ml/tasks"
+GROUPS = "/_plugins/_ml/model_groups"
 CREATE = f"{CONNECTORS}/_create"
 REGISTER = f"{MODELS}/_register"
 EMBED = "/_plugins/_ml/_predict/text_embedding"
@@ -400,6 +401,49 @@ async def call_options(d: Differ, llm: ScriptedOpenAI) -> None:
     await settle()
 
 
+async def model_groups(d: Differ, llm: ScriptedOpenAI) -> None:
+    """The API specification's model group stories, a model registered into a group, moved and updated."""
+    nlp = {"name": "NLP_Group", "description": "Model group for NLP models."}
+    await d.send("POST", f"{GROUPS}/_register", nlp)  # <id:0> group
+    await d.send("POST", f"{GROUPS}/_register", {"name": "Other_Group"})  # <id:1> group
+    await d.send("POST", f"{GROUPS}/_register", nlp)  # the name is taken
+    await d.send("POST", f"{GROUPS}/_register", {"description": "no name"})
+    await d.send("GET", f"{GROUPS}/<id:0>")
+    await d.send("PUT", f"{GROUPS}/<id:0>", {"description": "This is the updated description."})
+    await d.send("PUT", f"{GROUPS}/<id:0>", {"description": "This is the updated description."})  # a no-op
+    await d.send("PUT", f"{GROUPS}/<id:1>", {"name": "NLP_Group"})  # the name is taken
+    await d.send("PUT", f"{GROUPS}/not-a-group", {"description": "x"})
+    await d.send("GET", f"{GROUPS}/<id:0>")
+    await d.send("GET", f"{GROUPS}/not-a-group")
+    await settle()
+    await d.send("GET", f"{GROUPS}/_search", {"query": {"match_all": {}}, "size": 1000})
+    await d.send("POST", f"{GROUPS}/_search", {"query": {"bool": {"must": [{"terms": {"_id": ["<id:0>"]}}]}}})
+    await d.send(
+        "POST", f"{GROUPS}/_search", {"query": {"bool": {"filter": {"term": {"name.keyword": "Other_Group"}}}}}
+    )
+
+    await d.send("POST", CREATE, chat_connector(llm))  # <id:2> connector
+    register = {"name": "grouped", "function_name": "remote", "connector_id": "<id:2>", "model_group_id": "<id:0>"}
+    await d.send("POST", REGISTER, register)  # <id:3> task, <id:4> model
+    await settle()
+    await d.send("GET", f"{MODELS}/<id:4>")
+    await d.send("GET", f"{GROUPS}/<id:0>")
+    await d.send("DELETE", f"{GROUPS}/<id:0>")  # it holds a model
+    await d.send("PUT", f"{MODELS}/<id:4>", {"name": "updated", "description": "moved", "model_group_id": "<id:1>"})
+    await d.send("GET", f"{MODELS}/<id:4>")
+    await d.send("GET", f"{GROUPS}/<id:1>")
+    await d.send("PUT", f"{MODELS}/<id:4>", {"model_group_id": "not-a-group"})
+    await d.send("PUT", f"{MODELS}/<id:4>", {"connector_id": "<id:2>", "connector": {"name": "c"}})
+    await d.send("PUT", f"{MODELS}/not-a-model", {"name": "x"})
+    await d.send("PUT", f"{MODELS}/<id:4>")
+    await settle()  # the real node finds a group's models with a search
+    await d.send("DELETE", f"{GROUPS}/<id:0>")  # empty now
+    await d.send("GET", f"{GROUPS}/<id:0>")
+    await d.send("DELETE", f"{MODELS}/<id:4>")
+    await settle()
+    await d.send("DELETE", f"{GROUPS}/<id:1>")
+
+
 ML_SCENARIOS: dict[str, MLScenario] = {
     "connectors": connectors,
     "connector_errors": connector_errors,
@@ -411,4 +455,5 @@ ML_SCENARIOS: dict[str, MLScenario] = {
     "unknown_ids": unknown_ids,
     "remote_errors": remote_errors,
     "call_options": call_options,
+    "model_groups": model_groups,
 }

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from opensearch_py_ml.ml_commons import MLCommonClient
-from opensearchpy import AsyncOpenSearch, NotFoundError, OpenSearch
+from opensearchpy import AsyncOpenSearch, ConflictError, NotFoundError, OpenSearch
 
 from embedder import Embedder, ensure_default_model
 from memory_plugin.auth import KeyStore
@@ -269,3 +269,33 @@ def test_tasks_search_delete_and_undeploy_of_many(client: OpenSearch, llm: Scrip
     assert [node["stats"] for node in undeployed.values()] == [{model_id: "undeployed", "no-such-model": "not_found"}]
     ml.delete_model(model_id=model_id)
     ml.delete_connector(connector_id=connector_id)
+
+
+def test_model_groups_through_both_clients(client: OpenSearch, llm: ScriptedOpenAI) -> None:
+    """opensearch-py's model group methods and ``update_model``, and ``MLCommonClient.register_pretrained_model``
+    into a group by its id, as opensearch-py-ml's users register models."""
+    ml = client.plugins.ml
+    group_id = ml.register_model_group(body={"name": "py clients", "description": "made by opensearch-py"})[
+        "model_group_id"
+    ]
+    assert ml.get_model_group(model_group_id=group_id)["description"] == "made by opensearch-py"
+    assert ml.update_model_group(model_group_id=group_id, body={"description": "updated"}) == {"status": "Updated"}
+    found = ml.search_model_group(body={"query": {"term": {"name.keyword": "py clients"}}})
+    assert [hit["_id"] for hit in found["hits"]["hits"]] == [group_id]
+
+    ml_client = MLCommonClient(client)
+    model_id = ml_client.register_pretrained_model(DEFAULT_MODEL, "1.0.0", "ONNX", model_group_id=group_id)
+    try:
+        info = ml_client.get_model_info(model_id)
+        assert info["model_group_id"] == group_id and info["model_version"] == "1"
+        assert ml.get_model_group(model_group_id=group_id)["latest_version"] == 1
+        assert ml.update_model(model_id=model_id, body={"description": "in a group"})["result"] == "updated"
+        assert ml_client.get_model_info(model_id)["description"] == "in a group"
+        with pytest.raises(ConflictError):
+            ml.delete_model_group(model_group_id=group_id)
+    finally:
+        ml_client.undeploy_model(model_id)
+        ml_client.delete_model(model_id)
+    assert ml.delete_model_group(model_group_id=group_id)["result"] == "deleted"
+    with pytest.raises(NotFoundError):
+        ml.get_model_group(model_group_id=group_id)

@@ -27,6 +27,15 @@ class Stored:
     version: int
 
 
+@dataclass(frozen=True)
+class Owned:
+    """A document with the principal it belongs to: model groups are shared within an organisation, and a
+    write to one goes through its owner (``replace`` and ``delete`` name the owner)."""
+
+    owner: Principal
+    stored: Stored
+
+
 class MLStore(abc.ABC):
     @abc.abstractmethod
     async def open(self) -> None: ...
@@ -59,6 +68,14 @@ class MLStore(abc.ABC):
     @abc.abstractmethod
     async def all(self, kind: Kind, owner: Principal) -> list[Stored]:
         """The owner's documents of ``kind``, least recently written first (an unmerged Lucene index's order)."""
+
+    @abc.abstractmethod
+    async def find(self, kind: Kind, organization_id: str, doc_id: str) -> Owned | None:
+        """The document ``doc_id`` of any owner in the organisation; None if absent or another organisation's."""
+
+    @abc.abstractmethod
+    async def organization(self, kind: Kind, organization_id: str) -> list[Owned]:
+        """Every owner's documents of ``kind`` in the organisation, least recently written first."""
 
     @abc.abstractmethod
     async def erase(self, owner: Principal) -> int:

@@ -19,7 +19,7 @@ from opensearchpy.exceptions import ConflictError, NotFoundError
 
 from memory_plugin.auth import Principal
 from memory_plugin.ml.budget import Budget
-from memory_plugin.ml.stores.base import Kind, MLStore, StoreConflict, Stored
+from memory_plugin.ml.stores.base import Kind, MLStore, Owned, StoreConflict, Stored
 from memory_plugin.ml.stores.opensearch_budget import MAPPINGS as BUDGET_MAPPINGS
 from memory_plugin.ml.stores.opensearch_budget import SharedCallBudget
 from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, create_index, get_document, make_client, scan
@@ -168,6 +168,23 @@ class OpenSearchMLStore(MLStore):
         prefix = f"{kind}:"
         return [_stored(hit["_id"].removeprefix(prefix), hit) for hit in response["hits"]["hits"]]
 
+    async def find(self, kind: Kind, organization_id: str, doc_id: str) -> Owned | None:
+        found = await get_document(self.client, self.index, f"{kind}:{doc_id}")
+        if found is None or found["_source"].get("organization_id") != organization_id:
+            return None
+        return _owned(doc_id, found)
+
+    async def organization(self, kind: Kind, organization_id: str) -> list[Owned]:
+        """In the order of their last write, as ``all`` lists them."""
+        query = {"bool": {"filter": [{"term": {"organization_id": organization_id}}, {"term": {"kind": kind}}]}}
+        response = await self.client.search(
+            index=self.index,
+            body={"query": query, "sort": ["_seq_no"], "seq_no_primary_term": True},
+            size=MAX_RESULT_WINDOW,
+        )
+        prefix = f"{kind}:"
+        return [_owned(hit["_id"].removeprefix(prefix), hit) for hit in response["hits"]["hits"]]
+
     async def erase(self, owner: Principal) -> int:
         hits = [hit async for hit in scan(self.client, self.index, _owner_query(None, owner))]
         for hit in hits:
@@ -178,3 +195,8 @@ class OpenSearchMLStore(MLStore):
 def _stored(doc_id: str, hit: dict[str, Any]) -> Stored:
     """The version packs ``_seq_no`` and ``_primary_term``, which ``replace`` writes against."""
     return Stored(doc_id, hit["_source"]["source"], hit["_seq_no"] * (1 << 20) + hit["_primary_term"])
+
+
+def _owned(doc_id: str, hit: dict[str, Any]) -> Owned:
+    document = hit["_source"]
+    return Owned(Principal(document["organization_id"], document.get("user_id") or None), _stored(doc_id, hit))

@@ -10,7 +10,7 @@ from typing import Any
 
 from memory_plugin.auth import Principal
 from memory_plugin.files import create_private_file, make_private_dir, open_private
-from memory_plugin.ml.stores.base import Kind, MLStore, StoreConflict, Stored
+from memory_plugin.ml.stores.base import Kind, MLStore, Owned, StoreConflict, Stored
 from memory_plugin.sqlite import Database, run_script
 
 #: The master key's file in the data folder, 0600: not in the database whose credentials it seals.
@@ -131,6 +131,27 @@ class SqliteMLStore(MLStore):
 
         return await self.db.read(select)
 
+    async def find(self, kind: Kind, organization_id: str, doc_id: str) -> Owned | None:
+        def select(connection: sqlite3.Connection) -> Owned | None:
+            row = connection.execute(
+                "SELECT id, source, version, user_id FROM documents WHERE kind = ? AND id = ? AND organization_id = ?",
+                (kind, doc_id, organization_id),
+            ).fetchone()
+            return _owned(organization_id, row) if row else None
+
+        return await self.db.read(select)
+
+    async def organization(self, kind: Kind, organization_id: str) -> list[Owned]:
+        def select(connection: sqlite3.Connection) -> list[Owned]:
+            rows = connection.execute(
+                "SELECT id, source, version, user_id FROM documents WHERE kind = ? AND organization_id = ? "
+                "ORDER BY written",
+                (kind, organization_id),
+            ).fetchall()
+            return [_owned(organization_id, row) for row in rows]
+
+        return await self.db.read(select)
+
     async def erase(self, owner: Principal) -> int:
         def remove(connection: sqlite3.Connection) -> int:
             return connection.execute(
@@ -138,3 +159,8 @@ class SqliteMLStore(MLStore):
             ).rowcount
 
         return await self.db.write(remove)
+
+
+def _owned(organization_id: str, row: tuple[Any, ...]) -> Owned:
+    owner = Principal(organization_id, row[3] or None)
+    return Owned(owner, Stored(row[0], json.loads(row[1]), row[2]))

@@ -1,0 +1,95 @@
+"""``PUT /_plugins/_ml/models/{model_id}``, as ml-commons 2.19 answers it (``RestMLUpdateModelAction``,
+``UpdateModelTransportAction``): name, description, a move to another model group and a new stand-alone
+connector.  The other fields ml-commons updates act on predict (rate limit, guardrails, interface,
+``is_enabled``) or on a local model's loading; those are refused by name rather than stored and ignored.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memory_plugin.auth import Principal
+from memory_plugin.errors import ParseFailure
+from memory_plugin.ml.config import now_millis
+from memory_plugin.ml.errors import NotFound, ParsingError, StatusBadRequest, StatusError
+from memory_plugin.ml.model_groups import permitted
+from memory_plugin.ml.requests import java_text, token_of
+from memory_plugin.ml.views import MODEL_INDEX, WRITES, api_version, write_result
+
+if TYPE_CHECKING:
+    from memory_plugin.ml.service import MLService
+
+#: Fields ml-commons' update reads that this server does not act on: refused, never kept and ignored.
+UNSERVED = ("is_enabled", "rate_limiter", "model_config", "deploy_setting", "guardrails", "interface", "connector")
+_TEXT = ("name", "description", "model_group_id", "connector_id")
+
+
+async def update_model(service: MLService, owner: Principal, model_id: str, body: Any) -> dict[str, Any]:
+    if body is None:
+        raise ParseFailure("Update model request has empty body")
+    if not isinstance(body, dict):
+        raise ParsingError(
+            f"Failed to parse object: expecting token of type [START_OBJECT] but found [{token_of(body)}]"
+        )
+    text = {key: java_text(body[key], key) for key in _TEXT if key in body}
+    if "connector_id" in text and "connector" in body:
+        raise StatusBadRequest(
+            "Model cannot have both stand-alone connector and internal connector. Please check your update input body."
+        )
+    stored = await service.store.get("model", owner, model_id)
+    if stored is None:
+        raise NotFound(f"Failed to find model to update with the provided model id: {model_id}")
+    model = stored.source
+    if model.get("model_state") == "DEPLOYING":
+        raise StatusError(
+            f"Model is deploying. Please wait for the model to complete deployment. model ID {model_id}", 409
+        )
+    current_group = await service.store.find("model_group", owner.organization_id, model.get("model_group_id", ""))
+    if current_group is not None and not permitted(current_group, owner):
+        raise StatusError(
+            f"User doesn't have privilege to perform this operation on this model, model ID {model_id}", 403
+        )
+    new_connector = text.get("connector_id") or None
+    if model.get("algorithm") != "REMOTE" and (new_connector is not None or "connector" in body):
+        raise StatusBadRequest("Trying to update the connector or connector_id field on a local model.")
+    unserved = [key for key in UNSERVED if key in body]
+    if unserved:
+        raise StatusBadRequest(
+            f"[{unserved[0]}] cannot be updated on this server: update the model's "
+            "name, description, model_group_id or connector_id",
+            parameter=unserved[0],
+        )
+    source = dict(model)
+    if new_connector is not None:
+        if not model.get("connector_id"):
+            raise StatusBadRequest(
+                "This remote does not have a connector_id field, maybe it uses an internal connector."
+            )
+        if await service.store.get("connector", owner, new_connector) is None:
+            raise NotFound(f"Failed to find connector:{new_connector}")
+        source["connector_id"] = new_connector
+    new_group = text.get("model_group_id") or None
+    if new_group is not None and new_group != model.get("model_group_id"):
+        target = await service.groups.find(owner, new_group)
+        if target is None:
+            raise NotFound(
+                "Failed to find the model group with the provided model group id in the update model input, "
+                f"MODEL_GROUP_ID: {new_group}"
+            )
+        if not permitted(target, owner):
+            raise StatusError(
+                "User Doesn't have privilege to re-link this model to the target model group due to no access to "
+                f"the target model group with model group ID {new_group}",
+                403,
+            )
+        source["model_group_id"] = new_group
+        source["model_version"] = await service.groups.next_version(target)
+    for key in ("name", "description"):
+        if key in text:
+            source[key] = text[key]
+    source["model_id"] = model_id  # ml-commons' partial update writes its input's model_id into the model
+    source["last_updated_time"] = now_millis()
+    source[WRITES] = model.get(WRITES, 0) + 1
+    if not await service.store.replace("model", owner, stored, source):
+        raise StatusError("the model was changed by another request; read it again", 409)
+    return write_result(MODEL_INDEX, model_id, api_version(stored), "updated", refresh=False)

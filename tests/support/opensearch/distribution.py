@@ -173,11 +173,12 @@ def _knn_installed(home: Path) -> bool:
 
 def _install_module(
     home: Path, downloads: Path, name: str, artifacts: Sequence[str], descriptor: str, policy: str | None = None
-) -> None:
-    """A module from its Maven Central jars, unless installed (atomically: a node started meanwhile sees all or none)."""
+) -> bool:
+    """A module from its Maven Central jars, unless installed (atomically: a node started meanwhile sees all or
+    none); whether it was new."""
     module = home / "modules" / name
     if (module / "plugin-descriptor.properties").is_file():
-        return
+        return False
     tmp = home / "modules" / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -188,12 +189,25 @@ def _install_module(
         (tmp / "plugin-security.policy").write_text(policy)
     make_world_readable(tmp)
     tmp.rename(module)
+    return True
 
 
 def install_modules(home: Path, downloads: Path) -> None:
-    """The modules the integ-test distribution lacks: painless, and the common analyzers."""
-    _install_module(home, downloads, "lang-painless", PAINLESS_ARTIFACTS, PAINLESS_DESCRIPTOR, PAINLESS_POLICY)
-    _install_module(home, downloads, "analysis-common", ANALYSIS_COMMON_ARTIFACTS, ANALYSIS_COMMON_DESCRIPTOR)
+    """The modules the integ-test distribution lacks: painless, and the common analyzers.
+
+    One added to an installed home changes its stamp, so that the runtime copies made of it are made again.
+    """
+    added = [
+        _install_module(home, downloads, "lang-painless", PAINLESS_ARTIFACTS, PAINLESS_DESCRIPTOR, PAINLESS_POLICY),
+        _install_module(home, downloads, "analysis-common", ANALYSIS_COMMON_ARTIFACTS, ANALYSIS_COMMON_DESCRIPTOR),
+    ]
+    stamp = home / INSTALLED_STAMP
+    if any(added) and stamp.is_file():
+        installed = json.loads(stamp.read_text())
+        installed["modules"] = sorted(
+            path.name for path in (home / "modules").iterdir() if not path.name.startswith(".")
+        )
+        stamp.write_text(json.dumps(installed))
 
 
 def ensure_distribution(home: Path | str | None = None) -> Path:

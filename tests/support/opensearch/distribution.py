@@ -207,7 +207,9 @@ def install_modules(home: Path, downloads: Path) -> None:
         installed["modules"] = sorted(
             path.name for path in (home / "modules").iterdir() if not path.name.startswith(".")
         )
-        stamp.write_text(json.dumps(installed))
+        fresh = stamp.with_name(stamp.name + ".tmp")  # a new file: runtime copies hard-link the old one
+        fresh.write_text(json.dumps(installed))
+        fresh.replace(stamp)
 
 
 def ensure_distribution(home: Path | str | None = None) -> Path:

@@ -406,6 +406,8 @@ class FailingStore(HistoryStore):
             await asyncio.sleep(3600)
         raise ConnectionError("region unreachable")
 
+    keyword_search = neighbours = search
+
 
 @pytest.mark.parametrize("hang", [False, True], ids=["error", "deadline"])
 async def test_a_failing_region_gives_200_with_failed_regions(client, admin, corpus, hang):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.http.test_agentic_sources import *  # noqa: F403  (re-run the sources suite here)
+from tests.http.test_agentic_memory_sources import *  # noqa: F403  (re-run the sources suite here)
 from tests.opensearch.test_agentic_opensearch import api, index_prefix  # noqa: F401  (the OpenSearch app)
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.model]

@@ -19,11 +19,11 @@ before any read that depends on them.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tests.conformance.differ import Differ
+from tests.support.polling import eventually
 from tests.support.scripted_openai import ScriptedOpenAI
 
 CONNECTORS = "/_plugins/_ml/connectors"
@@ -35,12 +35,45 @@ EMBED = "/_plugins/_ml/_predict/text_embedding"
 
 MLScenario = Callable[[Differ, ScriptedOpenAI], Awaitable[None]]
 
-#: Long enough for the real node's background state writes and its next refresh (1 s).
-SETTLE_SECONDS = 2.0
+#: A task or model state the real node leaves for another once its background work is done.
+PASSING_TASK_STATES = {"CREATED", "RUNNING"}
+PASSING_MODEL_STATES = {"REGISTERING", "DEPLOYING"}
 
 
-async def settle() -> None:
-    await asyncio.sleep(SETTLE_SECONDS)
+async def settle(d: Differ) -> None:
+    """Until the real node's background state writes have landed and its searches see them.
+
+    Polled, not slept: on a loaded machine those writes can take seconds.  Our server writes
+    a model's and a task's state before it answers, so only the real node is waited for.
+    """
+    await eventually(lambda: judge_settled(d), "the real node's tasks and models settle")
+
+
+async def judge_settled(d: Differ) -> bool:
+    """No task or model in a passing state, and every model marked deployed exactly when the node holds it
+    (an undeploy answers before it writes ``UNDEPLOYED``)."""
+    url, session = d.real.base_url, d.session
+    async with session.post(f"{url}/.plugins-ml-*/_refresh?ignore_unavailable=true&allow_no_indices=true") as response:
+        assert response.status == 200, await response.text()
+
+    async def states(index: str, field: str) -> dict[str, str]:
+        body = {"size": 1000, "_source": [field], "query": {"match_all": {}}}
+        async with session.post(f"{url}/{index}/_search?ignore_unavailable=true", json=body) as response:
+            assert response.status == 200, await response.text()
+            hits = (await response.json())["hits"]["hits"]
+        return {hit["_id"]: hit["_source"].get(field) for hit in hits}
+
+    tasks = await states(".plugins-ml-task", "state")
+    models = await states(".plugins-ml-model", "model_state")
+    async with session.get(f"{url}/_plugins/_ml/profile/models") as response:
+        assert response.status == 200, await response.text()
+        profile = await response.json()
+    held = {model_id for node in profile.get("nodes", {}).values() for model_id in node.get("models", {})}
+    return (
+        not PASSING_TASK_STATES & set(tasks.values())
+        and not PASSING_MODEL_STATES & set(models.values())
+        and all((state == "DEPLOYED") == (model_id in held) for model_id, state in models.items())
+    )
 
 
 def chat_connector(llm: ScriptedOpenAI, **changes: Any) -> dict[str, Any]:
@@ -164,11 +197,11 @@ async def chat_model(d: Differ, llm: ScriptedOpenAI) -> None:
         "connector_id": "<id:0>",
     }
     await d.send("POST", REGISTER, register)  # <id:1> task, <id:2> model
-    await settle()
+    await settle(d)
     await d.send("GET", f"{TASKS}/<id:1>")
     await d.send("GET", f"{MODELS}/<id:2>")  # <id:3> model group
     await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:4> task
-    await settle()
+    await settle(d)
     await d.send("GET", f"{TASKS}/<id:4>")
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("hello"))
@@ -199,17 +232,17 @@ async def chat_model(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("PUT", f"{CONNECTORS}/<id:0>", {"description": "while deployed"})
     await d.send("DELETE", f"{MODELS}/<id:2>")
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
     # a new key: the next call carries it
     await d.send("PUT", f"{CONNECTORS}/<id:0>", {"credential": {"openAI_key": "sk-chat-two"}})
     await d.send("DELETE", f"{CONNECTORS}/<id:0>")  # an undeployed model still holds its connector
     await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:5> task
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("with the new key"))
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
-    await settle()
+    await settle(d)
     await d.send("DELETE", f"{MODELS}/<id:2>")
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("gone"))
@@ -224,13 +257,13 @@ async def predict_deploys_on_demand(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send(
         "POST", REGISTER, {"name": "lazy", "function_name": "remote", "connector_id": "<id:0>"}
     )  # <id:1>, <id:2>
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("never deployed"))
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")  # <id:3> model group
     await d.send("PUT", f"{CONNECTORS}/<id:0>", {"description": "while deployed"})
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("DELETE", f"{MODELS}/<id:2>")
 
@@ -244,11 +277,11 @@ async def embedding_model(d: Differ, llm: ScriptedOpenAI) -> None:
         "connector": embedding_connector(llm),
     }
     await d.send("POST", REGISTER, register)  # <id:0> task, <id:1> model
-    await settle()
+    await settle(d)
     await d.send("GET", f"{TASKS}/<id:0>")
     await d.send("GET", f"{MODELS}/<id:1>")  # <id:2> model group
     await d.send("POST", f"{MODELS}/<id:1>/_deploy")  # <id:3> task
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:1>")
     await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": ["hello", "world"]})
     await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": ["hello"], "return_number": True})
@@ -261,7 +294,7 @@ async def embedding_model(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("POST", f"{EMBED}/<id:1>", {})
     await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": "hello"})
     await d.send("POST", f"{MODELS}/<id:1>/_undeploy")
-    await settle()
+    await settle(d)
     await d.send("DELETE", f"{MODELS}/<id:1>")
     await d.send("GET", f"{TASKS}/<id:3>")
 
@@ -271,14 +304,14 @@ async def model_search(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
     await d.send("POST", REGISTER, {"name": "alpha chat", "function_name": "remote", "connector_id": "<id:0>"})  # 1, 2
     await d.send("POST", REGISTER, {"name": "beta chat", "function_name": "remote", "connector_id": "<id:0>"})  # 3, 4
-    await settle()
+    await settle(d)
     await d.send("POST", REGISTER, {"name": "alpha chat", "function_name": "remote", "connector_id": "<id:0>"})  # 5, 6
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")  # <id:7> alpha's group
     await d.send("GET", f"{MODELS}/<id:6>")
     await d.send("GET", f"{MODELS}/<id:4>")  # <id:8> beta's group
     await d.send("POST", f"{MODELS}/<id:4>/_deploy")  # <id:9>
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/_search", {"query": {"match_all": {}}})
     await d.send("GET", f"{MODELS}/_search", {"query": {"match_all": {}}, "size": 2})
     await d.send("POST", f"{MODELS}/_search", {"query": {"match": {"name": "beta"}}})
@@ -288,7 +321,7 @@ async def model_search(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("GET", f"{MODELS}/_search")
     await d.send("DELETE", f"{CONNECTORS}/<id:0>")
     await d.send("POST", f"{MODELS}/<id:4>/_undeploy")
-    await settle()
+    await settle(d)
     for model in (2, 4, 6):
         await d.send("DELETE", f"{MODELS}/<id:{model}>")
     await d.send("DELETE", f"{CONNECTORS}/<id:0>")
@@ -317,7 +350,7 @@ async def register_errors(d: Differ, llm: ScriptedOpenAI) -> None:
     # accepted as they are
     await d.send("POST", REGISTER, {"name": "upper", "function_name": "REMOTE", "connector_id": "<id:0>"})  # 1, 2
     await d.send("POST", REGISTER, {"name": 5, "function_name": "remote", "connector_id": "<id:0>"})  # 3, 4
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("GET", f"{MODELS}/<id:4>")
 
@@ -326,7 +359,7 @@ async def unknown_ids(d: Differ, llm: ScriptedOpenAI) -> None:
     """Every API on an id nobody handed out, once the indices exist (a connector and a model were made)."""
     await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
     await d.send("POST", REGISTER, {"name": "known", "function_name": "remote", "connector_id": "<id:0>"})  # 1, 2
-    await settle()
+    await settle(d)
     await d.send("GET", f"{CONNECTORS}/nope")
     await d.send("PUT", f"{CONNECTORS}/nope", {"description": "x"})
     await d.send("DELETE", f"{CONNECTORS}/nope")
@@ -347,9 +380,9 @@ async def remote_errors(d: Differ, llm: ScriptedOpenAI) -> None:
     """The remote service fails: its status and body come back inside the node's error."""
     await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
     await d.send("POST", REGISTER, {"name": "flaky", "function_name": "remote", "connector_id": "<id:0>"})  # 1, 2
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:3>
-    await settle()
+    await settle(d)
     try:
         for status in (429, 401, 500):
             llm.fail_with = status
@@ -358,7 +391,7 @@ async def remote_errors(d: Differ, llm: ScriptedOpenAI) -> None:
         llm.fail_with = None
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("recovered"))
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
-    await settle()
+    await settle(d)
 
 
 ML_SCENARIOS: dict[str, MLScenario] = {

@@ -9,7 +9,9 @@ import pytest
 
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.agentic.search import hybrid_scores, min_max
+from memory_plugin.background import Worker
 from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
+from tests.support.polling import eventually
 
 #: Container embedding dimensions are checked against the real model (384), and ranking is the point.
 pytestmark = pytest.mark.model
@@ -423,9 +425,18 @@ async def test_settle_waits_for_an_infer_write_still_in_flight(api, alice, llm, 
     body = {"messages": conversation("..."), "namespace": {"user_id": "bob"}, "infer": True}
     await call(api, alice, "POST", f"/{cid}/memories", body)
     await asyncio.wait_for(in_flight.wait(), 30)
+    infer, looks = api.app[AGENTIC].infer, 0
+    busy = Worker.busy
+
+    def counted(worker: Worker) -> bool:
+        nonlocal looks
+        looks += worker is infer
+        return busy.fget(worker)  # type: ignore[misc]
+
+    monkeypatch.setattr(Worker, "busy", property(counted))
     settling = asyncio.create_task(settle(api))
-    await asyncio.sleep(0.3)
-    assert not settling.done()
+    await eventually(lambda: looks >= 3 or settling.done(), "settle looks at the infer worker three times")
+    assert not settling.done()  # it saw the write in flight each time, and waits on
     release.set()
     await asyncio.wait_for(settling, 60)
     assert [memory["memory"] for memory in await long_term(api, alice, cid)] == ["Bob keeps bees"]

@@ -18,6 +18,7 @@ from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.app import create_app
 from tests.http.test_agentic import conversation
 from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
+from tests.support.polling import eventually
 from tests.support.scripted_openai import DIMENSION, ScriptedOpenAI, embedding_connector, embedding_of
 
 #: Ranking is the point of the last step, and container dimensions are checked against the real model.
@@ -217,8 +218,7 @@ async def test_concurrent_calls_beyond_the_budget_are_refused_not_queued(
     hanging = {"parameters": {"system_prompt": "extract facts", "user_prompt": "```json\n[{}, {}]\n```"}}
     url = f"{ML}/models/{model_id}/_predict"
     waiting = [asyncio.create_task(api.post(url, json=hanging, headers=alice.headers)) for _ in range(2)]
-    while len(llm.requests) < 2:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: len(llm.requests) >= 2, "both calls reach the LLM")
     third = await api.post(url, json=hanging, headers=alice.headers)
     assert third.status == 429 and "at once" in (await third.json())["error"]["reason"]
     llm.release.set()

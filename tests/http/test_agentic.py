@@ -11,7 +11,7 @@ from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.agentic.search import hybrid_scores, min_max
 from memory_plugin.background import Worker
 from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
-from tests.support.polling import eventually
+from tests.support.polling import PATIENCE, eventually
 
 #: Container embedding dimensions are checked against the real model (384), and ranking is the point.
 pytestmark = pytest.mark.model
@@ -519,7 +519,7 @@ async def test_a_hybrid_search_ranks_by_bm25_while_the_model_embeds_its_query(ap
         return await bm25(*args)
 
     async def embed_after_bm25_started(*args: Any) -> Any:
-        await asyncio.wait_for(lexical_started.wait(), 10)  # one after the other, this waits in vain
+        await asyncio.wait_for(lexical_started.wait(), PATIENCE)  # one after the other, this waits in vain
         return await query_vector(*args)
 
     monkeypatch.setattr(store, "bm25", bm25_started)

@@ -207,7 +207,7 @@ async def test_a_hanging_region_holds_the_outbox_back_and_a_restart_without_it_a
             await eventually(lambda: searchable(http, before), "indexed before the region hangs")
     with hanging_listener() as port:
         config = region_on(tmp_path / "hanging.toml", usa, hanging_port=port)
-        server = LiveServer(data_dir, env=env, config=config).start(timeout=90)
+        server = LiveServer(data_dir, env=env, config=config).start()
         try:
             async with aiohttp.ClientSession(server.url, headers=headers) as http:
                 kept = await new_conversation(http, "kept")

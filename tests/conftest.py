@@ -12,6 +12,7 @@ from embedder import Embedder, ensure_default_model
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore
 from memory_plugin.settings import Settings, load_settings
+from tests.support.polling import PATIENCE
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def embedder(real_embedder: Embedder) -> Embedder:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return load_settings(environ={}, data_dir=tmp_path / "data", port=0, bridge=False)
+    # A region that answers late is a failed region: on a loaded machine 2 s (the default) is not enough.
+    return load_settings(environ={}, data_dir=tmp_path / "data", port=0, bridge=False, search_deadline=PATIENCE)
 
 
 @pytest.fixture

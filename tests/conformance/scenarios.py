@@ -337,7 +337,7 @@ MEMORY_QUERIES: tuple[dict[str, object], ...] = (
     {"query": {"match": {"name": "weather"}}, "highlight": {"fields": {"name": {}}}},
     {"query": {"match_all": {}}, "size": 0, "aggs": {"types": {"terms": {"field": "application_type"}}}},
     {"query": {"match_all": {}}, "size": 0, "aggs": {"n": {"value_count": {"field": "application_type"}}}},
-    {"query": {"match": {"name": "weather"}}, "version": True, "seq_no_primary_term": True, "timeout": "1s"},
+    {"query": {"match": {"name": "weather"}}, "version": True, "seq_no_primary_term": True, "timeout": "30s"},
     {"query": {"match": {"name": {"query": "x", "fuzziness": "AUTO:2"}}}},
     {"query": {"match_all": {}}, "sort": ["_score"], "search_after": [0.5]},
     {"query": {"match_all": {}}, "sort": ["name"]},

@@ -19,11 +19,11 @@ before any read that depends on them.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tests.conformance.differ import Differ
+from tests.support.polling import eventually
 from tests.support.scripted_openai import ScriptedOpenAI
 
 CONNECTORS = "/_plugins/_ml/connectors"
@@ -36,12 +36,45 @@ EMBED = "/_plugins/_ml/_predict/text_embedding"
 
 MLScenario = Callable[[Differ, ScriptedOpenAI], Awaitable[None]]
 
-#: Long enough for the real node's background state writes and its next refresh (1 s).
-SETTLE_SECONDS = 2.0
+#: A task or model state the real node leaves for another once its background work is done.
+PASSING_TASK_STATES = {"CREATED", "RUNNING"}
+PASSING_MODEL_STATES = {"REGISTERING", "DEPLOYING"}
 
 
-async def settle() -> None:
-    await asyncio.sleep(SETTLE_SECONDS)
+async def settle(d: Differ) -> None:
+    """Until the real node's background state writes have landed and its searches see them.
+
+    Polled, not slept: on a loaded machine those writes can take seconds.  Our server writes
+    a model's and a task's state before it answers, so only the real node is waited for.
+    """
+    await eventually(lambda: judge_settled(d), "the real node's tasks and models settle")
+
+
+async def judge_settled(d: Differ) -> bool:
+    """No task or model in a passing state, and every model marked deployed exactly when the node holds it
+    (an undeploy answers before it writes ``UNDEPLOYED``)."""
+    url, session = d.real.base_url, d.session
+    async with session.post(f"{url}/.plugins-ml-*/_refresh?ignore_unavailable=true&allow_no_indices=true") as response:
+        assert response.status == 200, await response.text()
+
+    async def states(index: str, field: str) -> dict[str, str]:
+        body = {"size": 1000, "_source": [field], "query": {"match_all": {}}}
+        async with session.post(f"{url}/{index}/_search?ignore_unavailable=true", json=body) as response:
+            assert response.status == 200, await response.text()
+            hits = (await response.json())["hits"]["hits"]
+        return {hit["_id"]: hit["_source"].get(field) for hit in hits}
+
+    tasks = await states(".plugins-ml-task", "state")
+    models = await states(".plugins-ml-model", "model_state")
+    async with session.get(f"{url}/_plugins/_ml/profile/models") as response:
+        assert response.status == 200, await response.text()
+        profile = await response.json()
+    held = {model_id for node in profile.get("nodes", {}).values() for model_id in node.get("models", {})}
+    return (
+        not PASSING_TASK_STATES & set(tasks.values())
+        and not PASSING_MODEL_STATES & set(models.values())
+        and all((state == "DEPLOYED") == (model_id in held) for model_id, state in models.items())
+    )
 
 
 def chat_connector(llm: ScriptedOpenAI, **changes: Any) -> dict[str, Any]:
@@ -165,11 +198,11 @@ async def chat_model(d: Differ, llm: ScriptedOpenAI) -> None:
         "connector_id": "<id:0>",
     }
     await d.send("POST", REGISTER, register)  # <id:1> task, <id:2> model
-    await settle()
+    await settle(d)
     await d.send("GET", f"{TASKS}/<id:1>")
     await d.send("GET", f"{MODELS}/<id:2>")  # <id:3> model group
     await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:4> task
-    await settle()
+    await settle(d)
     await d.send("GET", f"{TASKS}/<id:4>")
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("hello"))
@@ -200,17 +233,17 @@ async def chat_model(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("PUT", f"{CONNECTORS}/<id:0>", {"description": "while deployed"})
     await d.send("DELETE", f"{MODELS}/<id:2>")
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
     # a new key: the next call carries it
     await d.send("PUT", f"{CONNECTORS}/<id:0>", {"credential": {"openAI_key": "sk-chat-two"}})
     await d.send("DELETE", f"{CONNECTORS}/<id:0>")  # an undeployed model still holds its connector
     await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:5> task
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("with the new key"))
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
-    await settle()
+    await settle(d)
     await d.send("DELETE", f"{MODELS}/<id:2>")
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("gone"))
@@ -225,13 +258,13 @@ async def predict_deploys_on_demand(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send(
         "POST", REGISTER, {"name": "lazy", "function_name": "remote", "connector_id": "<id:0>"}
     )  # <id:1>, <id:2>
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("never deployed"))
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")  # <id:3> model group
     await d.send("PUT", f"{CONNECTORS}/<id:0>", {"description": "while deployed"})
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("DELETE", f"{MODELS}/<id:2>")
 
@@ -245,11 +278,11 @@ async def embedding_model(d: Differ, llm: ScriptedOpenAI) -> None:
         "connector": embedding_connector(llm),
     }
     await d.send("POST", REGISTER, register)  # <id:0> task, <id:1> model
-    await settle()
+    await settle(d)
     await d.send("GET", f"{TASKS}/<id:0>")
     await d.send("GET", f"{MODELS}/<id:1>")  # <id:2> model group
     await d.send("POST", f"{MODELS}/<id:1>/_deploy")  # <id:3> task
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:1>")
     await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": ["hello", "world"]})
     await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": ["hello"], "return_number": True})
@@ -262,7 +295,7 @@ async def embedding_model(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("POST", f"{EMBED}/<id:1>", {})
     await d.send("POST", f"{EMBED}/<id:1>", {"text_docs": "hello"})
     await d.send("POST", f"{MODELS}/<id:1>/_undeploy")
-    await settle()
+    await settle(d)
     await d.send("DELETE", f"{MODELS}/<id:1>")
     await d.send("GET", f"{TASKS}/<id:3>")
 
@@ -272,14 +305,14 @@ async def model_search(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
     await d.send("POST", REGISTER, {"name": "alpha chat", "function_name": "remote", "connector_id": "<id:0>"})  # 1, 2
     await d.send("POST", REGISTER, {"name": "beta chat", "function_name": "remote", "connector_id": "<id:0>"})  # 3, 4
-    await settle()
+    await settle(d)
     await d.send("POST", REGISTER, {"name": "alpha chat", "function_name": "remote", "connector_id": "<id:0>"})  # 5, 6
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")  # <id:7> alpha's group
     await d.send("GET", f"{MODELS}/<id:6>")
     await d.send("GET", f"{MODELS}/<id:4>")  # <id:8> beta's group
     await d.send("POST", f"{MODELS}/<id:4>/_deploy")  # <id:9>
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/_search", {"query": {"match_all": {}}})
     await d.send("GET", f"{MODELS}/_search", {"query": {"match_all": {}}, "size": 2})
     await d.send("POST", f"{MODELS}/_search", {"query": {"match": {"name": "beta"}}})
@@ -289,7 +322,7 @@ async def model_search(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("GET", f"{MODELS}/_search")
     await d.send("DELETE", f"{CONNECTORS}/<id:0>")
     await d.send("POST", f"{MODELS}/<id:4>/_undeploy")
-    await settle()
+    await settle(d)
     for model in (2, 4, 6):
         await d.send("DELETE", f"{MODELS}/<id:{model}>")
     await d.send("DELETE", f"{CONNECTORS}/<id:0>")
@@ -318,7 +351,7 @@ async def register_errors(d: Differ, llm: ScriptedOpenAI) -> None:
     # accepted as they are
     await d.send("POST", REGISTER, {"name": "upper", "function_name": "REMOTE", "connector_id": "<id:0>"})  # 1, 2
     await d.send("POST", REGISTER, {"name": 5, "function_name": "remote", "connector_id": "<id:0>"})  # 3, 4
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:2>")
     await d.send("GET", f"{MODELS}/<id:4>")
 
@@ -327,7 +360,7 @@ async def unknown_ids(d: Differ, llm: ScriptedOpenAI) -> None:
     """Every API on an id nobody handed out, once the indices exist (a connector and a model were made)."""
     await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
     await d.send("POST", REGISTER, {"name": "known", "function_name": "remote", "connector_id": "<id:0>"})  # 1, 2
-    await settle()
+    await settle(d)
     await d.send("GET", f"{CONNECTORS}/nope")
     await d.send("PUT", f"{CONNECTORS}/nope", {"description": "x"})
     await d.send("DELETE", f"{CONNECTORS}/nope")
@@ -348,9 +381,9 @@ async def remote_errors(d: Differ, llm: ScriptedOpenAI) -> None:
     """The remote service fails: its status and body come back inside the node's error."""
     await d.send("POST", CREATE, chat_connector(llm))  # <id:0>
     await d.send("POST", REGISTER, {"name": "flaky", "function_name": "remote", "connector_id": "<id:0>"})  # 1, 2
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:3>
-    await settle()
+    await settle(d)
     try:
         for status in (429, 401, 500):
             llm.fail_with = status
@@ -359,20 +392,20 @@ async def remote_errors(d: Differ, llm: ScriptedOpenAI) -> None:
         llm.fail_with = None
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("recovered"))
     await d.send("POST", f"{MODELS}/<id:2>/_undeploy")
-    await settle()
+    await settle(d)
     # a URL placeholder no parameter fills: Java's URI.create refuses it, and nothing is sent
     action = {**chat_connector(llm)["actions"][0], "url": "http://${parameters.endpoint}/v1/${parameters.route}"}
     await d.send("POST", CREATE, chat_connector(llm, actions=[action]))  # <id:4>
     await d.send("POST", REGISTER, {"name": "routed", "function_name": "remote", "connector_id": "<id:4>"})  # 5, 6
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:6>/_deploy")  # <id:7>
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:6>/_predict", ask("no route"))
     routed = ask("routed")
     routed["parameters"]["route"] = "chat/completions"
     await d.send("POST", f"{MODELS}/<id:6>/_predict", routed)
     await d.send("POST", f"{MODELS}/<id:6>/_undeploy")
-    await settle()
+    await settle(d)
 
 
 async def call_options(d: Differ, llm: ScriptedOpenAI) -> None:
@@ -383,22 +416,22 @@ async def call_options(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("POST", CREATE, chat_connector(llm, client_config={"retry_backoff_policy": "sometimes"}))
     limited = {"rate_limiter": {"limit": "1", "unit": "MINUTES"}}
     await d.send("POST", REGISTER, {"name": "limited", "function_name": "remote", "connector_id": "<id:0>", **limited})
-    await settle()  # <id:1> task, <id:2> model
+    await settle(d)  # <id:1> task, <id:2> model
     await d.send("POST", f"{MODELS}/<id:2>/_deploy")  # <id:3> task
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("first"))
     await d.send("POST", f"{MODELS}/<id:2>/_predict", ask("second, within the minute"))
     guardrails = {"type": "local_regex", "input_guardrail": {"regex": [".*forbidden.*"]}}
     guarded = {"name": "guarded", "function_name": "remote", "connector_id": "<id:0>", "guardrails": guardrails}
     await d.send("POST", REGISTER, guarded)  # <id:4> task, <id:5> model
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:5>/_deploy")  # <id:6> task
-    await settle()
+    await settle(d)
     await d.send("POST", f"{MODELS}/<id:5>/_predict", ask("the forbidden word"))
     await d.send("POST", f"{MODELS}/<id:5>/_predict", ask("a fine word"))
     for model in ("<id:2>", "<id:5>"):
         await d.send("POST", f"{MODELS}/{model}/_undeploy")
-    await settle()
+    await settle(d)
 
 
 async def model_groups(d: Differ, llm: ScriptedOpenAI) -> None:
@@ -415,7 +448,7 @@ async def model_groups(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("PUT", f"{GROUPS}/not-a-group", {"description": "x"})
     await d.send("GET", f"{GROUPS}/<id:0>")
     await d.send("GET", f"{GROUPS}/not-a-group")
-    await settle()
+    await settle(d)
     await d.send("GET", f"{GROUPS}/_search", {"query": {"match_all": {}}, "size": 1000})
     await d.send("POST", f"{GROUPS}/_search", {"query": {"bool": {"must": [{"terms": {"_id": ["<id:0>"]}}]}}})
     await d.send(
@@ -425,7 +458,7 @@ async def model_groups(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("POST", CREATE, chat_connector(llm))  # <id:2> connector
     register = {"name": "grouped", "function_name": "remote", "connector_id": "<id:2>", "model_group_id": "<id:0>"}
     await d.send("POST", REGISTER, register)  # <id:3> task, <id:4> model
-    await settle()
+    await settle(d)
     await d.send("GET", f"{MODELS}/<id:4>")
     await d.send("GET", f"{GROUPS}/<id:0>")
     await d.send("DELETE", f"{GROUPS}/<id:0>")  # it holds a model
@@ -436,11 +469,11 @@ async def model_groups(d: Differ, llm: ScriptedOpenAI) -> None:
     await d.send("PUT", f"{MODELS}/<id:4>", {"connector_id": "<id:2>", "connector": {"name": "c"}})
     await d.send("PUT", f"{MODELS}/not-a-model", {"name": "x"})
     await d.send("PUT", f"{MODELS}/<id:4>")
-    await settle()  # the real node finds a group's models with a search
+    await settle(d)  # the real node finds a group's models with a search
     await d.send("DELETE", f"{GROUPS}/<id:0>")  # empty now
     await d.send("GET", f"{GROUPS}/<id:0>")
     await d.send("DELETE", f"{MODELS}/<id:4>")
-    await settle()
+    await settle(d)
     await d.send("DELETE", f"{GROUPS}/<id:1>")
 
 

@@ -14,7 +14,6 @@ each starts from empty ml config indices on the judge and a new server of ours.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -31,6 +30,7 @@ from tests.conformance.scenarios import OPENSEARCH_SCENARIOS, SCENARIOS
 from tests.conformance.scenarios_ml import ML_SCENARIOS
 from tests.support.live import LiveServer, unavailable
 from tests.support.opensearch.ml import MEMORY_INDICES, ml_node
+from tests.support.polling import eventually
 from tests.support.scripted_openai import ScriptedOpenAI, scripted_openai
 
 pytestmark = pytest.mark.opensearch
@@ -102,12 +102,13 @@ async def fresh_principal(session: aiohttp.ClientSession, server: LiveServer) ->
     """A new user of a new organisation: an empty memory, like the judge's after its reset."""
     _, token = KeyStore(server.data_dir / "keys.json").create(f"org-{uuid.uuid4().hex[:8]}", "user")
     headers = {"Authorization": f"Bearer {token}"}
-    for _ in range(50):  # the server re-reads the keys file every second
+
+    async def accepted() -> bool:  # the server re-reads the keys file every second
         async with session.get(f"{server.url}/_plugins/_ml/memory", headers=headers) as response:
-            if response.status == 200:
-                return headers
-        await asyncio.sleep(0.1)
-    raise AssertionError("the new key was never accepted")
+            return response.status == 200
+
+    await eventually(accepted, "the new key is accepted")
+    return headers
 
 
 @pytest.fixture
@@ -131,9 +132,24 @@ async def reset_judge_ml(session: aiohttp.ClientSession, judge: str) -> None:
     if deployed:
         async with session.post(f"{judge}/_plugins/_ml/models/_undeploy", json={"model_ids": deployed}) as response:
             assert response.status == 200, await response.text()
-        await asyncio.sleep(1)  # its state writes land before the indices go, not after (they would re-create them)
+        # Its state writes land before the indices go, not after (they would re-create them).
+        await eventually(lambda: undeployed(session, judge, deployed), f"the real node marks {deployed} undeployed")
     async with session.delete(f"{judge}/{ML_INDICES}?ignore_unavailable=true") as response:
         assert response.status == 200, await response.text()
+
+
+async def undeployed(session: aiohttp.ClientSession, judge: str, model_ids: list[str]) -> bool:
+    """The node holds none of ``model_ids`` and none of their documents (read in real time) says DEPLOYED."""
+    async with session.get(f"{judge}/_plugins/_ml/profile/models") as response:
+        assert response.status == 200, await response.text()
+        nodes = (await response.json()).get("nodes", {}).values()
+    if any(model in node.get("models", {}) for node in nodes for model in model_ids):
+        return False
+    for model in model_ids:
+        async with session.get(f"{judge}/.plugins-ml-model/_doc/{model}") as response:
+            if response.status == 200 and (await response.json())["_source"].get("model_state") == "DEPLOYED":
+                return False
+    return True
 
 
 @pytest.fixture

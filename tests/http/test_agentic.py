@@ -9,7 +9,9 @@ import pytest
 
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.agentic.search import hybrid_scores, min_max
+from memory_plugin.background import Worker
 from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
+from tests.support.polling import PATIENCE, eventually
 
 #: Container embedding dimensions are checked against the real model (384), and ranking is the point.
 pytestmark = pytest.mark.model
@@ -446,9 +448,18 @@ async def test_settle_waits_for_an_infer_write_still_in_flight(api, alice, llm, 
     body = {"messages": conversation("..."), "namespace": {"user_id": "bob"}, "infer": True}
     await call(api, alice, "POST", f"/{cid}/memories", body)
     await asyncio.wait_for(in_flight.wait(), 30)
+    infer, looks = api.app[AGENTIC].infer, 0
+    busy = Worker.busy
+
+    def counted(worker: Worker) -> bool:
+        nonlocal looks
+        looks += worker is infer
+        return busy.fget(worker)  # type: ignore[misc]
+
+    monkeypatch.setattr(Worker, "busy", property(counted))
     settling = asyncio.create_task(settle(api))
-    await asyncio.sleep(0.3)
-    assert not settling.done()
+    await eventually(lambda: looks >= 3 or settling.done(), "settle looks at the infer worker three times")
+    assert not settling.done()  # it saw the write in flight each time, and waits on
     release.set()
     await asyncio.wait_for(settling, 60)
     assert [memory["memory"] for memory in await long_term(api, alice, cid)] == ["Bob keeps bees"]
@@ -531,7 +542,7 @@ async def test_a_hybrid_search_ranks_by_bm25_while_the_model_embeds_its_query(ap
         return await bm25(*args)
 
     async def embed_after_bm25_started(*args: Any) -> Any:
-        await asyncio.wait_for(lexical_started.wait(), 10)  # one after the other, this waits in vain
+        await asyncio.wait_for(lexical_started.wait(), PATIENCE)  # one after the other, this waits in vain
         return await query_vector(*args)
 
     monkeypatch.setattr(store, "bm25", bm25_started)

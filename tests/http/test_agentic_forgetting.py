@@ -6,7 +6,6 @@ OpenSearch."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -18,6 +17,7 @@ from memory_plugin.auth import Principal
 from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, conversation, history, long_term, settle
 from tests.support.agentic_llm import ScriptedLLM
 from tests.support.erasure import erase
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.model
 ML_DELETE_KEYS = {"_index", "_id", "_version", "result", "forced_refresh", "_shards", "_seq_no", "_primary_term"}
@@ -210,9 +210,10 @@ async def test_a_working_memory_deleted_while_its_infer_job_runs_leaves_no_fact(
     namespace = {"user_id": "bob", "session_id": "s0"}
     body = {"messages": conversation("I moved to 5 Elm Street"), "namespace": namespace, "infer": True}
     working = (await call(api, alice, "POST", f"/{cid}/memories", body))["working_memory_id"]
-    async with asyncio.timeout(30):  # the job has read the message and waits for the LLM
-        while not any("Elm Street" in json.dumps(request) for request in llm.requests):
-            await asyncio.sleep(0.02)
+    await eventually(
+        lambda: any("Elm Street" in json.dumps(request) for request in llm.requests),
+        "the job has read the message and waits for the LLM",
+    )
     deleted = await call(api, alice, "DELETE", f"/{cid}/memories/working/{working}", params={"report": "true"})
     assert deleted["forgotten"]["infer_jobs_deleted"] == 1
     llm.release.set()

@@ -18,6 +18,7 @@ from memory_plugin.app import BRIDGE, create_app
 from tests.http.test_memory_v211 import assert_opensearch_error
 from tests.support.bridge import indexed
 from tests.support.fake_embedder import FakeEmbedder
+from tests.support.polling import PATIENCE, eventually
 
 SEARCH = "/v2/ai/conversation_histories"
 CONVERSATIONS = "/_plugins/_ml/memory/conversation"
@@ -39,7 +40,7 @@ class FlakyEmbedder(FakeEmbedder):
     def passage(self, texts: Sequence[str]) -> np.ndarray:
         if self.gate is not None:
             self.entered = True
-            self.gate.wait(30)
+            self.gate.wait(PATIENCE)  # the test opens it; the bound only ends a broken test
         if self.failing:
             self.failures += 1
             raise RuntimeError("embedder down")
@@ -91,11 +92,7 @@ async def lag(client) -> dict:
 
 async def until_retried(flaky: FlakyEmbedder, times: int = 2) -> None:
     """Until the indexer has tried (and failed) at least ``times`` times."""
-    for _ in range(500):
-        if flaky.failures >= times:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("the indexer never tried the embedder")
+    await eventually(lambda: flaky.failures >= times, f"the indexer tries the embedder {times} times")
 
 
 async def test_a_failing_embedder_is_retried_and_the_interaction_becomes_searchable(client, flaky, alice):
@@ -142,11 +139,7 @@ async def test_a_conversation_deleted_while_its_interaction_is_being_embedded_le
     flaky.gate = threading.Event()
     try:
         await interaction(client, alice, conversation_id, "invoice statement balance")
-        for _ in range(500):  # the indexer has read the interaction and is embedding it
-            if flaky.entered:
-                break
-            await asyncio.sleep(0.02)
-        assert flaky.entered
+        await eventually(lambda: flaky.entered, "the indexer reads the interaction and embeds it")
         assert (await client.delete(f"{CONVERSATIONS}/{conversation_id}", headers=alice.headers)).status == 200
     finally:
         flaky.gate.set()

@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from tests.support.polling import PATIENCE
 from tests.support.raw_http import split_response
 
 MEMORY = "/_plugins/_ml/memory"
@@ -38,7 +39,7 @@ async def answer_to_head_alone(client, request: bytes) -> bytes:  # type: ignore
     try:
         writer.write(request)
         await writer.drain()
-        return await asyncio.wait_for(reader.read(), 10)
+        return await asyncio.wait_for(reader.read(), PATIENCE)
     finally:
         writer.close()
 
@@ -69,10 +70,10 @@ async def test_an_accepted_request_gets_100_continue_then_its_answer(client, ali
     try:
         writer.write(head(MEMORY, len(body), alice.headers["Authorization"]))
         await writer.drain()
-        assert await asyncio.wait_for(reader.readexactly(len(CONTINUE)), 10) == CONTINUE
+        assert await asyncio.wait_for(reader.readexactly(len(CONTINUE)), PATIENCE) == CONTINUE
         writer.write(body)
         await writer.drain()
-        status_line = await asyncio.wait_for(reader.readline(), 10)
+        status_line = await asyncio.wait_for(reader.readline(), PATIENCE)
         assert status_line.startswith(b"HTTP/1.1 200"), status_line
     finally:
         writer.close()
@@ -87,8 +88,7 @@ async def test_a_body_sent_without_waiting_gets_no_100_continue(client, alice):
     try:
         writer.write(head(MEMORY, len(body), alice.headers["Authorization"]) + body)
         await writer.drain()
-        await asyncio.sleep(0.2)  # the body has arrived with the headers before the handler reads it
-        status_line = await asyncio.wait_for(reader.readline(), 10)
+        status_line = await asyncio.wait_for(reader.readline(), PATIENCE)
         assert status_line.startswith(b"HTTP/1.1 200"), status_line
     finally:
         writer.close()
@@ -99,7 +99,7 @@ async def test_another_expectation_is_417(client, alice):
     try:
         writer.write(head(MEMORY, 2, alice.headers["Authorization"], expect="magic"))
         await writer.drain()
-        status_line = await asyncio.wait_for(reader.readline(), 10)
+        status_line = await asyncio.wait_for(reader.readline(), PATIENCE)
         assert status_line.startswith(b"HTTP/1.1 417"), status_line
     finally:
         writer.close()

@@ -14,6 +14,7 @@ import pytest
 
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.histories.stores.base import HistoryStore
+from tests.support.polling import PATIENCE
 
 BASE = "/v2/ai/conversation_histories"
 
@@ -412,11 +413,12 @@ class FailingStore(HistoryStore):
 @pytest.mark.parametrize("hang", [False, True], ids=["error", "deadline"])
 async def test_a_failing_region_gives_200_with_failed_regions(client, admin, corpus, hang):
     service = client.app[HISTORIES]
-    service.deadline = 0.5
+    await search(client, admin, q="router wifi", top_k=100)  # the healthy regions' first search is behind them
+    # The healthy regions must answer within the deadline, even on a loaded machine; a hung one waits it out.
+    service.deadline = 5.0 if hang else PATIENCE
     service.stores["DEU"] = FailingStore(service.stores["DEU"], hang)
-    started = asyncio.get_running_loop().time()
-    body = await search(client, admin, q="router wifi", top_k=100)
-    assert asyncio.get_running_loop().time() - started < 5
+    async with asyncio.timeout(PATIENCE):  # the hung region is cut by the deadline, not left to its hour
+        body = await search(client, admin, q="router wifi", top_k=100)
     assert body["meta"]["failed_regions"] == ["DEU"]
     assert {i["region"] for i in body["data"]} == {"USA", "AUS", "UAE"}
     one = await client.get(BASE, params={"q": "router", "record_type": "voice", "region": "DEU"}, headers=admin.headers)

@@ -280,26 +280,26 @@ async def test_hostile_connectors_and_remote_endpoints(aiohttp_client, aiohttp_s
     url = str((await aiohttp_server(remote)).make_url("")).rstrip("/")
 
     # trusted patterns say loopback is fine, but private addresses are not allowed: refused at call time
-    strict = await ml_client(
-        aiohttp_client, settings, embedder, ml_allow_private_addresses=False, ml_connector_timeout=0.5
-    )
+    strict = await ml_client(aiohttp_client, settings, embedder, ml_allow_private_addresses=False)
     _, model = await remote_model(strict, alice, chat_connector(url, "sk-hidden"))
     body = {"parameters": {"messages": []}}
     refused = await call(strict, alice, "POST", f"/models/{model}/_predict", body, status=400)
     assert refused["error"]["reason"] == "Remote inference host name has private ip address: 127.0.0.1"
     await strict.close()
 
-    ml = await ml_client(aiohttp_client, settings, embedder, ml_connector_timeout=0.5)
-
     def at(path: str, **action: Any) -> dict[str, Any]:
         connector = chat_connector(url, "sk-hidden")
         connector["actions"][0].update(url=url + path, **action)
         return connector
 
-    _, hanging = await remote_model(ml, alice, at("/hang"))
-    started = asyncio.get_running_loop().time()
-    timed_out = await call(ml, alice, "POST", f"/models/{hanging}/_predict", body, status=504)
-    assert asyncio.get_running_loop().time() - started < 5 and "did not answer" in timed_out["error"]["reason"]
+    # A short timeout only where it is tested: the remotes that do answer may be slow on a loaded machine.
+    impatient = await ml_client(aiohttp_client, settings, embedder, ml_connector_timeout=2.0)
+    _, hanging = await remote_model(impatient, alice, at("/hang"))
+    timed_out = await call(impatient, alice, "POST", f"/models/{hanging}/_predict", body, status=504)
+    assert timed_out["error"]["reason"] == "the remote model did not answer within 2 s"  # not its 30 s
+    await impatient.close()
+
+    ml = await ml_client(aiohttp_client, settings, embedder)
 
     _, down = await remote_model(ml, alice, at("/broken"))
     failed = await call(ml, alice, "POST", f"/models/{down}/_predict", body, status=503)

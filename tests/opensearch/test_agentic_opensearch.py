@@ -30,6 +30,7 @@ from tests.http.test_hostile_agentic import (  # noqa: F401  (those that need no
     test_message_content_must_be_an_array_of_objects,
 )
 from tests.support.agentic_llm import ScriptedLLM
+from tests.support.polling import PATIENCE
 from tests.support.scripted_openai import DIMENSION, ScriptedOpenAI
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.model]
@@ -43,7 +44,7 @@ def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
 
 
 def _on_opensearch(settings, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
-    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix, timeout=PATIENCE)
     return settings.replace(regions={"USA": region}, home_region="USA")
 
 

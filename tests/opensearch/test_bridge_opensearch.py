@@ -15,6 +15,7 @@ from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
 from memory_plugin.settings import OpenSearchRegion
 from tests.http.test_bridge_outbox import *  # noqa: F401,F403  (re-run the outbox suite here)
 from tests.http.test_bridge_outbox import METRICS_TOKEN
+from tests.support.polling import PATIENCE
 
 pytestmark = pytest.mark.opensearch
 
@@ -22,7 +23,9 @@ pytestmark = pytest.mark.opensearch
 @pytest.fixture
 async def client(aiohttp_client, settings, flaky, opensearch_nodes, alice, bob):  # type: ignore[no-untyped-def]
     prefix = f"mp-bridge-{uuid.uuid4().hex[:12]}"
-    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=prefix)
+    # 80 writes at once queue for the client's connections: on a loaded machine a request's 10 s default
+    # (which counts that wait) ran out, and the write answered 500.
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=prefix, timeout=PATIENCE)
     app_settings = settings.replace(
         regions={"USA": region},
         home_region="USA",

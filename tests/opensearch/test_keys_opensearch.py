@@ -21,12 +21,10 @@ from memory_plugin.auth_opensearch import OpenSearchKeyStore
 from memory_plugin.cli import main
 from memory_plugin.errors import Unavailable
 from memory_plugin.settings import OpenSearchRegion, Settings, load_settings
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.opensearch
 
-#: ``auth.MAX_AGE`` plus one read of the keys is the bound (about 1.1 s on an idle machine: the promise is 2 s);
-#: the read is given 5 s here, so that a machine loaded by other tests does not fail what is not a timing test.
-REFUSED_WITHIN = auth.MAX_AGE + 5.0
 LIST = "/_plugins/_ml/memory"
 
 
@@ -60,18 +58,14 @@ def create_key(capsys, config: Path, user: str) -> tuple[str, dict[str, str]]:  
     return token.split(".", 1)[0], {"Authorization": f"Bearer {token}"}
 
 
-async def refused_after(client, headers: dict[str, str], revoked_at: float) -> float:  # type: ignore[no-untyped-def]
-    """Seconds from the revocation's acknowledgement to the first refusal (polled; gives up after 10 s)."""
-    while time.monotonic() - revoked_at < 10:
-        response = await client.get(LIST, headers=headers)
-        if response.status == 401:
-            assert "revoked" in (await response.json())["error"]["reason"]
-            elapsed = time.monotonic() - revoked_at
-            print(f"revocation refused after {elapsed:.3f} s")  # the measured number, with -s
-            return elapsed
-        assert response.status == 200
-        await asyncio.sleep(0.02)
-    raise AssertionError("the revoked key was never refused")
+async def refused_past_the_bound(client, headers: dict[str, str], revoked_at: float) -> None:  # type: ignore[no-untyped-def]
+    """Once ``auth.MAX_AGE`` has passed since the revocation was acknowledged, the next request is refused,
+    however long it takes: a snapshot that old is read again first, and that read began after the revocation.
+    (Not a bound on the read's time, which a loaded machine stretches.)"""
+    await asyncio.sleep(max(0.0, revoked_at + auth.MAX_AGE - time.monotonic()))
+    response = await client.get(LIST, headers=headers)
+    assert response.status == 401, await response.text()
+    assert "revoked" in (await response.json())["error"]["reason"]
 
 
 async def test_a_key_made_by_the_cli_works_everywhere_and_a_revocation_anywhere_is_refused_everywhere(
@@ -96,20 +90,21 @@ async def test_a_key_made_by_the_cli_works_everywhere_and_a_revocation_anywhere_
     # Revoked through one server's store: refused by the other, which shares nothing with it but OpenSearch.
     assert first.app[KEYS].revoke(alice_id)
     revoked_at = time.monotonic()
-    assert await refused_after(second, alice, revoked_at) <= REFUSED_WITHIN
-    assert await refused_after(first, alice, revoked_at) <= REFUSED_WITHIN
+    await refused_past_the_bound(second, alice, revoked_at)
+    await refused_past_the_bound(first, alice, revoked_at)
 
     # Revoked through the CLI: refused by both; the other key still works.
     cli(capsys, "keys", "revoke", "--config", str(config), bob_id)
     revoked_at = time.monotonic()
     for client in (first, second):
-        assert await refused_after(client, bob, revoked_at) <= REFUSED_WITHIN
+        await refused_past_the_bound(client, bob, revoked_at)
     carol_id, carol = create_key(capsys, config, "carol")
     for client in (first, second):
-        deadline = time.monotonic() + auth.MAX_AGE + 5
-        while (await client.get(LIST, headers=carol)).status != 200:
-            assert time.monotonic() < deadline, "a new key is accepted once the snapshot is read again"
-            await asyncio.sleep(0.05)
+
+        async def accepted(client=client) -> bool:  # type: ignore[no-untyped-def]
+            return (await client.get(LIST, headers=carol)).status == 200
+
+        await eventually(accepted, "a new key is accepted once the snapshot is read again")
 
     listing = cli(capsys, "keys", "list", "--config", str(config))
     states = {line.split("\t")[0]: line.split("\t")[-1] for line in listing.strip().splitlines()}

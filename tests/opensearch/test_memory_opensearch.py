@@ -37,6 +37,7 @@ from memory_plugin.settings import OpenSearchRegion
 from tests.http.test_memory_v211 import *  # noqa: F401,F403  (re-run the 2.11 suite here)
 from tests.http.test_memory_v212 import *  # noqa: F401,F403  (re-run the 2.12+ suite here)
 from tests.support.live import live_server_with_key
+from tests.support.polling import PATIENCE
 
 pytestmark = pytest.mark.opensearch
 
@@ -63,7 +64,7 @@ def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
 async def client(
     aiohttp_client, settings, embedder, opensearch_nodes, index_prefix, alice, bob, carol, admin, other_admin
 ):  # type: ignore[no-untyped-def]
-    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix, timeout=PATIENCE)
     app_settings = settings.replace(regions={"USA": region}, home_region="USA")
     return await aiohttp_client(create_app(app_settings, embedder=embedder))
 

@@ -20,6 +20,7 @@ from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
 from memory_plugin.settings import OpenSearchRegion
 from tests.support.fake_embedder import FakeEmbedder
+from tests.support.polling import PATIENCE
 
 pytestmark = pytest.mark.opensearch
 
@@ -36,7 +37,7 @@ def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 async def client(aiohttp_client, settings, opensearch_nodes, index_prefix, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
-    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix, timeout=PATIENCE)
     app_settings = settings.replace(regions={"USA": region}, home_region="USA")
     return await aiohttp_client(create_app(app_settings, embedder=FakeEmbedder.with_default_tokenizer()))
 

@@ -26,6 +26,7 @@ from tests.http.test_agentic_models import ML, registered_llm
 from tests.http.test_ml import *  # noqa: F401,F403  (re-run the ML suite here)
 from tests.http.test_ml import LOOPBACK
 from tests.support.agentic_llm import ScriptedLLM
+from tests.support.polling import PATIENCE
 
 pytestmark = [pytest.mark.opensearch]
 
@@ -39,7 +40,7 @@ def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def settings(settings, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
-    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix, timeout=PATIENCE)
     return settings.replace(regions={"USA": region}, home_region="USA")
 
 
@@ -50,7 +51,7 @@ async def ml(aiohttp_client, settings, embedder, alice, bob, carol, admin):  # t
 
 
 async def test_processes_share_one_master_key_and_decide_writes_in_opensearch(opensearch_nodes, index_prefix):
-    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix)
+    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix, timeout=PATIENCE)
     first, second = OpenSearchMLStore(region), OpenSearchMLStore(region)
     await asyncio.gather(first.open(), second.open())
     try:

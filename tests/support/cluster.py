@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.support.live import LiveServer
+from tests.support.live import STARTUP_SECONDS, LiveServer
 from tests.support.opensearch import OpenSearchNode, http_json
 
 
@@ -47,7 +47,7 @@ class ServerGroup:
     def urls(self) -> list[str]:
         return [server.url for server in self.servers]
 
-    def start_all(self, timeout: float = 120.0) -> None:
+    def start_all(self, timeout: float = STARTUP_SECONDS) -> None:
         """The first alone (it creates the indices, which the others then find), the others in parallel."""
         self.servers[0].start(timeout)
         with ThreadPoolExecutor(len(self.servers)) as pool:

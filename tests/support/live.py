@@ -22,6 +22,9 @@ from aiohttp import web
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: How long a server may take to load its model and answer: minutes on a machine busy with other work.
+STARTUP_SECONDS = 300.0
+
 
 def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """``scripts/<name>`` run by this Python from the repository root, its output captured as text."""
@@ -91,7 +94,7 @@ class LiveServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> LiveServer:
+    def start(self, timeout: float = STARTUP_SECONDS) -> LiveServer:
         command = [sys.executable, "-m", "memory_plugin", "serve", "--host", "127.0.0.1"]
         command += ["--port", str(self.port), "--data-dir", str(self.data_dir)]
         if self.config is not None:
@@ -106,7 +109,7 @@ class LiveServer:
                     f"server exited with {self.process.returncode}:\n{self.log_path.read_text()[-3000:]}"
                 )
             try:
-                with urllib.request.urlopen(self.url + "/_health", timeout=1) as response:
+                with urllib.request.urlopen(self.url + "/_health", timeout=10) as response:
                     if response.status == 200:
                         return self
             except OSError:
@@ -119,7 +122,7 @@ class LiveServer:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
 
-    def terminate(self, timeout: float = 30.0) -> int:
+    def terminate(self, timeout: float = 120.0) -> int:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout)

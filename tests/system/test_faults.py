@@ -300,7 +300,7 @@ async def test_a_hanging_region_is_reported_in_failed_regions_within_the_deadlin
             '[regions.USA]\nstore = "embedded"\n\n'
             f'[regions.DEU]\nstore = "opensearch"\nhosts = ["http://127.0.0.1:{port}"]\ntimeout = 5.0\n'
         )
-        server = LiveServer(data_dir, env=server_env, config=config).start(timeout=90)
+        server = LiveServer(data_dir, env=server_env, config=config).start()
         try:
             async with aiohttp.ClientSession(server.url, headers=headers) as http:
                 params = {"q": "billing issue", "record_type": "voice"}

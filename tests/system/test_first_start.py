@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 from memory_plugin.settings import load_settings
+from tests.support.live import STARTUP_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +43,7 @@ def test_first_start_serves_on_9200_and_prints_a_working_development_key(tmp_pat
         )
     try:
         token = None
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + STARTUP_SECONDS
         while time.monotonic() < deadline and token is None:
             assert server.poll() is None, log.read_text()
             match = re.search(r"^\s+(key_[0-9a-f]+\.\S+)$", log.read_text(), re.MULTILINE)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.support.live import LiveServer, live_server_with_key
+from tests.support.polling import eventually
 from tests.support.raw_http import raw_exchange, split_response
 
 MEMORY = "/_plugins/_ml/memory"
@@ -226,7 +227,12 @@ async def test_a_client_that_stops_reading_its_answer_is_closed_after_the_idle_t
     from memory_plugin.auth import KeyStore
 
     _, token = KeyStore(live.data_dir / "keys.json").create("org-1", "reader")
-    await asyncio.sleep(1.5)  # the keys file is read again within a second
+
+    async def accepted() -> bool:  # once the server has read the keys file again
+        head = f"GET {MEMORY} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\r\n"
+        return split_response((await raw_exchange(live.port, head.encode()))[1])[0] == 200
+
+    await eventually(accepted, "the new key is accepted")
     big = json.dumps({"name": "big", "additional_info": {"blob": "x" * 3_000_000}}).encode()
     for _ in range(3):
         head = (

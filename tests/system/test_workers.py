@@ -20,7 +20,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from memory_plugin.cli import main
-from tests.support.live import free_port
+from tests.support.live import STARTUP_SECONDS, free_port
 
 METRICS_TOKEN = "operator-secret"
 
@@ -84,10 +84,12 @@ def test_two_workers_share_a_port_and_a_killed_one_is_replaced(config: Path, tmp
     def log_tail() -> str:
         return log_path.read_text(errors="replace")[-4000:]
 
-    def pids_until(wanted: Any, limit: int = 600) -> set[int]:
-        """Ask ``/_health`` on new connections until ``wanted(pids seen)``; the pids seen."""
+    def pids_until(wanted: Any) -> set[int]:
+        """Ask ``/_health`` on new connections until ``wanted(pids seen)``; the pids seen.  A worker started
+        now loads its model first: on a loaded machine that takes minutes, so the bound is a time, not a count."""
         found: set[int] = set()
-        for _ in range(limit):
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
             assert parent.poll() is None, log_tail()
             try:
                 health = call(url + "/_health", timeout=5)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from embedder import AsyncEmbedder
+from tests.support.polling import PATIENCE, eventually
 
 
 class RecordingEmbedder:
@@ -19,9 +20,11 @@ class RecordingEmbedder:
     def __init__(self) -> None:
         self.batches: list[tuple[str, list[str]]] = []
         self.release = threading.Event()
+        self.started = 0
 
     def _run(self, kind: str, texts: Sequence[str]) -> np.ndarray:
-        self.release.wait(5)
+        self.started += 1
+        self.release.wait(PATIENCE)  # the test opens it; the bound only ends a broken test
         self.batches.append((kind, list(texts)))
         return np.ones((len(texts), self.dimension), np.float32)
 
@@ -37,7 +40,7 @@ async def test_queries_jump_the_passage_queue_and_long_passages_batch_small():
     batcher = AsyncEmbedder(inner, max_batch=32, max_wait_ms=1, max_batch_chars=10_000)
     try:
         first = asyncio.ensure_future(batcher.passages(["warm-up"]))
-        await asyncio.sleep(0.05)  # the worker is now busy with the warm-up batch
+        await eventually(lambda: inner.started, "the worker is busy with the warm-up batch")
         long_texts = [f"{n} " + "x" * 4_000 for n in range(8)]
         ingest = asyncio.ensure_future(batcher.passages(long_texts))
         await asyncio.sleep(0.01)
@@ -81,8 +84,7 @@ async def test_a_small_job_after_a_big_one_waits_a_bounded_number_of_batches():
     batcher = AsyncEmbedder(inner, max_batch=8, max_wait_ms=0, max_batch_chars=100_000)
     try:
         big = asyncio.ensure_future(batcher.passages([f"bulk {n}" for n in range(800)], tenant="org-bulk"))
-        while len(inner.batches) < 3:  # the bulk load is under way
-            await asyncio.sleep(0.001)
+        await eventually(lambda: len(inner.batches) >= 3, "the bulk load is under way", interval=0.001)
         small = asyncio.ensure_future(batcher.passages(["one interaction"], tenant="org-small"))
         submitted_at = len(inner.batches)
         small_batch = await finished_in_batch(batcher, small)
@@ -139,7 +141,7 @@ async def test_a_short_text_whose_turn_it_is_does_not_take_long_passages_along()
     batcher = AsyncEmbedder(inner, max_batch=32, max_wait_ms=1, max_batch_chars=100_000)
     try:
         first = asyncio.ensure_future(batcher.passages(["warm-up"], tenant="org-bulk"))
-        await asyncio.sleep(0.05)  # the worker is now busy with the warm-up batch
+        await eventually(lambda: inner.started, "the worker is busy with the warm-up batch")
         bulk = asyncio.ensure_future(batcher.passages([f"{n} " + "x" * 2_000 for n in range(6)], tenant="org-bulk"))
         await asyncio.sleep(0.01)
         small = asyncio.ensure_future(batcher.passages(["one interaction"], tenant="org-small"))
@@ -161,15 +163,12 @@ async def test_a_query_never_waits_for_company_and_those_arriving_meanwhile_batc
     batcher = AsyncEmbedder(inner, max_batch=32, max_wait_ms=3_600_000)
     try:
         lone = asyncio.ensure_future(batcher.query("first"))
-        for _ in range(100):  # the worker takes it without waiting out the window
-            await asyncio.sleep(0.01)
-            if batcher.pending == 0:
-                break
-        assert batcher.pending == 0
+        # the worker takes it without waiting out the window
+        await eventually(lambda: batcher.pending == 0 and inner.started, "the worker takes the lone query")
         later = [asyncio.ensure_future(batcher.query(f"later {n}")) for n in range(3)]
         await asyncio.sleep(0.01)
         inner.release.set()
-        await asyncio.wait_for(asyncio.gather(lone, *later), 30)
+        await asyncio.wait_for(asyncio.gather(lone, *later), PATIENCE)
     finally:
         await batcher.close()
     assert inner.batches == [("query", ["first"]), ("query", ["later 0", "later 1", "later 2"])]

@@ -17,6 +17,7 @@ from memory_plugin.errors import Unavailable
 from memory_plugin.memory.models import Conversation, Interaction
 from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 from memory_plugin.sqlite import Database, run_script
+from tests.support.polling import PATIENCE
 
 
 def _schema(connection: sqlite3.Connection) -> None:
@@ -46,10 +47,10 @@ async def _held(db: Database) -> tuple[threading.Event, asyncio.Task[None]]:
 
     def hold(_: sqlite3.Connection) -> None:
         started.set()
-        release.wait(30)
+        release.wait(2 * PATIENCE)
 
     task = asyncio.create_task(db.run(hold))
-    await asyncio.to_thread(started.wait, 30)
+    await asyncio.to_thread(started.wait, PATIENCE)
     return release, task
 
 
@@ -157,12 +158,13 @@ async def test_reads_go_on_while_a_group_commits_and_see_only_what_is_committed(
     def slow_write(connection: sqlite3.Connection) -> int:
         connection.execute("INSERT INTO items VALUES (2, NULL)")
         inside.set()
-        release.wait(30)
+        release.wait(2 * PATIENCE)
         return 2
 
     writing = asyncio.ensure_future(db.write(slow_write))
-    await asyncio.to_thread(inside.wait, 30)
-    ids = await asyncio.wait_for(db.read(lambda c: [row[0] for row in c.execute("SELECT id FROM items")]), 10)
+    await asyncio.to_thread(inside.wait, PATIENCE)
+    # Bounded below the writer's hold: a read that waited for the group would time out here.
+    ids = await asyncio.wait_for(db.read(lambda c: [row[0] for row in c.execute("SELECT id FROM items")]), PATIENCE)
     assert ids == [1]  # the writer's thread is busy and its transaction open: the read went on beside it
     release.set()
     assert await writing == 2

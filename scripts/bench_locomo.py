@@ -1,6 +1,6 @@
 """Recall of what was said: LoCoMo's questions against the server's search surfaces, in one run.
 
-    python scripts/bench_locomo.py [--data ../shared/data/locomo/locomo7.json] [--conversations N]
+    python scripts/bench_locomo.py [--data ../shared/data/locomo/locomo7.json] [--conversations N] [--turns N]
         [--no-baselines] [--out bench-results/locomo.json]
 
 LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0, read from ``shared/``, never copied here) holds long
@@ -229,10 +229,13 @@ def summarise(per_question: dict[str, list[dict[int, float]]], categories: list[
     return table
 
 
-async def bench(data: Path, conversations: int | None, baselines: bool) -> dict[str, Any]:
+async def bench(data: Path, conversations: int | None, turns_kept: int | None, baselines: bool) -> dict[str, Any]:
     dataset = json.loads(data.read_text())[:conversations]
-    turns = [turns_of(conversation) for conversation in dataset]
-    questions = [questions_of(conversation) for conversation in dataset]
+    turns = [turns_of(conversation)[:turns_kept] for conversation in dataset]
+    questions = [
+        [q for q in questions_of(conversation) if q["evidence"] <= {turn["dia_id"] for turn in conversation_turns}]
+        for conversation, conversation_turns in zip(dataset, turns)
+    ]
     asked = [q for conversation_questions in questions for q in conversation_questions]
     per_question: dict[str, list[dict[int, float]]] = defaultdict(list)
     latencies: dict[str, list[float]] = defaultdict(list)
@@ -312,12 +315,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    parser.add_argument(
+        "--turns", type=int, default=None, help="only each conversation's first N turns (and the questions on them)"
+    )
     parser.add_argument("--no-baselines", dest="baselines", action="store_false")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "locomo.json")
     args = parser.parse_args()
     if not args.data.exists():
         raise SystemExit(f"{args.data} not found: LoCoMo is read from shared/data/locomo (see its README)")
-    report = asyncio.run(bench(args.data, args.conversations, args.baselines))
+    report = asyncio.run(bench(args.data, args.conversations, args.turns, args.baselines))
     print_table(report)
     write_report(args.out, report, plot_locomo)
 

@@ -168,6 +168,17 @@ def _ml(report: dict[str, Any]) -> None:
             assert isinstance(row["added_p50_ms"], float), row
 
 
+@benchmark("bench_locomo.py", "--conversations", "1", "--turns", "40")
+def _locomo(report: dict[str, Any]) -> None:
+    """The first 40 turns of one conversation (from shared/, beside the checkout) and the questions on them."""
+    assert report["turns"] == 40 and report["questions"] > 0
+    surfaces = {f"histories {mode}" for mode in ("semantic", "keyword", "hybrid")} | {"memory _search match"}
+    assert set(report["recall"]) == surfaces | {"plain BM25 (baseline)", "exact dense scan (baseline)"}
+    assert set(report["latency_ms"]) == surfaces
+    for row in report["recall"].values():
+        assert 0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1, row
+
+
 def test_every_benchmark_script_is_smoke_tested() -> None:
     elsewhere = {"loadtest.py", "bench_memory_search.py", "bench_scaleout.py"}
     scripts = {path.name for path in (ROOT / "scripts").glob("*.py") if path.name.startswith("bench_")}

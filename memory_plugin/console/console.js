@@ -354,6 +354,27 @@ function confirmDelete(memory) {
 
 const search = { page: 1, totalPages: 0 };
 
+/**
+ * The histories search's modes, as the API scores them: cosine and hybrid (fused by rank) are 0–1, BM25 has no
+ * upper bound, so `min_score` takes any score >= 0 in keyword mode and its scores show with fewer decimals.
+ */
+const SEARCH_MODES = {
+  semantic: { kind: "cosine", title: "cosine similarity (0–1)", digits: 4, max: "1", step: "0.01", placeholder: "0–1" },
+  keyword: { kind: "BM25", title: "BM25 score (0 and up, no upper bound; compare within one query only)", digits: 3, max: null, step: "any", placeholder: "≥ 0 (BM25)" },
+  hybrid: { kind: "hybrid", title: "reciprocal-rank fusion of cosine and BM25, normalised to 0–1", digits: 4, max: "1", step: "0.01", placeholder: "0–1" },
+};
+
+/** min_score's input takes the selected mode's range. */
+function applyMode() {
+  const mode = SEARCH_MODES[$("#mode").value];
+  const input = $("#min-score");
+  if (mode.max === null) input.removeAttribute("max");
+  else input.max = mode.max;
+  input.step = mode.step;
+  input.placeholder = mode.placeholder;
+  input.title = `min_score: ${mode.title}`;
+}
+
 function addFilter(field = "", op = "eq", value = "") {
   const row = $("#filter-row").content.firstElementChild.cloneNode(true);
   row.querySelector(".filter-field").value = field;
@@ -369,6 +390,7 @@ function searchParams() {
   const params = [
     ["q", $("#q").value],
     ["record_type", $("#record-type").value],
+    ["mode", $("#mode").value],
   ];
   if ($("#region").value) params.push(["region", $("#region").value]);
   if ($("#top-k").value) params.push(["top_k", $("#top-k").value]);
@@ -387,8 +409,9 @@ async function runSearch() {
   showError($("#search-error"), null);
   $("#search-meta").textContent = "Searching…";
   try {
-    const body = await api(HISTORIES, { params: searchParams() });
-    renderResults(body);
+    const params = searchParams();
+    const body = await api(HISTORIES, { params });
+    renderResults(body, new URLSearchParams(params).get("mode"));
   } catch (error) {
     $("#search-meta").textContent = "";
     $("#results").replaceChildren();
@@ -398,11 +421,13 @@ async function runSearch() {
   refreshStatus();
 }
 
-function renderResults(body) {
+/** One page of results, scored in `mode` (the mode the request was sent with, whatever the form says since). */
+function renderResults(body, mode) {
   const meta = body.meta || {};
+  const scoring = SEARCH_MODES[mode];
   search.totalPages = meta.total_pages || 0;
   $("#search-meta").textContent =
-    `${meta.total_results ?? 0} results · page ${meta.page_number ?? 1} of ${Math.max(meta.total_pages ?? 0, 1)}`;
+    `${meta.total_results ?? 0} ${mode} results · page ${meta.page_number ?? 1} of ${Math.max(meta.total_pages ?? 0, 1)}`;
   const failed = meta.failed_regions || [];
   $("#failed-regions").textContent = failed.length ? `Regions that did not answer: ${failed.join(", ")}` : "";
   show($("#failed-regions"), failed.length > 0);
@@ -421,9 +446,10 @@ function renderResults(body) {
       const metadata = Object.entries(hit.metadata || {});
       return el(
         "li",
-        { className: "result", dataset: { recordId: hit.record_id, chunkIndex: String(hit.chunk_index) } },
+        { className: "result", dataset: { recordId: hit.record_id, chunkIndex: String(hit.chunk_index), mode } },
         el("div", { className: "result-head" },
-          el("span", { className: "score", title: "cosine similarity" }, hit.score.toFixed(4)),
+          el("span", { className: "score", title: scoring.title }, hit.score.toFixed(scoring.digits)),
+          el("span", { className: "score-kind" }, scoring.kind),
           el("span", { className: "record" }, hit.record_id)),
         el("p", { className: "chunk-text" }, hit.text),
         el("dl", { className: "facts" }, ...facts.map(([name, value]) => el("div", {}, el("dt", {}, name), el("dd", {}, String(value))))),
@@ -1088,6 +1114,8 @@ function wire() {
   });
   $("#more-messages").addEventListener("click", loadMessages);
   $("#add-filter").addEventListener("click", () => addFilter());
+  $("#mode").addEventListener("change", applyMode);
+  applyMode();
   $("#search-form").addEventListener("submit", (event) => {
     event.preventDefault();
     search.page = 1;

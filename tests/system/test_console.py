@@ -245,14 +245,16 @@ def test_console_drives_the_api(server: LiveServer, browser: Any, tmp_path: Path
         row.locator(".filter-value").fill(value)
     page.click("#search-form button[type=submit]")
     page.wait_for_selector("#search-meta >> text=results")
-    status_code, expected = call(server, "GET", HISTORIES, params=[*SEARCH, ("page[number]", "1")])
+    status_code, expected = call(
+        server, "GET", HISTORIES, params=[*SEARCH, ("mode", "semantic"), ("page[number]", "1")]
+    )
     assert status_code == 200 and expected["data"], expected
     shown = page.locator("#results li.result").evaluate_all(
         "items => items.map(li => [li.dataset.recordId, li.querySelector('.score').textContent,"
         " li.querySelector('.chunk-text').textContent])"
     )
     assert shown == [[hit["record_id"], f"{hit['score']:.4f}", hit["text"]] for hit in expected["data"]]
-    assert page.locator("#search-meta").inner_text().startswith(f"{expected['meta']['total_results']} results")
+    assert page.locator("#search-meta").inner_text().startswith(f"{expected['meta']['total_results']} semantic results")
     assert page.locator("#failed-regions").is_hidden()
     assert "en" in page.locator("#results li.result .metadata").first.inner_text()
     search_shot = shot(page, "search")
@@ -296,11 +298,108 @@ def test_console_drives_the_api(server: LiveServer, browser: Any, tmp_path: Path
     context.close()
 
 
+# Records where the words and the meaning disagree: the query's only words any of them has are "every night", in a
+# ticket the night shift closes, while by meaning the query is about the broadband that goes down after dark.
+MODE_RECORDS = {
+    "hist-night": "The night shift closes ticket INV-2291 every night.",
+    "hist-broadband": "Our home broadband goes down after dark, the modem loses its connection.",
+    "hist-twice": "The customer was billed twice for the same invoice and wants the duplicate charge refunded.",
+    "hist-double": "A double charge appeared on the customer's invoice this month; billing will reverse it.",
+    "hist-parcel": "The parcel never arrived and the tracking page shows no updates.",
+    "hist-password": "The customer forgot the account password and asked for a reset link.",
+}
+MODE_QUERY = "my internet dies every night"
+
+
+def test_histories_search_modes(server: LiveServer, browser: Any, tmp_path: Path) -> None:
+    """Semantic, keyword and hybrid search in the page: what the API answers in that mode, scores as it scores."""
+    records = [
+        {
+            "record_id": rid,
+            "record_type": "message",
+            "region": "USA",
+            "text": text,
+            "record_created_at": "2026-03-01T10:00:00Z",
+        }
+        for rid, text in MODE_RECORDS.items()
+    ]
+    status, ingested = call(server, "POST", HISTORIES, {"records": records})
+    assert status == 201, ingested
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.goto(server.url + "/_console")
+    page.fill("#key", server.token)
+    page.press("#key", "Enter")
+    page.get_by_role("tab", name="Search histories").click()
+    page.fill("#q", MODE_QUERY)
+    page.select_option("#record-type", "message")
+    page.fill("#top-k", "4")
+
+    def run(mode: str, min_score: str = "") -> tuple[list[list[str]], list[dict[str, Any]]]:
+        """The page's results for ``mode`` and the API's own answer to the same search."""
+        page.select_option("#mode", mode)
+        page.fill("#min-score", min_score)
+        page.click("#search-form button[type=submit]")
+        page.wait_for_selector(f"#search-meta >> text={mode} results")
+        params = [("q", MODE_QUERY), ("record_type", "message"), ("mode", mode), ("top_k", "4")]
+        code, expected = call(
+            server, "GET", HISTORIES, params=params + ([("min_score", min_score)] if min_score else [])
+        )
+        assert code == 200 and expected["data"], expected
+        shown = page.locator("#results li.result").evaluate_all(
+            "items => items.map(li => [li.dataset.recordId, li.dataset.mode, li.querySelector('.score').textContent,"
+            " li.querySelector('.score-kind').textContent])"
+        )
+        assert (
+            page.locator("#search-meta").inner_text().startswith(f"{expected['meta']['total_results']} {mode} results")
+        )
+        page.screenshot(path=str(tmp_path / f"search-{mode}{'-min' if min_score else ''}.png"), full_page=True)
+        return shown, expected["data"]
+
+    ranked: dict[str, list[str]] = {}
+    keyword_top = 0.0
+    for mode, digits, kind in (("semantic", 4, "cosine"), ("keyword", 3, "BM25"), ("hybrid", 4, "hybrid")):
+        shown, hits = run(mode)
+        assert shown == [[hit["record_id"], mode, f"{hit['score']:.{digits}f}", kind] for hit in hits]
+        ranked[mode] = [hit["record_id"] for hit in hits]
+        if mode == "keyword":
+            keyword_top = hits[0]["score"]
+        else:
+            assert all(0.0 <= hit["score"] <= 1.0 for hit in hits), hits
+    # By meaning the broadband comes first; by the words only the night shift's ticket matches at all.
+    assert ranked["semantic"][0] == "hist-broadband" and "hist-night" in ranked["semantic"], ranked
+    assert ranked["keyword"] == ["hist-night"], ranked
+    assert {"hist-broadband", "hist-night"} <= set(ranked["hybrid"]), ranked
+
+    # min_score's input follows the mode: any BM25 score >= 0 in keyword mode, 0-1 otherwise.
+    assert keyword_top > 1.0  # BM25, not 0-1
+    page.select_option("#mode", "keyword")
+    assert page.locator("#min-score").get_attribute("max") is None
+    threshold = f"{keyword_top - 0.5:.2f}"
+    shown, hits = run("keyword", threshold)
+    assert shown == [[hit["record_id"], "keyword", f"{hit['score']:.3f}", "BM25"] for hit in hits]
+    assert all(hit["score"] >= float(threshold) for hit in hits) and shown[0][0] == "hist-night"
+    for mode in ("semantic", "hybrid"):
+        page.select_option("#mode", mode)
+        assert page.locator("#min-score").get_attribute("max") == "1"
+        assert page.evaluate("document.querySelector('#min-score').validity.rangeOverflow")  # the browser refuses it
+    # the results still say the mode they were searched in, not the one the form shows now
+    assert page.locator("#search-meta").inner_text().startswith("1 keyword results")
+    assert page.locator("#results li.result .score-kind").all_inner_texts() == ["BM25"]
+
+    assert problems == [], problems
+    context.close()
+
+
 def test_the_pages_choices_are_the_apis() -> None:
-    """Record types, regions, filter fields and operators in the page match the server's own lists."""
+    """Record types, regions, search modes, filter fields and operators in the page match the server's own lists."""
     from html.parser import HTMLParser
     from importlib import resources
 
+    from memory_plugin.histories.service import SEARCH_MODES
     from memory_plugin.histories.stores.filters import OPERATORS, TOP_LEVEL_FIELDS
     from memory_plugin.histories.stores.records import RECORD_TYPES
     from memory_plugin.settings import REGIONS
@@ -337,6 +436,7 @@ def test_the_pages_choices_are_the_apis() -> None:
     parser.feed(resources.files("memory_plugin.console").joinpath("index.html").read_text())
     assert parser.lists["record-type"] == list(RECORD_TYPES)
     assert parser.lists["region"] == ["", *REGIONS]
+    assert parser.lists["mode"] == list(SEARCH_MODES)
     assert parser.lists["filter-fields"] == list(TOP_LEVEL_FIELDS)
     assert parser.lists["filter-op"] == list(OPERATORS)
 

@@ -196,6 +196,30 @@ async def test_story_models_update(ml, alice, openai):
     await call(ml, alice, "DELETE", f"/models/{model_id}")
 
 
+async def test_story_models_with_the_built_in_model(ml, alice):
+    """``models.yaml`` whole, its prologue registering the built-in model instead of a pretrained one this server
+    cannot load: the register task completes, and search, get, update and delete answer as the story asserts."""
+    body = {"name": "built-in", "version": "1.0.1", "model_format": "TORCH_SCRIPT"}
+    task_id = (await call(ml, alice, "POST", "/models/_register", body))["task_id"]
+    task = await call(ml, alice, "GET", f"/tasks/{task_id}")
+    assert task["state"] == "COMPLETED"
+    model_id = task["model_id"]
+    response = await ml.request(
+        "GET", "/_plugins/_ml/models/_search", json={"query": {"match_all": {}}, "size": 1000}, headers=alice.headers
+    )
+    found = await response.json()
+    assert response.status == 200, found
+    assert [(hit["_id"], hit["_score"]) for hit in found["hits"]["hits"]] == [(model_id, 1)]
+    assert (await call(ml, alice, "GET", f"/models/{model_id}"))["name"] == "built-in"
+    updated = await call(ml, alice, "PUT", f"/models/{model_id}", {"name": "updated"})
+    validate(WRITE_RESPONSE, updated)
+    assert updated["result"] == "updated" and updated["_id"] == model_id
+    assert (await call(ml, alice, "GET", f"/models/{model_id}"))["name"] == "updated"
+    deleted = await call(ml, alice, "DELETE", f"/models/{model_id}")
+    validate(WRITE_RESPONSE, deleted)
+    assert deleted["result"] == "deleted" and deleted["_id"] == model_id
+
+
 # -- registering and its rules -----------------------------------------------------------------
 
 

@@ -380,6 +380,7 @@ class SqliteHistoryStore(HistoryStore):
         )
 
         def read(connection: sqlite3.Connection) -> list[Hit]:
+            register_functions(connection)  # a reader's own connection: the filter's functions, once each
             ranked = lexical.lucene_bm25(connection, text)
             top: list[tuple[int, float]] = []
             for start in range(0, len(ranked), KEYWORD_BATCH):  # the best first, until k are the caller's
@@ -395,7 +396,7 @@ class SqliteHistoryStore(HistoryStore):
             top = top[:k]
             return hits(top, hit_rows(connection, [chunk for chunk, _ in top])) if top else []
 
-        return await self._db.run(read)
+        return await self._read_aside(read)
 
     async def neighbours(self, organization_id: str, found: Sequence[Hit]) -> dict[str, list[Hit]]:
         self._require_open()
@@ -410,7 +411,11 @@ class SqliteHistoryStore(HistoryStore):
             rows = hit_rows(connection, sorted({chunk for chunks in around.values() for chunk in chunks}))
             return {key: hits([(chunk, 0.0) for chunk in chunks], rows) for key, chunks in around.items()}
 
-        return await self._db.run(read)
+        return await self._read_aside(read)
+
+    async def _read_aside(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` on a search thread's read-only connection: beside the writer, never behind a commit."""
+        return await asyncio.get_running_loop().run_in_executor(self._search_pool, self._db.read_here, work)
 
     def _search_and_read(self, search: Callable[[], list[tuple[int, float]]], min_score: float | None) -> list[Hit]:
         """The hits with their shown scores, their rows read and decoded on the search's own thread (one hop,

@@ -156,6 +156,21 @@ async def bulk(client: AsyncOpenSearch, actions: Sequence[Mapping[str, Any]], *,
             raise TransportError(result.get("status", 500), "bulk_failure", result["error"])
 
 
+async def bulk_items(
+    client: AsyncOpenSearch, actions: Sequence[Mapping[str, Any]], *, refresh: bool
+) -> list[dict[str, Any]]:
+    """One bulk request; each action's result (``status``, and ``error`` if it failed), in order."""
+    response = await client.bulk(body=list(actions), refresh="true" if refresh else "false")
+    return [next(iter(item.values())) for item in response["items"]]
+
+
+def item_error(result: Mapping[str, Any]) -> TransportError | None:
+    """A failed bulk item as the error a single request would have raised; None if it succeeded."""
+    if "error" not in result:
+        return None
+    return TransportError(result.get("status", 500), "bulk_failure", result["error"])
+
+
 async def scan(
     client: AsyncOpenSearch, index: str, query: Mapping[str, Any], source: Sequence[str] | bool = False
 ) -> AsyncIterator[dict[str, Any]]:

@@ -370,11 +370,34 @@ def plot_scaleout(result: dict[str, Any], path: Path) -> Path:
     return _save(figure, path)
 
 
+def plot_opensearch(result: dict[str, Any], path: Path) -> Path:
+    """Requests/s of each target per case, and the node's refreshes per operation: ml-commons beside this server."""
+    rows = result["results"]
+    cases = list(dict.fromkeys(f"{row['op']}, {row['memories']} mem" for row in rows))
+    targets = list(dict.fromkeys(row["target"] for row in rows))
+    by = {(row["target"], f"{row['op']}, {row['memories']} mem"): row for row in rows}
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+    width = 0.8 / len(targets)
+    for n, target in enumerate(targets):
+        xs = [x + (n - (len(targets) - 1) / 2) * width for x in range(len(cases))]
+        for axis, key in ((left, "req_per_s"), (right, "refreshes_per_op")):
+            values = [by[target, case][key] if (target, case) in by else 0 for case in cases]
+            axis.bar(xs, values, width, label=target, color=f"C{n}")
+    left.set(ylabel="requests/s", title=f"{result['concurrency']} clients, one node, {result['cores']} cores")
+    right.set(ylabel="shard refreshes per operation", title="What each operation costs the node")
+    for axis in (left, right):
+        axis.set_xticks(range(len(cases)), cases, fontsize=8)
+        axis.grid(True, axis="y", alpha=0.3)
+    left.legend(fontsize=7)
+    return _save(figure, path)
+
+
 PLOTTERS = {
     "locomo": plot_locomo,
     "agentic": plot_agentic,
     "bridge": plot_bridge,
     "scaleout": plot_scaleout,
+    "opensearch": plot_opensearch,
     "opensearch_memory_search": plot_opensearch_memory_search,
     "fairness": plot_fairness,
     "search": plot_search,

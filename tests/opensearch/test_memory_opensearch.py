@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from opensearchpy.exceptions import TransportError
 
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore, Principal
@@ -571,3 +572,54 @@ async def test_schema_1_indices_are_migrated_behind_an_alias(opensearch_nodes, i
         assert messages["hits"]["hits"][0]["_source"]["additional_info"] == {"additional_info": "raw"}  # as on SQLite
     finally:
         await store.close()
+
+
+def counted_requests(store: OpenSearchMemoryStore) -> list[str]:
+    """Every request ``store`` sends from now on, as ``"METHOD path"``."""
+    calls: list[str] = []
+    transport = store.client.transport
+    original = transport.perform_request
+
+    async def perform(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(f"{method} {url}")
+        return await original(method, url, *args, **kwargs)
+
+    transport.perform_request = perform  # type: ignore[method-assign]
+    return calls
+
+
+async def test_messages_added_together_are_written_together(store, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    """Writers of one memory in two processes: each process writes its group as one ``_mget`` and two
+    ``_bulk`` requests (messages, then the bumps), with no read-modify-write and no conflict to retry."""
+    other = OpenSearchMemoryStore(OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix))
+    await other.open()
+    try:
+        await store.add_conversation(conversation("c", ALICE, at(0)))
+        ours, theirs = counted_requests(store), counted_requests(other)
+        adds = [
+            (store, other)[n % 2].add_interaction(interaction(f"i{n:02d}", "c", ALICE, at(n + 1))) for n in range(32)
+        ]
+        unknown = store.add_interaction(interaction("x", "unknown", ALICE, at(99)))
+        assert await asyncio.gather(*adds, unknown) == [True] * 32 + [False]
+        for calls in (ours, theirs):
+            assert [call.split("?")[0].rsplit("/", 1)[-1] for call in calls] == ["_mget", "_bulk", "_bulk"], calls
+        assert (await store.get_conversation(ALICE, "c")).updated_time == at(32)  # type: ignore[union-attr]
+        assert len(await store.list_interactions(ALICE, "c", 0, 100, False)) == 32  # type: ignore[arg-type]
+        assert await store.get_interaction(ALICE, "x") is None
+    finally:
+        await other.close()
+
+
+async def test_each_added_message_is_answered_by_its_own_item(store):  # type: ignore[no-untyped-def]
+    """In one group, a message whose create fails fails alone: the others are acknowledged, the bump is theirs."""
+    await store.add_conversation(conversation("c", ALICE, at(0)))
+    assert await store.add_interaction(interaction("taken", "c", ALICE, at(1)))
+    results = await asyncio.gather(
+        store.add_interaction(interaction("new", "c", ALICE, at(2))),
+        store.add_interaction(interaction("taken", "c", ALICE, at(5))),
+        return_exceptions=True,
+    )
+    assert results[0] is True
+    assert isinstance(results[1], TransportError) and results[1].status_code == 409, results
+    assert (await store.get_conversation(ALICE, "c")).updated_time == at(2)  # type: ignore[union-attr]
+    assert (await store.get_interaction(ALICE, "taken")).create_time == at(1)  # type: ignore[union-attr]

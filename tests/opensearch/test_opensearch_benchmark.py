@@ -44,3 +44,24 @@ def test_scaleout_benchmark_runs_one_and_two_workers(opensearch_nodes, tmp_path:
         assert row["statuses"] == {"200": 40}, row  # every call answered, on either worker
         assert row["server_cpu_ms_per_request"] > 0, row
     assert out.with_suffix(".png").read_bytes().startswith(PNG)
+
+
+@pytest.mark.timeout(300)
+def test_side_by_side_benchmark_counts_what_each_operation_costs_the_node(opensearch_nodes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Without ml-commons on the session's node: this server's rows only, each with the node's counts."""
+    out = tmp_path / "opensearch.json"
+    args = ["--requests", "40", "--concurrency", "4", "--workers", "1", "--bridge", "off", "--no-ml-commons"]
+    done = run_script(
+        "bench_opensearch.py", *args, "--opensearch-url", opensearch_nodes[0].url, "--out", str(out), timeout=290
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert {(row["op"], row["memories"]) for row in report["results"]} == {
+        (op, memories) for op in ("create", "list") for memories in (1, 32)
+    }
+    for row in report["results"]:
+        assert row["statuses"] == {"200": 40}, row
+        assert row["target"] == "ours, bridge off, 1w", row
+        if row["op"] == "create":  # every message is indexed, and refreshed before it is acknowledged
+            assert row["indexed_per_op"] >= 1 and row["refreshes_per_op"] > 0, row
+    assert out.with_suffix(".png").read_bytes().startswith(PNG)

@@ -180,7 +180,7 @@ def _locomo(report: dict[str, Any]) -> None:
 
 
 def test_every_benchmark_script_is_smoke_tested() -> None:
-    elsewhere = {"loadtest.py", "bench_memory_search.py", "bench_scaleout.py"}
+    elsewhere = {"loadtest.py", "bench_memory_search.py", "bench_scaleout.py", "bench_opensearch.py"}
     scripts = {path.name for path in (ROOT / "scripts").glob("*.py") if path.name.startswith("bench_")}
     assert scripts | {"loadtest.py"} == set(BENCHMARKS) | elsewhere
 

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memory_plugin.histories.stores.lexical import query_words
+
 WORDS_FIELDS: dict[str, Any] = {
     "words": {"type": "text", "analyzer": "english"},
     "context_record_id": {"type": "keyword", "ignore_above": 8191},
 }
-#: Query words beyond this many are ignored (as the embedded store does).
-MAX_WORDS = 256
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def lender_of(response: dict[str, Any]) -> Lender | None:
 
 def match_query(text: str) -> dict[str, Any] | None:
     """Free text as a ``match`` on ``words`` (any word may match); ``None`` when it has no word."""
-    tokens = "".join(ch if ch.isalnum() else " " for ch in text).split()[:MAX_WORDS]
+    tokens = query_words(text)  # the embedded store's words: each counts once
     if not tokens:
         return None
     return {"match": {"words": {"query": " ".join(tokens), "operator": "or"}}}

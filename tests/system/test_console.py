@@ -2,7 +2,7 @@
 
 Each step is saved as a screenshot under the test's temporary folder; with
 ``CONSOLE_SCREENSHOT=docs/console.png`` the search step also refreshes the
-README's picture, and with ``CONSOLE_SCREENSHOTS=docs`` the agentic test writes
+picture in docs/console.md, and with ``CONSOLE_SCREENSHOTS=docs`` the agentic test writes
 its views there as ``console-agentic-*.png``.  The server's agentic LLM is a
 scripted local chat-completions server (``tests/support/agentic_llm.py``).
 """

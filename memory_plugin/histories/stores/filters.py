@@ -64,7 +64,7 @@ class Filter:
 
 # --- Parsing -----------------------------------------------------------------
 
-#: The most values one ``filter[field][in]`` may list (documented in README); more is a 400 naming it.
+#: The most values one ``filter[field][in]`` may list (documented in docs/api-histories.md); more is a 400 naming it.
 MAX_IN_VALUES = 1000
 #: The most ``filter[...]`` parameters one request may carry.
 MAX_CONDITIONS = 64

@@ -30,11 +30,14 @@ model: $(STAMP)
 opensearch: $(STAMP)
 	$(BIN)/python -m tests.support.opensearch fetch
 
-# Debian's chromium for the console's browser test (Playwright drives it; it downloads no browser).
+# Debian's chromium for the console's browser test (Playwright drives it; it downloads no browser),
+# and curl for the README's tour (tests/system/test_readme_tour.py runs it as written).
 # Without root the install fails softly: the test then skips, or fails under CI=true.
 browser:
 	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium) \
 		|| echo "could not install chromium; tests/system/test_console.py needs it" >&2
+	@command -v curl >/dev/null || (apt-get update && apt-get install -y curl) \
+		|| echo "could not install curl; tests/system/test_readme_tour.py needs it" >&2
 
 run: install
 	$(BIN)/memory-plugin serve $(ARGS)

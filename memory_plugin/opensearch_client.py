@@ -29,9 +29,13 @@ BULK_DOCS = 1000
 def unreachable(error: BaseException) -> ServiceError | None:
     """The typed error a cluster that did not answer means to a caller (a 503 to retry, not a 500 bug), or None."""
     if isinstance(error, ConnectionTimeout):
-        return Unavailable("the OpenSearch cluster did not answer in time; the request may or may not have taken effect")
+        return Unavailable(
+            "the OpenSearch cluster did not answer in time; the request may or may not have taken effect"
+        )
     if isinstance(error, ConnectionError):
-        return Unavailable("the connection to the OpenSearch cluster failed; the request may or may not have taken effect")
+        return Unavailable(
+            "the connection to the OpenSearch cluster failed; the request may or may not have taken effect"
+        )
     return None
 
 

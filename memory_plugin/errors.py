@@ -11,6 +11,7 @@ import base64
 import errno
 import hashlib
 import unicodedata
+from http import HTTPStatus
 from typing import Any, ClassVar
 
 
@@ -372,3 +373,85 @@ class RequestTimeout(ServiceError):
     type = "timeout_exception"
     code = "request_timeout"
     title = "Request timeout"
+
+
+# ml-commons' own errors: an ``OpenSearchStatusException`` is a ``status_exception`` whatever its status.
+
+
+def _status_words(status: int) -> tuple[str, str]:
+    """The Telnyx code and title of an HTTP status (``not_found``, ``Not found``)."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        return ServiceError.code, ServiceError.title
+    return phrase.lower().replace(" ", "_").replace("-", "_"), phrase.capitalize()
+
+
+class StatusError(ServiceError):
+    """ml-commons' ``OpenSearchStatusException``: a subclass names its status; an instance may carry another
+    (a remote service's status passes through)."""
+
+    type = "status_exception"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "status" in cls.__dict__:
+            cls.code, cls.title = _status_words(cls.status)
+
+    def __init__(self, reason: str, status: int | None = None, *, parameter: str | None = None) -> None:
+        super().__init__(reason, parameter=parameter)
+        if status is not None:
+            self.status = status  # type: ignore[misc]  # per instance
+            self.code, self.title = _status_words(status)  # type: ignore[misc]
+
+
+class StatusBadRequest(InvalidArgument):
+    """A 400 that ml-commons raises as an ``OpenSearchStatusException`` (an invalid parameter's code and title)."""
+
+    type = "status_exception"
+
+
+class StatusNotFound(StatusError, NotFound):
+    """A 404 in ml-commons' own words (no ``kind [id] not found`` template)."""
+
+    status = 404
+
+    def __init__(self, reason: str) -> None:
+        NotFound.__init__(self, "resource", "", reason=reason)
+
+
+class StatusForbidden(StatusError, Forbidden):
+    """A 403 as ml-commons raises it: a ``status_exception``, not the security plugin's."""
+
+    status = 403
+
+
+class UpstreamFailed(StatusError):
+    """The configured LLM connector failed where the caller waits for it (a session summary)."""
+
+    status = 502
+
+
+class ContentParseError(InvalidArgument):
+    """A field of the wrong JSON type (OpenSearch's ``x_content_parse_exception``), where the real node may
+    answer a 500."""
+
+    type = "x_content_parse_exception"
+
+
+class ParsingError(InvalidArgument):
+    """OpenSearch's ``parsing_exception``: a token other than the one expected, where it stands in the body."""
+
+    type = "parsing_exception"
+
+    def __init__(self, reason: str, *, at: tuple[int, int] | None = None, parameter: str | None = None) -> None:
+        super().__init__(reason, parameter=parameter)
+        self.at = at
+
+    def opensearch_body(self) -> dict[str, Any]:
+        body = super().opensearch_body()
+        if self.at is not None:
+            line, col = self.at
+            body["error"]["root_cause"][0].update(line=line, col=col)
+            body["error"].update(line=line, col=col)
+        return body

@@ -15,14 +15,28 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch
-from opensearchpy.exceptions import NotFoundError, RequestError, TransportError
+from opensearchpy.exceptions import ConnectionError, ConnectionTimeout, NotFoundError, RequestError, TransportError
 
+from memory_plugin.errors import ServiceError, Unavailable
 from memory_plugin.settings import OpenSearchRegion
 
 #: OpenSearch's default ``index.max_result_window``: the deepest ``from + size`` a search may ask for.
 MAX_RESULT_WINDOW = 10000
 #: Documents per bulk request.
 BULK_DOCS = 1000
+
+
+def unreachable(error: BaseException) -> ServiceError | None:
+    """The typed error a cluster that did not answer means to a caller (a 503 to retry, not a 500 bug), or None."""
+    if isinstance(error, ConnectionTimeout):
+        return Unavailable(
+            "the OpenSearch cluster did not answer in time; the request may or may not have taken effect"
+        )
+    if isinstance(error, ConnectionError):
+        return Unavailable(
+            "the connection to the OpenSearch cluster failed; the request may or may not have taken effect"
+        )
+    return None
 
 
 def make_client(settings: OpenSearchRegion) -> AsyncOpenSearch:

@@ -6,8 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from memory_plugin.agentic.errors import ContentParseError
-from memory_plugin.errors import InvalidArgument, java_is_blank
+from memory_plugin.errors import ContentParseError, InvalidArgument, java_is_blank
 
 MAX_DOCUMENT_ID_LENGTH = 512
 _PATTERN = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]*")

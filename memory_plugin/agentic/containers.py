@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 from memory_plugin.agentic.container_ids import custom_container_id
-from memory_plugin.agentic.errors import Conflict, StatusForbidden, StatusNotFound
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name, parse_memory_type
 from memory_plugin.agentic.requests import Body, new_container, required, updated_container, without_nested
@@ -22,6 +21,7 @@ from memory_plugin.agentic.views import container_view, hit_extras, took, write_
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
 from memory_plugin.dsl import bounded, execute, parse_search, search_response
+from memory_plugin.errors import Conflict, StatusForbidden, StatusNotFound
 
 
 def found_container(stored: StoredDoc | None) -> StoredDoc:

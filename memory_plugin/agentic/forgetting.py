@@ -35,7 +35,6 @@ import time
 from typing import Any
 
 from memory_plugin.agentic.containers import Containers
-from memory_plugin.agentic.errors import StatusNotFound
 from memory_plugin.agentic.memories import Memories
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING, parse_memory_type
 from memory_plugin.agentic.requests import Body, without_nested
@@ -47,7 +46,7 @@ from memory_plugin.agentic.views import by_query_response
 from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
 from memory_plugin.dsl import parse_search
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, StatusNotFound
 
 CASCADING = (WORKING, SESSIONS)
 

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from memory_plugin.agentic import prompts
-from memory_plugin.agentic.errors import UpstreamFailed
 from memory_plugin.agentic.llm import (
     DEFAULT_RESULT_PATH,
     NO_LLM,
@@ -50,7 +49,7 @@ from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker
 from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
 from memory_plugin.clock import derived_id
-from memory_plugin.errors import ServiceError
+from memory_plugin.errors import ServiceError, UpstreamFailed
 from memory_plugin.leases import LeaseLost
 
 log = logging.getLogger("memory_plugin.agentic")

@@ -18,9 +18,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from embedder import AsyncEmbedder
-from memory_plugin.agentic.errors import UpstreamFailed
 from memory_plugin.auth import Principal
-from memory_plugin.errors import InsufficientStorage, ServiceError, Unavailable
+from memory_plugin.errors import InsufficientStorage, ServiceError, Unavailable, UpstreamFailed
 
 DEFAULT_RESULT_PATH = "$.choices[0].message.content"
 NO_LLM = (

@@ -11,7 +11,6 @@ from typing import Any
 
 from memory_plugin.agentic import prompts
 from memory_plugin.agentic.containers import Containers, found_container
-from memory_plugin.agentic.errors import StatusBadRequest, StatusForbidden, StatusNotFound, UpstreamFailed
 from memory_plugin.agentic.llm import DEFAULT_RESULT_PATH, NO_LLM, ChatModel, ContainerModels, LLMError, read_path
 from memory_plugin.agentic.models import (
     BUMPS,
@@ -45,7 +44,7 @@ from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
 from memory_plugin.clock import new_id
 from memory_plugin.dsl import DocumentHit, bounded, execute, parse_search, search_response
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, StatusBadRequest, StatusForbidden, StatusNotFound, UpstreamFailed
 
 
 def found_memory(stored: StoredDoc | None) -> StoredDoc:

@@ -8,7 +8,6 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from memory_plugin.agentic.errors import ContentParseError, IndexNameError, StatusNotFound
 from memory_plugin.agentic.models import (
     DEFAULT_PREFIX,
     EMBEDDING_TYPES,
@@ -21,7 +20,7 @@ from memory_plugin.agentic.models import (
 )
 from memory_plugin.agentic.retention_policy import checked_policy, merged_policy, stored
 from memory_plugin.auth import backend_role_error
-from memory_plugin.errors import InvalidArgument, QueryShardFailure
+from memory_plugin.errors import ContentParseError, InvalidArgument, ParseFailure, QueryShardFailure, StatusNotFound
 
 T = TypeVar("T")
 
@@ -167,14 +166,14 @@ def check_backend_roles(roles: list[str] | None) -> list[str] | None:
     for role in roles or ():
         refusal = backend_role_error(role)
         if refusal is not None:
-            raise IndexNameError(refusal, parameter="backend_roles")
+            raise ParseFailure(refusal, parameter="backend_roles")
     return roles
 
 
 def check_index_prefix(prefix: str) -> str:
     bad = not prefix or prefix != prefix.lower() or prefix.startswith(("_", "-", "+")) or prefix in (".", "..")
     if bad or any(c in _INDEX_NAME_FORBIDDEN for c in prefix) or len(prefix.encode()) > 200:
-        raise IndexNameError(
+        raise ParseFailure(
             f'Invalid index_prefix [{prefix}]: it must be a lowercase index name without spaces or \\/*?"<>|,#:',
             parameter="index_prefix",
         )

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_plugin.agentic.errors import ContentParseError, StatusForbidden
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING
-from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest
+from memory_plugin.errors import ContentParseError, InvalidArgument, OpenSearchBadRequest, StatusForbidden
 from memory_plugin.ml.requests import token_of
 
 RETENTION_SETTING = "plugins.ml_commons.memory.retention_enabled"

@@ -16,12 +16,12 @@ import contextlib
 import logging
 from typing import Any
 
-from memory_plugin.agentic.errors import StatusNotFound
 from memory_plugin.agentic.retention import Retention, RetentionRuns
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.stores.base import AgenticStore
 from memory_plugin.agentic.stores.retention import retention_store
 from memory_plugin.auth import Principal
+from memory_plugin.errors import StatusNotFound
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,11 @@ from typing import Any
 
 from aiohttp import web
 
-from memory_plugin.agentic.errors import StatusBadRequest
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
 from memory_plugin.agentic.requests import boolean
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.auth import Principal
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, StatusBadRequest
 from memory_plugin.http.body import read_body, read_json, read_json_object, search_body
 from memory_plugin.http.json import json_response
 from memory_plugin.http.middleware import principal_of

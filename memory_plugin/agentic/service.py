@@ -19,7 +19,6 @@ from typing import Any
 
 from embedder import AsyncEmbedder
 from memory_plugin.agentic.containers import Containers
-from memory_plugin.agentic.errors import StatusForbidden
 from memory_plugin.agentic.forgetting import Forgetting
 from memory_plugin.agentic.infer import InferWorker
 from memory_plugin.agentic.llm import ChatModel, ContainerModels, RegisteredModels
@@ -33,6 +32,7 @@ from memory_plugin.agentic.stores.base import AgenticStore
 from memory_plugin.agentic.stores.sources import Forgotten
 from memory_plugin.agentic.workers import EmbeddingWorker, settled
 from memory_plugin.auth import Principal
+from memory_plugin.errors import StatusForbidden
 
 DISABLED = (
     "The Agentic Memory APIs are not enabled. To enable, please update the setting "

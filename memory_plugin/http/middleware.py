@@ -21,6 +21,7 @@ from memory_plugin.http.body import MAX_BODY_BYTES, UnsupportedContentType, read
 from memory_plugin.http.json import encode_json
 from memory_plugin.http.params import check_text
 from memory_plugin.metrics import Metrics
+from memory_plugin.opensearch_client import unreachable
 from memory_plugin.opensearch_rest import filter_path
 from memory_plugin.sigv4 import SCHEME as SIGV4_SCHEME
 from memory_plugin.sigv4 import SignedRequest, SigV4Verifier
@@ -184,8 +185,11 @@ async def _answer(
         )
     except web.HTTPException:
         raise
-    except Exception as exc:  # a bug: log it, and still answer in the API's format
-        return _internal_error(request, api, exc)
+    except Exception as exc:
+        if (typed := unreachable(exc)) is not None:
+            log.warning("OpenSearch did not answer: %r", exc, extra={"request_id": request.get(REQUEST_ID)})
+            return api.error_response(typed)
+        return _internal_error(request, api, exc)  # a bug: log it, and still answer in the API's format
 
 
 def _filter_path(request: web.Request, api: Api, response: web.StreamResponse) -> web.StreamResponse:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
-from memory_plugin.ml.errors import StatusError
+from memory_plugin.errors import StatusError
 
 WINDOW_SECONDS = 60.0
 #: Organisations remembered before the idle ones are forgotten.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memory_plugin.auth import Principal
-from memory_plugin.ml.errors import StatusError
+from memory_plugin.errors import StatusError
 from memory_plugin.ml.requests import PredictInput
 
 if TYPE_CHECKING:

@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memory_plugin.auth import Principal
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, StatusError
 from memory_plugin.ml.connectors import trusted
-from memory_plugin.ml.errors import StatusError
 from memory_plugin.ml.stores.base import MLStore, StoreConflict
 
 NANOS_PER_UNIT = {

@@ -18,9 +18,15 @@ from memory_plugin.clock import new_id
 from memory_plugin.dsl.execute import bounded, execute, search_response
 from memory_plugin.dsl.mapping import DATE, KEYWORD, LONG, TEXT, UNMAPPED, Fields
 from memory_plugin.dsl.parse import parse_search
-from memory_plugin.errors import InvalidArgument, ParseFailure
+from memory_plugin.errors import (
+    ContentParseError,
+    InvalidArgument,
+    ParseFailure,
+    ParsingError,
+    StatusError,
+    StatusNotFound,
+)
 from memory_plugin.ml.config import now_millis
-from memory_plugin.ml.errors import NotFound, ParsingError, StatusError, WrongType
 from memory_plugin.ml.requests import java_text, token_of
 from memory_plugin.ml.stores.base import MLStore, Owned
 from memory_plugin.ml.views import MODEL_GROUP_INDEX, WRITES, api_version, write_result
@@ -102,7 +108,7 @@ def parse_group_input(body: Any) -> GroupInput:
     if isinstance(add_all, str) and add_all in ("true", "false"):  # ``parser.booleanValue()`` reads these too
         add_all = add_all == "true"
     if add_all is not None and not isinstance(add_all, bool):
-        raise WrongType(
+        raise ContentParseError(
             f"[add_all_backend_roles] must be a boolean, found [{token_of(add_all)}]", parameter="add_all_backend_roles"
         )
     return GroupInput(
@@ -265,7 +271,7 @@ class ModelGroups:
     async def get(self, caller: Principal, group_id: str) -> dict[str, Any]:
         group = await self.find(caller, group_id)
         if group is None:
-            raise NotFound(f"Failed to find model group with the provided model group id: {group_id}")
+            raise StatusNotFound(f"Failed to find model group with the provided model group id: {group_id}")
         if not permitted(group, caller):
             raise StatusError("User doesn't have privilege to perform this operation on this model group", 403)
         return group_view(group.stored.source)
@@ -274,7 +280,7 @@ class ModelGroups:
         found = parse_group_input(body)
         group = await self.find(caller, group_id)
         if group is None:
-            raise NotFound(f"Failed to find model group with the provided model group id: {group_id}")
+            raise StatusNotFound(f"Failed to find model group with the provided model group id: {group_id}")
         _check_update_access(found, caller, group)
         source = dict(group.stored.source)
         if found.access_mode is not None:
@@ -314,14 +320,14 @@ class ModelGroups:
         """``DeleteModelGroupTransportAction`` with access control: an absent group is its validation's 404."""
         group = await self.find(caller, group_id)
         if group is None:
-            raise NotFound("Fail to find model group")
+            raise StatusNotFound("Fail to find model group")
         if not permitted(group, caller):
             raise InvalidArgument("User doesn't have privilege to delete this model group")
         models = await self.store.organization("model", caller.organization_id)
         if any(m.stored.source.get("model_group_id") == group_id for m in models):
             raise StatusError("Cannot delete the model group when it has associated model versions", 409)
         if not await self.store.delete("model_group", group.owner, group_id):
-            raise NotFound("Fail to find model group")
+            raise StatusNotFound("Fail to find model group")
         return write_result(MODEL_GROUP_INDEX, group_id, api_version(group.stored), "deleted", refresh=True)
 
     async def search(self, caller: Principal, body: Any) -> dict[str, Any]:
@@ -343,7 +349,7 @@ class ModelGroups:
         """The group a model joins: absent is ``missing`` (404), visible but not usable ml-commons' refusal."""
         group = await self.find(caller, group_id)
         if group is None:
-            raise NotFound(missing)
+            raise StatusNotFound(missing)
         if not permitted(group, caller):
             raise InvalidArgument(NO_PERMISSION)
         return group
@@ -365,7 +371,7 @@ class ModelGroups:
         current: Owned | None = group
         for _ in range(8):
             if current is None:
-                raise NotFound("Model group not found")
+                raise StatusNotFound("Model group not found")
             version = int(current.stored.source.get("latest_version", 0)) + 1
             updated = {
                 **current.stored.source,

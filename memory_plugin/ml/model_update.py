@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memory_plugin.auth import Principal
-from memory_plugin.errors import ParseFailure
+from memory_plugin.errors import ParseFailure, ParsingError, StatusBadRequest, StatusError, StatusNotFound
 from memory_plugin.ml.config import now_millis
-from memory_plugin.ml.errors import NotFound, ParsingError, StatusBadRequest, StatusError
 from memory_plugin.ml.model_groups import permitted
 from memory_plugin.ml.requests import java_text, token_of
 from memory_plugin.ml.views import MODEL_INDEX, WRITES, api_version, write_result
@@ -38,7 +37,7 @@ async def update_model(service: MLService, owner: Principal, model_id: str, body
         )
     stored = await service.store.get("model", owner, model_id)
     if stored is None:
-        raise NotFound(f"Failed to find model to update with the provided model id: {model_id}")
+        raise StatusNotFound(f"Failed to find model to update with the provided model id: {model_id}")
     model = stored.source
     if model.get("model_state") == "DEPLOYING":
         raise StatusError(
@@ -66,13 +65,13 @@ async def update_model(service: MLService, owner: Principal, model_id: str, body
                 "This remote does not have a connector_id field, maybe it uses an internal connector."
             )
         if await service.store.get("connector", owner, new_connector) is None:
-            raise NotFound(f"Failed to find connector:{new_connector}")
+            raise StatusNotFound(f"Failed to find connector:{new_connector}")
         source["connector_id"] = new_connector
     new_group = text.get("model_group_id") or None
     if new_group is not None and new_group != model.get("model_group_id"):
         target = await service.groups.find(owner, new_group)
         if target is None:
-            raise NotFound(
+            raise StatusNotFound(
                 "Failed to find the model group with the provided model group id in the update model input, "
                 f"MODEL_GROUP_ID: {new_group}"
             )

@@ -29,9 +29,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from yarl import URL
 
-from memory_plugin.errors import InvalidArgument
+from memory_plugin.errors import InvalidArgument, StatusError
 from memory_plugin.ml.connectors import Prepared
-from memory_plugin.ml.errors import StatusError
 from memory_plugin.ml.requests import ClientConfig
 
 #: The most bytes read from one remote answer.

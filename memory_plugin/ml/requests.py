@@ -17,10 +17,9 @@ from typing import Any
 
 import re2
 
-from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest, ParseFailure
+from memory_plugin.errors import ContentParseError, InvalidArgument, OpenSearchBadRequest, ParseFailure, ParsingError
 from memory_plugin.http.json import check_sound
 from memory_plugin.jackson import JsonSyntaxError, Lexer, Token, syntax_error, unique_fields
-from memory_plugin.ml.errors import ParsingError, WrongType
 
 PROTOCOLS = ("http", "aws_sigv4")
 ACTION_TYPES = ("PREDICT", "EXECUTE", "BATCH_PREDICT", "CANCEL_BATCH_PREDICT", "BATCH_PREDICT_STATUS")
@@ -51,7 +50,7 @@ def java_text(value: Any, name: str) -> str:
     elif isinstance(value, int | float):
         text = json.dumps(value)
     else:
-        raise WrongType(f"[{name}] must be a string, found [{token_of(value)}]", parameter=name)
+        raise ContentParseError(f"[{name}] must be a string, found [{token_of(value)}]", parameter=name)
     if len(text) > MAX_TEXT_CHARS:
         raise InvalidArgument(f"[{name}] is longer than {MAX_TEXT_CHARS} characters", parameter=name)
     return text
@@ -60,7 +59,7 @@ def java_text(value: Any, name: str) -> str:
 def string_map(value: Any, name: str) -> dict[str, str]:
     """``parser.mapStrings()``: an object of scalars, each as its text."""
     if not isinstance(value, dict):
-        raise WrongType(f"[{name}] must be an object, found [{token_of(value)}]", parameter=name)
+        raise ContentParseError(f"[{name}] must be an object, found [{token_of(value)}]", parameter=name)
     if len(value) > MAX_MAP_ENTRIES:
         raise InvalidArgument(f"[{name}] has more than {MAX_MAP_ENTRIES} entries", parameter=name)
     return {key: java_text(item, f"{name}.{key}") for key, item in value.items()}
@@ -69,7 +68,7 @@ def string_map(value: Any, name: str) -> dict[str, str]:
 def parameter_map(value: Any, name: str = "parameters") -> dict[str, str]:
     """``StringUtils.getParameterMap``: text stays text, anything else becomes compact JSON."""
     if not isinstance(value, dict):
-        raise WrongType(f"[{name}] must be an object, found [{token_of(value)}]", parameter=name)
+        raise ContentParseError(f"[{name}] must be an object, found [{token_of(value)}]", parameter=name)
     if len(value) > MAX_MAP_ENTRIES:
         raise InvalidArgument(f"[{name}] has more than {MAX_MAP_ENTRIES} entries", parameter=name)
     out: dict[str, str] = {}
@@ -164,7 +163,9 @@ def parse_client_config(value: Any) -> ClientConfig:
     ml-commons on purpose: a value no call could use (a negative timeout, 0 connections) is a 400 here, where the
     real node takes it and fails each call."""
     if not isinstance(value, dict):
-        raise WrongType(f"[client_config] must be an object, found [{token_of(value)}]", parameter="client_config")
+        raise ContentParseError(
+            f"[client_config] must be an object, found [{token_of(value)}]", parameter="client_config"
+        )
     found: dict[str, Any] = {}
     for key, least in _CLIENT_INTS.items():
         if key in value:
@@ -192,7 +193,7 @@ def parse_client_config(value: Any) -> ClientConfig:
 def _java_int(value: Any, name: str) -> int:
     """``parser.intValue()``: a number (a fraction cut off) or a string holding one, within an int's range."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise WrongType(f"[{name}] must be a number, found [{token_of(value)}]", parameter=name)
+        raise ContentParseError(f"[{name}] must be a number, found [{token_of(value)}]", parameter=name)
     try:
         number = float(value.strip()) if isinstance(value, str) else value
         if not math.isfinite(number) or not -(2**31) <= number < 2**31:
@@ -291,7 +292,7 @@ def parse_rate_limiter(value: Any, name: str = "rate_limiter") -> dict[str, str]
     """``MLRateLimiter.parse``.  Stricter than ml-commons on purpose: one without both ``limit`` and ``unit``
     (which the real node keeps and never applies) is a 400, as is a limit that is not a finite number."""
     if not isinstance(value, dict):
-        raise WrongType(f"[{name}] must be an object, found [{token_of(value)}]", parameter=name)
+        raise ContentParseError(f"[{name}] must be an object, found [{token_of(value)}]", parameter=name)
     found: dict[str, str] = {}
     if "limit" in value:
         limit = java_text(value["limit"], f"{name}.limit")
@@ -325,7 +326,7 @@ def parse_guardrails(value: Any) -> dict[str, Any]:
     percolator queries on the node and ``model`` guardrails call a guardrail model: neither can run here, so
     either is a 400 when the model is saved, never a guardrail that silently lets everything through."""
     if not isinstance(value, dict):
-        raise WrongType(f"[guardrails] must be an object, found [{token_of(value)}]", parameter="guardrails")
+        raise ContentParseError(f"[guardrails] must be an object, found [{token_of(value)}]", parameter="guardrails")
     kind = java_text(value["type"], "guardrails.type") if value.get("type") is not None else "local_regex"
     if kind not in GUARDRAIL_TYPES:
         raise InvalidArgument("The type of guardrails is required, can not be null.", parameter="guardrails.type")
@@ -336,7 +337,7 @@ def parse_guardrails(value: Any) -> dict[str, Any]:
             continue
         name = f"guardrails.{side}"
         if not isinstance(guardrail, dict):
-            raise WrongType(f"[{name}] must be an object, found [{token_of(guardrail)}]", parameter=name)
+            raise ContentParseError(f"[{name}] must be an object, found [{token_of(guardrail)}]", parameter=name)
         if not guardrail:
             continue
         if kind == "model":
@@ -355,7 +356,7 @@ def parse_guardrails(value: Any) -> dict[str, Any]:
         patterns = guardrail.get("regex")
         if patterns is not None:
             if not isinstance(patterns, list) or len(patterns) > MAX_MAP_ENTRIES:
-                raise WrongType(f"[{name}.regex] must be an array of strings", parameter=f"{name}.regex")
+                raise ContentParseError(f"[{name}.regex] must be an array of strings", parameter=f"{name}.regex")
             kept["regex"] = [java_text(p, f"{name}.regex[{i}]") for i, p in enumerate(patterns)]
             for i, pattern in enumerate(kept["regex"]):
                 try:
@@ -383,7 +384,7 @@ def parse_register_input(body: Any, *, deploy: bool) -> RegisterInput:
         raise InvalidArgument("Wrong function name", parameter="function_name")
     connector = body.get("connector")
     if connector is not None and not isinstance(connector, dict):
-        raise WrongType(f"[connector] must be an object, found [{token_of(connector)}]", parameter="connector")
+        raise ContentParseError(f"[connector] must be an object, found [{token_of(connector)}]", parameter="connector")
     if "name" not in text:
         raise InvalidArgument("model name is null", parameter="name")
     if function_name != "REMOTE" and "model_format" not in text:
@@ -441,7 +442,7 @@ def parse_predict_input(body: Any) -> PredictInput:
     docs = body.get("text_docs")
     if docs is not None:
         if not isinstance(docs, list):
-            raise WrongType(f"[text_docs] must be an array, found [{token_of(docs)}]", parameter="text_docs")
+            raise ContentParseError(f"[text_docs] must be an array, found [{token_of(docs)}]", parameter="text_docs")
         if len(docs) > MAX_TEXT_DOCS:
             raise InvalidArgument(f"[text_docs] has more than {MAX_TEXT_DOCS} texts", parameter="text_docs")
         docs = [java_text(doc, f"text_docs[{i}]") for i, doc in enumerate(docs)]
@@ -449,7 +450,7 @@ def parse_predict_input(body: Any) -> PredictInput:
     result_filter: dict[str, Any] = nested if isinstance(nested, dict) else body
     return_number = result_filter.get("return_number", True)
     if not isinstance(return_number, bool):
-        raise WrongType(
+        raise ContentParseError(
             f"[return_number] must be a boolean, found [{token_of(return_number)}]", parameter="return_number"
         )
     targets = result_filter.get("target_response") or []

@@ -21,12 +21,11 @@ from memory_plugin.clock import new_id
 from memory_plugin.dsl.execute import bounded, execute, search_response
 from memory_plugin.dsl.mapping import Fields
 from memory_plugin.dsl.parse import parse_search
-from memory_plugin.errors import InvalidArgument, ServiceError
+from memory_plugin.errors import InvalidArgument, ServiceError, StatusBadRequest, StatusError, StatusNotFound
 from memory_plugin.ml.budget import Throttled
 from memory_plugin.ml.chat import RemoteChat, RemoteEmbedding
 from memory_plugin.ml.config import Embeddings, MLSettings, now_millis
 from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
-from memory_plugin.ml.errors import NotFound, StatusBadRequest, StatusError
 from memory_plugin.ml.guards import RateLimiters, check_guardrail
 from memory_plugin.ml.metrics import MLMetrics
 from memory_plugin.ml.model_groups import ModelGroups
@@ -135,7 +134,7 @@ class MLService:
     async def _connector(self, owner: Principal, connector_id: str) -> Stored:
         stored = await self.store.get("connector", owner, connector_id)
         if stored is None:
-            raise NotFound(f"Failed to find connector with the provided connector id: {connector_id}")
+            raise StatusNotFound(f"Failed to find connector with the provided connector id: {connector_id}")
         return stored
 
     async def get_connector(self, owner: Principal, connector_id: str) -> dict[str, Any]:
@@ -250,7 +249,7 @@ class MLService:
             source["connector"] = inline
         elif found.connector_id is not None:
             if await self.store.get("connector", owner, found.connector_id) is None:
-                raise NotFound(f"Failed to find connector:{found.connector_id}")
+                raise StatusNotFound(f"Failed to find connector:{found.connector_id}")
             source["connector_id"] = found.connector_id
         else:
             raise InvalidArgument(
@@ -293,7 +292,7 @@ class MLService:
     async def _model(self, owner: Principal, model_id: str, missing: str | None = None) -> Stored:
         stored = await self.store.get("model", owner, model_id)
         if stored is None:
-            raise NotFound(missing or f"Failed to find model with the provided model id: {model_id}")
+            raise StatusNotFound(missing or f"Failed to find model with the provided model id: {model_id}")
         return stored
 
     async def get_model(self, owner: Principal, model_id: str) -> dict[str, Any]:
@@ -361,7 +360,7 @@ class MLService:
     async def delete_task(self, owner: Principal, task_id: str) -> dict[str, Any]:
         stored = await self.store.get("task", owner, task_id)
         if stored is None or not await self.store.delete("task", owner, task_id):
-            raise NotFound("Failed to find task")
+            raise StatusNotFound("Failed to find task")
         return write_result(TASK_INDEX, task_id, api_version(stored), "deleted", refresh=True)
 
     async def undeploy_many(self, owner: Principal, body: Any) -> dict[str, Any]:
@@ -382,7 +381,7 @@ class MLService:
     async def get_task(self, owner: Principal, task_id: str) -> dict[str, Any]:
         stored = await self.store.get("task", owner, task_id)
         if stored is None:
-            raise NotFound("Failed to find task")
+            raise StatusNotFound("Failed to find task")
         return task_view(stored.source)
 
     # -- predict ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from memory_plugin.auth import Principal
-from memory_plugin.ml.errors import StatusError
+from memory_plugin.errors import StatusError
 from memory_plugin.ml.routes import ML as ML_SERVICE
 from memory_plugin.ml.service import MLService
 from tests.http.test_ml import call, ml_client

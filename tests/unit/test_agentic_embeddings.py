@@ -13,7 +13,7 @@ from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.stores.base import LongTermScope
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.auth import Principal
-from memory_plugin.ml.errors import StatusError
+from memory_plugin.errors import StatusError
 
 ALICE = Principal("org-1", "alice")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory_plugin.auth import Principal
-from memory_plugin.ml.errors import StatusError
+from memory_plugin.errors import StatusError
 from memory_plugin.ml.guards import RateLimiters
 from memory_plugin.ml.stores.sqlite import SqliteMLStore
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from memory_plugin.ml.errors import StatusError
+from memory_plugin.errors import StatusError
 from memory_plugin.ml.remote import Answer, DeadlinePassed, RemoteFailure, backoff_delays, with_retries
 from memory_plugin.ml.requests import ClientConfig
 

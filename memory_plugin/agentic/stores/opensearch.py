@@ -46,7 +46,6 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError
 from opensearchpy.helpers import async_scan
 
-from memory_plugin.agentic.errors import Conflict
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING, store_prefix
 from memory_plugin.agentic.stores.base import (
     AgenticStore,
@@ -82,6 +81,7 @@ from memory_plugin.agentic.stores.opensearch_forgetting import forget, map_added
 from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, unclaimed
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of
 from memory_plugin.auth import Principal
+from memory_plugin.errors import Conflict
 from memory_plugin.leases import conditional_bulk
 from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
 from memory_plugin.settings import OpenSearchRegion

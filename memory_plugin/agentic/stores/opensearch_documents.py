@@ -30,11 +30,11 @@ from typing import Any, TypeVar
 
 from opensearchpy.exceptions import ConflictError
 
-from memory_plugin.agentic.errors import Conflict
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
 from memory_plugin.agentic.stores.base import StoredDoc, may_use, owner_id, owner_key, owner_of
 from memory_plugin.agentic.stores.sources import SOURCES
 from memory_plugin.auth import Principal
+from memory_plugin.errors import Conflict
 from memory_plugin.leases import LEASE_MAPPINGS
 
 T = TypeVar("T")

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from memory_plugin.settings import EmbeddedRegion, Settings, load_settings
+from memory_plugin.settings.reference import BEGIN, END, reference
 from memory_plugin.settings.tree import FLAT, KEYS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TREE = """
 data_dir = "/srv/memory"
@@ -178,3 +181,11 @@ def test_every_key_is_described_and_has_its_own_names() -> None:
     assert len(FLAT) == 41 and all(key.name == flat or "." in key.name for flat, key in FLAT.items())
     own = {key.env for key in KEYS.values()}
     assert all("MEMORY_PLUGIN_" + flat.upper() not in own - {key.env} for flat, key in FLAT.items())
+
+
+def test_docs_configuration_carries_the_current_reference() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    block = text[text.index(BEGIN) : text.index(END) + len(END)]
+    assert block == reference(), "run: python -m memory_plugin.settings --write docs/configuration.md"
+    for key in KEYS.values():
+        assert f"`{key.env}`" in block

@@ -313,10 +313,15 @@ class Settings:
 
 def _merged(section: T, changes: Mapping[str, Any]) -> T:
     inner = dict(sections(type(section)))
-    merged = {
-        name: _merged(getattr(section, name), value) if name in inner and isinstance(value, Mapping) else value
-        for name, value in changes.items()
-    }
+    merged: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name in inner and isinstance(value, Mapping):
+            value = _merged(getattr(section, name), value)
+        elif name in inner and not isinstance(value, inner[name]):
+            raise TypeError(f"{name!r} is a section: give a mapping of its keys, or a {inner[name].__name__}")
+        elif isinstance(section, Settings) and name in FLAT:
+            raise TypeError(f"{name!r} is now {FLAT[name].name!r}")
+        merged[name] = value
     return dataclasses.replace(section, **merged)  # type: ignore[type-var]
 
 

@@ -172,6 +172,10 @@ def test_overrides_and_replace_take_sections(caplog: pytest.LogCaptureFixture) -
     changed = settings.replace(bridge={"batch_size": 5}, agentic={"llm": {"model": "m"}})
     assert (changed.bridge.batch_size, changed.bridge.enabled, changed.agentic.llm.model) == (5, True, "m")
     assert changed.agentic.retention.enabled is True and settings.bridge.batch_size == 64
+    with pytest.raises(TypeError, match="'bridge' is a section"):
+        settings.replace(bridge=True)
+    with pytest.raises(TypeError, match="'metrics_token' is now 'auth.metrics_token'"):
+        settings.replace(metrics_token="t")
 
 
 def test_every_key_is_described_and_has_its_own_names() -> None:

@@ -19,7 +19,7 @@ async def main(data_dir: str) -> None:
     settings = load_settings(data_dir=data_dir)
     bot = Principal(organization_id="acme", user_id="support-bot")
     async with MemoryPlugin.open(settings) as mp:
-        if settings.agentic_llm_url:
+        if settings.agentic.llm.url:
             box = await mp.agentic.create_container(
                 bot,
                 "customers",

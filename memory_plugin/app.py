@@ -70,7 +70,7 @@ def ensure_development_key(keys: KeyBackend, settings: Settings) -> str | None:
     if not isinstance(keys, KeyStore) or keys.exists():
         return None
     entry, token = keys.create("dev-org", "dev-user")
-    base = f"http://{settings.host}:{settings.port}"
+    base = f"http://{settings.http.host}:{settings.http.port}"
     print(
         f"\nCreated {keys.path} with a development key for organization 'dev-org', user 'dev-user'.\n"
         f"It is shown only once:\n\n    {token}\n\n"
@@ -84,17 +84,17 @@ async def root(request: web.Request) -> web.Response:
     settings = request.config_dict[SETTINGS]
     return json_response(
         {
-            "name": settings.node_name,
-            "cluster_name": settings.cluster_name,
+            "name": settings.node.name,
+            "cluster_name": settings.node.cluster_name,
             "cluster_uuid": "memory-plugin",
             "version": {
                 "distribution": "opensearch",
-                "number": settings.reported_version,
+                "number": settings.node.reported_version,
                 "build_type": "memory-plugin",
                 "build_hash": __version__,
                 "build_date": "2026-11-30T00:00:00Z",
                 "build_snapshot": False,
-                "lucene_version": LUCENE_VERSIONS[settings.reported_version],
+                "lucene_version": LUCENE_VERSIONS[settings.node.reported_version],
                 "minimum_wire_compatibility_version": "7.10.0",
                 "minimum_index_compatibility_version": "7.0.0",
             },
@@ -132,12 +132,12 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text, for the operator only: the ``metrics_token`` setting as a Bearer token.
+    """Prometheus text, for the operator only: the ``[auth] metrics_token`` setting as a Bearer token.
 
     Metrics name every route's traffic: a tenant key gets 403, and without
     the setting nobody reads them.
     """
-    token = request.config_dict[SETTINGS].metrics_token
+    token = request.config_dict[SETTINGS].auth.metrics_token
     authorization = request.headers.get("Authorization", "")
     scheme, _, credential = authorization.partition(" ")
     if token and scheme.lower() == "bearer" and credential.strip().isascii():
@@ -146,14 +146,14 @@ async def metrics(request: web.Request) -> web.Response:
     await request.config_dict[KEYS].authenticate(authorization or None)  # 401 unless it is a valid tenant key
     if token:
         raise Forbidden("metrics need the operator's metrics token, not a tenant key")
-    raise Forbidden("metrics are disabled: set metrics_token (MEMORY_PLUGIN_METRICS_TOKEN) to read them")
+    raise Forbidden("metrics are disabled: set metrics_token in [auth] (MEMORY_PLUGIN_AUTH_METRICS_TOKEN) to read them")
 
 
 def _sigv4(settings: Settings) -> SigV4Verifier | None:
     """The SigV4 check, where the operator configured its keys (read now: a bad file fails the start)."""
-    if settings.sigv4_keys_file is None or settings.sigv4_region is None:
+    if settings.auth.sigv4_keys_file is None or settings.auth.sigv4_region is None:
         return None
-    return SigV4Verifier(settings.sigv4_keys_file, settings.sigv4_region)
+    return SigV4Verifier(settings.auth.sigv4_keys_file, settings.auth.sigv4_region)
 
 
 def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.Application:
@@ -161,24 +161,24 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     keys = open_key_store(settings)
     registry = Metrics()
     app = web.Application(
-        client_max_size=settings.max_body_bytes,
+        client_max_size=settings.http.max_body_bytes,
         middlewares=[
             front_door(
                 keys,
                 registry,
                 public=[health, metrics, *console.PUBLIC],
                 sigv4=_sigv4(settings),
-                send_timeout=settings.idle_timeout,
+                send_timeout=settings.http.idle_timeout,
             )
         ],
     )
     app[METRICS] = registry
     app[SETTINGS] = settings
     app[KEYS] = keys
-    app[PROCESS] = registry.identify(settings.node_name)
-    app[MAX_BODY_BYTES] = settings.max_body_bytes
-    app[BODY_READ_TIMEOUT] = settings.body_read_timeout
-    app[MESSAGE_PAGES] = RenderedPages(settings.page_cache_mb * 1024 * 1024)
+    app[PROCESS] = registry.identify(settings.node.name)
+    app[MAX_BODY_BYTES] = settings.http.max_body_bytes
+    app[BODY_READ_TIMEOUT] = settings.http.body_read_timeout
+    app[MESSAGE_PAGES] = RenderedPages(settings.http.page_cache_mb * 1024 * 1024)
 
     async def services_context(app: web.Application) -> AsyncIterator[None]:
         ensure_development_key(keys, settings)
@@ -260,7 +260,7 @@ async def _serve(settings: Settings, sock: socket.socket | None, ready: Callable
         create_app(settings),
         handle_signals=True,
         access_log=None,  # the request-id middleware logs each request, structured
-        keepalive_timeout=settings.idle_timeout,
+        keepalive_timeout=settings.http.idle_timeout,
         shutdown_timeout=30.0,
     )
     await runner.setup()
@@ -271,10 +271,10 @@ async def _serve(settings: Settings, sock: socket.socket | None, ready: Callable
     gc.freeze()
     try:
         if sock is None:
-            await web.TCPSite(runner, settings.host, settings.port).start()
+            await web.TCPSite(runner, settings.http.host, settings.http.port).start()
         else:  # a worker of ``serve --workers N``: the socket its parent opened
             await web.SockSite(runner, sock).start()
-        print(f"======== Running on http://{settings.host}:{settings.port} ========", flush=True)
+        print(f"======== Running on http://{settings.http.host}:{settings.http.port} ========", flush=True)
         if ready is not None:
             ready()
         while True:

@@ -304,7 +304,7 @@ def _log_failed_read(reading: asyncio.Task[None]) -> None:
 class KeyStore(KeyBackend):
     """The keys file (the default store): one host.  Several processes on that host share it, each
     re-reading it when it changes (a ``stat`` per snapshot); more than one host needs the
-    ``opensearch`` store (setting ``keys_backend``), since a file reaches other hosts only through a
+    ``opensearch`` store (setting ``[auth] keys_backend``), since a file reaches other hosts only through a
     shared disk."""
 
     def __init__(self, path: Path | str) -> None:

@@ -10,7 +10,7 @@ read after a revocation is acknowledged sees it.  Servers read every key
 client; administration (``memory-plugin keys``) uses a blocking client, as
 the CLI is a process of its own.
 
-``open_key_store`` chooses the store from the ``keys_backend`` setting.
+``open_key_store`` chooses the store from the ``[auth] keys_backend`` setting.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ SETTINGS = {"index": {"number_of_shards": 1, "auto_expand_replicas": "0-1"}}
 
 def open_key_store(settings: Settings) -> KeyBackend:
     """The keys file (``keys_backend = "file"``) or the keys index in the home region's cluster."""
-    if settings.keys_backend == "opensearch":
+    if settings.auth.keys_backend == "opensearch":
         home = settings.regions[settings.home_region]
         assert isinstance(home, OpenSearchRegion), "load_settings refuses opensearch keys on an embedded home"
         return OpenSearchKeyStore(home)

@@ -14,8 +14,7 @@ from memory_plugin.settings import Settings, load_settings
 def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(
         args.config,
-        host=getattr(args, "host", None),
-        port=getattr(args, "port", None),
+        http={"host": getattr(args, "host", None), "port": getattr(args, "port", None)},
         data_dir=args.data_dir,
     )
 
@@ -69,7 +68,7 @@ def _ingest(args: argparse.Namespace) -> int:
     from memory_plugin.ingest import ingest_file
 
     settings = _settings(args)
-    url = args.url or f"http://{settings.host}:{settings.port}"
+    url = args.url or f"http://{settings.http.host}:{settings.http.port}"
     summary = asyncio.run(
         ingest_file(args.file, url, args.key, batch_size=args.batch_size, concurrency=args.concurrency)
     )

@@ -50,8 +50,8 @@ class Services:
 
 def load_embedder(settings: Settings) -> Embedder:
     """The configured model folder, or the default one (built on first use)."""
-    model_dir = settings.model_dir or ensure_default_model()
-    model = Embedder.from_dir(model_dir, intra_threads=settings.embed_threads, precision=settings.embed_precision)
+    model_dir = settings.embedder.model_dir or ensure_default_model()
+    model = Embedder.from_dir(model_dir, intra_threads=settings.embedder.threads, precision=settings.embedder.precision)
     log.info("embedding model loaded", extra={"model_dir": str(model_dir), "model": model.describe()})
     return model
 
@@ -91,9 +91,9 @@ async def open_services(
         )
         batcher = AsyncEmbedder(
             model,
-            max_batch=settings.embed_batch_size,
-            max_wait_ms=settings.embed_max_wait_ms,
-            cache_size=settings.query_cache_size,
+            max_batch=settings.embedder.batch_size,
+            max_wait_ms=settings.embedder.max_wait_ms,
+            cache_size=settings.embedder.query_cache_size,
             on_batch=metrics.observe_batch if metrics else None,
         )
         stack.push_async_callback(batcher.close)
@@ -115,12 +115,12 @@ async def open_services(
             claims_for(settings, stores),
         )
         bridge = None
-        if settings.bridge:
+        if settings.bridge.enabled:
             bridge = HistoryBridge(
                 histories,
                 memory_store,
-                batch_size=settings.bridge_batch_size,
-                retry_max_seconds=settings.bridge_retry_max_seconds,
+                batch_size=settings.bridge.batch_size,
+                retry_max_seconds=settings.bridge.retry_max_seconds,
                 metrics=BridgeMetrics(metrics.registry if metrics else None),
             )
             await bridge.start()

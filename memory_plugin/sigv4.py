@@ -10,7 +10,7 @@ time window (AWS's: 15 minutes either way), ``host`` and ``x-amz-date`` among th
 a body whose SHA-256 is the one signed (``x-amz-content-sha256``, when sent, must be that hash and
 signed; ``UNSIGNED-PAYLOAD`` is refused).
 
-The operator names the access keys in a JSON file (setting ``sigv4_keys_file``), each with the
+The operator names the access keys in a JSON file (setting ``[auth] sigv4_keys_file``), each with the
 principal it speaks for.  SigV4 is an HMAC over the request keyed by the secret itself, so the server
 must hold the secret: unlike API keys, these cannot be stored hashed.  The file must therefore be
 readable by its owner only (``chmod 600``), or the server refuses to start.  Session tokens (temporary

@@ -8,7 +8,7 @@ restarted wait in its queue for the next one instead of being refused.
 
 Only for a deployment whose every store is on OpenSearch: an embedded store belongs
 to one process (``services.embedded_folders``), so N > 1 with one is refused before
-anything starts.  API keys: with ``keys_backend = "file"`` the workers of one host
+anything starts.  API keys: with ``[auth] keys_backend = "file"`` the workers of one host
 share the keys file (each re-reads it when it changes); more than one host needs
 ``keys_backend = "opensearch"``, the one store every host reads.
 
@@ -206,14 +206,14 @@ def serve_workers(settings: Settings, workers: int) -> int:
         return 2
     keys = open_key_store(settings)
     ensure_development_key(keys, settings)  # here, once: not once per worker
-    sockets = listening_sockets(settings.host, settings.port, workers)
+    sockets = listening_sockets(settings.http.host, settings.http.port, workers)
     port = sockets[0].getsockname()[1]
     shared = (
-        f"keys from {keys.where}, shared by this host's workers (more than one host needs keys_backend = 'opensearch')"
-        if settings.keys_backend == "file"
+        f"keys from {keys.where}, shared by this host's workers (more than one host needs keys_backend = 'opensearch' in [auth])"
+        if settings.auth.keys_backend == "file"
         else f"keys from {keys.where}"
     )
-    _say(f"{workers} workers on http://{settings.host}:{port}, parent pid {os.getpid()}; {shared}")
+    _say(f"{workers} workers on http://{settings.http.host}:{port}, parent pid {os.getpid()}; {shared}")
     try:
         return Supervisor(settings, sockets).supervise()
     finally:

@@ -201,7 +201,7 @@ async def ours(args: argparse.Namespace, bridge: bool) -> list[dict[str, Any]]:
     from embedder import ensure_default_model
 
     env = {
-        "MEMORY_PLUGIN_BRIDGE": "true" if bridge else "false",
+        "MEMORY_PLUGIN_BRIDGE_ENABLED": "true" if bridge else "false",
         "MEMORY_PLUGIN_LOG_LEVEL": args.log_level,
         "MEMORY_PLUGIN_MODEL_DIR": str(ensure_default_model()),  # named: no hashing of the model at start
     }

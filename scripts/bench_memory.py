@@ -101,9 +101,12 @@ async def main() -> None:
     _, uncached_token = KeyStore(workdir / "uncached" / "keys.json").create("bench-org", "bench-user")
     headers = {"Authorization": f"Bearer {token}"}
     uncached_headers = {"Authorization": f"Bearer {uncached_token}"}
-    env = {"MEMORY_PLUGIN_BRIDGE": "true" if args.bridge else "false", "MEMORY_PLUGIN_LOG_LEVEL": args.log_level}
+    env = {
+        "MEMORY_PLUGIN_BRIDGE_ENABLED": "true" if args.bridge else "false",
+        "MEMORY_PLUGIN_LOG_LEVEL": args.log_level,
+    }
     # The same server with no kept pages: every list reads SQLite and renders its page.
-    uncached_env = {**env, "MEMORY_PLUGIN_PAGE_CACHE_MB": "0"}
+    uncached_env = {**env, "MEMORY_PLUGIN_HTTP_PAGE_CACHE_MB": "0"}
     interaction = lambda n: {"input": f"question {n} about billing", "response": f"answer {n}"}  # noqa: E731
     hello_port, uvloop_port = free_port(), free_port()
     hello_script = str(ROOT / "scripts" / "hello_world.py")

@@ -88,8 +88,8 @@ async def main() -> None:
     config = workdir / "memory-plugin.toml"
     # The scripted server is on loopback: trust it, and lift the per-organisation budget out of the way.
     config.write_text(
-        "ml_trusted_endpoints_regex = ['^http://127\\.0\\.0\\.1:.*$']\nml_allow_private_addresses = true\n"
-        "ml_org_calls_per_minute = 0\nml_org_concurrent_calls = 0\n"
+        "[ml]\ntrusted_endpoints_regex = ['^http://127\\.0\\.0\\.1:.*$']\nallow_private_addresses = true\n"
+        "org_calls_per_minute = 0\norg_concurrent_calls = 0\n"
     )
     remote_port, hello_port = free_port(), free_port()
     remote = subprocess.Popen([sys.executable, "-m", "tests.support.scripted_openai", str(remote_port)], cwd=ROOT)

@@ -141,7 +141,7 @@ async def cases(target: str, url: str, headers: dict[str, str], args: Any, node:
 
 def write_config(path: Path, url: str, prefix: str) -> Path:
     """Every store on the node: both regions (so memory and agentic memory), and the keys."""
-    lines = ['home_region = "USA"', 'keys_backend = "opensearch"', 'log_level = "warning"']
+    lines = ['home_region = "USA"', 'log_level = "warning"', "[auth]", 'keys_backend = "opensearch"']
     for name in ("USA", "DEU"):
         lines += [f"[regions.{name}]", 'store = "opensearch"', f'hosts = ["{url}"]', f'index_prefix = "{prefix}"']
     path.write_text("\n".join(lines) + "\n")
@@ -201,7 +201,7 @@ async def main() -> None:
                     workdir / f"data-{prefix}",
                     config=config,
                     args=["--workers", str(workers)],
-                    env={"MEMORY_PLUGIN_BRIDGE": "true" if bridge == "on" else "false"},
+                    env={"MEMORY_PLUGIN_BRIDGE_ENABLED": "true" if bridge == "on" else "false"},
                 )
                 with server:
                     target = f"ours, bridge {bridge}, {workers}w"

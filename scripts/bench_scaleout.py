@@ -86,7 +86,8 @@ def own_cpu_seconds() -> float:
 
 def write_config(path: Path, urls: list[str], prefix: str, keys_backend: str) -> Path:
     regions = dict(zip(("USA", "DEU"), urls if len(urls) > 1 else urls * 2))
-    lines = ['home_region = "USA"', f'keys_backend = "{keys_backend}"', "bridge = false", 'log_level = "warning"']
+    lines = ['home_region = "USA"', 'log_level = "warning"', "[auth]", f'keys_backend = "{keys_backend}"']
+    lines += ["[bridge]", "enabled = false"]
     for name, url in regions.items():
         lines += [f"[regions.{name}]", 'store = "opensearch"', f'hosts = ["{url}"]', f'index_prefix = "{prefix}"']
     path.write_text("\n".join(lines) + "\n")

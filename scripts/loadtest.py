@@ -469,7 +469,9 @@ async def main(argv: list[str] | None = None) -> int:
             keys = KeyStore(data_dir / "keys.json")
             orgs = [Org(f"org-{n}", keys.create(f"org-{n}", f"user-{n}")[1]) for n in range(args.orgs)]
             print(f"starting a server in {data_dir} ...", file=sys.stderr, flush=True)
-            server = LiveServer(data_dir, env={"MEMORY_PLUGIN_BRIDGE": "true" if args.bridge else "false"}).start()
+            server = LiveServer(
+                data_dir, env={"MEMORY_PLUGIN_BRIDGE_ENABLED": "true" if args.bridge else "false"}
+            ).start()
             url = server.url
         else:
             url = loopback_only(args.url)

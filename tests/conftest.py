@@ -51,7 +51,9 @@ def embedder(real_embedder: Embedder) -> Embedder:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     # A region that answers late is a failed region: on a loaded machine 2 s (the default) is not enough.
-    return load_settings(environ={}, data_dir=tmp_path / "data", port=0, bridge=False, search_deadline=PATIENCE)
+    return load_settings(
+        environ={}, data_dir=tmp_path / "data", http={"port": 0}, bridge={"enabled": False}, search_deadline=PATIENCE
+    )
 
 
 @pytest.fixture
@@ -143,6 +145,6 @@ async def embeddings(aiohttp_server):  # type: ignore[no-untyped-def]
 async def api(aiohttp_client, settings, embedder, llm, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
     """The app, with agentic memory's LLM connector pointed at ``llm``."""
     settings = settings.replace(
-        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")), agentic_llm_api_key="sk-test"
+        agentic={"llm": {"url": str(llm.server.make_url("/v1/chat/completions")), "api_key": "sk-test"}}
     )
     return await aiohttp_client(create_app(settings, embedder=embedder))

@@ -12,7 +12,7 @@ from them (issue 27, item 5).  No memory system we compare against does this; ml
 * history entries a forgotten source's run wrote, and every entry of a deleted memory, are deleted; entries of
   a kept memory that quote a text only the forgotten source wrote get it replaced by ``[forgotten]``.
 
-What triggers it (with the ``agentic_forgetting`` setting on, the default; off, deletes are ml-commons'):
+What triggers it (with the ``[agentic] forgetting`` setting on, the default; off, deletes are ml-commons'):
 
 * ``DELETE …/memories/working/{id}`` forgets that working memory;
 * ``DELETE …/memories/sessions/{id}`` forgets every working memory of the session (ml-commons leaves them);

@@ -23,7 +23,7 @@ from memory_plugin.errors import InsufficientStorage, ServiceError, Unavailable,
 
 DEFAULT_RESULT_PATH = "$.choices[0].message.content"
 NO_LLM = (
-    "infer=true needs an LLM connector, and none is configured: set agentic_llm_url "
+    "infer=true needs an LLM connector, and none is configured: set url in [agentic.llm] "
     "(MEMORY_PLUGIN_AGENTIC_LLM_URL) to an OpenAI-compatible chat completions endpoint, or register a "
     "remote model (/_plugins/_ml/models/_register) and name it as the container's llm_id"
 )
@@ -131,7 +131,7 @@ class ContainerModels:
 
     async def chat(self, owner: Principal, llm_id: Any) -> ChatModel | None:
         """The owner's registered model ``llm_id``, called with their connector and key; else the operator's
-        default LLM (``agentic_llm_url``), or None without one."""
+        default LLM (``[agentic.llm] url``), or None without one."""
         if self.registered is not None and isinstance(llm_id, str) and llm_id:
             registered = await self.registered.chat_model(owner, llm_id)
             if registered is not None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS
+from memory_plugin.settings import RetentionSection
 
 #: Where a container's effective policy comes from, as the dry-run reports it.
 STORED, DEFAULT, NONE = "stored", "default", "none"
@@ -25,6 +26,17 @@ class RetentionDefaults:
     history_max_count: int = -1
     #: Working memory of session-less containers (``disable_session``) older than this is deleted; -1: kept.
     working_memory_ttl_days: int = -1
+
+    @classmethod
+    def of(cls, section: RetentionSection) -> RetentionDefaults:
+        """The defaults ``[agentic.retention]`` configures, field by field."""
+        return cls(
+            session_retention_days=section.default_session_retention_days,
+            session_max_count=section.default_session_max_count,
+            long_term_max_count=section.default_long_term_max_count,
+            history_max_count=section.default_history_max_count,
+            working_memory_ttl_days=section.working_memory_ttl_days,
+        )
 
     def policy(self) -> dict[str, dict[str, int]] | None:
         """``computeDefaultRetentionPolicy``: None when no default is configured."""

@@ -22,33 +22,21 @@ async def open_agentic(
 ) -> AsyncIterator[AgenticService]:
     """``models``: the owners' registered models, which a container's ``llm_id`` and ``embedding_model_id`` name."""
     async with open_agentic_store(settings, embedder.dimension) as store:
+        section = settings.agentic
         llm = None
-        if settings.agentic_llm_url:
-            llm = OpenAIChat(
-                LLMSettings(
-                    settings.agentic_llm_url,
-                    settings.agentic_llm_api_key,
-                    settings.agentic_llm_model,
-                    settings.agentic_llm_timeout,
-                )
-            )
+        if section.llm.url:
+            llm = OpenAIChat(LLMSettings(section.llm.url, section.llm.api_key, section.llm.model, section.llm.timeout))
         service = AgenticService(
             store,
             embedder,
             llm,
             models=models,
-            enabled=settings.agentic_memory_enabled,
-            retention_enabled=settings.agentic_retention_enabled,
-            retention_defaults=RetentionDefaults(
-                settings.agentic_retention_default_session_retention_days,
-                settings.agentic_retention_default_session_max_count,
-                settings.agentic_retention_default_long_term_max_count,
-                settings.agentic_retention_default_history_max_count,
-                settings.agentic_working_memory_ttl_days,
-            ),
-            retention_interval=settings.agentic_retention_interval,
+            enabled=section.enabled,
+            retention_enabled=section.retention.enabled,
+            retention_defaults=RetentionDefaults.of(section.retention),
+            retention_interval=section.retention.interval,
             metrics=AgenticMetrics(metrics.registry if metrics else None),
-            forgetting=settings.agentic_forgetting,
+            forgetting=section.forgetting,
         )
         try:
             await service.start()

@@ -1,6 +1,6 @@
 """The public, in-process API: every feature of the server, without a second server or HTTP.
 
-Agentic memory, mem0-style: the LLM the settings name (``agentic_llm_url``, any OpenAI-compatible
+Agentic memory, mem0-style: the LLM the settings name (``[agentic.llm] url``, any OpenAI-compatible
 chat completions endpoint) infers facts from what is added, and search finds them by meaning::
 
     async with MemoryPlugin.open(load_settings()) as mp:

@@ -9,6 +9,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from memory_plugin.settings import MLSection
+
 
 class Embeddings(Protocol):
     """The server's batched embedder (``embedder.AsyncEmbedder``)."""
@@ -31,6 +33,19 @@ class MLSettings:
     #: The names the built-in model registers under (its own, and ``BUILT_IN``).
     built_in_names: tuple[str, ...]
     node_name: str
+
+    @classmethod
+    def of(cls, section: MLSection, *, built_in_names: tuple[str, ...], node_name: str) -> MLSettings:
+        """``[ml]``, with what the process adds: the built-in model's names and the node's."""
+        return cls(
+            trusted_endpoints=section.trusted_endpoints_regex,
+            allow_private_addresses=section.allow_private_addresses,
+            timeout=section.connector_timeout,
+            calls_per_minute=section.org_calls_per_minute,
+            concurrent_calls=section.org_concurrent_calls,
+            built_in_names=built_in_names,
+            node_name=node_name,
+        )
 
 
 def now_millis() -> int:

@@ -129,7 +129,7 @@ RETRY_BACKOFF_POLICIES = ("constant", "exponential_equal_jitter", "exponential_f
 class ClientConfig:
     """``ConnectorClientConfig``: how calls through a connector are made.  Timeouts are in seconds, as
     ml-commons reads them (its 2.19 defaults, 30000 s, are in effect none; 0 is none too): the call's
-    deadline, ``ml_connector_timeout``, bounds every call and its retries anyway."""
+    deadline, ``ml.connector_timeout``, bounds every call and its retries anyway."""
 
     max_connection: int = 30
     connection_timeout: int = 30000

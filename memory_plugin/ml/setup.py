@@ -24,15 +24,7 @@ async def open_ml(
     service = MLService(
         store,
         embedder,
-        MLSettings(
-            trusted_endpoints=settings.ml_trusted_endpoints_regex,
-            allow_private_addresses=settings.ml_allow_private_addresses,
-            timeout=settings.ml_connector_timeout,
-            calls_per_minute=settings.ml_org_calls_per_minute,
-            concurrent_calls=settings.ml_org_concurrent_calls,
-            built_in_names=names,
-            node_name=settings.node_name,
-        ),
+        MLSettings.of(settings.ml, built_in_names=names, node_name=settings.node.name),
         MLMetrics(metrics.registry if metrics else None),
     )
     try:

@@ -63,7 +63,7 @@ def judge() -> Iterator[str]:
 # A server per scenario: on the OpenSearch store BM25 statistics are index-wide, so a scenario's
 # scores must not count the documents earlier scenarios left, as the judge's reset ensures there.
 def our_config(request: pytest.FixtureRequest, base: Path, *settings: str) -> Path | None:
-    """Our TOML config: ``settings`` (top-level lines), and on the OpenSearch store its region; None if empty."""
+    """Our TOML config: ``settings`` (its lines), and on the OpenSearch store its region; None if empty."""
     text = "".join(f"{line}\n" for line in settings)
     if request.param == "opensearch":
         node = request.getfixturevalue("opensearch_nodes")[0]
@@ -86,7 +86,7 @@ def ours(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 def ours_ml(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """Our server, trusting the scripted LLM on loopback as the judge does."""
     base = tmp_path_factory.mktemp(f"conformance-ml-{request.param}")
-    trust = (f"ml_trusted_endpoints_regex = ['{TRUSTED_LOOPBACK}']", "ml_allow_private_addresses = true")
+    trust = ("[ml]", f"trusted_endpoints_regex = ['{TRUSTED_LOOPBACK}']", "allow_private_addresses = true")
     with LiveServer(base / "data", config=our_config(request, base, *trust)) as server:
         yield server
 

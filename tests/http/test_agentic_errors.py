@@ -347,7 +347,7 @@ async def test_delete_container_sharing_an_index_prefix_is_a_conflict(api, alice
 
 
 async def test_agentic_memory_can_be_switched_off(aiohttp_client, settings, embedder, alice):
-    api = await aiohttp_client(create_app(settings.replace(agentic_memory_enabled=False), embedder=embedder))
+    api = await aiohttp_client(create_app(settings.replace(agentic={"enabled": False}), embedder=embedder))
     for method, path in [
         ("POST", "/_create"),
         ("GET", "/x"),
@@ -370,7 +370,9 @@ async def test_agentic_memory_can_be_switched_off(aiohttp_client, settings, embe
 
 
 async def test_retention_policy_and_pinning_when_enabled(aiohttp_client, settings, embedder, alice):
-    api = await aiohttp_client(create_app(settings.replace(agentic_retention_enabled=True), embedder=embedder))
+    api = await aiohttp_client(
+        create_app(settings.replace(agentic={"retention": {"enabled": True}}), embedder=embedder)
+    )
     cid = await container(api, alice, {"retention_policy": {"sessions": {"retention_days": 30}}})
     await error(
         api,
@@ -408,7 +410,7 @@ async def test_infer_without_a_configured_llm_names_the_setting(aiohttp_client, 
         f"/{cid}/memories",
         {"messages": conversation("x"), "infer": True},
         400,
-        "infer=true needs an LLM connector, and none is configured: set agentic_llm_url",
+        "infer=true needs an LLM connector, and none is configured: set url in [agentic.llm]",
     )
     # without infer, an add still works: the auto session simply has no summary
     added = await call(api, alice, "POST", f"/{cid}/memories", {"messages": conversation("x")})

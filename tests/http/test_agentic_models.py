@@ -124,7 +124,7 @@ async def tenants(aiohttp_client, aiohttp_server, settings, embedder, alice, car
     llms = [ScriptedLLM(), ScriptedLLM()]
     for llm in llms:
         llm.url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")  # type: ignore[attr-defined]
-    trusting = settings.replace(ml_trusted_endpoints_regex=(LOOPBACK,), ml_allow_private_addresses=True)
+    trusting = settings.replace(ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True})
     api = await aiohttp_client(create_app(trusting, embedder=embedder))
     return api, llms
 
@@ -182,10 +182,8 @@ async def test_a_spent_budget_is_a_429_and_calls_are_counted_per_organisation(
     llm.raw_content = "fine"
     llm.url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")  # type: ignore[attr-defined]
     limited = settings.replace(
-        ml_trusted_endpoints_regex=(LOOPBACK,),
-        ml_allow_private_addresses=True,
-        ml_org_calls_per_minute=3,
-        metrics_token="operator-secret",
+        ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True, "org_calls_per_minute": 3},
+        auth={"metrics_token": "operator-secret"},
     )
     api = await aiohttp_client(create_app(limited, embedder=embedder))
     model_id = await registered_llm(api, alice, llm.url, "sk-alice")
@@ -211,7 +209,7 @@ async def test_concurrent_calls_beyond_the_budget_are_refused_not_queued(
     llm.hang = {"SEMANTIC"}  # extraction prompts wait until released
     llm.url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")  # type: ignore[attr-defined]
     limited = settings.replace(
-        ml_trusted_endpoints_regex=(LOOPBACK,), ml_allow_private_addresses=True, ml_org_concurrent_calls=2
+        ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True, "org_concurrent_calls": 2}
     )
     api = await aiohttp_client(create_app(limited, embedder=embedder))
     model_id = await registered_llm(api, alice, llm.url, "sk-alice")
@@ -237,9 +235,7 @@ async def test_a_registered_llm_that_times_out_is_recorded_once_not_retried(
         llm.url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")  # type: ignore[attr-defined]
     trusting = settings.replace(
         # the working LLM must answer within it on a loaded machine; the hanging one waits it out
-        ml_trusted_endpoints_regex=(LOOPBACK,),
-        ml_allow_private_addresses=True,
-        ml_connector_timeout=5.0,
+        ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True, "connector_timeout": 5.0}
     )
     api = await aiohttp_client(create_app(trusting, embedder=embedder))
     containers = {}

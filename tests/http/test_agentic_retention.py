@@ -26,9 +26,10 @@ from tests.support.polling import eventually
 @pytest.fixture
 async def api(aiohttp_client, settings, embedder, llm, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
     settings = settings.replace(
-        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")),
-        agentic_llm_api_key="sk-test",
-        agentic_retention_enabled=True,
+        agentic={
+            "llm": {"url": str(llm.server.make_url("/v1/chat/completions")), "api_key": "sk-test"},
+            "retention": {"enabled": True},
+        }
     )
     return await aiohttp_client(create_app(settings, embedder=embedder))
 

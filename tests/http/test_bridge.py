@@ -15,7 +15,7 @@ SEARCH = "/v2/ai/conversation_histories"
 
 @pytest.fixture
 async def bridged(aiohttp_client, settings, embedder, alice, bob):
-    return await aiohttp_client(create_app(settings.replace(bridge=True), embedder=embedder))
+    return await aiohttp_client(create_app(settings.replace(bridge={"enabled": True}), embedder=embedder))
 
 
 async def hits(client, caller, q):

@@ -54,7 +54,9 @@ def flaky():
 
 @pytest.fixture
 async def client(aiohttp_client, settings, flaky, alice, bob):
-    bridged = settings.replace(bridge=True, bridge_retry_max_seconds=0.2, metrics_token=METRICS_TOKEN)
+    bridged = settings.replace(
+        bridge={"enabled": True, "retry_max_seconds": 0.2}, auth={"metrics_token": METRICS_TOKEN}
+    )
     return await aiohttp_client(create_app(bridged, embedder=flaky))
 
 

@@ -550,7 +550,7 @@ async def test_metrics_are_disabled_without_an_operator_token(client, alice, adm
 
 async def test_metrics_need_the_operator_token_not_a_tenant_key(aiohttp_client, settings, embedder, alice, admin):
     operator = "operator-" + "x" * 32
-    client = await aiohttp_client(create_app(settings.replace(metrics_token=operator), embedder=embedder))
+    client = await aiohttp_client(create_app(settings.replace(auth={"metrics_token": operator}), embedder=embedder))
     await client.get(MEMORY, headers=alice.headers)
     ok = await client.get("/_metrics", headers={"Authorization": f"Bearer {operator}"})
     assert ok.status == 200

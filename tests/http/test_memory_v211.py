@@ -247,7 +247,7 @@ async def test_unknown_parameter_on_create_and_delete_is_400(client, alice):
 
 async def test_oversized_body_is_413(client, alice, settings):
     conversation_id = await create_conversation(client, alice)
-    big = "x" * (settings.max_body_bytes + 1)
+    big = "x" * (settings.http.max_body_bytes + 1)
     response = await client.post(
         f"{BASE}/{conversation_id}", json={"input": big, "response": "a"}, headers=alice.headers
     )
@@ -329,7 +329,9 @@ async def test_other_users_conversation_is_invisible(client, alice, bob, carol):
 
 
 async def test_metrics_need_the_operator_token_and_count_requests_by_route(aiohttp_client, settings, embedder, alice):
-    client = await aiohttp_client(create_app(settings.replace(metrics_token="operator-secret"), embedder=embedder))
+    client = await aiohttp_client(
+        create_app(settings.replace(auth={"metrics_token": "operator-secret"}), embedder=embedder)
+    )
     assert (await client.get("/_metrics")).status == 401
     await client.get(BASE, headers=alice.headers)
     assert (await client.get("/_metrics", headers=alice.headers)).status == 403

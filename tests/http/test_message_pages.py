@@ -130,7 +130,9 @@ async def test_every_reader_sees_every_write_acknowledged_before_it_asked(client
 
 
 async def test_page_cache_mb_0_keeps_nothing(aiohttp_client, tmp_path, embedder):
-    settings = load_settings(environ={}, data_dir=tmp_path / "data", port=0, bridge=False, page_cache_mb=0)
+    settings = load_settings(
+        environ={}, data_dir=tmp_path / "data", http={"port": 0, "page_cache_mb": 0}, bridge={"enabled": False}
+    )
     caller = make_caller(KeyStore(settings.resolved_keys_file), "org-1", "alice")
     client = await aiohttp_client(create_app(settings, embedder=embedder))
     memory_id = await _memory(client, caller, messages=1)

@@ -36,8 +36,9 @@ async def openai(aiohttp_server):  # type: ignore[no-untyped-def]
 
 
 def ml_client(aiohttp_client, settings, embedder, **changes):  # type: ignore[no-untyped-def]
-    trusting = {"ml_trusted_endpoints_regex": (LOOPBACK,), "ml_allow_private_addresses": True, **changes}
-    return aiohttp_client(create_app(settings.replace(**trusting), embedder=embedder))
+    """``changes``: keys of ``[ml]``."""
+    trusting = {"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True, **changes}
+    return aiohttp_client(create_app(settings.replace(ml=trusting), embedder=embedder))
 
 
 @pytest.fixture
@@ -280,7 +281,7 @@ async def test_hostile_connectors_and_remote_endpoints(aiohttp_client, aiohttp_s
     url = str((await aiohttp_server(remote)).make_url("")).rstrip("/")
 
     # trusted patterns say loopback is fine, but private addresses are not allowed: refused at call time
-    strict = await ml_client(aiohttp_client, settings, embedder, ml_allow_private_addresses=False)
+    strict = await ml_client(aiohttp_client, settings, embedder, allow_private_addresses=False)
     _, model = await remote_model(strict, alice, chat_connector(url, "sk-hidden"))
     body = {"parameters": {"messages": []}}
     refused = await call(strict, alice, "POST", f"/models/{model}/_predict", body, status=400)
@@ -293,7 +294,7 @@ async def test_hostile_connectors_and_remote_endpoints(aiohttp_client, aiohttp_s
         return connector
 
     # A short timeout only where it is tested: the remotes that do answer may be slow on a loaded machine.
-    impatient = await ml_client(aiohttp_client, settings, embedder, ml_connector_timeout=2.0)
+    impatient = await ml_client(aiohttp_client, settings, embedder, connector_timeout=2.0)
     _, hanging = await remote_model(impatient, alice, at("/hang"))
     timed_out = await call(impatient, alice, "POST", f"/models/{hanging}/_predict", body, status=504)
     assert timed_out["error"]["reason"] == "the remote model did not answer within 2 s"  # not its 30 s
@@ -333,7 +334,7 @@ async def test_hostile_connectors_and_remote_endpoints(aiohttp_client, aiohttp_s
         "Illegal character in authority at index 7: http://evil.example.com\\/x/v1?key=*****"
     )
     # a huge predict body is refused before it is read whole
-    huge = b'{"parameters": {"x": "' + b"a" * (settings.max_body_bytes + 1) + b'"}}'
+    huge = b'{"parameters": {"x": "' + b"a" * (settings.http.max_body_bytes + 1) + b'"}}'
     too_big = await ml.post(f"{ML}/models/{hanging}/_predict", data=huge, headers=JSON | alice.headers)
     assert too_big.status == 413
     everything = str([r async for r in _all_text(ml, alice)])
@@ -346,7 +347,7 @@ async def test_a_connector_call_that_cannot_be_sent_is_400_and_never_shows_its_c
     """A URL made invalid by its credential, a credential that would split a header, a URL with a user part:
     a 400 whose message masks the credential (and no log line shows it), or the call made as ml-commons makes it."""
     trusted = (LOOPBACK, r"^http://user:[^@]*@127\.0\.0\.1:.*$")
-    ml = await ml_client(aiohttp_client, settings, embedder, ml_trusted_endpoints_regex=trusted)
+    ml = await ml_client(aiohttp_client, settings, embedder, trusted_endpoints_regex=trusted)
     body = {"parameters": {"messages": [{"role": "user", "content": "hi"}]}}
     bad_port = chat_connector(openai.url, "sk-hidden-1")
     bad_port["actions"][0]["url"] = "http://127.0.0.1:99999/${credential.openAI_key}"
@@ -474,8 +475,8 @@ async def test_the_reported_version_is_one_with_every_api_served_and_configurabl
     from memory_plugin.settings import load_settings
 
     for reported, lucene in ((None, "10.5.1"), ("3.3.0", "10.3.1"), ("2.19.1", "9.12.1")):
-        changed = settings.replace(keys_file=settings.resolved_keys_file, data_dir=tmp_path / str(reported))
-        changed = changed if reported is None else changed.replace(reported_version=reported)
+        changed = settings.replace(auth={"keys_file": settings.resolved_keys_file}, data_dir=tmp_path / str(reported))
+        changed = changed if reported is None else changed.replace(node={"reported_version": reported})
         api = await aiohttp_client(create_app(changed, embedder=embedder))
         version = (await (await api.get("/", headers=alice.headers)).json())["version"]
         assert (version["number"], version["lucene_version"]) == (reported or "3.9.0", lucene)
@@ -483,9 +484,9 @@ async def test_the_reported_version_is_one_with_every_api_served_and_configurabl
             body = {"name": "c", "memory_container_id": "chosen-id"}
             created = await api.post("/_plugins/_ml/memory_containers/_create", json=body, headers=alice.headers)
             assert (await created.json())["memory_container_id"] == "chosen-id"
-    assert load_settings(environ={"MEMORY_PLUGIN_REPORTED_VERSION": "3.3.0"}).reported_version == "3.3.0"
+    assert load_settings(environ={"MEMORY_PLUGIN_NODE_REPORTED_VERSION": "3.3.0"}).node.reported_version == "3.3.0"
     with pytest.raises(ValueError, match="reported_version"):
-        load_settings(environ={"MEMORY_PLUGIN_REPORTED_VERSION": "9.9.9"})
+        load_settings(environ={"MEMORY_PLUGIN_NODE_REPORTED_VERSION": "9.9.9"})
 
 
 async def test_an_aws_sigv4_connector_signs_each_call_with_its_keys(aiohttp_server, ml, alice):

@@ -91,7 +91,7 @@ async def remote(aiohttp_server):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 async def ml(aiohttp_client, settings, embedder, alice):  # type: ignore[no-untyped-def]
-    return await ml_client(aiohttp_client, settings, embedder, ml_connector_timeout=20.0)
+    return await ml_client(aiohttp_client, settings, embedder, connector_timeout=20.0)
 
 
 async def model_on(api, caller, remote: Remote, **register: Any) -> str:
@@ -145,7 +145,7 @@ async def test_a_throttled_call_is_retried_max_retry_times(ml, alice, remote):
 
 async def test_unbounded_retries_end_at_the_calls_deadline(aiohttp_client, settings, embedder, alice, remote):
     """``max_retry_times: -1`` retries until ``retry_timeout_seconds``, and never past the call's deadline."""
-    ml = await ml_client(aiohttp_client, settings, embedder, ml_connector_timeout=3.0)
+    ml = await ml_client(aiohttp_client, settings, embedder, connector_timeout=3.0)
     remote.script = [too_many]
     forever = {"client_config": {"max_retry_times": -1, "retry_backoff_millis": 10, "retry_timeout_seconds": 600}}
     model = await model_on(ml, alice, remote, connector=forever)

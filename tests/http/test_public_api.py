@@ -27,7 +27,7 @@ BOB = Principal("org-1", "bob")
 
 @pytest.fixture
 async def mp(settings, embedder):
-    async with MemoryPlugin.open(settings.replace(bridge=True), embedder=embedder) as plugin:
+    async with MemoryPlugin.open(settings.replace(bridge={"enabled": True}), embedder=embedder) as plugin:
         yield plugin
 
 

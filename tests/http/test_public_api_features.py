@@ -32,10 +32,8 @@ DIMENSION = 64
 @pytest.fixture
 async def mp(settings, embedder, llm):
     configured = settings.replace(
-        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")),
-        agentic_llm_api_key="sk-test",
-        ml_trusted_endpoints_regex=(LOOPBACK,),
-        ml_allow_private_addresses=True,
+        agentic={"llm": {"url": str(llm.server.make_url("/v1/chat/completions")), "api_key": "sk-test"}},
+        ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True},
     )
     async with MemoryPlugin.open(configured, embedder=embedder) as plugin:
         yield plugin

@@ -55,7 +55,7 @@ def sigv4_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def remote_settings(settings: Settings, sigv4_file: Path) -> Settings:
-    return settings.replace(sigv4_keys_file=sigv4_file, sigv4_region=REGION)
+    return settings.replace(auth={"sigv4_keys_file": sigv4_file, "sigv4_region": REGION})
 
 
 @pytest.fixture
@@ -402,19 +402,22 @@ def test_the_keys_file_must_be_private_and_well_formed(sigv4_file: Path) -> None
 
 def test_sigv4_settings_go_together(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="sigv4_region"):
-        load_settings(environ={"MEMORY_PLUGIN_SIGV4_KEYS_FILE": str(tmp_path / "k.json")}, data_dir=tmp_path)
+        load_settings(environ={"MEMORY_PLUGIN_AUTH_SIGV4_KEYS_FILE": str(tmp_path / "k.json")}, data_dir=tmp_path)
     loaded = load_settings(
-        environ={"MEMORY_PLUGIN_SIGV4_KEYS_FILE": str(tmp_path / "k.json"), "MEMORY_PLUGIN_SIGV4_REGION": REGION},
+        environ={
+            "MEMORY_PLUGIN_AUTH_SIGV4_KEYS_FILE": str(tmp_path / "k.json"),
+            "MEMORY_PLUGIN_AUTH_SIGV4_REGION": REGION,
+        },
         data_dir=tmp_path,
     )
-    assert loaded.sigv4_region == REGION and loaded.sigv4_keys_file == tmp_path / "k.json"
+    assert loaded.auth.sigv4_region == REGION and loaded.auth.sigv4_keys_file == tmp_path / "k.json"
 
 
 async def test_retention_takes_what_a_sigv4_agent_wrote_into_a_shared_container(  # type: ignore[no-untyped-def]
     aiohttp_client, remote_settings: Settings, embedder, alice: Caller
 ) -> None:
     """The owner's retention run covers the agent's sessions too: ml-commons' job filters by container only."""
-    settings = remote_settings.replace(agentic_retention_enabled=True)
+    settings = remote_settings.replace(agentic={"retention": {"enabled": True}})
     client = await aiohttp_client(create_app(settings, embedder=embedder))
 
     async def as_alice(path: str, body: dict[str, Any] | None = None) -> Any:

@@ -199,7 +199,7 @@ async def test_hostile_bodies_are_clear_400s(client, admin, path, body, status, 
 
 
 async def test_oversized_body_and_headers(client, admin, settings):
-    big = b'{"name": "' + b"x" * (settings.max_body_bytes + 10) + b'"}'
+    big = b'{"name": "' + b"x" * (settings.http.max_body_bytes + 10) + b'"}'
     response = await client.post(
         "/_plugins/_ml/memory/conversation", data=big, headers={**admin.headers, "Content-Type": "application/json"}
     )

@@ -51,7 +51,7 @@ def _on_opensearch(settings, opensearch_nodes, index_prefix):  # type: ignore[no
 @pytest.fixture
 async def api(aiohttp_client, settings, embedder, llm, opensearch_nodes, index_prefix, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
     settings = _on_opensearch(settings, opensearch_nodes, index_prefix).replace(
-        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")), agentic_llm_api_key="sk-test"
+        agentic={"llm": {"url": str(llm.server.make_url("/v1/chat/completions")), "api_key": "sk-test"}}
     )
     return await aiohttp_client(create_app(settings, embedder=embedder))
 
@@ -132,10 +132,8 @@ async def test_a_remote_embedding_model_of_another_dimension_has_a_knn_index_of_
     aiohttp_client, settings, embedder, llm, embeddings: ScriptedOpenAI, opensearch_nodes, index_prefix, alice
 ):
     settings = _on_opensearch(settings, opensearch_nodes, index_prefix).replace(
-        ml_trusted_endpoints_regex=(LOOPBACK,),
-        ml_allow_private_addresses=True,
-        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")),
-        agentic_llm_api_key="sk-test",
+        ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True},
+        agentic={"llm": {"url": str(llm.server.make_url("/v1/chat/completions")), "api_key": "sk-test"}},
     )
     api = await aiohttp_client(create_app(settings, embedder=embedder))
     built_in = await container(api, alice, SEMANTIC_CONFIG)  # the built-in model, in the same index prefix

@@ -27,9 +27,10 @@ pytestmark = [pytest.mark.opensearch, pytest.mark.model]
 @pytest.fixture
 async def api(aiohttp_client, settings, embedder, llm, opensearch_nodes, index_prefix, alice, bob, carol, admin):  # type: ignore[no-untyped-def]  # noqa: F811
     settings = _on_opensearch(settings, opensearch_nodes, index_prefix).replace(
-        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")),
-        agentic_llm_api_key="sk-test",
-        agentic_retention_enabled=True,
+        agentic={
+            "llm": {"url": str(llm.server.make_url("/v1/chat/completions")), "api_key": "sk-test"},
+            "retention": {"enabled": True},
+        }
     )
     return await aiohttp_client(create_app(settings, embedder=embedder))
 

@@ -29,9 +29,8 @@ async def client(aiohttp_client, settings, flaky, opensearch_nodes, alice, bob):
     app_settings = settings.replace(
         regions={"USA": region},
         home_region="USA",
-        bridge=True,
-        bridge_retry_max_seconds=0.2,
-        metrics_token=METRICS_TOKEN,
+        bridge={"enabled": True, "retry_max_seconds": 0.2},
+        auth={"metrics_token": METRICS_TOKEN},
     )
     yield await aiohttp_client(create_app(app_settings, embedder=flaky))
     opensearch_nodes[0].request("DELETE", f"/{prefix}-*")

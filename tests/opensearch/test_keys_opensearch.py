@@ -34,7 +34,7 @@ async def config(opensearch_nodes, tmp_path: Path) -> AsyncIterator[Path]:  # ty
     prefix = f"k-{uuid.uuid4().hex[:10]}"
     path = tmp_path / "memory-plugin.toml"
     path.write_text(
-        f'keys_backend = "opensearch"\ndata_dir = "{tmp_path / "data"}"\nbridge = false\n'
+        f'data_dir = "{tmp_path / "data"}"\n[auth]\nkeys_backend = "opensearch"\n[bridge]\nenabled = false\n'
         f'[regions.USA]\nstore = "opensearch"\nhosts = ["{opensearch_nodes[0].url}"]\nindex_prefix = "{prefix}"\ntimeout = 30\n'
     )
     yield path
@@ -71,7 +71,7 @@ async def refused_past_the_bound(client, headers: dict[str, str], revoked_at: fl
 async def test_a_key_made_by_the_cli_works_everywhere_and_a_revocation_anywhere_is_refused_everywhere(
     aiohttp_client, embedder, config: Path, capsys, opensearch_nodes
 ):  # type: ignore[no-untyped-def]
-    settings: Settings = load_settings(config, environ={}, port=0)
+    settings: Settings = load_settings(config, environ={}, http={"port": 0})
     alice_id, alice = create_key(capsys, config, "alice")
     bob_id, bob = create_key(capsys, config, "bob")
 

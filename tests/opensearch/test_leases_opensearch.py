@@ -47,11 +47,8 @@ def shared_settings(settings, region, llm):  # type: ignore[no-untyped-def]
     return settings.replace(
         regions={"USA": region},
         home_region="USA",
-        bridge=True,
-        bridge_batch_size=8,
-        bridge_retry_max_seconds=0.2,
-        agentic_llm_url=str(llm.server.make_url("/v1/chat/completions")),
-        agentic_llm_api_key="sk-test",
+        bridge={"enabled": True, "batch_size": 8, "retry_max_seconds": 0.2},
+        agentic={"llm": {"url": str(llm.server.make_url("/v1/chat/completions")), "api_key": "sk-test"}},
     )
 
 

@@ -46,7 +46,7 @@ def settings(settings, opensearch_nodes, index_prefix):  # type: ignore[no-untyp
 
 @pytest.fixture
 async def ml(aiohttp_client, settings, embedder, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
-    trusting = settings.replace(ml_trusted_endpoints_regex=(LOOPBACK,), ml_allow_private_addresses=True)
+    trusting = settings.replace(ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True})
     return await aiohttp_client(create_app(trusting, embedder=embedder))
 
 
@@ -96,8 +96,8 @@ async def test_documents_list_in_write_order_after_merges_reorder_the_segments(o
 
 
 async def two_processes(aiohttp_client, settings, embedder, **limits: int) -> list[Any]:
-    """Two server processes over the same indices (each its own app, store and client), with these limits."""
-    limited = settings.replace(ml_trusted_endpoints_regex=(LOOPBACK,), ml_allow_private_addresses=True, **limits)
+    """Two server processes over the same indices (each its own app, store and client), with these ``[ml]`` limits."""
+    limited = settings.replace(ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True, **limits})
     return [await aiohttp_client(create_app(limited, embedder=embedder)) for _ in range(2)]
 
 
@@ -107,7 +107,7 @@ async def test_an_organisation_gets_its_calls_a_minute_across_processes_not_twic
     llm = ScriptedLLM()
     llm.raw_content = "fine"
     url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")
-    first, second = await two_processes(aiohttp_client, settings, embedder, ml_org_calls_per_minute=3)
+    first, second = await two_processes(aiohttp_client, settings, embedder, org_calls_per_minute=3)
     model_id = await registered_llm(first, alice, url, "sk-alice")
     carols = await registered_llm(second, carol, url, "sk-carol")
     body = {"parameters": {"system_prompt": "s", "user_prompt": "u"}}
@@ -126,7 +126,7 @@ async def test_an_organisation_gets_its_concurrent_calls_across_processes_and_th
     llm = ScriptedLLM()
     llm.hang = {"SEMANTIC"}  # extraction prompts wait until released
     url = str((await aiohttp_server(llm.app())).make_url("")).rstrip("/")
-    first, second = await two_processes(aiohttp_client, settings, embedder, ml_org_concurrent_calls=2)
+    first, second = await two_processes(aiohttp_client, settings, embedder, org_concurrent_calls=2)
     model_id = await registered_llm(first, alice, url, "sk-alice")
     hanging = {"parameters": {"system_prompt": "extract facts", "user_prompt": "```json\n[{}, {}]\n```"}}
     path = f"{ML}/models/{model_id}/_predict"

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.opensearch
 @pytest.fixture
 def remote_settings(settings: Settings, sigv4_file, opensearch_nodes, index_prefix) -> Settings:  # type: ignore[no-untyped-def]  # noqa: F811
     return _on_opensearch(settings, opensearch_nodes, index_prefix).replace(
-        sigv4_keys_file=sigv4_file, sigv4_region=REGION
+        auth={"sigv4_keys_file": sigv4_file, "sigv4_region": REGION}
     )
 
 

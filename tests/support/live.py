@@ -80,7 +80,7 @@ class LiveServer:
         self.data_dir = data_dir
         self.args = list(args or [])
         self.port = free_port()
-        self.env = {**os.environ, "MEMORY_PLUGIN_BRIDGE": "false", **(env or {})}
+        self.env = {**os.environ, "MEMORY_PLUGIN_BRIDGE_ENABLED": "false", **(env or {})}
         self.config = config
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"server-{self.port}.log"
@@ -180,7 +180,7 @@ def app_in_thread_with_key(
     from memory_plugin.auth import KeyStore
     from memory_plugin.settings import load_settings
 
-    settings = load_settings(environ={}, data_dir=data_dir, port=0, bridge=False)
+    settings = load_settings(environ={}, data_dir=data_dir, http={"port": 0}, bridge={"enabled": False})
     _, token = KeyStore(settings.resolved_keys_file).create(organization_id, user_id)
     with served_in_thread(create_app(settings, embedder=embedder)) as url:
         yield ServedApp(url, data_dir, token)

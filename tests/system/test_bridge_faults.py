@@ -22,7 +22,7 @@ from tests.system.test_faults import HISTORIES, MEMORY, fill, hanging_listener, 
 
 __all__ = ["server_env"]  # the module fixture, shared with the other fault tests
 
-BRIDGED = {"MEMORY_PLUGIN_BRIDGE": "true", "MEMORY_PLUGIN_BRIDGE_RETRY_MAX_SECONDS": "1"}
+BRIDGED = {"MEMORY_PLUGIN_BRIDGE_ENABLED": "true", "MEMORY_PLUGIN_BRIDGE_RETRY_MAX_SECONDS": "1"}
 
 
 def outbox_size(data_dir: Path) -> int:

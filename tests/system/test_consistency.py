@@ -387,7 +387,7 @@ async def test_consistency_under_kills_and_pauses(tmp_path: Path, opensearch_nod
     rival, admin = key_headers(data_dir, "org-1", "bob"), key_headers(data_dir, "org-1", None)
     env = {
         **server_env,
-        "MEMORY_PLUGIN_BRIDGE": "true",
+        "MEMORY_PLUGIN_BRIDGE_ENABLED": "true",
         "MEMORY_PLUGIN_BRIDGE_RETRY_MAX_SECONDS": "1",
         "MEMORY_PLUGIN_AGENTIC_LLM_API_KEY": "sk-test",
     }

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_defaults_are_opensearch_like():
     settings = load_settings(environ={})
-    assert (settings.host, settings.port) == ("127.0.0.1", 9200)
+    assert (settings.http.host, settings.http.port) == ("127.0.0.1", 9200)
     assert list(settings.regions) == ["USA", "DEU", "AUS", "UAE"]
 
 
@@ -30,9 +30,16 @@ def test_first_start_serves_on_9200_and_prints_a_working_development_key(tmp_pat
     environment = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("MEMORY_PLUGIN_HOST", "MEMORY_PLUGIN_PORT", "MEMORY_PLUGIN_CONFIG")
+        if k
+        not in (
+            "MEMORY_PLUGIN_HTTP_HOST",
+            "MEMORY_PLUGIN_HTTP_PORT",
+            "MEMORY_PLUGIN_HOST",
+            "MEMORY_PLUGIN_PORT",
+            "MEMORY_PLUGIN_CONFIG",
+        )
     }
-    environment["MEMORY_PLUGIN_BRIDGE"] = "false"
+    environment["MEMORY_PLUGIN_BRIDGE_ENABLED"] = "false"
     with open(log, "wb") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "memory_plugin", "serve", "--data-dir", str(data_dir)],

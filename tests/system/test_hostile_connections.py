@@ -107,8 +107,8 @@ def live(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
 
     env = {
         "MEMORY_PLUGIN_MODEL_DIR": str(ensure_default_model()),
-        "MEMORY_PLUGIN_BODY_READ_TIMEOUT": "1",
-        "MEMORY_PLUGIN_IDLE_TIMEOUT": "2",
+        "MEMORY_PLUGIN_HTTP_BODY_READ_TIMEOUT": "1",
+        "MEMORY_PLUGIN_HTTP_IDLE_TIMEOUT": "2",
     }
     server = live_server_with_key(tmp_path_factory.mktemp("live") / "data", env=env)
     yield server

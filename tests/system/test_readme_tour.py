@@ -43,7 +43,7 @@ def test_the_readme_tour_runs_against_a_live_server(tmp_path: Path) -> None:
     cli.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m memory_plugin "$@"\n')
     cli.chmod(0o755)
     # As `make run` serves: the defaults, the memory bridge on.
-    with LiveServer(data_dir, env={"MEMORY_PLUGIN_BRIDGE": "true"}) as server:
+    with LiveServer(data_dir, env={"MEMORY_PLUGIN_BRIDGE_ENABLED": "true"}) as server:
         env = {key: value for key, value in os.environ.items() if key not in ("KEY", "MP")}
         env |= {"MP": server.url, "MEMORY_PLUGIN_DATA_DIR": str(data_dir)}
         done = subprocess.run(

@@ -55,7 +55,7 @@ def config(opensearch_nodes, tmp_path: Path) -> Iterator[Path]:  # type: ignore[
     prefix = f"w-{uuid.uuid4().hex[:10]}"
     path = tmp_path / "memory-plugin.toml"
     path.write_text(
-        f'keys_backend = "opensearch"\nmetrics_token = "{METRICS_TOKEN}"\nnode_name = "workers-test"\n'
+        f'[auth]\nkeys_backend = "opensearch"\nmetrics_token = "{METRICS_TOKEN}"\n[node]\nname = "workers-test"\n'
         f'[regions.USA]\nstore = "opensearch"\nhosts = ["{opensearch_nodes[0].url}"]\nindex_prefix = "{prefix}-usa"\ntimeout = 30\n'
         f'[regions.DEU]\nstore = "opensearch"\nhosts = ["{opensearch_nodes[1].url}"]\nindex_prefix = "{prefix}-deu"\ntimeout = 30\n'
     )

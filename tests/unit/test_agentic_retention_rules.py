@@ -3,6 +3,7 @@ tested on SQLite and OpenSearch in tests/http/test_agentic_retention.py and its 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pytest
@@ -13,7 +14,7 @@ from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.stores.base import StoredDoc
 from memory_plugin.agentic.stores.retention import RetentionStore, Snapshot
 from memory_plugin.auth import Principal
-from memory_plugin.settings import load_settings
+from memory_plugin.settings import RetentionSection, load_settings
 
 NOW = 1_800_000_000_000
 OWNER = Principal("org", "u")
@@ -117,10 +118,18 @@ def test_a_policy_update_merges_per_field_and_null_removes():
     "name,value",
     [
         ("AGENTIC_RETENTION_INTERVAL", "0"),
-        ("AGENTIC_WORKING_MEMORY_TTL_DAYS", "366"),
+        ("AGENTIC_RETENTION_WORKING_MEMORY_TTL_DAYS", "366"),
         ("AGENTIC_RETENTION_DEFAULT_SESSION_MAX_COUNT", "-2"),
     ],
 )
 def test_retention_settings_out_of_ml_commons_bounds_are_refused(tmp_path, name, value):
-    with pytest.raises(ValueError, match=name.lower()):
+    key = "agentic.retention." + name.lower().removeprefix("agentic_retention_")
+    with pytest.raises(ValueError, match=re.escape(repr(key))):
         load_settings(environ={f"MEMORY_PLUGIN_{name}": value}, data_dir=tmp_path)
+
+
+def test_the_defaults_come_from_the_retention_section_by_name():
+    section = RetentionSection(default_session_max_count=3, default_history_max_count=9, working_memory_ttl_days=2)
+    defaults = RetentionDefaults.of(section)
+    assert (defaults.session_max_count, defaults.history_max_count, defaults.working_memory_ttl_days) == (3, 9, 2)
+    assert (defaults.session_retention_days, defaults.long_term_max_count) == (-1, -1)

@@ -29,7 +29,7 @@ def test_a_held_lock_is_refused_with_the_folder_and_the_holders_pid(tmp_path):
 
 async def test_services_hold_the_data_folder_while_open_and_only_then(tmp_path):
     fake_embedder = FakeEmbedder.with_default_tokenizer()
-    settings = load_settings(environ={}, data_dir=tmp_path / "data", bridge=False)
+    settings = load_settings(environ={}, data_dir=tmp_path / "data", bridge={"enabled": False})
     async with open_services(settings, embedder=fake_embedder):
         with pytest.raises(InUse):
             async with open_services(settings, embedder=fake_embedder):

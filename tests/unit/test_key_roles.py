@@ -58,7 +58,7 @@ def test_a_role_ml_commons_would_refuse_is_refused(tmp_path: Path, role: str, re
 
 def test_the_cli_takes_repeated_roles_and_lists_them(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     config = tmp_path / "memory-plugin.toml"
-    config.write_text(f'keys_file = "{tmp_path / "keys.json"}"\n')
+    config.write_text(f'[auth]\nkeys_file = "{tmp_path / "keys.json"}"\n')
     args = ["keys", "create", "--config", str(config), "--org", "org-1", "--user", "dave"]
     assert main([*args, "--backend-role", "support", "--backend-role", "ops"]) == 0
     assert "roles:   support,ops" in capsys.readouterr().out

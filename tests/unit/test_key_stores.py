@@ -148,7 +148,7 @@ async def test_the_keys_file_read_is_one_mapping_while_unchanged_and_a_new_one_a
 
 def test_the_cli_creates_lists_and_revokes_keys_in_the_configured_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     config = tmp_path / "memory-plugin.toml"
-    config.write_text(f'keys_file = "{tmp_path / "elsewhere" / "keys.json"}"\n')
+    config.write_text(f'[auth]\nkeys_file = "{tmp_path / "elsewhere" / "keys.json"}"\n')
     assert main(["keys", "create", "--config", str(config), "--org", "org-1", "--user", "alice"]) == 0
     token = capsys.readouterr().out.strip().splitlines()[-1].split()[-1]
     key_id, secret = token.split(".", 1)
@@ -166,7 +166,7 @@ def test_the_store_follows_the_keys_backend_setting(tmp_path: Path) -> None:
     assert isinstance(open_key_store(load_settings(environ={}, data_dir=tmp_path)), KeyStore)
     config = tmp_path / "opensearch.toml"
     config.write_text(
-        'keys_backend = "opensearch"\nhome_region = "USA"\n'
+        'home_region = "USA"\n[auth]\nkeys_backend = "opensearch"\n'
         '[regions.USA]\nstore = "opensearch"\nhosts = ["http://127.0.0.1:1"]\nindex_prefix = "Acme"\n'
     )
     store = open_key_store(load_settings(config, environ={}))
@@ -176,6 +176,6 @@ def test_the_store_follows_the_keys_backend_setting(tmp_path: Path) -> None:
 
 def test_opensearch_keys_need_the_home_region_on_opensearch(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="home region USA is embedded"):
-        load_settings(environ={"MEMORY_PLUGIN_KEYS_BACKEND": "opensearch"}, data_dir=tmp_path)
+        load_settings(environ={"MEMORY_PLUGIN_AUTH_KEYS_BACKEND": "opensearch"}, data_dir=tmp_path)
     with pytest.raises(ValueError, match="'file' or 'opensearch'"):
-        load_settings(environ={"MEMORY_PLUGIN_KEYS_BACKEND": "ldap"}, data_dir=tmp_path)
+        load_settings(environ={"MEMORY_PLUGIN_AUTH_KEYS_BACKEND": "ldap"}, data_dir=tmp_path)

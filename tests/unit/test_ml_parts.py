@@ -192,7 +192,7 @@ def test_trusted_endpoint_patterns_are_checked_when_settings_load():
     from memory_plugin.settings import load_settings
 
     settings = load_settings(environ={"MEMORY_PLUGIN_ML_TRUSTED_ENDPOINTS_REGEX": r'["^https://a\\.example/.*$"]'})
-    assert settings.ml_trusted_endpoints_regex == (r"^https://a\.example/.*$",)
+    assert settings.ml.trusted_endpoints_regex == (r"^https://a\.example/.*$",)
     # a backreference would need a backtracking engine, whose time a long URL could make unbounded
     with pytest.raises(ValueError, match="not a regex RE2 runs"):
         load_settings(environ={"MEMORY_PLUGIN_ML_TRUSTED_ENDPOINTS_REGEX": r'["^(a+)\\1$"]'})

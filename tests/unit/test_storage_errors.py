@@ -52,7 +52,7 @@ async def test_other_sqlite_errors_stay_what_they_are(tmp_path: Path) -> None:
 
 
 async def test_the_in_process_api_raises_typed_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = load_settings(environ={}, data_dir=tmp_path / "data", port=0, bridge=False)
+    settings = load_settings(environ={}, data_dir=tmp_path / "data", http={"port": 0}, bridge={"enabled": False})
     alice = Principal("org-1", "alice")
     async with MemoryPlugin.open(settings, embedder=FakeEmbedder.with_default_tokenizer()) as plugin:  # type: ignore[arg-type]
         with pytest.raises(NotFound) as missing:

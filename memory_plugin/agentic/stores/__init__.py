@@ -19,7 +19,7 @@ async def open_agentic_store(settings: Settings, dimension: int) -> AsyncIterato
         from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
         from memory_plugin.agentic.stores.opensearch_queues import lease_seconds
 
-        model_timeout = max(settings.agentic_llm_timeout, settings.ml_connector_timeout)
+        model_timeout = max(settings.agentic.llm.timeout, settings.ml.connector_timeout)
         store = OpenSearchAgenticStore(home, lease_seconds(model_timeout))
     else:
         from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore

@@ -46,7 +46,7 @@ def lease_seconds(model_timeout: float) -> float:
     Safe because a job's holder renews the lease before every model call (the
     extraction and decision LLM calls, each fact's query embedding) and before
     applying, and each call gives up after ``model_timeout`` (the larger of
-    ``agentic_llm_timeout`` and ``ml_connector_timeout``): between renewals it
+    ``agentic.llm.timeout`` and ``ml.connector_timeout``): between renewals it
     makes one such call and a few store requests, well within the margin.  A
     batch of embeddings is one model call per container; past its lease it is
     at worst embedded twice, and stored once.

@@ -12,7 +12,7 @@ def open_memory_store(settings: Settings) -> MemoryStore:
     if isinstance(home, OpenSearchRegion):
         from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
 
-        return OpenSearchMemoryStore(home, outbox=settings.bridge)
+        return OpenSearchMemoryStore(home, outbox=settings.bridge.enabled)
     from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 
-    return SqliteMemoryStore(settings.data_dir / "memory.sqlite3", outbox=settings.bridge)
+    return SqliteMemoryStore(settings.data_dir / "memory.sqlite3", outbox=settings.bridge.enabled)

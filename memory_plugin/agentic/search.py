@@ -81,10 +81,11 @@ class LongTermSearcher:
     def __init__(
         self,
         ranking: LongTermRanking,
-        memory_docs: MemoryDocStore,
         containers: Containers,
         models: ContainerModels,
         metrics: AgenticMetrics,
+        *,
+        memory_docs: MemoryDocStore,
     ) -> None:
         """``memory_docs``: the long-term docs a ``filter`` is evaluated on."""
         self.ranking = ranking

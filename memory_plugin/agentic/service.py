@@ -64,7 +64,7 @@ class AgenticService:
         chosen = ContainerModels(embedder, llm, models)
         self.models = chosen
         # Each part takes the capabilities of the store it uses (``stores.backend``).
-        self.embeddings = EmbeddingWorker(store, store, chosen, self.metrics)
+        self.embeddings = EmbeddingWorker(store, chosen, self.metrics, containers=store)
         self.infer = InferWorker(
             store,
             chosen,
@@ -88,7 +88,7 @@ class AgenticService:
             infer=self.infer,
             retention_enabled=retention_enabled,
         )
-        self.search = LongTermSearcher(store, store, self.containers, chosen, self.metrics)
+        self.search = LongTermSearcher(store, self.containers, chosen, self.metrics, memory_docs=store)
         #: Deletes of working memory and sessions cascade to what was inferred from them (``forgetting``).
         self.forgetting = Forgetting(
             store,
@@ -117,7 +117,7 @@ class AgenticService:
 
     async def settled(self, timeout: float = 60.0) -> None:
         """Wait until no embedding or infer work is queued (tests and benchmarks)."""
-        await settled(self.store, self.store, (self.embeddings, self.infer), timeout)
+        await settled((self.embeddings, self.infer), jobs=self.store, embeddings=self.store, timeout=timeout)
 
     async def drain_embeddings(self) -> None:
         await self.embeddings.drain()

@@ -41,7 +41,7 @@ class EmbeddingWorker(Worker):
     """Embeds the long-term memories marked pending (after an infer run or an update of their text)."""
 
     def __init__(
-        self, queue: EmbeddingQueue, containers: ContainerStore, models: ContainerModels, metrics: AgenticMetrics
+        self, queue: EmbeddingQueue, models: ContainerModels, metrics: AgenticMetrics, *, containers: ContainerStore
     ) -> None:
         """``containers``: where a pending memory's container names its embedding model."""
         super().__init__("agentic-embed", POLL_SECONDS if queue.shared else None)
@@ -92,7 +92,7 @@ class EmbeddingWorker(Worker):
 
 
 async def settled(
-    jobs: InferQueue, embeddings: EmbeddingQueue, workers: Sequence[Worker], timeout: float = 60.0
+    workers: Sequence[Worker], *, jobs: InferQueue, embeddings: EmbeddingQueue, timeout: float = 60.0
 ) -> None:
     """Wait until no embedding or infer work is queued (tests and benchmarks)."""
     deadline = time.monotonic() + timeout

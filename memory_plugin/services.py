@@ -21,7 +21,6 @@ from memory_plugin.agentic.setup import open_agentic
 from memory_plugin.erasure.service import ErasureService
 from memory_plugin.files import lock_exclusively
 from memory_plugin.histories.bridge import BridgeMetrics, HistoryBridge
-from memory_plugin.histories.claims import claims_for
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.histories.stores import open_histories_store
 from memory_plugin.memory.service import MemoryService
@@ -112,7 +111,7 @@ async def open_services(
             settings.home_region,
             settings.search_deadline,
             metrics.observe_region if metrics else None,
-            claims_for(settings, stores),
+            stores[settings.home_region].record_claims(),
         )
         bridge = None
         if settings.bridge.enabled:

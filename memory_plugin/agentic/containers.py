@@ -15,7 +15,8 @@ from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name, parse_memory_type
 from memory_plugin.agentic.requests import Body, new_container, required, updated_container, without_nested
 from memory_plugin.agentic.retention_settings import RetentionDefaults
-from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc, owner_id
+from memory_plugin.agentic.stores.base import StoredDoc, owner_id
+from memory_plugin.agentic.stores.containers import ContainerStore
 from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.views import container_view, hit_extras, took, write_response
 from memory_plugin.auth import Principal
@@ -34,7 +35,7 @@ def found_container(stored: StoredDoc | None) -> StoredDoc:
 class Containers:
     def __init__(
         self,
-        store: AgenticStore,
+        store: ContainerStore,
         models: ContainerModels,
         *,
         retention_enabled: bool,

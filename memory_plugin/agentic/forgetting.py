@@ -39,7 +39,10 @@ from memory_plugin.agentic.memories import Memories
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING, parse_memory_type
 from memory_plugin.agentic.requests import Body, without_nested
 from memory_plugin.agentic.search import matching_ids
-from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc
+from memory_plugin.agentic.stores.base import StoredDoc
+from memory_plugin.agentic.stores.containers import ContainerStore
+from memory_plugin.agentic.stores.forgetting import ForgettingStore
+from memory_plugin.agentic.stores.memories import MemoryDocStore
 from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.stores.sources import Forgotten
 from memory_plugin.agentic.views import by_query_response
@@ -64,24 +67,35 @@ def _user_of(doc: StoredDoc) -> str | None:
 
 class Forgetting:
     def __init__(
-        self, store: AgenticStore, containers: Containers, memories: Memories, embeddings: Worker, *, enabled: bool
+        self,
+        forgetter: ForgettingStore,
+        containers: Containers,
+        memories: Memories,
+        embeddings: Worker,
+        *,
+        memory_docs: MemoryDocStore,
+        container_store: ContainerStore,
+        enabled: bool,
     ) -> None:
+        """``memory_docs``: what a cascade matches; ``container_store``: the containers a user's erasure visits."""
         #: Woken when a kept memory's text rolled back: it is embedded again.
         self.embeddings = embeddings
-        self.store = store
+        self.forgetter = forgetter
+        self.memory_docs = memory_docs
+        self.container_store = container_store
         self.containers = containers
         self.memories = memories
         self.enabled = enabled
 
     async def _cascade(self, owner: Principal, container_id: str, working_ids: list[str]) -> Forgotten:
-        forgotten = await self.store.forget(owner, container_id, working_ids) if working_ids else Forgotten()
+        forgotten = await self.forgetter.forget(owner, container_id, working_ids) if working_ids else Forgotten()
         if forgotten.long_term_kept:
             self.embeddings.wake()
         return forgotten
 
     async def _of_sessions(self, owner: Principal, container_id: str, session_ids: set[str]) -> Forgotten:
         """Forget every working memory of these sessions."""
-        working = await self.store.docs(owner, container_id, WORKING)
+        working = await self.memory_docs.docs(owner, container_id, WORKING)
         ids = [doc.id for doc in working if _session_of(doc) in session_ids]
         forgotten = await self._cascade(owner, container_id, ids)
         forgotten.sessions = sorted(session_ids)
@@ -119,13 +133,13 @@ class Forgetting:
         if not container.has(memory_type):
             raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")
         started = time.perf_counter()
-        matched, timed_out = await matching_ids(query, await self.store.docs(owner, container_id, memory_type))
+        matched, timed_out = await matching_ids(query, await self.memory_docs.docs(owner, container_id, memory_type))
         if memory_type == WORKING:
             forgotten = await self._cascade(owner, container_id, matched)
             deleted = len(forgotten.working)
         else:
             await self._of_sessions(owner, container_id, set(matched))
-            deleted = await self.store.delete_ids(owner, container_id, SESSIONS, matched)
+            deleted = await self.memory_docs.delete_ids(owner, container_id, SESSIONS, matched)
         return by_query_response(started, timed_out, len(matched), deleted)
 
     async def erase_user(self, organization_id: str, user_id: str) -> Forgotten:
@@ -133,21 +147,21 @@ class Forgetting:
         left with none of anyone else's, and what is filed under ``namespace.user_id`` (the user's own
         containers are deleted whole elsewhere)."""
         owner, forgotten = Principal(organization_id, None), Forgotten()
-        for container in await self.store.containers(owner):
-            working = await self.store.docs(owner, container.id, WORKING)
+        for container in await self.container_store.containers(owner):
+            working = await self.memory_docs.docs(owner, container.id, WORKING)
             theirs = [doc for doc in working if _user_of(doc) == user_id]
             if theirs:
                 forgotten.add(await self._cascade(owner, container.id, [doc.id for doc in theirs]))
             others = {_session_of(doc) for doc in working if _user_of(doc) != user_id}
             sessions = {_session_of(doc) for doc in theirs} - others
             for memory_type in (SESSIONS, LONG_TERM, HISTORY):
-                docs = await self.store.docs(owner, container.id, memory_type)
+                docs = await self.memory_docs.docs(owner, container.id, memory_type)
                 ids = [
                     doc.id for doc in docs if _user_of(doc) == user_id or memory_type == SESSIONS and doc.id in sessions
                 ]
                 if not ids:
                     continue
-                await self.store.delete_ids(owner, container.id, memory_type, ids)
+                await self.memory_docs.delete_ids(owner, container.id, memory_type, ids)
                 target = {SESSIONS: forgotten.sessions, LONG_TERM: forgotten.long_term_deleted}.get(memory_type)
                 (target if target is not None else forgotten.history_deleted).extend(ids)
         return forgotten

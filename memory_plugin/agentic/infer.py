@@ -42,7 +42,12 @@ from memory_plugin.agentic.models import (
     now_millis,
     valid_unicode,
 )
-from memory_plugin.agentic.stores.base import AgenticStore, InferJob, LongTermChange, LongTermScope, owner_id
+from memory_plugin.agentic.stores.base import InferJob, LongTermChange, LongTermScope, owner_id
+from memory_plugin.agentic.stores.containers import ContainerStore
+from memory_plugin.agentic.stores.forgetting import ForgettingStore
+from memory_plugin.agentic.stores.memories import MemoryDocStore
+from memory_plugin.agentic.stores.queues import InferQueue
+from memory_plugin.agentic.stores.ranking import LongTermRanking
 from memory_plugin.agentic.stores.sources import SOURCES, source_entry
 from memory_plugin.agentic.views import cosine_score
 from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker
@@ -61,10 +66,25 @@ MAX_INFER_ATTEMPTS = 5
 
 class InferWorker(Worker):
     def __init__(
-        self, store: AgenticStore, models: ContainerModels, embeddings: EmbeddingWorker, metrics: AgenticMetrics
+        self,
+        jobs: InferQueue,
+        models: ContainerModels,
+        embeddings: EmbeddingWorker,
+        metrics: AgenticMetrics,
+        *,
+        containers: ContainerStore,
+        memory_docs: MemoryDocStore,
+        ranking: LongTermRanking,
+        forgetter: ForgettingStore,
     ) -> None:
-        super().__init__("agentic-infer", POLL_SECONDS if store.shared else None)
-        self.store = store
+        """A run reads its container (``containers``) and its working memory (``memory_docs``), ranks the
+        memories similar to each fact (``ranking``), and forgets what it wrote if its source went meanwhile."""
+        super().__init__("agentic-infer", POLL_SECONDS if jobs.shared else None)
+        self.jobs = jobs
+        self.containers = containers
+        self.memory_docs = memory_docs
+        self.ranking = ranking
+        self.forgetter = forgetter
         self.models = models
         self.embeddings = embeddings
         self.metrics = metrics
@@ -73,9 +93,9 @@ class InferWorker(Worker):
 
     async def drain(self) -> None:
         # A shared queue is claimed a job at a time, so that no claimed job waits out its lease behind others.
-        limit = 1 if self.store.shared else INFER_BATCH
+        limit = 1 if self.jobs.shared else INFER_BATCH
         while True:
-            jobs = await self.store.claim_infer_jobs(limit)
+            jobs = await self.jobs.claim_infer_jobs(limit)
             if not jobs:
                 return
             for job in jobs:
@@ -93,22 +113,22 @@ class InferWorker(Worker):
         if source is None:
             return
         working_id = source["working_memory_id"]
-        if await self.store.get(job.owner, job.container_id, WORKING, working_id) is None:
+        if await self.memory_docs.get(job.owner, job.container_id, WORKING, working_id) is None:
             log.info("infer job %s: its working memory %s was deleted meanwhile; forgetting", job.job_id, working_id)
-            await self.store.forget(job.owner, job.container_id, [working_id])
+            await self.forgetter.forget(job.owner, job.container_id, [working_id])
 
     async def _hold(self, job: InferJob) -> None:
         """Before a slow step: extend this process's lease on the job, or stop if it was taken over."""
-        if not await self.store.renew_infer_job(job):
+        if not await self.jobs.renew_infer_job(job):
             raise LeaseLost(job.job_id)
 
     async def run(self, job: InferJob) -> None:
         """Run a job's strategies and apply their changes with their history, dropping the job, in one write."""
         started = time.perf_counter()
         next_id = job_ids(job)
-        stored = await self.store.find_container(job.owner.organization_id, job.container_id)
+        stored = await self.containers.find_container(job.owner.organization_id, job.container_id)
         if stored is None:
-            await self.store.apply_infer(job, [], [])
+            await self.jobs.apply_infer(job, [], [])
             return
         container = Container(job.container_id, stored.source, stored.owner)
         config = container.config
@@ -135,7 +155,7 @@ class InferWorker(Worker):
             raise
         except Exception as error:  # a bug or a store failure: retried, then recorded
             if job.attempts + 1 < MAX_INFER_ATTEMPTS:
-                await self.store.count_infer_attempt(job)
+                await self.jobs.count_infer_attempt(job)
                 raise
             log.exception("infer job %s failed %d times; recording the error", job.job_id, MAX_INFER_ATTEMPTS)
             changes, history, outcome = (
@@ -145,7 +165,7 @@ class InferWorker(Worker):
             )
         if config.get("disable_history", False):
             history = []
-        await self.store.apply_infer(job, changes, history)
+        await self.jobs.apply_infer(job, changes, history)
         if self.forgetting and (changes or history):
             await self._forget_if_source_gone(job)
         self.metrics.infer_runs.labels(outcome).inc()
@@ -177,7 +197,7 @@ class InferWorker(Worker):
                 raise LLMError(NO_LLM)
             answer = await chat.complete(system_prompt, user_prompt)
             job.answers[step] = answer
-            if not await self.store.keep_infer_answers(job):
+            if not await self.jobs.keep_infer_answers(job):
                 raise LeaseLost(job.job_id)
         return first_json_object(read_path(answer, path))
 
@@ -223,7 +243,7 @@ class InferWorker(Worker):
         for fact in facts[:max_infer]:
             await self._hold(job)
             vector = await self._fact_vector(embedding, config, fact)
-            for doc, cosine in await self.store.knn(similar, vector, max_infer):
+            for doc, cosine in await self.ranking.knn(similar, vector, max_infer):
                 score = cosine_score(cosine)
                 if doc.id not in old or old[doc.id][1] < score:
                     old[doc.id] = (str(doc.source.get("memory", "")), score)

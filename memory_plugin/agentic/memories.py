@@ -37,7 +37,8 @@ from memory_plugin.agentic.requests import (
 )
 from memory_plugin.agentic.retention_policy import PINNED_DISABLED, PINNED_WORKING
 from memory_plugin.agentic.search import matching_ids
-from memory_plugin.agentic.stores.base import AgenticStore, MemoryAdd, SessionWrite, StoredDoc, owner_id
+from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite, StoredDoc, owner_id
+from memory_plugin.agentic.stores.memories import MemoryDocStore
 from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.views import by_query_response, hit_extras, memory_view, took, write_response
 from memory_plugin.auth import Principal
@@ -57,7 +58,7 @@ def found_memory(stored: StoredDoc | None) -> StoredDoc:
 class Memories:
     def __init__(
         self,
-        store: AgenticStore,
+        store: MemoryDocStore,
         containers: Containers,
         models: ContainerModels,
         *,

@@ -18,8 +18,8 @@ from typing import Any
 
 from memory_plugin.agentic.retention import Retention, RetentionRuns
 from memory_plugin.agentic.retention_settings import RetentionDefaults
-from memory_plugin.agentic.stores.base import AgenticStore
-from memory_plugin.agentic.stores.retention import retention_store
+from memory_plugin.agentic.stores.containers import ContainerStore
+from memory_plugin.agentic.stores.retention import RetentionStore
 from memory_plugin.auth import Principal
 from memory_plugin.errors import StatusNotFound
 
@@ -44,10 +44,17 @@ def trigger_response(status: str) -> dict[str, Any]:
 
 class RetentionService:
     def __init__(
-        self, store: AgenticStore, defaults: RetentionDefaults, *, enabled: bool, interval: float = 86400.0
+        self,
+        containers: ContainerStore,
+        store: RetentionStore,
+        defaults: RetentionDefaults,
+        *,
+        enabled: bool,
+        interval: float = 86400.0,
     ) -> None:
-        self.agentic = store
-        self.store = retention_store(store)
+        """``containers``: those a caller may use; ``store``: every container, and the sweeps' reads and deletes."""
+        self.containers = containers
+        self.store = store
         self.retention = Retention(self.store, defaults, enabled=enabled)
         self.runs = RetentionRuns(self.retention)
         self.interval = interval
@@ -56,7 +63,7 @@ class RetentionService:
     # -- the endpoints ---------------------------------------------------------------------
 
     async def dry_run(self, owner: Principal, container_id: str) -> dict[str, Any]:
-        container = await self.agentic.get_container(owner, container_id)
+        container = await self.containers.get_container(owner, container_id)
         if container is None:
             raise StatusNotFound(
                 f"Failed to find memory container with the provided memory container id: {container_id}"
@@ -64,7 +71,7 @@ class RetentionService:
         return (await self.retention.evaluate(owner, container)).report()
 
     async def dry_run_all(self, owner: Principal) -> dict[str, Any]:
-        containers = sorted(await self.agentic.usable_containers(owner), key=lambda doc: doc.id)
+        containers = sorted(await self.containers.usable_containers(owner), key=lambda doc: doc.id)
         truncated = len(containers) > MAX_CONTAINERS_PER_DRY_RUN
         response: dict[str, Any] = {"skipped_count": 0, "truncated": truncated}
         if truncated:
@@ -88,7 +95,7 @@ class RetentionService:
             return trigger_response("retention_disabled")
         if self.runs.running:
             return trigger_response("already_running")
-        containers = await self.agentic.usable_containers(owner)
+        containers = await self.containers.usable_containers(owner)
         totals = await self.runs.run((owner, container) for container in containers)
         return trigger_response("triggered" if totals is not None else "already_running")
 

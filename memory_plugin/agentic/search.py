@@ -22,8 +22,10 @@ from memory_plugin.agentic.models import (
     flat_object_terms,
 )
 from memory_plugin.agentic.requests import Body, integer, number, required, string_map, text, without_nested
-from memory_plugin.agentic.stores.base import AgenticStore, LongTermScope, StoredDoc
+from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc
+from memory_plugin.agentic.stores.memories import MemoryDocStore
 from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
+from memory_plugin.agentic.stores.ranking import LongTermRanking
 from memory_plugin.agentic.views import cosine_score, ranked_response
 from memory_plugin.auth import Principal
 from memory_plugin.dsl import SearchBody, bounded, matching, parse_search
@@ -77,9 +79,17 @@ class LongTermSearch:
 
 class LongTermSearcher:
     def __init__(
-        self, store: AgenticStore, containers: Containers, models: ContainerModels, metrics: AgenticMetrics
+        self,
+        ranking: LongTermRanking,
+        containers: Containers,
+        models: ContainerModels,
+        metrics: AgenticMetrics,
+        *,
+        memory_docs: MemoryDocStore,
     ) -> None:
-        self.store = store
+        """``memory_docs``: the long-term docs a ``filter`` is evaluated on."""
+        self.ranking = ranking
+        self.memory_docs = memory_docs
         self.containers = containers
         self.models = models
         self.metrics = metrics
@@ -88,7 +98,7 @@ class LongTermSearcher:
         search = await self._checked(owner, container_id, body, "Semantic")
         started = time.perf_counter()
         vector = await self._query_vector(owner, search)
-        found = await self.store.knn(search.scope, vector, search.k)
+        found = await self.ranking.knn(search.scope, vector, search.k)
         self.metrics.searches.labels("semantic").inc()
         return search.response([(doc, cosine_score(cosine)) for doc, cosine in found], started)
 
@@ -105,10 +115,10 @@ class LongTermSearcher:
         started = time.perf_counter()
 
         async def neural() -> list[tuple[StoredDoc, float]]:
-            return await self.store.knn(search.scope, await self._query_vector(owner, search), search.k)
+            return await self.ranking.knn(search.scope, await self._query_vector(owner, search), search.k)
 
         # BM25 needs no vector: it runs while the model embeds the query
-        lexical, semantic = await asyncio.gather(self.store.bm25(search.scope, search.query, search.k), neural())
+        lexical, semantic = await asyncio.gather(self.ranking.bm25(search.scope, search.query, search.k), neural())
         docs = {doc.id: doc for doc, _ in lexical + semantic}
         combined = hybrid_scores(
             {doc.id: score for doc, score in lexical},
@@ -159,7 +169,7 @@ class LongTermSearcher:
             )
         only_ids, timed_out = None, False
         if parsed_filter is not None:
-            docs = await self.store.docs(owner, container_id, LONG_TERM)
+            docs = await self.memory_docs.docs(owner, container_id, LONG_TERM)
             ids, timed_out = await matching_ids(parsed_filter, docs)
             only_ids = set(ids)
         scope = LongTermScope(owner, container_id, terms, only_ids)

@@ -28,7 +28,7 @@ from memory_plugin.agentic.requests import Body
 from memory_plugin.agentic.retention_service import RetentionService
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.search import LongTermSearcher
-from memory_plugin.agentic.stores.base import AgenticStore
+from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.sources import Forgotten
 from memory_plugin.agentic.workers import EmbeddingWorker, settled
 from memory_plugin.auth import Principal
@@ -63,11 +63,23 @@ class AgenticService:
         self.metrics = metrics or AgenticMetrics()
         chosen = ContainerModels(embedder, llm, models)
         self.models = chosen
-        self.embeddings = EmbeddingWorker(store, chosen, self.metrics)
-        self.infer = InferWorker(store, chosen, self.embeddings, self.metrics)
+        # Each part takes the capabilities of the store it uses (``stores.backend``).
+        self.embeddings = EmbeddingWorker(store, chosen, self.metrics, containers=store)
+        self.infer = InferWorker(
+            store,
+            chosen,
+            self.embeddings,
+            self.metrics,
+            containers=store,
+            memory_docs=store,
+            ranking=store,
+            forgetter=store,
+        )
         defaults = retention_defaults or RetentionDefaults()
         self.containers = Containers(store, chosen, retention_enabled=retention_enabled, retention_defaults=defaults)
-        self.retention = RetentionService(store, defaults, enabled=retention_enabled, interval=retention_interval)
+        self.retention = RetentionService(
+            store, store.retention(), defaults, enabled=retention_enabled, interval=retention_interval
+        )
         self.memories = Memories(
             store,
             self.containers,
@@ -76,9 +88,17 @@ class AgenticService:
             infer=self.infer,
             retention_enabled=retention_enabled,
         )
-        self.search = LongTermSearcher(store, self.containers, chosen, self.metrics)
+        self.search = LongTermSearcher(store, self.containers, chosen, self.metrics, memory_docs=store)
         #: Deletes of working memory and sessions cascade to what was inferred from them (``forgetting``).
-        self.forgetting = Forgetting(store, self.containers, self.memories, self.embeddings, enabled=forgetting)
+        self.forgetting = Forgetting(
+            store,
+            self.containers,
+            self.memories,
+            self.embeddings,
+            memory_docs=store,
+            container_store=store,
+            enabled=forgetting,
+        )
         self.infer.forgetting = forgetting
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -97,7 +117,7 @@ class AgenticService:
 
     async def settled(self, timeout: float = 60.0) -> None:
         """Wait until no embedding or infer work is queued (tests and benchmarks)."""
-        await settled(self.store, (self.embeddings, self.infer), timeout)
+        await settled((self.embeddings, self.infer), jobs=self.store, embeddings=self.store, timeout=timeout)
 
     async def drain_embeddings(self) -> None:
         await self.embeddings.drain()

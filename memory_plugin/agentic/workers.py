@@ -23,7 +23,9 @@ import numpy as np
 
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.metrics import AgenticMetrics
-from memory_plugin.agentic.stores.base import AgenticStore, PendingEmbedding
+from memory_plugin.agentic.stores.base import PendingEmbedding
+from memory_plugin.agentic.stores.containers import ContainerStore
+from memory_plugin.agentic.stores.queues import EmbeddingQueue, InferQueue
 from memory_plugin.background import Worker
 
 log = logging.getLogger("memory_plugin.agentic")
@@ -38,9 +40,13 @@ POLL_SECONDS = 1.0
 class EmbeddingWorker(Worker):
     """Embeds the long-term memories marked pending (after an infer run or an update of their text)."""
 
-    def __init__(self, store: AgenticStore, models: ContainerModels, metrics: AgenticMetrics) -> None:
-        super().__init__("agentic-embed", POLL_SECONDS if store.shared else None)
-        self.store = store
+    def __init__(
+        self, queue: EmbeddingQueue, models: ContainerModels, metrics: AgenticMetrics, *, containers: ContainerStore
+    ) -> None:
+        """``containers``: where a pending memory's container names its embedding model."""
+        super().__init__("agentic-embed", POLL_SECONDS if queue.shared else None)
+        self.queue = queue
+        self.containers = containers
         self.models = models
         self.metrics = metrics
         self._lock = asyncio.Lock()
@@ -51,7 +57,7 @@ class EmbeddingWorker(Worker):
         until a retry a little later, so that it holds up no other container."""
         async with self._lock:
             failed: set[str] = set()
-            while pending := await self.store.pending_embeddings(EMBED_BATCH, skip=failed):
+            while pending := await self.queue.pending_embeddings(EMBED_BATCH, skip=failed):
                 groups: dict[str, list[PendingEmbedding]] = {}
                 for entry in pending:
                     if entry.container_id not in failed:  # a store may skip only so many containers
@@ -67,9 +73,9 @@ class EmbeddingWorker(Worker):
                         log.warning("embedding memory container %s failed, retrying later: %s", container_id, error)
                         self.metrics.embed_failures.inc()
                         failed.add(container_id)
-                        await self.store.release_embeddings(group)
+                        await self.queue.release_embeddings(group)
                         continue
-                    stored = await self.store.store_embeddings(
+                    stored = await self.queue.store_embeddings(
                         [(entry.key, entry.text, vector) for entry, vector in zip(group, vectors)]
                     )
                     self.metrics.embedded.inc(stored)
@@ -78,14 +84,16 @@ class EmbeddingWorker(Worker):
 
     async def _passages(self, group: Sequence[PendingEmbedding]) -> np.ndarray:
         owner, container_id = group[0].owner, group[0].container_id
-        container = await self.store.find_container(owner.organization_id, container_id)
+        container = await self.containers.find_container(owner.organization_id, container_id)
         if container is None:
             raise LookupError(f"memory container {container_id} is gone")
         config = container.source.get("configuration", {})
         return await self.models.passages(container.owner or owner, config, [entry.text for entry in group])
 
 
-async def settled(store: AgenticStore, workers: Sequence[Worker], timeout: float = 60.0) -> None:
+async def settled(
+    workers: Sequence[Worker], *, jobs: InferQueue, embeddings: EmbeddingQueue, timeout: float = 60.0
+) -> None:
     """Wait until no embedding or infer work is queued (tests and benchmarks)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -93,7 +101,7 @@ async def settled(store: AgenticStore, workers: Sequence[Worker], timeout: float
         # so the queues alone can look empty mid-write: a drain in progress or pending is not settled.
         busy = any(worker.busy for worker in workers)
         # Jobs first: a job's changes (pending embeddings) commit in the transaction that drops it.
-        if not busy and not await store.infer_jobs(1) and not await store.pending_count():
+        if not busy and not await jobs.infer_jobs(1) and not await embeddings.pending_count():
             return
         await asyncio.sleep(0.02)
     raise TimeoutError("agentic background work did not settle")

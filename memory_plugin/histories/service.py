@@ -22,12 +22,12 @@ from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.dates import DateError, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
-from memory_plugin.histories.claims import LocalRecordClaims
 from memory_plugin.histories.fanout import RegionObserver, fan_out
 from memory_plugin.histories.fusion import CANDIDATES, LENDERS, fuse, spread
 from memory_plugin.histories.stores.base import HistoryStore
 from memory_plugin.histories.stores.claims import Claim, RecordClaims, RecordConflict
 from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter, matches
+from memory_plugin.histories.stores.local_claims import LocalRecordClaims
 from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
 RECORD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -13,8 +13,14 @@ from memory_plugin.auth import Principal
 from memory_plugin.errors import StatusError
 from memory_plugin.ml.requests import PredictInput
 
-if TYPE_CHECKING:
-    from memory_plugin.ml.service import MLService
+
+class Predictor(Protocol):
+    """What calls a registered remote model (``MLService``)."""
+
+    async def predict_remote(self, owner: Principal, model_id: str, request: PredictInput) -> dict[str, Any]:
+        """One ``inference_results`` entry of ``owner``'s remote model ``model_id``, the model read at this call
+        (it may be gone since it was chosen: a 404 then)."""
+        ...
 
 
 class RemoteChat:
@@ -22,20 +28,17 @@ class RemoteChat:
     parameters ``system_prompt`` and ``user_prompt`` (and ``messages``, the two as an OpenAI chat list, for
     connectors written for chat completions).  The answer is the remote JSON, as ``dataAsMap`` shows it."""
 
-    def __init__(self, service: MLService, owner: Principal, model_id: str) -> None:
-        self.service, self.owner, self.model_id = service, owner, model_id
+    def __init__(self, predictor: Predictor, owner: Principal, model_id: str) -> None:
+        self.predictor, self.owner, self.model_id = predictor, owner, model_id
 
     async def complete(self, system_prompt: str, user_prompt: str) -> dict[str, Any]:
-        model = await self.service._model(self.owner, self.model_id, "Failed to find model")  # it may be gone since
         messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]
         parameters = {
             "system_prompt": system_prompt,
             "user_prompt": user_prompt,
             "messages": json.dumps(messages, ensure_ascii=False),
         }
-        result = await self.service._call_remote(
-            self.owner, self.model_id, model.source, PredictInput(parameters, None)
-        )
+        result = await self.predictor.predict_remote(self.owner, self.model_id, PredictInput(parameters, None))
         output = result["output"][0] if result.get("output") else {}
         answer = output.get("dataAsMap")
         if not isinstance(answer, dict):
@@ -43,7 +46,7 @@ class RemoteChat:
         return answer
 
     async def close(self) -> None:
-        """Nothing to close: calls go through the service's client."""
+        """Nothing to close: calls go through the predictor's client."""
 
 
 class RemoteEmbedding:
@@ -51,14 +54,11 @@ class RemoteEmbedding:
     call (``text_docs``), one vector each back.  Queries and passages are embedded alike: a remote model
     takes no e5-style prefixes."""
 
-    def __init__(self, service: MLService, owner: Principal, model_id: str) -> None:
-        self.service, self.owner, self.model_id = service, owner, model_id
+    def __init__(self, predictor: Predictor, owner: Principal, model_id: str) -> None:
+        self.predictor, self.owner, self.model_id = predictor, owner, model_id
 
     async def passages(self, texts: Sequence[str], *, tenant: Hashable = None) -> np.ndarray:
-        model = await self.service._model(self.owner, self.model_id, "Failed to find model")
-        result = await self.service._call_remote(
-            self.owner, self.model_id, model.source, PredictInput(None, list(texts))
-        )
+        result = await self.predictor.predict_remote(self.owner, self.model_id, PredictInput(None, list(texts)))
         vectors = [tensor.get("data") for tensor in result.get("output", [])]
         if len(vectors) != len(texts) or len({len(v) for v in vectors if isinstance(v, list)}) != 1:
             raise StatusError(

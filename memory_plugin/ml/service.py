@@ -465,6 +465,11 @@ class MLService:
         check_guardrail(model.get("guardrails"), "output", answer.body.decode("utf-8", "replace"))
         return outputs(action, answer.status, answer.body, request.text_docs)
 
+    async def predict_remote(self, owner: Principal, model_id: str, request: PredictInput) -> dict[str, Any]:
+        """``chat.Predictor``: how agentic memory's chat and embedding models call a remote model."""
+        model = await self._model(owner, model_id, "Failed to find model")
+        return await self._call_remote(owner, model_id, model.source, request)
+
     async def _is_remote(self, owner: Principal, model_id: str) -> bool:
         stored = await self.store.get("model", owner, model_id)
         return stored is not None and stored.source.get("algorithm") == "REMOTE"

@@ -533,7 +533,7 @@ async def test_a_hybrid_search_ranks_by_bm25_while_the_model_embeds_its_query(ap
     cid = await container(api, alice, SEMANTIC_CONFIG)
     await seed_long_term(api, alice, cid, llm, ["The invoice number INV-4471 was charged twice"])
     searcher = api.app[AGENTIC].search
-    store, models = searcher.store, searcher.models
+    store, models = searcher.ranking, searcher.models
     lexical_started = asyncio.Event()
     bm25, query_vector = store.bm25, models.query_vector
 

@@ -21,7 +21,6 @@ from embedder import AsyncEmbedder, Embedder
 from memory_plugin.app import create_app
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.histories.claims import claims_for
 from memory_plugin.histories.routes import HISTORIES
 from memory_plugin.histories.service import HistoryService
 from memory_plugin.histories.stores import open_histories_store
@@ -60,7 +59,7 @@ async def process(settings: Settings, embedder: Embedder, **lease: float) -> Asy
     try:
         for store in stores.values():
             await store.open(embedder.dimension)
-        claims = claims_for(settings, stores)
+        claims = stores[settings.home_region].record_claims()
         assert isinstance(claims, OpenSearchRecordClaims)
         if lease:
             claims = OpenSearchRecordClaims(claims.client, claims.prefix, **lease)

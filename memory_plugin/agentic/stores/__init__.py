@@ -1,11 +1,11 @@
-"""The agentic stores: one interface (base), SQLite and OpenSearch behind it."""
+"""The agentic stores: one interface per capability (``backend`` lists them), SQLite and OpenSearch behind them."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from memory_plugin.agentic.stores.base import AgenticStore
+from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.settings import OpenSearchRegion, Settings
 
 

@@ -47,8 +47,8 @@ from opensearchpy.exceptions import ConflictError, NotFoundError
 from opensearchpy.helpers import async_scan
 
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING, store_prefix
+from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.base import (
-    AgenticStore,
     InferJob,
     LongTermChange,
     LongTermScope,
@@ -79,6 +79,8 @@ from memory_plugin.agentic.stores.opensearch_documents import (
 )
 from memory_plugin.agentic.stores.opensearch_forgetting import forget, map_added_fields
 from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, unclaimed
+from memory_plugin.agentic.stores.retention import RetentionStore
+from memory_plugin.agentic.stores.retention_opensearch import OpenSearchRetention
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of
 from memory_plugin.auth import Principal
 from memory_plugin.errors import Conflict
@@ -134,6 +136,9 @@ class OpenSearchAgenticStore(AgenticStore):
         if self._client is not None:
             client, self._client = self._client, None
             await client.close()
+
+    def retention(self) -> RetentionStore:
+        return OpenSearchRetention(lambda: self.client, self.container_index, self._index)
 
     async def _ensure(self, index: str, mappings: Mapping[str, Any], knn: bool = False) -> None:
         if index in self._created:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_plugin.agentic.stores.base import AgenticStore, StoredDoc
+from memory_plugin.agentic.stores.base import StoredDoc
 from memory_plugin.auth import Principal
 
 
@@ -47,19 +47,3 @@ class RetentionStore(abc.ABC):
         self, organization_id: str, container_id: str, memory_type: str, docs: Sequence[Snapshot]
     ) -> list[str]:
         """Delete those of ``docs`` still at the version read; the ids this call deleted."""
-
-
-def retention_store(store: AgenticStore) -> RetentionStore:
-    """The retention side of ``store``."""
-    from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
-    from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
-
-    if isinstance(store, SqliteAgenticStore):
-        from memory_plugin.agentic.stores.retention_sqlite import SqliteRetention
-
-        return SqliteRetention(store)
-    if isinstance(store, OpenSearchAgenticStore):
-        from memory_plugin.agentic.stores.retention_opensearch import OpenSearchRetention
-
-        return OpenSearchRetention(store)
-    raise TypeError(f"no retention for {type(store).__name__}")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from memory_plugin.agentic.models import LONG_TERM
 from memory_plugin.agentic.stores.base import StoredDoc, owner_of
-from memory_plugin.agentic.stores.fts import fts_delete
+from memory_plugin.agentic.stores.fts import LoggedDatabase, fts_delete
 from memory_plugin.agentic.stores.retention import RetentionStore, Snapshot
-from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.agentic.stores.sqlite_tables import next_seq_no, row_doc
 from memory_plugin.auth import Principal
 
@@ -19,15 +18,20 @@ IN_CONTAINER = "container_id = ? AND memory_type = ? AND organization_id = ?"
 
 
 class SqliteRetention(RetentionStore):
-    def __init__(self, store: SqliteAgenticStore) -> None:
-        self.store = store
+    """Made by ``SqliteAgenticStore.retention``, which hands over its database and its vector mirror's delete."""
+
+    def __init__(self, db: LoggedDatabase, unindex: Callable[[str, list[int]], None]) -> None:
+        """``unindex(container_id, seqs)``: drop deleted long-term rows from the container's vectors, once the
+        delete has committed."""
+        self.db = db
+        self.unindex = unindex
 
     async def every_container(self) -> list[tuple[Principal, StoredDoc]]:
         def read(c: sqlite3.Connection) -> list[tuple[Principal, StoredDoc]]:
             rows = c.execute("SELECT * FROM containers ORDER BY rowid")
             return [(owner_of(row["organization_id"], row["user_id"]), row_doc(row, "container_id")) for row in rows]
 
-        return await self.store.db.read(read)
+        return await self.db.read(read)
 
     async def snapshot(self, organization_id: str, container_id: str, memory_type: str) -> list[Snapshot]:
         sql = f"SELECT seq, memory_id, doc, version FROM memories WHERE {IN_CONTAINER} ORDER BY seq"
@@ -39,7 +43,7 @@ class SqliteRetention(RetentionStore):
                 for row in c.execute(sql, params)
             ]
 
-        return await self.store.db.read(read)
+        return await self.db.read(read)
 
     async def delete_unchanged(
         self, organization_id: str, container_id: str, memory_type: str, docs: Sequence[Snapshot]
@@ -57,8 +61,8 @@ class SqliteRetention(RetentionStore):
 
         def unindex(gone: list[tuple[int, str]]) -> None:
             if memory_type == LONG_TERM:
-                self.store._unindex(container_id, [seq for seq, _ in gone])
+                self.unindex(container_id, [seq for seq, _ in gone])
 
         if not docs:
             return []
-        return [memory_id for _, memory_id in await self.store._write(delete, unindex)]
+        return [memory_id for _, memory_id in await self.db.write(delete, committed=unindex)]

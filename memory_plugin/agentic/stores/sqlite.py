@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
+from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.base import (
-    AgenticStore,
     InferJob,
     LongTermChange,
     LongTermScope,
@@ -37,6 +37,8 @@ from memory_plugin.agentic.stores.fts import (
     query_words,
     start_log,
 )
+from memory_plugin.agentic.stores.retention import RetentionStore
+from memory_plugin.agentic.stores.retention_sqlite import SqliteRetention
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of, without_sources
 from memory_plugin.agentic.stores.sqlite_forgetting import forget, index_history_terms
 from memory_plugin.agentic.stores.sqlite_tables import (
@@ -89,6 +91,9 @@ class SqliteAgenticStore(AgenticStore):
             await asyncio.to_thread(save_mirror, mirror_file(self.db.path), self._lexical)
         await self._lexical_build.stop()
         self._lexical = LexicalIndex()
+
+    def retention(self) -> RetentionStore:
+        return SqliteRetention(self.db, self._unindex)
 
     # -- the mirrors (event loop) ------------------------------------------------------
 

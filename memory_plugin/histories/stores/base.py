@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from memory_plugin.errors import InvalidArgument
+from memory_plugin.histories.stores.claims import RecordClaims
 from memory_plugin.histories.stores.filters import Filter
+from memory_plugin.histories.stores.local_claims import LocalRecordClaims
 from memory_plugin.histories.stores.records import Chunk, DeleteCounts, Hit, Record
 
 
@@ -88,6 +90,11 @@ class HistoryStore(abc.ABC):
     @abc.abstractmethod
     async def health(self) -> dict[str, Any]:
         """A small JSON-able status; raises when the store cannot serve."""
+
+    def record_claims(self) -> RecordClaims:
+        """The record-id claims of a deployment whose home region this is: this process's locks, enough for a
+        store only this process writes; a store that many processes share holds them where they all see them."""
+        return LocalRecordClaims()
 
 
 def unit_vector(vector: np.ndarray, dimension: int) -> np.ndarray:

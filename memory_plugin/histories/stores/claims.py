@@ -4,10 +4,12 @@ Ingesting a record is "who owns the id, where does it live, write it, remove
 the older copy"; deleting one must never land in the middle of that.  Both run
 while holding the record ids' claims.  Two implementations:
 
-* ``histories.claims.LocalRecordClaims``: in-process locks, for an embedded
+* ``local_claims.LocalRecordClaims``: in-process locks, for an embedded
   home region (its data folder is locked to one process, so no other writes).
 * ``opensearch_claims.OpenSearchRecordClaims``: leases in the home region's
   cluster, for any number of processes and hosts in front of it.
+
+The home region's store makes the deployment's (``HistoryStore.record_claims``).
 
 A lease runs out, so the held section runs each step inside ``bounded()`` and
 calls ``confirm()`` (fencing) before it writes or removes anything; leaving

@@ -49,7 +49,9 @@ from opensearchpy.exceptions import ConnectionTimeout, NotFoundError
 from memory_plugin.dates import isoformat, parse_instant, to_micros
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
+from memory_plugin.histories.stores.claims import RecordClaims
 from memory_plugin.histories.stores.filters import FIELD_NAME, Filter, fold
+from memory_plugin.histories.stores.opensearch_claims import OpenSearchRecordClaims
 from memory_plugin.histories.stores.opensearch_filters import STRING_FIELDS, compile_filter
 from memory_plugin.histories.stores.opensearch_words import (
     WORDS_FIELDS,
@@ -247,6 +249,11 @@ class OpenSearchHistoryStore(HistoryStore):
 
     async def close(self) -> None:
         await self.client.close()
+
+    def record_claims(self) -> RecordClaims:
+        """Leases in this cluster, under this store's index prefix, through its client: every process in front
+        of the cluster sees them."""
+        return OpenSearchRecordClaims(self.client, self.prefix)
 
     async def health(self) -> dict[str, Any]:
         """Cluster status plus this store's counts (a record is its chunk 0: every record has one)."""

@@ -1,19 +1,16 @@
-"""Record-id claims as this deployment needs them: this process's locks, or leases in OpenSearch.
-
-The interface, and why the held section is bounded and fenced, is in
-``stores/claims.py``.
+"""Record-id claims as this process's locks: what a home region only this process writes needs (an embedded
+one, its data folder locked to the process).  The interface, and why the held section is bounded and fenced,
+is in ``claims``; leases for many processes are in ``opensearch_claims``.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from memory_plugin.histories.locks import KeyedLocks
-from memory_plugin.histories.stores.base import HistoryStore
 from memory_plugin.histories.stores.claims import Claim, RecordClaims
-from memory_plugin.settings import EmbeddedRegion, Settings
 
 
 class _Kept(Claim):
@@ -40,16 +37,3 @@ class LocalRecordClaims(RecordClaims):
 
     def __len__(self) -> int:
         return len(self.locks)
-
-
-def claims_for(settings: Settings, stores: Mapping[str, HistoryStore]) -> RecordClaims:
-    """This process's locks when the home region is embedded; else leases in the home region's cluster,
-    in its store's index prefix, through its store's client."""
-    if isinstance(settings.regions[settings.home_region], EmbeddedRegion):
-        return LocalRecordClaims()
-    from memory_plugin.histories.stores.opensearch import OpenSearchHistoryStore
-    from memory_plugin.histories.stores.opensearch_claims import OpenSearchRecordClaims
-
-    home = stores[settings.home_region]
-    assert isinstance(home, OpenSearchHistoryStore), home
-    return OpenSearchRecordClaims(home.client, home.prefix)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from memory_plugin.auth import Principal
+from memory_plugin.errors import StatusError
 from memory_plugin.ml.chat import Predictor, RemoteChat, RemoteEmbedding
-from memory_plugin.ml.errors import StatusError
 from memory_plugin.ml.requests import PredictInput
 
 OWNER = Principal("org-1", "alice")

@@ -15,6 +15,16 @@ from memory_plugin.settings import Settings, load_settings
 from tests.support.polling import PATIENCE
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # `make check` fuzzes each operation shallowly for fast feedback; the full suite (`make test`) at full depth.
+    parser.addoption(
+        "--fuzz-examples",
+        type=int,
+        default=25,
+        help="examples per operation and mode in tests/http/test_openapi.py's fuzz (default 25)",
+    )
+
+
 @dataclass(frozen=True)
 class Caller:
     key_id: str

@@ -14,6 +14,8 @@ import pytest
 
 from tests.http.test_agentic import call, container, conversation
 
+pytestmark = pytest.mark.backends("embedded", "opensearch")
+
 STRATEGY = {"type": "USER_PREFERENCE", "namespace": ["nI"]}
 #: Each update sets one field; which one by its number, so that every field is updated by many at once.
 WORKING_FIELDS = ("tags", "metadata", "structured_data", "binary_data")

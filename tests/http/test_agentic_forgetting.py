@@ -19,7 +19,7 @@ from tests.support.agentic_llm import ScriptedLLM
 from tests.support.erasure import erase
 from tests.support.polling import eventually
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.backends("embedded", "opensearch")]
 ML_DELETE_KEYS = {"_index", "_id", "_version", "result", "forced_refresh", "_shards", "_seq_no", "_primary_term"}
 
 

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from memory_plugin.agentic.models import now_millis
 from memory_plugin.agentic.retention import DAY_MILLIS
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.routes import AGENTIC
 from tests.http.test_agentic import call, container, conversation
 from tests.http.test_agentic_retention import api, backdate, execute, ids, retention, session_with  # noqa: F401
+
+pytestmark = pytest.mark.backends("embedded", "opensearch")
 
 WRITERS, ADDS, MAX_SESSIONS = 4, 12, 12
 

@@ -1,7 +1,6 @@
 """Memory retention (ml-commons 3.8-3.9) and custom container ids (3.9): docs/agentic-retention.md.
 
-Runs on the embedded store here and again on OpenSearch
-(tests/opensearch/test_agentic_retention_opensearch.py overrides ``api``).
+Runs on both backends (``backend``: the embedded store, and OpenSearch in the full suite).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ executes) delete what the policies say.  Afterwards every acknowledged write
 that the policy keeps is there: the writers' sessions and every message in
 them, every message added to a revived session, the pinned sessions with their
 messages, the fresh session-less messages; and what the policy drops is gone.
-Runs on OpenSearch too (tests/opensearch/test_agentic_retention_opensearch.py).
+Runs on both backends (``backend``: embedded, and OpenSearch in the full suite).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A container is usable by its owner, by the keys of its organisation holding one of its roles, and by the
 organisation's own key; memories inside stay each writer's, as ml-commons filters them by ``owner_id``.
 Only the owner or the organisation's key deletes it.  Another organisation never sees it, whatever roles
-its keys hold.  ``tests/opensearch/test_agentic_sharing_opensearch.py`` runs this module on OpenSearch.
+its keys hold.  Runs on both backends (``backend``: embedded, and OpenSearch in the full suite).
 """
 
 from __future__ import annotations

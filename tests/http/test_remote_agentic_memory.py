@@ -9,7 +9,7 @@ adds ``Content-Length``, and ``ConnectorUtils.signRequest`` signs with the AWS S
 server, and its answers are read as the client reads them (``parseAddMemoryResponse``,
 ``SearchResponse.fromXContent`` then ``convertHitToInteraction``, ``MLWorkingMemory.parse``,
 ``UpdateResponse.fromXContent``).  docs/remote-agentic-memory.md lists every request.
-``tests/opensearch/test_remote_agentic_memory_opensearch.py`` runs this module on OpenSearch.
+Runs on both backends (``backend``: embedded, and OpenSearch in the full suite).
 """
 
 from __future__ import annotations

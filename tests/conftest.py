@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,8 +13,18 @@ import pytest
 from embedder import Embedder, ensure_default_model
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore
-from memory_plugin.settings import Settings, load_settings
+from memory_plugin.settings import OpenSearchRegion, Settings, load_settings
 from tests.support.polling import PATIENCE
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # `make check` fuzzes each operation shallowly for fast feedback; the full suite (`make test`) at full depth.
+    parser.addoption(
+        "--fuzz-examples",
+        type=int,
+        default=25,
+        help="examples per operation and mode in tests/http/test_openapi.py's fuzz (default 25)",
+    )
 
 
 @dataclass(frozen=True)
@@ -48,12 +60,59 @@ def embedder(real_embedder: Embedder) -> Embedder:
     return real_embedder
 
 
+# -- backend parity: one suite, run on each store backend ------------------------------------------------
+
+#: The backends a store contract runs on.  The OpenSearch one needs real nodes (and, as the suites there
+#: always did, the real model), so ``make check`` (``-m 'not opensearch'``) runs only the embedded one.
+BACKENDS = {
+    "embedded": (),
+    "opensearch": (pytest.mark.opensearch, pytest.mark.model),
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``backends("embedded", "opensearch")`` (a module's ``pytestmark``, usually) that takes
+    ``backend``, directly or through ``settings``, runs once per backend named, its id ending in the backend."""
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is None or "backend" not in metafunc.fixturenames:
+        return
+    params = [pytest.param(name, id=name, marks=BACKENDS[name]) for name in marker.args]
+    metafunc.parametrize("backend", params, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def backend(request: pytest.FixtureRequest) -> str:
+    """Where the home region's stores live: ``embedded`` (SQLite and faiss) unless a ``backends`` mark says.
+
+    Session-scoped so that the tests of one backend run together: the OpenSearch nodes start once, and a
+    module's live server (``tests/http/test_memory_v212.py``) may depend on it."""
+    return str(getattr(request, "param", "embedded"))
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def index_prefix(opensearch_nodes) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """The home region's index prefix on OpenSearch, the test's own; its indices are deleted afterwards."""
+    prefix = f"mp-t-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    opensearch_nodes[0].request("DELETE", f"/{prefix}-*")
+
+
+def on_opensearch(settings: Settings, url: str, prefix: str) -> Settings:
+    """``settings`` with the home region on the OpenSearch node at ``url``."""
+    region = OpenSearchRegion(hosts=(url,), index_prefix=prefix, timeout=PATIENCE)
+    return settings.replace(regions={"USA": region}, home_region="USA")
+
+
+@pytest.fixture
+def settings(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Settings:
     # A region that answers late is a failed region: on a loaded machine 2 s (the default) is not enough.
-    return load_settings(
+    settings = load_settings(
         environ={}, data_dir=tmp_path / "data", http={"port": 0}, bridge={"enabled": False}, search_deadline=PATIENCE
     )
+    if backend == "opensearch":
+        nodes = request.getfixturevalue("opensearch_nodes")
+        settings = on_opensearch(settings, nodes[0].url, request.getfixturevalue("index_prefix"))
+    return settings
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
 from tests.support.polling import PATIENCE, eventually
 
 #: Container embedding dimensions are checked against the real model (384), and ranking is the point.
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.backends("embedded", "opensearch")]
 
 BASE = "/_plugins/_ml/memory_containers"
 

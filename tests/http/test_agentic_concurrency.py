@@ -2,7 +2,7 @@
 
 Each update merges into the stored doc (a strategy without ``id`` is added, AGENTIC.md 3.3; a memory's
 fields are replaced one by one), so two updates of the same doc must never both merge into the version
-they read.  Re-run on a real OpenSearch node (``tests/opensearch/test_agentic_concurrency_opensearch.py``).
+they read.  Runs on both backends (``backend``), on OpenSearch against a real node.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from tests.http.test_agentic import call, container, conversation
+
+pytestmark = pytest.mark.backends("embedded", "opensearch")
 
 STRATEGY = {"type": "USER_PREFERENCE", "namespace": ["nI"]}
 #: Each update sets one field; which one by its number, so that every field is updated by many at once.

@@ -9,7 +9,7 @@ from memory_plugin.app import create_app
 from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, conversation, error, seed_long_term, settle
 
 #: Container embedding dimensions are checked against the real model (384), and ranking is the point.
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.backends("embedded", "opensearch")]
 
 CREATE_ERRORS = [
     (None, 400, "Request body is required"),

@@ -1,8 +1,8 @@
 """Forgetting that cascades (``memory_plugin/agentic/forgetting.py``), end to end over HTTP with a scripted LLM:
 a fact from a deleted working memory is no longer found by semantic search and no history entry quotes it; a
 fact from several sources survives one; sessions, delete by query, user erasure, ``disable_history``, and an
-infer run racing the delete.  ``tests/opensearch/test_agentic_forgetting_opensearch.py`` runs it all again on
-OpenSearch."""
+infer run racing the delete.  Runs on both backends (``backend``); what only a cluster shows is in
+``tests/opensearch/test_agentic_forgetting_opensearch.py``."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.support.agentic_llm import ScriptedLLM
 from tests.support.erasure import erase
 from tests.support.polling import eventually
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.backends("embedded", "opensearch")]
 ML_DELETE_KEYS = {"_index", "_id", "_version", "result", "forced_refresh", "_shards", "_seq_no", "_primary_term"}
 
 

@@ -8,7 +8,7 @@ import pytest
 from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, long_term
 from tests.http.test_agentic_forgetting import add, update_first
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.backends("embedded", "opensearch")]
 
 
 async def test_sources_name_the_working_memories_a_fact_came_from(api, alice, llm):

@@ -1,7 +1,6 @@
 """Memory retention (ml-commons 3.8-3.9) and custom container ids (3.9): docs/agentic-retention.md.
 
-Runs on the embedded store here and again on OpenSearch
-(tests/opensearch/test_agentic_retention_opensearch.py overrides ``api``).
+Runs on both backends (``backend``: the embedded store, and OpenSearch in the full suite).
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from tests.http.test_agentic import call, container, conversation, error, seed_l
 from tests.http.test_agentic_sharing import role_caller
 from tests.support.agentic_llm import SEMANTIC_CONFIG, ScriptedLLM
 from tests.support.polling import eventually
+
+pytestmark = pytest.mark.backends("embedded", "opensearch")
 
 
 @pytest.fixture
@@ -491,3 +492,16 @@ async def test_the_organisation_key_previews_and_sweeps_its_users_containers(api
     assert await execute(api, admin) == TRIGGERED
     assert await ids(api, alice, alices, "sessions") == {"new-alice"}
     assert await ids(api, carol, carols, "sessions") == {"old-carol", "new-carol"}  # another organisation
+
+
+@pytest.mark.backends("opensearch")
+async def test_the_retention_suite_really_runs_on_opensearch(api, alice):  # type: ignore[no-untyped-def]
+    from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
+    from memory_plugin.agentic.stores.retention_opensearch import OpenSearchRetention
+
+    service = api.app[AGENTIC]
+    assert isinstance(service.store, OpenSearchAgenticStore)
+    assert isinstance(service.retention.store, OpenSearchRetention)
+    cid = await container(api, alice, {"retention_policy": {"sessions": {"max_count": 1}}})
+    await session_with(api, alice, cid, "s")
+    assert [doc.id for _, doc in await service.retention.store.every_container()] == [cid]

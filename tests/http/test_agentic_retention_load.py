@@ -6,12 +6,14 @@ executes) delete what the policies say.  Afterwards every acknowledged write
 that the policy keeps is there: the writers' sessions and every message in
 them, every message added to a revived session, the pinned sessions with their
 messages, the fresh session-less messages; and what the policy drops is gone.
-Runs on OpenSearch too (tests/opensearch/test_agentic_retention_opensearch.py).
+Runs on both backends (``backend``: embedded, and OpenSearch in the full suite).
 """
 
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from memory_plugin.agentic.models import now_millis
 from memory_plugin.agentic.retention import DAY_MILLIS
@@ -19,6 +21,8 @@ from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.routes import AGENTIC
 from tests.http.test_agentic import call, container, conversation
 from tests.http.test_agentic_retention import api, backdate, execute, ids, retention, session_with  # noqa: F401
+
+pytestmark = pytest.mark.backends("embedded", "opensearch")
 
 WRITERS, ADDS, MAX_SESSIONS = 4, 12, 12
 

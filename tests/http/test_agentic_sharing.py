@@ -3,7 +3,7 @@
 A container is usable by its owner, by the keys of its organisation holding one of its roles, and by the
 organisation's own key; memories inside stay each writer's, as ml-commons filters them by ``owner_id``.
 Only the owner or the organisation's key deletes it.  Another organisation never sees it, whatever roles
-its keys hold.  ``tests/opensearch/test_agentic_sharing_opensearch.py`` runs this module on OpenSearch.
+its keys hold.  Runs on both backends (``backend``: embedded, and OpenSearch in the full suite).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tests.conftest import Caller
 from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, conversation, error, seed_long_term, settle
 
 #: SEMANTIC_CONFIG's embedding dimension is the real model's.
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.backends("embedded", "opensearch")]
 
 ALL = {"query": {"match_all": {}}}
 
@@ -201,3 +201,10 @@ async def test_a_role_is_checked_by_ml_commons_rule_and_words(api, alice, keys):
     assert payload["error"]["type"] == "parse_exception" and payload["error"]["reason"] == reason
     with pytest.raises(ValueError, match="^Backend role cannot be empty or blank$"):
         keys.create("org-1", "zoe", ["\t"])
+
+
+@pytest.mark.backends("opensearch")
+async def test_the_sharing_suite_really_runs_on_opensearch(api):  # type: ignore[no-untyped-def]
+    from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
+
+    assert isinstance(api.app[AGENTIC].store, OpenSearchAgenticStore)

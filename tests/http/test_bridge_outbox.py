@@ -20,6 +20,8 @@ from tests.support.bridge import indexed
 from tests.support.fake_embedder import FakeEmbedder
 from tests.support.polling import PATIENCE, eventually
 
+pytestmark = pytest.mark.backends("embedded", "opensearch")
+
 SEARCH = "/v2/ai/conversation_histories"
 CONVERSATIONS = "/_plugins/_ml/memory/conversation"
 MEMORIES = "/_plugins/_ml/memory"
@@ -240,3 +242,14 @@ async def test_without_the_bridge_health_has_no_lag_and_large_interactions_are_s
         f"{CONVERSATIONS}/{conversation_id}", json={"input": "q", "response": TOO_LARGE}, headers=alice.headers
     )
     assert response.status == 200
+
+
+@pytest.mark.backends("opensearch")
+async def test_the_outbox_really_is_on_opensearch(client, alice, opensearch_nodes):  # type: ignore[no-untyped-def]
+    from memory_plugin.app import BRIDGE
+    from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
+
+    store = client.server.app[BRIDGE].store
+    assert isinstance(store, OpenSearchMemoryStore) and store.outbox
+    status, body = opensearch_nodes[0].request("GET", f"/{store.outbox_index}/_mapping")
+    assert status == 200, body

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import pytest
+
 from memory_plugin.agentic.routes import AGENTIC
 from tests.http.test_agentic import call, container, conversation, error, settle
 
@@ -43,6 +45,7 @@ def memories(found: dict[str, Any]) -> list[str]:
     return sorted(hit["_source"]["memory"] for hit in found["hits"]["hits"])
 
 
+@pytest.mark.backends("embedded", "opensearch")  # these need no SQLite
 async def test_a_search_may_filter_on_a_thousand_tags_and_no_more(api, alice, llm):
     """SQLite refused the 500th term (a compound SELECT, then an expression too deep), OpenSearch the 1020th (too
     many clauses): a 500. Now up to 1000 is one statement, and past it a 400 naming the field, on both stores."""
@@ -65,6 +68,7 @@ async def test_a_search_may_filter_on_a_thousand_tags_and_no_more(api, alice, ll
     assert memories(everything) == sorted(FACTS)
 
 
+@pytest.mark.backends("embedded", "opensearch")  # these need no SQLite
 async def test_a_nested_query_without_its_query_is_a_400_and_deletes_nothing(api, alice):
     """``{"nested": {"path": ..., "query": null}}`` read as no query at all: a delete by query deleted every memory."""
     cid = await container(api, alice)
@@ -174,6 +178,7 @@ async def test_an_add_racing_a_container_delete_writes_nothing(api, alice):
     assert (await call(api, alice, "GET", f"/{cid}/memories/sessions/s1"))["namespace"] == {"session_id": "s1"}
 
 
+@pytest.mark.backends("embedded", "opensearch")  # these need no SQLite
 async def test_message_content_must_be_an_array_of_objects(api, alice):
     """A string ``content`` was stored on SQLite and a 500 on OpenSearch (``content`` is a flat_object there)."""
     cid = await container(api, alice)
@@ -194,6 +199,7 @@ async def test_message_content_must_be_an_array_of_objects(api, alice):
     await call(api, alice, "POST", f"/{cid}/memories", {"messages": conversation("hello")})
 
 
+@pytest.mark.backends("embedded", "opensearch")  # these need no SQLite
 async def test_ids_opensearch_cannot_hold_are_a_400_or_absent(api, alice):
     """A session id becomes a document id: past 512 bytes, or empty, OpenSearch refused it (a 500 there), and an id
     in the path too long for its request line was a 500 where it can only be absent."""

@@ -9,6 +9,8 @@ import pytest
 from embedder import Embedder
 from memory_plugin.app import create_app
 
+pytestmark = pytest.mark.backends("embedded", "opensearch")
+
 BASE = "/_plugins/_ml/memory/conversation"
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 

@@ -1,16 +1,38 @@
-"""The 2.12+ memory API, driven by opensearch-py's real ``plugins.ml`` client over a socket."""
+"""The 2.12+ memory API, driven by opensearch-py's real ``plugins.ml`` client over a socket.
+
+On each backend: embedded, the app in a thread with the embedder double; on OpenSearch, a live server
+process whose TOML config puts the home region on a real node."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 from opensearchpy import AsyncOpenSearch, NotFoundError, RequestError
 
 from memory_plugin.auth import KeyStore
-from tests.support.live import app_in_thread_with_key
+from tests.support.live import app_in_thread_with_key, live_server_with_key
+
+pytestmark = pytest.mark.backends("embedded", "opensearch")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, fake_embedder):
+def server(tmp_path_factory, fake_embedder, backend, request):
+    if backend == "opensearch":
+        nodes = request.getfixturevalue("opensearch_nodes")
+        base = tmp_path_factory.mktemp("v212-opensearch")
+        prefix = f"mp-mem-{uuid.uuid4().hex[:12]}"
+        config = base / "memory-plugin.toml"
+        config.write_text(
+            f'[regions.USA]\nstore = "opensearch"\nhosts = ["{nodes[0].url}"]\nindex_prefix = "{prefix}"\n'
+        )
+        live = live_server_with_key(base / "data", config=config)
+        _, live.other_token = KeyStore(live.data_dir / "keys.json").create("org-1", "bob")
+        live.index_prefix = prefix
+        yield live
+        live.kill()
+        nodes[0].request("DELETE", f"/{prefix}-*")
+        return
     with app_in_thread_with_key(tmp_path_factory.mktemp("v212") / "data", fake_embedder) as app:
         _, app.other_token = KeyStore(app.data_dir / "keys.json").create("org-1", "bob")
         yield app
@@ -248,3 +270,16 @@ async def test_another_principal_sees_nothing(ml, other_ml):
         assert memory_id not in [hit["_id"] for hit in hits]
     assert memory_id not in [m["memory_id"] for m in (await other_ml.get_all_memories())["memories"]]
     assert (await ml.get_memory(memory_id=memory_id))["name"] == "secret plans"
+
+
+@pytest.mark.backends("opensearch")
+async def test_live_server_keeps_memory_in_opensearch(server, ml, opensearch_nodes):  # type: ignore[no-untyped-def]
+    memory_id = (await ml.create_memory(body={"name": "kept in OpenSearch"}))["memory_id"]
+    message_id = (await ml.create_message(memory_id=memory_id, body={"input": "q", "additional_info": {"k": "v"}}))[
+        "message_id"
+    ]
+    status, meta = opensearch_nodes[0].request("GET", f"/{server.index_prefix}-memory-meta/_doc/{memory_id}")
+    assert status == 200 and meta["_source"]["name"] == "kept in OpenSearch", meta
+    status, message = opensearch_nodes[0].request("GET", f"/{server.index_prefix}-memory-message/_doc/{message_id}")
+    assert status == 200 and message["_source"]["additional_info"] == {"k": "v"}, message
+    assert not (server.data_dir / "memory.sqlite3").exists()

@@ -21,6 +21,8 @@ from memory_plugin.ml.service import BUILT_IN
 from memory_plugin.ml.stores.base import KINDS
 from tests.support.scripted_openai import ScriptedOpenAI, chat_connector, embedding_connector, embedding_of
 
+pytestmark = pytest.mark.backends("embedded", "opensearch")
+
 ML = "/_plugins/_ml"
 LOOPBACK = r"^http://127\.0\.0\.1:.*$"
 JSON = {"Content-Type": "application/json"}

@@ -22,6 +22,8 @@ from tests.http import test_ml
 from tests.http.test_ml import call, remote_model
 from tests.support.scripted_openai import chat_connector
 
+pytestmark = pytest.mark.backends("embedded", "opensearch")
+
 #: The ML suite's fixtures: the app trusting loopback, and the scripted OpenAI-compatible server.
 ml, openai = test_ml.ml, test_ml.openai
 
@@ -420,3 +422,11 @@ async def test_organisation_reads_on_sqlite(tmp_path):
         await organisation_reads(store)
     finally:
         await store.close()
+
+
+@pytest.mark.backends("opensearch")
+async def test_the_suite_really_runs_on_opensearch(ml):  # type: ignore[no-untyped-def]
+    from memory_plugin.ml.routes import ML as ML_SERVICE
+    from memory_plugin.ml.stores.opensearch import OpenSearchMLStore
+
+    assert isinstance(ml.app[ML_SERVICE].store, OpenSearchMLStore)

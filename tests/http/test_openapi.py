@@ -81,11 +81,12 @@ CASES = [(label, GenerationMode.POSITIVE) for label in sorted(OPERATIONS)] + [
 
 
 @pytest.mark.parametrize(("label", "mode"), CASES, ids=[f"{label}-{mode.value}" for label, mode in CASES])
-def test_fuzz_no_server_errors_and_every_4xx_in_the_api_format(live, label, mode):
+def test_fuzz_no_server_errors_and_every_4xx_in_the_api_format(live, label, mode, pytestconfig):
     operation = OPERATIONS[label]
+    examples = pytestconfig.getoption("fuzz_examples")
 
     @given(case=operation.as_strategy(generation_mode=mode))
-    @hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @hypothesis_settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def check(case) -> None:
         response = case.call(base_url=live.url, headers=live.headers, timeout=30)
         assert response.status_code < 500, (

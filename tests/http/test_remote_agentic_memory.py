@@ -9,7 +9,7 @@ adds ``Content-Length``, and ``ConnectorUtils.signRequest`` signs with the AWS S
 server, and its answers are read as the client reads them (``parseAddMemoryResponse``,
 ``SearchResponse.fromXContent`` then ``convertHitToInteraction``, ``MLWorkingMemory.parse``,
 ``UpdateResponse.fromXContent``).  docs/remote-agentic-memory.md lists every request.
-``tests/opensearch/test_remote_agentic_memory_opensearch.py`` runs this module on OpenSearch.
+Runs on both backends (``backend``: embedded, and OpenSearch in the full suite).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from memory_plugin.errors import Unauthorized
 from memory_plugin.settings import Settings, load_settings
 from memory_plugin.sigv4 import SignedRequest, SigV4Verifier, load_keys
 from tests.conftest import Caller
+
+pytestmark = pytest.mark.backends("embedded", "opensearch")
 
 BASE = "/_plugins/_ml/memory_containers"
 REGION, SERVICE = "us-west-2", "aoss"
@@ -439,3 +441,11 @@ async def test_retention_takes_what_a_sigv4_agent_wrote_into_a_shared_container(
     assert (await as_alice("/_retention/_execute"))["status"] == "triggered"
     status, found = await send(client, "POST", f"/{cid}/memories/sessions/_search", {"query": {"match_all": {}}})
     assert status == 200 and [hit["_id"] for hit in found["hits"]["hits"]] == ["s2"]
+
+
+@pytest.mark.backends("opensearch")
+async def test_the_remote_suite_really_runs_on_opensearch(remote) -> None:  # type: ignore[no-untyped-def]
+    from memory_plugin.agentic.routes import AGENTIC
+    from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
+
+    assert isinstance(remote.app[AGENTIC].store, OpenSearchAgenticStore)

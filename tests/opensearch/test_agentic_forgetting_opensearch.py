@@ -1,6 +1,5 @@
-"""Forgetting that cascades, on a real OpenSearch cluster: the whole HTTP suite of
-``tests/http/test_agentic_forgetting.py`` again (the ``api`` fixture below puts the home region on OpenSearch),
-then what only a cluster shows: the hidden field's mapping, a cascade run twice, and one that races a second
+"""Forgetting that cascades, on a real OpenSearch cluster: the HTTP suite of ``tests/http/test_agentic_forgetting.py``
+runs on OpenSearch as its ``opensearch`` backend; here, what only a cluster shows: the hidden field's mapping, a cascade run twice, and one that races a second
 server process's infer run."""
 
 from __future__ import annotations
@@ -11,11 +10,10 @@ import pytest
 
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.auth import Principal
-from tests.http.test_agentic_forgetting import *  # noqa: F403  (re-run the forgetting suite here)
 from tests.http.test_agentic_forgetting import SEMANTIC_CONFIG, add, call, container, history, long_term
-from tests.opensearch.test_agentic_opensearch import api, index_prefix  # noqa: F401  (the OpenSearch app)
+from tests.opensearch.test_agentic_opensearch import index_prefix  # noqa: F401  (the indices' names)
 
-pytestmark = [pytest.mark.opensearch, pytest.mark.model]
+pytestmark = [pytest.mark.opensearch, pytest.mark.model, pytest.mark.backends("opensearch")]
 
 
 async def test_sources_are_mapped_and_hidden(api, alice, llm, opensearch_nodes, index_prefix):  # noqa: F811

@@ -1,10 +1,9 @@
 """Agentic memory with the home region on a real OpenSearch cluster (2.19.1 with k-NN).
 
-The whole agentic HTTP suite (``tests/http/test_agentic.py`` and ``tests/http/test_agentic_errors.py``)
-runs again here, in process, with an ``api`` whose home region is an ``OpenSearchRegion``:
-the star imports bring their tests into this module, and the ``api`` fixture below overrides
-theirs.  Then the cluster itself is checked: ml-commons' index layout and mappings, k-NN
-through the knn plugin, and the owner filter on what is stored.
+The whole agentic HTTP suite (``tests/http/test_agentic*.py``) runs on OpenSearch as its ``opensearch``
+backend (``backend`` in tests/conftest.py puts the home region on a real node).  Here the cluster itself is
+checked: ml-commons' index layout and mappings, k-NN through the knn plugin, and the owner filter on what is
+stored.
 """
 
 from __future__ import annotations
@@ -18,22 +17,12 @@ from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
 from memory_plugin.app import create_app
 from memory_plugin.auth import Principal
-from memory_plugin.settings import OpenSearchRegion
-from tests.http.test_agentic import *  # noqa: F401,F403  (re-run the agentic suite here)
 from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, conversation, error, seed_long_term
-from tests.http.test_agentic_errors import *  # noqa: F401,F403
 from tests.http.test_agentic_models import LOOPBACK, check_remote_embeddings, remote_embedding_container
-from tests.http.test_hostile_agentic import (  # noqa: F401  (those that need no SQLite)
-    test_a_nested_query_without_its_query_is_a_400_and_deletes_nothing,
-    test_a_search_may_filter_on_a_thousand_tags_and_no_more,
-    test_ids_opensearch_cannot_hold_are_a_400_or_absent,
-    test_message_content_must_be_an_array_of_objects,
-)
 from tests.support.agentic_llm import ScriptedLLM
-from tests.support.polling import PATIENCE
 from tests.support.scripted_openai import DIMENSION, ScriptedOpenAI
 
-pytestmark = [pytest.mark.opensearch, pytest.mark.model]
+pytestmark = [pytest.mark.opensearch, pytest.mark.model, pytest.mark.backends("opensearch")]
 
 
 @pytest.fixture
@@ -41,19 +30,6 @@ def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
     prefix = f"mp-am-{uuid.uuid4().hex[:12]}"
     yield prefix
     opensearch_nodes[0].request("DELETE", f"/{prefix}-*")
-
-
-def _on_opensearch(settings, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
-    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix, timeout=PATIENCE)
-    return settings.replace(regions={"USA": region}, home_region="USA")
-
-
-@pytest.fixture
-async def api(aiohttp_client, settings, embedder, llm, opensearch_nodes, index_prefix, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
-    settings = _on_opensearch(settings, opensearch_nodes, index_prefix).replace(
-        agentic={"llm": {"url": str(llm.server.make_url("/v1/chat/completions")), "api_key": "sk-test"}}
-    )
-    return await aiohttp_client(create_app(settings, embedder=embedder))
 
 
 async def test_the_suite_really_runs_on_opensearch(api, alice, llm: ScriptedLLM, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
@@ -131,7 +107,7 @@ async def test_a_write_racing_a_container_delete_leaves_nothing_behind(api, alic
 async def test_a_remote_embedding_model_of_another_dimension_has_a_knn_index_of_its_own(  # type: ignore[no-untyped-def]
     aiohttp_client, settings, embedder, llm, embeddings: ScriptedOpenAI, opensearch_nodes, index_prefix, alice
 ):
-    settings = _on_opensearch(settings, opensearch_nodes, index_prefix).replace(
+    settings = settings.replace(
         ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True},
         agentic={"llm": {"url": str(llm.server.make_url("/v1/chat/completions")), "api_key": "sk-test"}},
     )

@@ -1,13 +1,9 @@
 """The conversational memory with the home region on a real OpenSearch cluster.
 
-Three layers:
+The 2.11 and 2.12+ HTTP suites (``tests/http/test_memory_v211.py`` and ``test_memory_v212.py``) run on
+OpenSearch as their ``opensearch`` backend.  Here, what only a cluster shows:
 
-- The whole 2.11 HTTP suite (``tests/http/test_memory_v211.py``) again, in process, with a
-  ``client`` whose home region is an ``OpenSearchRegion``: the star import below brings
-  its test functions into this module, and the ``client`` fixture defined after it
-  overrides conftest's for them.
-- The whole 2.12+ suite (``tests/http/test_memory_v212.py``) again, against a live server
-  whose TOML config puts the home region on OpenSearch (module ``server`` override).
+- that the in-process app really keeps its conversations in the home region's indices;
 - ``OpenSearchMemoryStore`` directly: owner isolation, ordering and paging, deep pages
   through ``search_after``, races, and the same scenario run on ``SqliteMemoryStore``
   (the reference) with identical answers.
@@ -28,19 +24,15 @@ from typing import Any
 import pytest
 from opensearchpy.exceptions import TransportError
 
-from memory_plugin.app import create_app
-from memory_plugin.auth import KeyStore, Principal
+from memory_plugin.auth import Principal
 from memory_plugin.memory.models import Conversation, Interaction
 from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
 from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 from memory_plugin.settings import OpenSearchRegion
-from tests.http.test_memory_v211 import *  # noqa: F401,F403  (re-run the 2.11 suite here)
-from tests.http.test_memory_v212 import *  # noqa: F401,F403  (re-run the 2.12+ suite here)
-from tests.support.live import live_server_with_key
-from tests.support.polling import PATIENCE
+from tests.http.test_memory_v211 import create_conversation, create_interaction
 
-pytestmark = pytest.mark.opensearch
+pytestmark = [pytest.mark.opensearch, pytest.mark.backends("opensearch")]
 
 
 def _new_prefix() -> str:
@@ -58,24 +50,15 @@ def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
     _drop_indices(opensearch_nodes[0], prefix)
 
 
-# -- the 2.11 HTTP suite, home region on OpenSearch ----------------------------------------
-
-
-@pytest.fixture
-async def client(
-    aiohttp_client, settings, embedder, opensearch_nodes, index_prefix, alice, bob, carol, admin, other_admin
-):  # type: ignore[no-untyped-def]
-    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix, timeout=PATIENCE)
-    app_settings = settings.replace(regions={"USA": region}, home_region="USA")
-    return await aiohttp_client(create_app(app_settings, embedder=embedder))
+# -- the 2.11 HTTP suite runs on OpenSearch from tests/http/test_memory_v211.py (its ``backend`` param) -----
 
 
 async def test_in_process_suite_really_runs_on_opensearch(client, alice, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
     store = client.app[MEMORY].store
     assert isinstance(store, OpenSearchMemoryStore)
     assert store.meta_index == f"{index_prefix}-memory-meta"
-    conversation_id = await create_conversation(client, alice, "on the cluster")  # noqa: F405
-    interaction_id = await create_interaction(client, alice, conversation_id)  # noqa: F405
+    conversation_id = await create_conversation(client, alice, "on the cluster")
+    interaction_id = await create_interaction(client, alice, conversation_id)
     status, meta = opensearch_nodes[0].request("GET", f"/{index_prefix}-memory-meta/_doc/{conversation_id}")
     assert status == 200, meta
     assert meta["_source"]["name"] == "on the cluster"
@@ -84,37 +67,6 @@ async def test_in_process_suite_really_runs_on_opensearch(client, alice, opensea
     assert status == 200, message
     assert message["_source"]["memory_id"] == conversation_id
     assert message["_source"]["memory_plugin"]["additional_info_json"] == '"[Document1, Document2]"'
-
-
-# -- the 2.12+ suite, against a live server configured by TOML -----------------------------
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, opensearch_nodes):  # type: ignore[no-untyped-def]
-    base = tmp_path_factory.mktemp("v212-opensearch")
-    prefix = _new_prefix()
-    config = base / "memory-plugin.toml"
-    config.write_text(
-        f'[regions.USA]\nstore = "opensearch"\nhosts = ["{opensearch_nodes[0].url}"]\nindex_prefix = "{prefix}"\n'
-    )
-    live = live_server_with_key(base / "data", config=config)
-    _, live.other_token = KeyStore(live.data_dir / "keys.json").create("org-1", "bob")
-    live.index_prefix = prefix
-    yield live
-    live.kill()
-    _drop_indices(opensearch_nodes[0], prefix)
-
-
-async def test_live_server_keeps_memory_in_opensearch(server, ml, opensearch_nodes):  # type: ignore[no-untyped-def]
-    memory_id = (await ml.create_memory(body={"name": "kept in OpenSearch"}))["memory_id"]
-    message_id = (await ml.create_message(memory_id=memory_id, body={"input": "q", "additional_info": {"k": "v"}}))[
-        "message_id"
-    ]
-    status, meta = opensearch_nodes[0].request("GET", f"/{server.index_prefix}-memory-meta/_doc/{memory_id}")
-    assert status == 200 and meta["_source"]["name"] == "kept in OpenSearch", meta
-    status, message = opensearch_nodes[0].request("GET", f"/{server.index_prefix}-memory-message/_doc/{message_id}")
-    assert status == 200 and message["_source"]["additional_info"] == {"k": "v"}, message
-    assert not (server.data_dir / "memory.sqlite3").exists()
 
 
 # -- OpenSearchMemoryStore directly -------------------------------------------------------------

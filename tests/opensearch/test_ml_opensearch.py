@@ -1,9 +1,7 @@
 """Connectors, models and predict with the home region on a real OpenSearch cluster (2.19.1).
 
-The whole ML HTTP suite (``tests/http/test_ml.py``) runs again here, in process, with an
-``ml`` app whose home region is an ``OpenSearchRegion``: the star import brings its tests
-into this module, and the fixtures below override theirs.  Then what only a shared cluster
-shows: two stores (two processes) agree on one master key, a create never overwrites,
+The whole ML HTTP suite (``tests/http/test_ml.py``) runs on OpenSearch as its ``opensearch``
+backend (the home region on a real node).  Here, what only a shared cluster shows: two stores (two processes) agree on one master key, a create never overwrites,
 and of two writers at one version exactly one wins.
 """
 
@@ -23,12 +21,11 @@ from memory_plugin.ml.stores.opensearch import OpenSearchMLStore
 from memory_plugin.ml.stores.opensearch_budget import SharedCallBudget
 from memory_plugin.settings import OpenSearchRegion
 from tests.http.test_agentic_models import ML, registered_llm
-from tests.http.test_ml import *  # noqa: F401,F403  (re-run the ML suite here)
 from tests.http.test_ml import LOOPBACK
 from tests.support.agentic_llm import ScriptedLLM
 from tests.support.polling import PATIENCE
 
-pytestmark = [pytest.mark.opensearch]
+pytestmark = [pytest.mark.opensearch, pytest.mark.backends("opensearch")]
 
 
 @pytest.fixture
@@ -36,18 +33,6 @@ def index_prefix(opensearch_nodes):  # type: ignore[no-untyped-def]
     prefix = f"mp-ml-{uuid.uuid4().hex[:12]}"
     yield prefix
     opensearch_nodes[0].request("DELETE", f"/{prefix}-*")
-
-
-@pytest.fixture
-def settings(settings, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
-    region = OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix, timeout=PATIENCE)
-    return settings.replace(regions={"USA": region}, home_region="USA")
-
-
-@pytest.fixture
-async def ml(aiohttp_client, settings, embedder, alice, bob, carol, admin):  # type: ignore[no-untyped-def]
-    trusting = settings.replace(ml={"trusted_endpoints_regex": (LOOPBACK,), "allow_private_addresses": True})
-    return await aiohttp_client(create_app(trusting, embedder=embedder))
 
 
 async def test_processes_share_one_master_key_and_decide_writes_in_opensearch(opensearch_nodes, index_prefix):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -189,50 +187,6 @@ async def test_a_damaged_snapshot_is_checked_against_sqlite(tmp_path: Path, kind
         await StoreContract().assert_filters_match(again, survivors)
     finally:
         await again.close()
-
-
-_CRASHING_SNAPSHOT = """
-import asyncio, os, signal, sys
-sys.path.insert(0, {root!r})
-from pathlib import Path
-from memory_plugin.histories.stores import snapshot_keeper, sqlite
-from tests.support.store_contract import DIM, make_dataset
-
-def die(*args, **kwargs):
-    os.kill(os.getpid(), signal.SIGKILL)
-
-async def main():
-    dataset = make_dataset()
-    store = sqlite.SqliteHistoryStore(Path({folder!r}))
-    await store.open(DIM)
-    await store.write_records(dataset[:40])
-    await store.snapshot()
-    await store.write_records(dataset[40:])
-    await store.delete_record("org-a", "rec-002")
-    setattr(snapshot_keeper, {step!r}, die)
-    await store.snapshot()
-
-asyncio.run(main())
-"""
-
-
-@pytest.mark.parametrize("step", ["commit_mark", "remove_other_snapshots"])
-async def test_a_crash_while_snapshotting_leaves_one_consistent_snapshot(tmp_path: Path, step: str) -> None:
-    """Killed after the new files are written but before the mark moves, or after it moved but before cleanup."""
-    code = _CRASHING_SNAPSHOT.format(root=str(ROOT), folder=str(tmp_path), step=step)
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=300)
-    assert result.returncode == -9
-    assert len(folders(tmp_path)) == 2, "the old and the new snapshot are both on disk"
-    dataset = [item for item in make_dataset() if (item[0].organization_id, item[0].record_id) != ("org-a", "rec-002")]
-    store = await reopened(tmp_path)
-    try:
-        assert set(store.load_report.values()) == {"snapshot"}
-        assert len(folders(tmp_path)) == 1, "the snapshot the mark does not name is removed"
-        # before the mark moved, the old snapshot is used and the rest is read from SQLite (not mapped)
-        assert len(store._snapshots.owning) == (step == "remove_other_snapshots")
-        await StoreContract().assert_filters_match(store, dataset)
-    finally:
-        await store.close()
 
 
 async def test_the_log_holds_what_no_snapshot_covers(tmp_path: Path) -> None:

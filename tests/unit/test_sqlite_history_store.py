@@ -231,52 +231,6 @@ async def test_hnsw_selector_recall(tmp_path: Path) -> None:
         await store.close()
 
 
-_KILLED_WRITER = """
-import asyncio, os, signal, sys
-sys.path.insert(0, {root!r})
-from pathlib import Path
-from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
-from tests.support.store_contract import DIM, make_dataset
-
-async def main():
-    dataset = make_dataset()
-    store = SqliteHistoryStore(Path({folder!r}))
-    await store.open(DIM)
-    await store.write_records(dataset[:30])
-    await store.snapshot()
-    await store.write_records(dataset[30:])
-    await store.delete_record("org-a", "rec-005")
-    os.kill(os.getpid(), signal.SIGKILL)
-
-asyncio.run(main())
-"""
-
-
-async def test_survives_sigkill(tmp_path: Path) -> None:
-    """A process killed after acknowledged writes loses none of them."""
-    import subprocess
-    import sys
-
-    root = str(Path(__file__).resolve().parents[2])
-    code = _KILLED_WRITER.format(root=root, folder=str(tmp_path))
-    result = subprocess.run([sys.executable, "-c", code], cwd=root, timeout=120)
-    assert result.returncode == -9
-    dataset = [item for item in make_dataset() if (item[0].organization_id, item[0].record_id) != ("org-a", "rec-005")]
-    store = SqliteHistoryStore(tmp_path)
-    await store.open(DIM)
-    try:
-        assert set(store.load_report.values()) == {"snapshot"}
-        assert (await store.health())["records"] == len(dataset)
-        query = unit(np.random.default_rng(6), 1)[0]
-        for org in ("org-a", "org-b"):
-            hits = await store.search(org, "voice", query, Filter(), 100)
-            assert [h for h, _ in as_pairs(hits)] == [
-                h for h, _ in exact_hits(dataset, org, "voice", query, Filter(), 100)
-            ]
-    finally:
-        await store.close()
-
-
 async def test_concurrent_searches_and_writes(tmp_path: Path) -> None:
     """Searches racing rewrites and deletes never fail nor return another org's or a deleted chunk."""
     import asyncio

@@ -162,7 +162,7 @@ def _load(c: sqlite3.Connection, mark: int) -> LexicalIndex:
     owners = c.execute(
         "SELECT seq, container_id, organization_id, user_id FROM memories WHERE memory_type = ? ORDER BY seq",
         (LONG_TERM,),
-    )
+    ).fetchall()
     index = bulk(c, "lt_fts", ((seq, container, (org, user)) for seq, container, org, user in owners))
     index.mark = mark
     return index

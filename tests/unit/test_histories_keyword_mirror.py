@@ -163,3 +163,34 @@ async def test_a_search_reads_fewer_postings_than_match(store: SqliteHistoryStor
     assert [hit.record.record_id for hit in found] == ["r-3500"]
     assert store._words.index is not None
     assert 0 < store._words.index.scored < 4000  # "common" alone is in 4000 chunks
+
+
+async def test_neighbours_follow_chunks_then_the_users_timeline(store: SqliteHistoryStore) -> None:
+    vectors = unit(np.random.default_rng(7), 10)
+
+    def record(record_id: str, minute: int, user: str | None, texts: list[str]) -> tuple[Record, list[Chunk]]:
+        created = BASE_TIME + timedelta(minutes=minute)
+        chunks = [Chunk(i, len(texts), f"common {text}", vectors[i]) for i, text in enumerate(texts)]
+        return Record("org-a", record_id, "message", "USA", created, BASE_TIME, user), chunks
+
+    await store.write_records([record("r2", 3, "u-1", ["e"]), record("r1", 2, "u-1", ["b", "c", "d"])])
+    await store.write_records(
+        [record("r0", 1, "u-1", ["a"]), record("x", 2, "u-2", ["x"]), record("solo", 2, None, ["s"])]
+    )
+    found = await store.keyword_search("org-a", "message", "common", Filter(), 100)
+    assert len(found) == 7
+    around = await store.neighbours("org-a", found)
+    text = {hit.id: hit.text.split()[1] for hit in found}
+    assert {text[key]: [text[hit.id] for hit in hits] for key, hits in around.items()} == {
+        "a": ["b"],
+        "b": ["a", "c"],
+        "c": ["b", "d"],
+        "d": ["c", "e"],
+        "e": ["d"],
+        "x": [],
+        "s": [],
+    }
+    await store.delete_record("org-a", "r1")
+    assert await store.neighbours("org-a", found[:0]) == {}
+    around = await store.neighbours("org-a", found)
+    assert {text[key]: [text[hit.id] for hit in hits] for key, hits in around.items()}["a"] == ["e"]

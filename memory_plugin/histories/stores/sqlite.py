@@ -468,10 +468,8 @@ class SqliteHistoryStore(HistoryStore):
             return {}
 
         def read(connection: sqlite3.Connection) -> dict[str, list[Hit]]:
-            around = {
-                hit.id: lexical.adjacent(connection, organization_id, hit.record.record_id, hit.chunk_index)
-                for hit in found
-            }
+            places = [(hit.record.record_id, hit.chunk_index) for hit in found]
+            around = dict(zip([hit.id for hit in found], lexical.adjacent(connection, organization_id, places)))
             rows = hit_rows(connection, sorted({chunk for chunks in around.values() for chunk in chunks}))
             return {key: hits([(chunk, 0.0) for chunk in chunks], rows) for key, chunks in around.items()}
 

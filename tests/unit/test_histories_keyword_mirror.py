@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from memory_plugin import lexical_index
+from memory_plugin.histories.service import SearchQuery, hybrid
 from memory_plugin.histories.stores import lexical
 from memory_plugin.histories.stores.filters import Filter, parse_filters
 from memory_plugin.histories.stores.records import Chunk, Record
@@ -94,6 +95,30 @@ async def test_the_engine_ranks_as_fts5_did_through_writes_replacements_and_dele
         await store.delete_record("org-a" if i % 5 else "org-b", f"r-{i}")
     await store.delete_matching("org-a", parse_filters([("filter[user_id]", "u-4")]))
     await assert_same_as_fts5(store)
+
+
+async def assert_hybrid_as_composed(store: SqliteHistoryStore) -> None:
+    """The store's hybrid ranking on chunk ids is the service's composition of its lists, hit for hit."""
+    vectors = unit(np.random.default_rng(9), len(QUERIES))
+    for org in ("org-a", "org-b"):
+        for query, vector in zip(QUERIES, vectors):
+            for where in FILTERS:
+                for k in (1, 10, 30):
+                    found = await store.hybrid_search(org, "message", vector, query, where, k)
+                    assert found is not None
+                    asked = SearchQuery(q=query, record_type="message", where=where, mode="hybrid", top_k=k)
+                    composed = (await hybrid(store, org, asked, vector, where))[:k]
+                    assert [(h.id, h.score) for h in found] == [(h.id, h.score) for h in composed], (org, query, k)
+
+
+async def test_hybrid_in_the_store_ranks_as_the_service_composes(store: SqliteHistoryStore) -> None:
+    records = corpus(10, 900)
+    await store.write_records(records)
+    await store.keyword_index()
+    await assert_hybrid_as_composed(store)
+    for i in range(0, 900, 4):
+        await store.delete_record("org-a" if i % 5 else "org-b", f"r-{i}")
+    await assert_hybrid_as_composed(store)
 
 
 async def test_the_engine_is_rebuilt_from_sqlite_at_open(tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ import faiss
 import numpy as np
 
 from memory_plugin.dates import to_micros
+from memory_plugin.histories import fusion
 from memory_plugin.histories.stores import lexical
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
 from memory_plugin.histories.stores.filter_blocks import DEFAULT_BUDGET
@@ -462,6 +463,38 @@ class SqliteHistoryStore(HistoryStore):
 
         return await self._read_aside(read)
 
+    async def hybrid_search(
+        self, organization_id: str, record_type: str, vector: np.ndarray, text: str, where: Filter, k: int
+    ) -> list[Hit] | None:
+        """Both lists, their fusion and the neighbours' share on chunk ids, on one search thread; only the ``k``
+        best are read. None while the keyword mirror is not built (or a query word is several tokens)."""
+        params = self._require_open()
+        query = unit_vector(vector, params.dimension)
+        index = self._indexes.get(record_type)
+        org = self._org_codes.get(organization_id)
+        if index is None or org is None or k <= 0:
+            return []
+        if self._words.index is None:
+            return None
+        shard = lexical.shard(organization_id, record_type)
+
+        def work(columns_where: Filter | None, candidates: np.ndarray | None) -> list[Hit] | None:
+            allowed = None
+            if candidates is not None:
+                allowed = index.ids[candidates]
+            elif columns_where:
+                allowed = index.ids[index.selected(org, columns_where)[1]]
+            keyword = self._words.search(shard, text, fusion.CANDIDATES, allowed)
+            if keyword is None:
+                return None
+            dense = index.search(query, org, fusion.CANDIDATES, where=columns_where, candidates=candidates)
+            ranked = partial(
+                fused_ranking, organization_id=organization_id, dense=dense, keyword=keyword, allowed=allowed, k=k
+            )
+            return self._db.read_here(ranked)
+
+        return await self._among(index, organization_id, record_type, where, work)
+
     async def neighbours(self, organization_id: str, found: Sequence[Hit]) -> dict[str, list[Hit]]:
         self._require_open()
         if not found:
@@ -554,3 +587,56 @@ class SqliteHistoryStore(HistoryStore):
     async def _offload(self, work: Callable[..., T], *args: Any) -> T:
         assert self._pool is not None
         return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
+
+
+def fused_ranking(
+    connection: sqlite3.Connection,
+    organization_id: str,
+    dense: list[tuple[int, float]],
+    keyword: list[tuple[int, float]],
+    allowed: np.ndarray | None,
+    k: int,
+) -> list[Hit]:
+    """``fusion.fuse`` then ``fusion.spread`` on chunk ids, as the service composes them from hits: ties by record
+    id and chunk index, a neighbour kept only where the filter (``allowed``, sorted chunk ids) passes it."""
+    places = chunk_places(connection, list({chunk: None for chunk, _ in (*dense, *keyword)}))
+
+    def ranked(found: list[tuple[int, float]], shown: Callable[[float], float]) -> list[int]:
+        """Live chunks in the order ``hits`` gives their hits: by shown score, then record id and chunk index."""
+        scores = {chunk: shown(score) for chunk, score in found if chunk in places}
+        return sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk]))
+
+    fused = fusion.fused_scores(ranked(dense, shown_score), ranked(keyword, lambda score: round(score, SCORE_DECIMALS)))
+    order = sorted((chunk for chunk in fused if chunk in places), key=lambda chunk: (-fused[chunk], places[chunk]))
+    lenders = order[: fusion.LENDERS]
+    around = lexical.adjacent(connection, organization_id, [places[chunk] for chunk in lenders])
+    near = sorted({chunk for chunks in around for chunk in chunks} - places.keys())
+    places.update(chunk_places(connection, near))
+    passing: set[int] | None = None
+    if allowed is not None and len(allowed):
+        wanted = np.asarray(sorted({chunk for chunks in around for chunk in chunks}), dtype=np.int64)
+        at = np.minimum(np.searchsorted(allowed, wanted), len(allowed) - 1)
+        passing = set(wanted[allowed[at] == wanted].tolist())
+    else:
+        passing = None if allowed is None else set()
+    neighbours = {
+        lender: [chunk for chunk in chunks if chunk in places and (passing is None or chunk in passing)]
+        for lender, chunks in zip(lenders, around)
+    }
+    scores = fusion.spread_scores([(chunk, fused[chunk]) for chunk in order], neighbours)
+    top = sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk]))[:k]
+    return hits([(chunk, scores[chunk]) for chunk in top], hit_rows(connection, top)) if top else []
+
+
+def chunk_places(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, tuple[str, int]]:
+    """Each live chunk's ``(record_id, chunk_index)``: what hits tie by."""
+    if not chunk_ids:
+        return {}
+    cursor = connection.cursor()
+    cursor.row_factory = None
+    rows = cursor.execute(
+        "SELECT c.id, r.record_id, c.chunk_index FROM chunks c JOIN records r ON r.rid = c.rid"
+        f" WHERE c.id IN ({','.join('?' * len(chunk_ids))})",
+        chunk_ids,
+    )
+    return {chunk: (record_id, index) for chunk, record_id, index in rows}

@@ -523,32 +523,41 @@ def _bulk_shard(
 
 class Fts5Tokenizer:
     """FTS5's tokens for texts under a ``tokenize`` option, from a private in-memory FTS5 table (any thread; one
-    at a time): the mirror's tokens are the table's own."""
+    at a time): the mirror's tokens are the table's own.  The table is contentless and emptied whole after each
+    call (``delete-all``): a row deleted from an ordinary one stays in its index as a tombstone, which every
+    later read of ``fts5vocab`` walks again (a query's six words took milliseconds after a few thousand writes).
+    Each word's tokens are also kept (``word_tokens``): questions repeat their words."""
+
+    #: Words whose tokens are kept; the dict starts afresh beyond this many.
+    WORDS = 65_536
 
     def __init__(self, tokenize: str) -> None:
         self.tokenize = tokenize
         self._lock = threading.Lock()
         self._c = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        self._uses = 0
-        self._create()
-
-    def _create(self) -> None:
-        self._c.execute("DROP TABLE IF EXISTS scratch")
-        self._c.execute(f"CREATE VIRTUAL TABLE scratch USING fts5 (memory, tokenize = '{self.tokenize}')")
-        self._c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS scratch_vocab USING fts5vocab(scratch, instance)")
+        self._c.execute(f"CREATE VIRTUAL TABLE scratch USING fts5 (memory, content = '', tokenize = '{tokenize}')")
+        self._c.execute("CREATE VIRTUAL TABLE scratch_vocab USING fts5vocab(scratch, instance)")
+        self._words: dict[str, list[str]] = {}
 
     def tokens(self, texts: Sequence[str]) -> list[list[str]]:
         out: list[list[tuple[int, str]]] = [[] for _ in texts]
         with self._lock:
-            self._uses += 1
-            if self._uses % 4096 == 0:  # deletes leave tombstones until merged: start afresh now and then
-                self._create()
             self._c.executemany("INSERT INTO scratch (rowid, memory) VALUES (?, ?)", list(enumerate(texts)))
             rows = self._c.execute("SELECT doc, offset, term FROM scratch_vocab").fetchall()
-            self._c.execute("DELETE FROM scratch")
+            self._c.execute("INSERT INTO scratch (scratch) VALUES ('delete-all')")
         for doc, offset, term in rows:
             out[doc].append((offset, term))
         return [[term for _, term in sorted(doc)] for doc in out]
+
+    def word_tokens(self, words: Sequence[str]) -> list[list[str]]:
+        """``tokens`` of each word, each word asked of FTS5 once."""
+        known = self._words
+        asked = [word for word in dict.fromkeys(words) if word not in known]
+        if asked:
+            if len(known) + len(asked) > self.WORDS:
+                known = self._words = {}
+            known.update(zip(asked, self.tokens(asked)))
+        return [known[word] for word in words]
 
     def close(self) -> None:
         self._c.close()

@@ -103,17 +103,25 @@ def _neighbour(connection: sqlite3.Connection, sql: str, rid: int) -> int | None
     return None if row is None else int(row[0])
 
 
-_AROUND = """
+#: A record's neighbours in its user's timeline, each found by index seeks alone: first among the records of the
+#: same time (by record id), then among the earlier (later) ones; a row-value comparison bounds the seek by the
+#: time only, and reads every record of that time (a bulk import stamps thousands with one).
+_SAME_USER = "{alias}.organization_id = r.organization_id AND {alias}.record_type = r.record_type AND {alias}.user_id = r.user_id"
+_AROUND = f"""
 SELECT r.record_id, r.rid,
-    (SELECT p.rid FROM records p WHERE r.user_id IS NOT NULL AND p.organization_id = r.organization_id
-        AND p.record_type = r.record_type AND p.user_id = r.user_id
-        AND (p.record_created_at, p.record_id) < (r.record_created_at, r.record_id)
-        ORDER BY p.record_created_at DESC, p.record_id DESC LIMIT 1),
-    (SELECT n.rid FROM records n WHERE r.user_id IS NOT NULL AND n.organization_id = r.organization_id
-        AND n.record_type = r.record_type AND n.user_id = r.user_id
-        AND (n.record_created_at, n.record_id) > (r.record_created_at, r.record_id)
-        ORDER BY n.record_created_at, n.record_id LIMIT 1)
-FROM records r WHERE r.organization_id = ? AND r.record_id IN ({marks})
+    CASE WHEN r.user_id IS NOT NULL THEN coalesce(
+        (SELECT p.rid FROM records p WHERE {_SAME_USER.format(alias="p")}
+            AND p.record_created_at = r.record_created_at AND p.record_id < r.record_id
+            ORDER BY p.record_id DESC LIMIT 1),
+        (SELECT p.rid FROM records p WHERE {_SAME_USER.format(alias="p")} AND p.record_created_at < r.record_created_at
+            ORDER BY p.record_created_at DESC, p.record_id DESC LIMIT 1)) END,
+    CASE WHEN r.user_id IS NOT NULL THEN coalesce(
+        (SELECT n.rid FROM records n WHERE {_SAME_USER.format(alias="n")}
+            AND n.record_created_at = r.record_created_at AND n.record_id > r.record_id
+            ORDER BY n.record_id LIMIT 1),
+        (SELECT n.rid FROM records n WHERE {_SAME_USER.format(alias="n")} AND n.record_created_at > r.record_created_at
+            ORDER BY n.record_created_at, n.record_id LIMIT 1)) END
+FROM records r WHERE r.organization_id = ? AND r.record_id IN ({{marks}})
 """
 
 
@@ -326,7 +334,7 @@ class WordsMirror:
         it as a phrase)."""
         if self.index is None:
             return None
-        tokens = self.tokenizer.tokens(query_words(text))
+        tokens = self.tokenizer.word_tokens(query_words(text))
         if any(len(found) > 1 for found in tokens):
             return None
         with self._lock:

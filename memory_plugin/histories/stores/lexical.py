@@ -287,8 +287,9 @@ class WordsMirror:
                 connection.close()
         except sqlite3.Error as error:
             with self._lock:
-                self._backlog = None
-            log.error("the keyword mirror of %s was not built (%s): FTS5 ranks every search", path, error)
+                stopped, self._backlog = self._backlog is None, None
+            if not stopped:  # a close interrupts it on purpose
+                log.error("the keyword mirror of %s was not built (%s): FTS5 ranks every search", path, error)
             return
         with self._lock:
             if self._backlog is None:  # stopped meanwhile

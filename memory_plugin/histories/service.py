@@ -23,10 +23,10 @@ from memory_plugin.clock import new_id, now
 from memory_plugin.dates import DateError, parse_instant
 from memory_plugin.errors import InvalidArgument, NotFound, Unavailable
 from memory_plugin.histories.fanout import RegionObserver, fan_out
-from memory_plugin.histories.fusion import CANDIDATES, LENDERS, fuse, spread
 from memory_plugin.histories.stores.base import HistoryStore
 from memory_plugin.histories.stores.claims import Claim, RecordClaims, RecordConflict
 from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter, matches
+from memory_plugin.histories.stores.fusion import CANDIDATES, LENDERS, fuse, spread
 from memory_plugin.histories.stores.local_claims import LocalRecordClaims
 from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
@@ -111,20 +111,28 @@ async def rank_in_region(
         found = await store.keyword_search(organization_id, query.record_type, query.q, where, query.top_k)
     else:
         assert vector is not None
-        dense, keyword = await asyncio.gather(
-            store.search(organization_id, query.record_type, vector, where, CANDIDATES),
-            store.keyword_search(organization_id, query.record_type, query.q, where, CANDIDATES),
-        )
-        fused = fuse(dense, keyword)
-        around = await store.neighbours(organization_id, fused[:LENDERS])
-        visible = {  # a neighbour the query could not find itself is not shown either
-            key: [hit for hit in hits if hit.record.record_type == query.record_type and matches(where, hit.record)]
-            for key, hits in around.items()
-        }
-        found = spread(fused, visible)
+        in_store = await store.hybrid_search(organization_id, query.record_type, vector, query.q, where, query.top_k)
+        found = in_store if in_store is not None else await hybrid(store, organization_id, query, vector, where)
     if query.min_score is not None:
         found = [hit for hit in found if hit.score >= query.min_score]
     return found[: query.top_k]
+
+
+async def hybrid(
+    store: HistoryStore, organization_id: str, query: SearchQuery, vector: np.ndarray, where: Filter
+) -> list[Hit]:
+    """The hybrid ranking from the store's dense and keyword lists and its neighbours (every hit read)."""
+    dense, keyword = await asyncio.gather(
+        store.search(organization_id, query.record_type, vector, where, CANDIDATES),
+        store.keyword_search(organization_id, query.record_type, query.q, where, CANDIDATES),
+    )
+    fused = fuse(dense, keyword)
+    around = await store.neighbours(organization_id, fused[:LENDERS])
+    visible = {  # a neighbour the query could not find itself is not shown either
+        key: [hit for hit in hits if hit.record.record_type == query.record_type and matches(where, hit.record)]
+        for key, hits in around.items()
+    }
+    return spread(fused, visible)
 
 
 def scoped(principal: Principal, where: Filter) -> Filter:

@@ -32,6 +32,7 @@ class TestSqliteHistoryStoreContract(StoreContract):
     async def store(self, tmp_path: Path) -> AsyncIterator[SqliteHistoryStore]:
         store = SqliteHistoryStore(tmp_path / "usa")
         await store.open(DIM)
+        await store.keyword_index()  # keyword searches in the lexical engine from the first (FTS5 in the others)
         yield store
         await store.close()
 

@@ -18,17 +18,14 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-import numpy as np
-
 from memory_plugin.agentic.models import LONG_TERM, valid_unicode
-from memory_plugin.agentic.stores.bm25 import SEGMENT, Change, LexicalIndex, Segment, Shard
+from memory_plugin.agentic.stores.bm25 import Change, LexicalIndex
 from memory_plugin.agentic.stores.bm25_files import load_mirror, mirror_file
-from memory_plugin.sorted_ids import runs, sorted_distinct
+from memory_plugin.lexical_index import Fts5Tokenizer, bulk
 from memory_plugin.sqlite import Database, Migration, fts5_totals
 
 T = TypeVar("T")
@@ -71,35 +68,14 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{word}"' for word in words) if words else None
 
 
-class Tokenizer:
-    """FTS5's tokens for texts, from a private in-memory FTS5 table (any thread; one at a time)."""
+class Tokenizer(Fts5Tokenizer):
+    """FTS5's tokens for texts under ``lt_fts``'s option (any thread; one at a time)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._c = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        self._uses = 0
-        self._create()
-
-    def _create(self) -> None:
-        self._c.execute("DROP TABLE IF EXISTS scratch")
-        self._c.execute(f"CREATE VIRTUAL TABLE scratch USING fts5 (memory, tokenize = '{TOKENIZE}')")
-        self._c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS scratch_vocab USING fts5vocab(scratch, instance)")
+        super().__init__(TOKENIZE)
 
     def tokens(self, texts: Sequence[str]) -> list[list[str]]:
-        out: list[list[tuple[int, str]]] = [[] for _ in texts]
-        with self._lock:
-            self._uses += 1
-            if self._uses % 4096 == 0:  # deletes leave tombstones until merged: start afresh now and then
-                self._create()
-            self._c.executemany(
-                "INSERT INTO scratch (rowid, memory) VALUES (?, ?)",
-                [(n, valid_unicode(text)) for n, text in enumerate(texts)],
-            )
-            rows = self._c.execute("SELECT doc, offset, term FROM scratch_vocab").fetchall()
-            self._c.execute("DELETE FROM scratch")
-        for doc, offset, term in rows:
-            out[doc].append((offset, term))
-        return [[term for _, term in sorted(doc)] for doc in out]
+        return super().tokens([valid_unicode(text) for text in texts])
 
     def query_tokens(self, words: Sequence[str]) -> list[list[str]]:
         """``query_words``' tokens: an ASCII one is letters and digits only, which unicode61 keeps whole and
@@ -107,9 +83,6 @@ class Tokenizer:
         asked = [word for word in words if not word.isascii()]
         answers = iter(self.tokens(asked) if asked else [])
         return [[word.lower()] if word.isascii() else next(answers) for word in words]
-
-    def close(self) -> None:
-        self._c.close()
 
 
 def drain(c: sqlite3.Connection, tokenizer: Tokenizer) -> tuple[list[Change], int]:
@@ -174,7 +147,6 @@ def load(path: Path, opened: Callable[[sqlite3.Connection], None]) -> LexicalInd
     c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         opened(c)
-        c.execute("CREATE VIRTUAL TABLE temp.lt_vocab USING fts5vocab(main, lt_fts, instance)")
         c.execute("BEGIN")
         try:
             mark = fts_mark(c)
@@ -187,82 +159,13 @@ def load(path: Path, opened: Callable[[sqlite3.Connection], None]) -> LexicalInd
 
 
 def _load(c: sqlite3.Connection, mark: int) -> LexicalIndex:
-    grouped = c.execute("SELECT term, group_concat(doc) FROM temp.lt_vocab GROUP BY term").fetchall()
-    (rowids,) = c.execute("SELECT group_concat(rowid) FROM lt_fts").fetchone()
     owners = c.execute(
         "SELECT seq, container_id, organization_id, user_id FROM memories WHERE memory_type = ? ORDER BY seq",
         (LONG_TERM,),
     ).fetchall()
-    index = LexicalIndex()
+    index = bulk(c, "lt_fts", ((seq, container, (org, user)) for seq, container, org, user in owners))
     index.mark = mark
-    words = [row[0] for row in grouped]
-    index.vocabulary = {word: n for n, word in enumerate(words)}
-    counts = np.asarray([row[1].count(",") + 1 for row in grouped], dtype=np.int64)
-    docs = np.fromstring(",".join(row[1] for row in grouped), dtype=np.int64, sep=",") if grouped else np.zeros(0)
-    docs = docs.astype(np.int64)
-    terms = np.repeat(np.arange(len(words), dtype=np.int64), counts)
-    order = np.lexsort((terms, docs))
-    docs, terms = docs[order], terms[order]
-    first = np.ones(len(docs), dtype=bool)
-    first[1:] = (docs[1:] != docs[:-1]) | (terms[1:] != terms[:-1])
-    starts = np.flatnonzero(first)
-    pair_docs, pair_terms = docs[starts], terms[starts]
-    pair_tfs = np.diff(np.append(starts, len(docs))).astype(np.float64)
-    index.df = np.bincount(pair_terms, minlength=max(len(words), 1)).astype(np.int64)
-    all_rows = sorted_distinct(np.fromstring(rowids or "", dtype=np.int64, sep=","))
-    index.rows, index.tokens = len(all_rows), len(docs)
-    token_docs, token_starts = runs(docs)  # docs are sorted: each doc's run of tokens is its length
-    length_of = dict(zip(token_docs.tolist(), np.diff(np.append(token_starts, len(docs))).tolist()))
-    # each doc's (term, tf) pairs: a slice of the pair arrays, which are doc-major
-    doc_ids, doc_starts = runs(pair_docs)
-    doc_ends = np.append(doc_starts[1:], len(pair_docs))
-    span = {int(d): (int(a), int(b)) for d, a, b in zip(doc_ids.tolist(), doc_starts.tolist(), doc_ends.tolist())}
-    by_container: dict[str, list[tuple[int, int]]] = {}
-    owned: set[int] = set()
-    for seq, container_id, organization, user in owners:
-        owner = index.owners.setdefault((organization, user), len(index.owners))
-        by_container.setdefault(container_id, []).append((seq, owner))
-        owned.add(seq)
-    live_rows = set(all_rows.tolist())
-    for container_id, members in by_container.items():
-        members = [(seq, owner) for seq, owner in members if seq in live_rows]
-        if members:
-            index.shards[container_id] = _bulk_shard(members, span, length_of, pair_terms, pair_tfs)
-            index.where.update((seq, (container_id, n)) for n, (seq, _) in enumerate(members))
-    for seq in live_rows - owned:  # a row no long-term memory owns: counted by FTS5, found by nobody
-        a, b = span.get(seq, (0, 0))
-        index.where[seq] = (None, (pair_terms[a:b], pair_tfs[a:b], int(length_of.get(seq, 0))))
     return index
-
-
-def _bulk_shard(
-    members: list[tuple[int, int]],
-    span: dict[int, tuple[int, int]],
-    length_of: dict[int, int],
-    pair_terms: np.ndarray,
-    pair_tfs: np.ndarray,
-) -> Shard:
-    """A container's shard from its (seq, owner) in seq order: whole segments frozen at once."""
-    shard = Shard()
-    count = len(members)
-    shard.seq_of = np.asarray([seq for seq, _ in members], dtype=np.int64)
-    shard.owner_of = np.asarray([owner for _, owner in members], dtype=np.int32)
-    shard.doclen = np.asarray([length_of.get(seq, 0) for seq, _ in members], dtype=np.float64)
-    shard.live = np.ones(count, dtype=bool)
-    shard.n = count
-    whole = count // SEGMENT * SEGMENT
-    segments: list[Segment] = []
-    for low in range(0, whole, SEGMENT):
-        slices = [span.get(seq, (0, 0)) for seq, _ in members[low : low + SEGMENT]]
-        picks = np.concatenate([np.arange(a, b) for a, b in slices]).astype(np.int64)
-        ords = np.repeat(np.arange(low, low + SEGMENT, dtype=np.int64), [b - a for a, b in slices])
-        segments.append(Segment.build(low, ords, pair_terms[picks], pair_tfs[picks], shard.doclen))
-    pending = []
-    for seq, _ in members[whole:]:
-        a, b = span.get(seq, (0, 0))
-        pending.append((pair_terms[a:b], pair_tfs[a:b]))
-    shard.state = (tuple(segments), pending)
-    return shard
 
 
 class LoggedDatabase(Database):

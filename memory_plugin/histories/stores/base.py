@@ -87,6 +87,14 @@ class HistoryStore(abc.ABC):
         Filters do not apply: the caller keeps the neighbours its query may see.
         """
 
+    async def hybrid_search(
+        self, organization_id: str, record_type: str, vector: np.ndarray, text: str, where: Filter, k: int
+    ) -> list[Hit] | None:
+        """The ``k`` best of the hybrid ranking (``histories.stores.fusion``: both lists fused, neighbours lifted) ranked
+        on chunk ids inside the store, only the ``k`` read; None where the store has no such path, and the
+        service composes it from ``search``, ``keyword_search`` and ``neighbours``."""
+        return None
+
     @abc.abstractmethod
     async def health(self) -> dict[str, Any]:
         """A small JSON-able status; raises when the store cannot serve."""

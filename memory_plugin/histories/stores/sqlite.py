@@ -59,7 +59,7 @@ import faiss
 import numpy as np
 
 from memory_plugin.dates import to_micros
-from memory_plugin.histories.stores import lexical
+from memory_plugin.histories.stores import fusion, lexical
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
 from memory_plugin.histories.stores.filter_blocks import DEFAULT_BUDGET
 from memory_plugin.histories.stores.filter_columns import Row, can_compile
@@ -126,6 +126,7 @@ class SqliteHistoryStore(HistoryStore):
         self._snapshots = SnapshotKeeper(
             self.path, self._db, self._offload, self._org_code, lambda: list(self._org_codes)
         )
+        self._words = lexical.WordsMirror()
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -150,6 +151,12 @@ class SqliteHistoryStore(HistoryStore):
             self.load_report[record_type] = how
             if how != "snapshot":
                 log.info("embedded store %s: index %s %s", self.path, record_type, how)
+        self._words.start(self._db.path)
+
+    async def keyword_index(self) -> None:
+        """Wait until keyword searches rank in the lexical engine (its mirror is built at open, FTS5 ranks
+        meanwhile)."""
+        await self._words.wait()
 
     async def snapshot(self) -> None:
         """Persist the indexes that changed (also done on close and every ``snapshot_every`` adds)."""
@@ -174,6 +181,7 @@ class SqliteHistoryStore(HistoryStore):
                 log.warning(
                     "embedded store %s: index snapshot not written (%s); it is rebuilt at next start", self.path, error
                 )
+        await self._words.stop()
         if self._search_pool is not None:  # before the database: a search reads its hits on its own thread
             self._search_pool.shutdown(wait=True)
             self._search_pool = None
@@ -202,7 +210,7 @@ class SqliteHistoryStore(HistoryStore):
         if not items:
             return
 
-        def work(connection: sqlite3.Connection) -> tuple[list[tuple[str, int]], list[_Added]]:
+        def work(connection: sqlite3.Connection) -> tuple[list[tuple[str, int]], list[_Added], lexical.Changed]:
             # On the database thread: normalising thousands of vectors stays off the event loop.
             prepared = [
                 (record, [(chunk, unit_vector(chunk.vector, params.dimension)) for chunk in chunks])
@@ -210,9 +218,13 @@ class SqliteHistoryStore(HistoryStore):
             ]
             removed: list[tuple[str, int]] = []
             added: dict[str, _Added] = {}
+            changed: lexical.Changed = {}
             for record, chunks in prepared:
                 removed += self._delete_sql(
-                    connection, "r.organization_id = ? AND r.record_id = ?", [record.organization_id, record.record_id]
+                    connection,
+                    "r.organization_id = ? AND r.record_id = ?",
+                    [record.organization_id, record.record_id],
+                    changed,
                 )
                 rid = connection.execute(
                     "INSERT INTO records (organization_id, record_id, record_type, region, record_created_at,"
@@ -242,13 +254,13 @@ class SqliteHistoryStore(HistoryStore):
                     group[3].append(record.organization_id)
                     group[4].append(row)
                     group[5].append(record.metadata)
-                lexical.add_words(connection, int(rid))  # type: ignore[arg-type]
-            return removed, list(added.values())
+                lexical.add_words(connection, int(rid), changed)  # type: ignore[arg-type]
+            return removed, list(added.values()), changed
 
         async with self._write_lock:
             await self._snapshots.owned(self._indexes)
-            removed, added = await self._db.write(work)
-            await self._apply(removed, added)
+            removed, added, changed = await self._db.write(work)
+            await self._apply(removed, added, changed)
 
     async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
         self._require_open()
@@ -260,33 +272,44 @@ class SqliteHistoryStore(HistoryStore):
 
     async def delete_record(self, organization_id: str, record_id: str) -> int:
         self._require_open()
+
+        def work(connection: sqlite3.Connection) -> tuple[list[tuple[str, int]], lexical.Changed]:
+            changed: lexical.Changed = {}
+            where = "r.organization_id = ? AND r.record_id = ?"
+            return self._delete_sql(connection, where, [organization_id, record_id], changed), changed
+
         async with self._write_lock:
-            removed = await self._db.write(
-                lambda c: self._delete_sql(c, "r.organization_id = ? AND r.record_id = ?", [organization_id, record_id])
-            )
-            await self._apply(removed, [])
+            removed, changed = await self._db.write(work)
+            await self._apply(removed, [], changed)
         return len(removed)
 
     async def delete_matching(self, organization_id: str, where: Filter) -> DeleteCounts:
         self._require_open()
         sql, params = compile_filter(where)
 
-        def work(connection: sqlite3.Connection) -> tuple[int, list[tuple[str, int]]]:
+        def work(connection: sqlite3.Connection) -> tuple[int, list[tuple[str, int]], lexical.Changed]:
             records = connection.execute(
                 f"SELECT count(*) FROM records r WHERE r.organization_id = ? AND {sql}", [organization_id, *params]
             ).fetchone()[0]
-            return records, self._delete_sql(connection, f"r.organization_id = ? AND {sql}", [organization_id, *params])
+            changed: lexical.Changed = {}
+            removed = self._delete_sql(
+                connection, f"r.organization_id = ? AND {sql}", [organization_id, *params], changed
+            )
+            return records, removed, changed
 
         async with self._write_lock:
-            records, removed = await self._db.write(work)
-            await self._apply(removed, [])
+            records, removed, changed = await self._db.write(work)
+            await self._apply(removed, [], changed)
         return DeleteCounts(records=records, chunks=len(removed))
 
     @staticmethod
-    def _delete_sql(connection: sqlite3.Connection, where: str, params: list[Any]) -> list[tuple[str, int]]:
+    def _delete_sql(
+        connection: sqlite3.Connection, where: str, params: list[Any], changed: lexical.Changed
+    ) -> list[tuple[str, int]]:
         """Delete the matching records (chunks and their words cascade); return their ``(record_type, chunk_id)``s.
 
-        The records whose words borrowed from a deleted one are reindexed in the same transaction.
+        The records whose words borrowed from a deleted one are reindexed in the same transaction; ``changed``
+        gets both.
         """
         cursor = connection.cursor()
         cursor.row_factory = None
@@ -295,12 +318,14 @@ class SqliteHistoryStore(HistoryStore):
         ).fetchall()
         borrowing = lexical.successors(connection, where, params)
         cursor.execute(f"DELETE FROM records WHERE rid IN (SELECT r.rid FROM records r WHERE {where})", params)
-        lexical.reindex(connection, borrowing)
+        changed.update((chunk, None) for _, chunk in removed)
+        lexical.reindex(connection, borrowing, changed)
         return removed
 
-    async def _apply(self, removed: list[tuple[str, int]], added: list[_Added]) -> None:
+    async def _apply(self, removed: list[tuple[str, int]], added: list[_Added], changed: lexical.Changed) -> None:
         """Bring the in-memory indexes up to a commit (write lock held)."""
         params = self._require_open()
+        await self._offload(self._words.apply, changed)
         by_type: dict[str, list[int]] = {}
         for record_type, chunk in removed:
             by_type.setdefault(record_type, []).append(chunk)
@@ -345,6 +370,25 @@ class SqliteHistoryStore(HistoryStore):
         org = self._org_codes.get(organization_id)
         if index is None or org is None or k <= 0:
             return []
+
+        def work(columns_where: Filter | None, candidates: np.ndarray | None) -> list[Hit]:
+            search = partial(index.search, query, org, k, where=columns_where, candidates=candidates)
+            return self._search_and_read(search, min_score)
+
+        found = await self._among(index, organization_id, record_type, where, work)
+        return [] if found is None else found
+
+    async def _among(
+        self,
+        index: TypeIndex,
+        organization_id: str,
+        record_type: str,
+        where: Filter,
+        work: Callable[[Filter | None, np.ndarray | None], T],
+    ) -> T | None:
+        """``work(where, None)`` on a search thread with ``where``'s metadata columns kept and the index read-locked,
+        or ``work(None, positions)`` with the positions SQL selected when the columns cannot answer ``where``."""
+        params = self._require_open()
         keys = metadata_keys(where)
         on_sql = bool(where) and (self.filter_target == "sql" or not can_compile(where, params.metadata_columns))
         candidates: np.ndarray | None = None
@@ -359,20 +403,40 @@ class SqliteHistoryStore(HistoryStore):
                     continue
                 if candidates is None:
                     index.columns.metadata.touch(keys)
-                search = partial(
-                    index.search, query, org, k, where=where if candidates is None else None, candidates=candidates
-                )
                 return await asyncio.get_running_loop().run_in_executor(
-                    self._search_pool, self._search_and_read, search, min_score
+                    self._search_pool, work, where if candidates is None else None, candidates
                 )
-        return []
+        return None
 
     async def keyword_search(
         self, organization_id: str, record_type: str, text: str, where: Filter, k: int
     ) -> list[Hit]:
         self._require_open()
-        if k <= 0 or organization_id not in self._org_codes:
+        index = self._indexes.get(record_type)
+        org = self._org_codes.get(organization_id)
+        if k <= 0 or org is None or index is None:
             return []
+        shard = lexical.shard(organization_id, record_type)
+
+        def work(columns_where: Filter | None, candidates: np.ndarray | None) -> list[Hit] | None:
+            allowed = None
+            if candidates is not None:
+                allowed = index.ids[candidates]
+            elif columns_where:
+                allowed = index.ids[index.selected(org, columns_where)[1]]
+            ranked = self._words.search(shard, text, k, allowed)
+            if ranked is None:
+                return None
+            top = [(chunk, round(score, SCORE_DECIMALS)) for chunk, score in ranked]
+            return (
+                hits(top, self._db.read_here(partial(hit_rows, chunk_ids=[chunk for chunk, _ in top]))) if top else []
+            )
+
+        if self._words.index is not None:
+            found = await self._among(index, organization_id, record_type, where, work)
+            if found is not None:
+                return found
+        # FTS5 ranks every match while the mirror is being built, or for a word of several tokens
         sql, sql_params = compile_filter(where)
         allowed_sql = (
             "SELECT c.id FROM chunks c JOIN records r ON r.rid = c.rid WHERE c.id IN ({ids})"
@@ -398,16 +462,46 @@ class SqliteHistoryStore(HistoryStore):
 
         return await self._read_aside(read)
 
+    async def hybrid_search(
+        self, organization_id: str, record_type: str, vector: np.ndarray, text: str, where: Filter, k: int
+    ) -> list[Hit] | None:
+        """Both lists, their fusion and the neighbours' share on chunk ids, on one search thread; only the ``k``
+        best are read. None while the keyword mirror is not built (or a query word is several tokens)."""
+        params = self._require_open()
+        query = unit_vector(vector, params.dimension)
+        index = self._indexes.get(record_type)
+        org = self._org_codes.get(organization_id)
+        if index is None or org is None or k <= 0:
+            return []
+        if self._words.index is None:
+            return None
+        shard = lexical.shard(organization_id, record_type)
+
+        def work(columns_where: Filter | None, candidates: np.ndarray | None) -> list[Hit] | None:
+            allowed = None
+            if candidates is not None:
+                allowed = index.ids[candidates]
+            elif columns_where:
+                allowed = index.ids[index.selected(org, columns_where)[1]]
+            keyword = self._words.search(shard, text, fusion.CANDIDATES, allowed)
+            if keyword is None:
+                return None
+            dense = index.search(query, org, fusion.CANDIDATES, where=columns_where, candidates=candidates)
+            ranked = partial(
+                fused_ranking, organization_id=organization_id, dense=dense, keyword=keyword, allowed=allowed, k=k
+            )
+            return self._db.read_here(ranked)
+
+        return await self._among(index, organization_id, record_type, where, work)
+
     async def neighbours(self, organization_id: str, found: Sequence[Hit]) -> dict[str, list[Hit]]:
         self._require_open()
         if not found:
             return {}
 
         def read(connection: sqlite3.Connection) -> dict[str, list[Hit]]:
-            around = {
-                hit.id: lexical.adjacent(connection, organization_id, hit.record.record_id, hit.chunk_index)
-                for hit in found
-            }
+            places = [(hit.record.record_id, hit.chunk_index) for hit in found]
+            around = dict(zip([hit.id for hit in found], lexical.adjacent(connection, organization_id, places)))
             rows = hit_rows(connection, sorted({chunk for chunks in around.values() for chunk in chunks}))
             return {key: hits([(chunk, 0.0) for chunk in chunks], rows) for key, chunks in around.items()}
 
@@ -492,3 +586,56 @@ class SqliteHistoryStore(HistoryStore):
     async def _offload(self, work: Callable[..., T], *args: Any) -> T:
         assert self._pool is not None
         return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
+
+
+def fused_ranking(
+    connection: sqlite3.Connection,
+    organization_id: str,
+    dense: list[tuple[int, float]],
+    keyword: list[tuple[int, float]],
+    allowed: np.ndarray | None,
+    k: int,
+) -> list[Hit]:
+    """``fusion.fuse`` then ``fusion.spread`` on chunk ids, as the service composes them from hits: ties by record
+    id and chunk index, a neighbour kept only where the filter (``allowed``, sorted chunk ids) passes it."""
+    places = chunk_places(connection, list({chunk: None for chunk, _ in (*dense, *keyword)}))
+
+    def ranked(found: list[tuple[int, float]], shown: Callable[[float], float]) -> list[int]:
+        """Live chunks in the order ``hits`` gives their hits: by shown score, then record id and chunk index."""
+        scores = {chunk: shown(score) for chunk, score in found if chunk in places}
+        return sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk]))
+
+    fused = fusion.fused_scores(ranked(dense, shown_score), ranked(keyword, lambda score: round(score, SCORE_DECIMALS)))
+    order = sorted((chunk for chunk in fused if chunk in places), key=lambda chunk: (-fused[chunk], places[chunk]))
+    lenders = order[: fusion.LENDERS]
+    around = lexical.adjacent(connection, organization_id, [places[chunk] for chunk in lenders])
+    near = sorted({chunk for chunks in around for chunk in chunks} - places.keys())
+    places.update(chunk_places(connection, near))
+    passing: set[int] | None = None
+    if allowed is not None and len(allowed):
+        wanted = np.asarray(sorted({chunk for chunks in around for chunk in chunks}), dtype=np.int64)
+        at = np.minimum(np.searchsorted(allowed, wanted), len(allowed) - 1)
+        passing = set(wanted[allowed[at] == wanted].tolist())
+    else:
+        passing = None if allowed is None else set()
+    neighbours = {
+        lender: [chunk for chunk in chunks if chunk in places and (passing is None or chunk in passing)]
+        for lender, chunks in zip(lenders, around)
+    }
+    scores = fusion.spread_scores([(chunk, fused[chunk]) for chunk in order], neighbours)
+    top = sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk]))[:k]
+    return hits([(chunk, scores[chunk]) for chunk in top], hit_rows(connection, top)) if top else []
+
+
+def chunk_places(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, tuple[str, int]]:
+    """Each live chunk's ``(record_id, chunk_index)``: what hits tie by."""
+    if not chunk_ids:
+        return {}
+    cursor = connection.cursor()
+    cursor.row_factory = None
+    rows = cursor.execute(
+        "SELECT c.id, r.record_id, c.chunk_index FROM chunks c JOIN records r ON r.rid = c.rid"
+        f" WHERE c.id IN ({','.join('?' * len(chunk_ids))})",
+        chunk_ids,
+    )
+    return {chunk: (record_id, index) for chunk, record_id, index in rows}

@@ -10,7 +10,8 @@ them fairly, and ``min_score`` says how far up the lists a hit must be.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 from memory_plugin.histories.stores.records import SCORE_DECIMALS, Hit
 
@@ -26,18 +27,36 @@ CANDIDATES = 100
 #: fused hits lend it: below that, a share is too small to move a hit into the first hundred.
 NEIGHBOUR_SHARE = 0.25
 LENDERS = 50
+K = TypeVar("K", bound=Hashable)
+
+
+def fused_scores(dense: Sequence[K], keyword: Sequence[K]) -> dict[K, float]:
+    """Each key of either list (best first) with its weighted reciprocal rank, normalised and rounded as shown."""
+    best = (DENSE_WEIGHT + KEYWORD_WEIGHT) / (RANK_CONSTANT + 1)
+    scores: dict[K, float] = {}
+    for weight, keys in ((DENSE_WEIGHT, dense), (KEYWORD_WEIGHT, keyword)):
+        for rank, key in enumerate(keys, start=1):
+            scores[key] = scores.get(key, 0.0) + weight / (RANK_CONSTANT + rank)
+    return {key: round(score / best, SCORE_DECIMALS) for key, score in scores.items()}
+
+
+def spread_scores(fused: Sequence[tuple[K, float]], neighbours: Mapping[K, Sequence[K]]) -> dict[K, float]:
+    """``spread``'s scores, from the fused ``(key, score)`` best first and each key's visible neighbours."""
+    scores = dict(fused)
+    for key, score in fused:
+        for neighbour in neighbours.get(key, ()):
+            scores[neighbour] = scores.get(neighbour, 0.0) + NEIGHBOUR_SHARE * score
+    ceiling = 1.0 + 2 * NEIGHBOUR_SHARE
+    return {key: round(score / ceiling, SCORE_DECIMALS) for key, score in scores.items()}
 
 
 def fuse(dense: Sequence[Hit], keyword: Sequence[Hit]) -> list[Hit]:
     """The union of both lists by weighted reciprocal rank, best first; ties by record id, then chunk."""
-    best = (DENSE_WEIGHT + KEYWORD_WEIGHT) / (RANK_CONSTANT + 1)
-    scores: dict[str, float] = {}
     found: dict[str, Hit] = {}
-    for weight, hits in ((DENSE_WEIGHT, dense), (KEYWORD_WEIGHT, keyword)):
-        for rank, hit in enumerate(hits, start=1):
-            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (RANK_CONSTANT + rank)
-            found.setdefault(hit.id, hit)
-    fused = [dataclasses.replace(hit, score=round(scores[key] / best, SCORE_DECIMALS)) for key, hit in found.items()]
+    for hit in (*dense, *keyword):
+        found.setdefault(hit.id, hit)
+    scores = fused_scores([hit.id for hit in dense], [hit.id for hit in keyword])
+    fused = [dataclasses.replace(hit, score=scores[key]) for key, hit in found.items()]
     fused.sort(key=lambda hit: (-hit.score, hit.record.record_id, hit.chunk_index))
     return fused
 
@@ -48,15 +67,12 @@ def spread(fused: Sequence[Hit], neighbours: Mapping[str, Sequence[Hit]]) -> lis
     What answers a question is often said over two or three turns, and a turn between two found ones is
     likely part of it. Scores stay within [0, 1]: 1.0 is first in both lists with both neighbours first too.
     """
-    scores = {hit.id: hit.score for hit in fused}
     found = {hit.id: hit for hit in fused}
-    for hit in fused:
-        for neighbour in neighbours.get(hit.id, ()):
-            scores[neighbour.id] = scores.get(neighbour.id, 0.0) + NEIGHBOUR_SHARE * hit.score
+    for hits in neighbours.values():
+        for neighbour in hits:
             found.setdefault(neighbour.id, neighbour)
-    ceiling = 1.0 + 2 * NEIGHBOUR_SHARE
-    spread_hits = [
-        dataclasses.replace(hit, score=round(scores[key] / ceiling, SCORE_DECIMALS)) for key, hit in found.items()
-    ]
+    keys = {key: [hit.id for hit in hits] for key, hits in neighbours.items()}
+    scores = spread_scores([(hit.id, hit.score) for hit in fused], keys)
+    spread_hits = [dataclasses.replace(hit, score=scores[key]) for key, hit in found.items()]
     spread_hits.sort(key=lambda hit: (-hit.score, hit.record.record_id, hit.chunk_index))
     return spread_hits

@@ -26,7 +26,7 @@ from memory_plugin.histories.fanout import RegionObserver, fan_out
 from memory_plugin.histories.stores.base import HistoryStore
 from memory_plugin.histories.stores.claims import Claim, RecordClaims, RecordConflict
 from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter, matches
-from memory_plugin.histories.stores.fusion import CANDIDATES, LENDERS, fuse, spread
+from memory_plugin.histories.stores.fusion import CANDIDATES, LENDERS, fuse, lift_sittings, spread
 from memory_plugin.histories.stores.local_claims import LocalRecordClaims
 from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
@@ -132,7 +132,7 @@ async def hybrid(
         key: [hit for hit in hits if hit.record.record_type == query.record_type and matches(where, hit.record)]
         for key, hits in around.items()
     }
-    return spread(fused, visible)
+    return lift_sittings(spread(fused, visible))
 
 
 def scoped(principal: Principal, where: Filter) -> Filter:

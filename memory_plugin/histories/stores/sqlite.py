@@ -623,8 +623,23 @@ def fused_ranking(
         for lender, chunks in zip(lenders, around)
     }
     scores = fusion.spread_scores([(chunk, fused[chunk]) for chunk in order], neighbours)
+    scores = fusion.sitting_scores(scores, chunk_times(connection, list(scores)))
     top = sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk]))[:k]
     return hits([(chunk, scores[chunk]) for chunk in top], hit_rows(connection, top)) if top else []
+
+
+def chunk_times(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, tuple[str | None, int]]:
+    """Each live chunk's record's ``(user_id, record_created_at)``: the sittings' timelines."""
+    if not chunk_ids:
+        return {}
+    cursor = connection.cursor()
+    cursor.row_factory = None
+    rows = cursor.execute(
+        "SELECT c.id, r.user_id, r.record_created_at FROM chunks c JOIN records r ON r.rid = c.rid"
+        f" WHERE c.id IN ({','.join('?' * len(chunk_ids))})",
+        chunk_ids,
+    )
+    return {chunk: (user, created) for chunk, user, created in rows}
 
 
 def chunk_places(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, tuple[str, int]]:

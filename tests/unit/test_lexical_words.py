@@ -6,8 +6,8 @@ import sqlite3
 
 from memory_plugin.histories.stores import lexical
 from memory_plugin.histories.stores.lexical import MAX_WORDS, query_words
-from memory_plugin.histories.stores.sqlite_tables import MIGRATIONS
 from memory_plugin.histories.stores.opensearch_words import match_query
+from memory_plugin.histories.stores.sqlite_tables import MIGRATIONS
 
 
 def test_words_are_distinct_lower_cased_alphanumeric_runs_in_order() -> None:

@@ -10,7 +10,8 @@ mapping in one call: 2.1 GB in 0.14-0.2 s from the page cache, and in sequence f
 
 Nothing depends on it: where the call is missing (another system, an older kernel) or a map went away
 meanwhile, pages are mapped at first read as before.  A file larger than half the machine's memory is
-left alone, so that filling it cannot push the rest out of memory.
+left alone, so that filling it cannot push the rest out of memory; one under :data:`MIN_BYTES` too, whose
+few pages fault in within a few milliseconds at most, less than reading this process's maps to find them.
 """
 
 from __future__ import annotations
@@ -29,11 +30,17 @@ log = logging.getLogger(__name__)
 #: ``madvise`` advice that faults every page of a range in, readable (linux/mman.h).
 MADV_POPULATE_READ = 22
 _MAPS = Path("/proc/self/maps")
+#: Files smaller are not preloaded: 256 pages (4 KB ones) fault in within 1.3-3.6 ms in all, once.
+MIN_BYTES = 1 << 20
 
 
 def preload_in_background(path: Path) -> None:
     """Fill every memory map of ``path`` in this process, on a thread of its own."""
-    if _MAPS.exists():
+    try:
+        small = path.stat().st_size < MIN_BYTES
+    except OSError:
+        return
+    if _MAPS.exists() and not small:
         threading.Thread(target=preload, args=(path,), name="preload", daemon=True).start()
 
 

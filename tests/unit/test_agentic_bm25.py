@@ -144,7 +144,7 @@ async def test_early_termination_skips_segments_that_cannot_reach_the_top(tmp_pa
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(8)
     assert await store.lexical_ready()
-    filler = " ".join(f"w{n}" for n in range(40))
+    filler = " ".join(f"w{n}" for n in range(12))
     texts = [f"router {filler}" for _ in range(SEGMENT * 8)]
     for n in (5, 3000, 7000):
         texts[n] = "router router router"  # short and dense: these set the bar the rest cannot reach

@@ -73,8 +73,11 @@ def built(matrix: Matrix) -> Matrix:
 def graph_paths(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Graphs from 2,000 rows on; the walks taken (by candidate count), each made wide enough to find the
     exact top k on these few rows, so that results compare exactly (the planner chooses with its own
-    efSearch; ``scripts/bench_agentic.py`` measures the recall it gives)."""
+    efSearch; ``scripts/bench_agentic.py`` measures the recall it gives).  Built with a third of the
+    server's efConstruction: the planner does not read it, the wide walks stay exact, and the builds took
+    most of these tests' time."""
     monkeypatch.setattr(vectors, "GRAPH_MIN_ROWS", 2_000)
+    monkeypatch.setattr(vectors, "EF_CONSTRUCTION", 40)
     walks: list[int] = []
 
     def counted(hnsw, query, k, candidates, mask, ef):  # type: ignore[no-untyped-def]

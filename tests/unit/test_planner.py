@@ -106,6 +106,7 @@ async def test_both_paths_agree_with_brute_force_over_random_filters(tmp_path: P
         chunk_records = await store._db.run(
             lambda c: dict(c.execute("SELECT c.id, r.record_id FROM chunks c JOIN records r ON r.rid = c.rid"))
         )
+        position_records = [records[chunk_records[int(chunk)]] for chunk in index.ids[: index.n]]
         paths: tuple[Literal["exact", "graph", "plan"], ...] = ("exact", "graph", "plan")
         compared = 0
         for round_ in range(300):
@@ -118,9 +119,8 @@ async def test_both_paths_agree_with_brute_force_over_random_filters(tmp_path: P
             passing = np.array(
                 [
                     position
-                    for position in range(index.n)
-                    if records[chunk_records[int(index.ids[position])]].organization_id == org
-                    and matches(where, records[chunk_records[int(index.ids[position])]])
+                    for position, record in enumerate(position_records)
+                    if record.organization_id == org and matches(where, record)
                 ],
                 dtype=np.int64,
             )

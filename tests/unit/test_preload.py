@@ -106,3 +106,23 @@ async def test_the_databases_read_only_connections_are_filled_as_they_open(tmp_p
         assert await database.read(lambda c: c.execute("SELECT count(*) FROM items").fetchone()[0]) == 2000
     finally:
         await database.close()
+
+
+def test_only_files_of_a_megabyte_or_more_are_preloaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new database's few pages are not worth a thread reading this process's maps: an app opens seven."""
+    started: list[Path] = []
+
+    class Recorded:
+        def __init__(self, target: object, args: tuple[Path], name: str, daemon: bool) -> None:
+            self.path = args[0]
+
+        def start(self) -> None:
+            started.append(self.path)
+
+    monkeypatch.setattr(preload.threading, "Thread", Recorded)
+    small, large = tmp_path / "small.sqlite3", tmp_path / "large.sqlite3"
+    small.write_bytes(b"x" * (preload.MIN_BYTES - 1))
+    large.write_bytes(b"x" * preload.MIN_BYTES)
+    for path in (small, large, tmp_path / "absent.sqlite3"):
+        preload.preload_in_background(path)
+    assert started == [large]

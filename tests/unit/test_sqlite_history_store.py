@@ -202,6 +202,7 @@ def clustered(rng: np.random.Generator, n: int, dim: int, clusters: int = 50) ->
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
+@pytest.mark.slow  # recall is a property of the scale: 20k chunks
 async def test_hnsw_selector_recall(tmp_path: Path) -> None:
     """20k chunks, filters passing 1% and 30%, exact path forced off: recall@10 >= 0.95 each."""
     rng = np.random.default_rng(1)

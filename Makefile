@@ -64,8 +64,9 @@ fast-tests: $(STAMP)
 	TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
 		-o tmp_path_retention_policy=failed -m 'not opensearch and not slow' --fuzz-examples=8 tests/unit tests/http $(PYTEST_ARGS)
 
-# `make check`, then the whole suite: the real model, real processes, real OpenSearch nodes.
-test: check opensearch browser
+# The static checks, then the whole suite once (the fast tier included, with the full fuzz): the real
+# model, real processes, real OpenSearch nodes.
+test: install static opensearch browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

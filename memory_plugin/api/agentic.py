@@ -150,6 +150,11 @@ class AgenticMemory:
     def __init__(self, service: AgenticService) -> None:
         self._service = service
 
+    def _on(self) -> AgenticService:
+        """The service, refused as over HTTP (403) while agentic memory is disabled."""
+        self._service.require_enabled()
+        return self._service
+
     def built_in_embedding(self) -> EmbeddingSettings:
         """The settings that have this server's own model embed a container's memories:
         ``create_container(p, "notes", llm_id=…, strategies=[…], **mp.agentic.built_in_embedding())``."""
@@ -183,11 +188,11 @@ class AgenticMemory:
             backend_roles=list(backend_roles) if backend_roles is not None else None,
             configuration=_container_body(settings),
         )
-        created = await self._service.create_container(principal, body)
+        created = await self._on().containers.create(principal, body)
         return str(created["memory_container_id"])
 
     async def get_container(self, principal: Principal, container_id: str) -> MemoryContainer:
-        return MemoryContainer.of(container_id, await self._service.get_container(principal, container_id))
+        return MemoryContainer.of(container_id, await self._on().containers.get(principal, container_id))
 
     async def update_container(
         self,
@@ -206,7 +211,7 @@ class AgenticMemory:
             backend_roles=list(backend_roles) if backend_roles is not None else None,
             configuration=_container_body(settings) or None,
         )
-        return Written.of(await self._service.update_container(principal, container_id, body))
+        return Written.of(await self._on().containers.update(principal, container_id, body))
 
     async def delete_container(
         self,
@@ -216,14 +221,14 @@ class AgenticMemory:
         delete_all_memories: bool = False,
         delete_memories: Sequence[MemoryType] = (),
     ) -> Written:
-        deleted = await self._service.delete_container(
+        deleted = await self._on().containers.delete(
             principal, container_id, delete_all_memories, list(delete_memories)
         )
         return Written.of(deleted)
 
     async def search_containers(self, principal: Principal, query: Mapping[str, Any]) -> SearchHits:
         """A query DSL body over the containers the principal may use."""
-        return SearchHits.of(await self._service.search_containers(principal, query))
+        return SearchHits.of(await self._on().containers.search(principal, query))
 
     # -- memories ---------------------------------------------------------------------------
 
@@ -258,7 +263,7 @@ class AgenticMemory:
             binary_data=binary_data,
             parameters=parameters,
         )
-        added = await self._service.add_memory(principal, container_id, body)
+        added = await self._on().memories.add(principal, container_id, body)
         return Added(added["working_memory_id"], added.get("session_id"))
 
     async def create_session(
@@ -281,7 +286,7 @@ class AgenticMemory:
             agents=agents,
             additional_info=additional_info,
         )
-        created = await self._service.create_session(principal, container_id, body)
+        created = await self._on().memories.create_session(principal, container_id, body)
         return SessionCreated(created["session_id"], created["status"] == "created")
 
     async def get(
@@ -294,7 +299,7 @@ class AgenticMemory:
         sources: bool = False,
     ) -> AgenticDocument:
         """One memory; ``sources`` adds the working memories a long-term memory or history entry came from."""
-        found = await self._service.get_memory(principal, container_id, memory_type, memory_id, sources)
+        found = await self._on().memories.get(principal, container_id, memory_type, memory_id, sources)
         return AgenticDocument(memory_id, memory_type, found)
 
     async def update(
@@ -308,27 +313,29 @@ class AgenticMemory:
         body: dict[str, Any] = dict(changes)
         if "messages" in changes:
             body["messages"] = _messages(changes["messages"])
-        return Written.of(await self._service.update_memory(principal, container_id, memory_type, memory_id, body))
+        return Written.of(await self._on().memories.update(principal, container_id, memory_type, memory_id, body))
 
     async def delete(self, principal: Principal, container_id: str, memory_type: MemoryType, memory_id: str) -> Deleted:
         """Delete one memory.  A working memory or session is forgotten with what was inferred only from it
         (docs/agentic-forgetting.md); ``Deleted.forgotten`` reports what went."""
         return Deleted.of(
-            await self._service.delete_memory(principal, container_id, memory_type, memory_id, report=True)
+            await self._on().forgetting.delete(principal, container_id, memory_type, memory_id, report=True)
         )
 
     async def search_memories(
         self, principal: Principal, container_id: str, memory_type: MemoryType, query: Mapping[str, Any]
     ) -> SearchHits:
         """A query DSL body over one type of a container's memories."""
-        return SearchHits.of(await self._service.search_memories(principal, container_id, memory_type, query))
+        return SearchHits.of(await self._on().memories.search(principal, container_id, memory_type, query))
 
     async def delete_by_query(
         self, principal: Principal, container_id: str, memory_type: MemoryType, query: Mapping[str, Any]
     ) -> DeletedByQuery:
         """``query`` is the DSL query itself (``{"match_all": {}}``); working memories and sessions are forgotten."""
         body = {"query": dict(query)}
-        return DeletedByQuery.of(await self._service.delete_by_query(principal, container_id, memory_type, body))
+        return DeletedByQuery.of(
+            await self._on().forgetting.delete_by_query(principal, container_id, memory_type, body)
+        )
 
     # -- long-term search -------------------------------------------------------------------
 
@@ -347,7 +354,7 @@ class AgenticMemory:
     ) -> list[ScoredMemory]:
         """Semantic search of long-term memory: the ``k`` nearest by the container's embedding model."""
         body = self._search_body(query, k, user_id, namespace, tags, min_score, filter)
-        found = await self._service.semantic_search(principal, container_id, body)
+        found = await self._on().search.semantic(principal, container_id, body)
         return [ScoredMemory.of(hit) for hit in SearchHits.of(found).hits]
 
     async def hybrid_search(
@@ -371,7 +378,7 @@ class AgenticMemory:
             "bm25_weight": bm25_weight,
             "neural_weight": neural_weight,
         }
-        found = await self._service.hybrid_search(principal, container_id, body)
+        found = await self._on().search.hybrid(principal, container_id, body)
         return [ScoredMemory.of(hit) for hit in SearchHits.of(found).hits]
 
     @staticmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memory_plugin.agentic.models import (
@@ -16,11 +17,19 @@ from memory_plugin.agentic.models import (
     MAX_INFER_SIZE_LIMIT,
     OWNER_ROLES,
     STRATEGY_TYPES,
+    check_session_id,
     now_millis,
 )
-from memory_plugin.agentic.retention_policy import checked_policy, merged_policy, stored
+from memory_plugin.agentic.retention_policy import PINNED_WORKING, checked_policy, merged_policy, stored
 from memory_plugin.auth import backend_role_error
-from memory_plugin.errors import ContentParseError, InvalidArgument, ParseFailure, QueryShardFailure, StatusNotFound
+from memory_plugin.errors import (
+    ContentParseError,
+    InvalidArgument,
+    ParseFailure,
+    QueryShardFailure,
+    StatusBadRequest,
+    StatusNotFound,
+)
 
 T = TypeVar("T")
 
@@ -440,3 +449,62 @@ def parse_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         if not isinstance(content, list) or not all(isinstance(part, dict) for part in content):
             raise ContentParseError("[content] must be an array of objects", parameter="messages")
     return messages
+
+
+@dataclass(frozen=True, slots=True)
+class AddMemoriesInput:
+    """An add request's body, checked (ml-commons' ``MLAddMemoriesInput``): what the container allows
+    (``infer`` needs its LLM) is the service's to decide.  Empty maps are None, as absent ones."""
+
+    payload_type: str
+    messages: list[dict[str, Any]] | None = None
+    infer: bool = False
+    namespace: Mapping[str, str] | None = None
+    metadata: Mapping[str, str] | None = None
+    tags: Mapping[str, str] | None = None
+    #: The request's own; the container's ``parameters`` are their defaults.
+    parameters: dict[str, Any] | None = None
+    message_id: int | None = None
+    binary_data: str | None = None
+    structured_data: dict[str, Any] | None = None
+    structured_data_blob: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.namespace.get("session_id") if self.namespace else None
+
+
+def parse_add_memories(body: Body) -> AddMemoriesInput:
+    """An add request's body, checked field by field in the order (and with the messages) ml-commons answers."""
+    body = required(body)
+    payload_type = (text(body, "payload_type") or "conversational").lower()
+    if payload_type not in ("conversational", "data"):
+        raise InvalidArgument(
+            f"Invalid payload_type: {body.get('payload_type')}. Must be one of: conversational, data",
+            parameter="payload_type",
+        )
+    messages = parse_messages(body)
+    infer = boolean(body, "infer", False) or False
+    if body.get("pinned") is not None:
+        raise StatusBadRequest(PINNED_WORKING, parameter="pinned")
+    if infer and not messages:
+        raise InvalidArgument("No messages provided when inferring memory", parameter="messages")
+    namespace = string_map(body, "namespace")
+    if namespace and "session_id" in namespace:
+        check_session_id(namespace["session_id"], "namespace.session_id")
+    metadata, tags = string_map(body, "metadata"), string_map(body, "tags")
+    return AddMemoriesInput(
+        payload_type,
+        messages,
+        infer,
+        namespace or None,
+        metadata or None,
+        tags or None,
+        obj(body, "parameters") or None,
+        integer(body, "message_id"),
+        text(body, "binary_data"),
+        obj(body, "structured_data"),
+        obj(body, "structured_data_blob"),
+        text(body, "checkpoint_id"),
+    )

@@ -14,8 +14,9 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
-from memory_plugin.agentic.requests import boolean
+from memory_plugin.agentic.requests import boolean, parse_add_memories
 from memory_plugin.agentic.service import AgenticService
+from memory_plugin.agentic.views import added_view
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument, StatusBadRequest
 from memory_plugin.http.body import read_body, read_json, read_json_object, search_body
@@ -161,7 +162,10 @@ async def delete_container(request: web.Request) -> web.Response:
 
 @routes.post(MEMORIES)
 async def add_memory(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).memories.add, CONTAINER_IDS, _object)
+    check_params(request)
+    container_id = request.match_info["memory_container_id"]
+    body = parse_add_memories(await _object(request))
+    return json_response(added_view(await _service(request).memories.add(principal_of(request), container_id, body)))
 
 
 @routes.post(MEMORIES + "/sessions")

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memory_plugin.agentic.models import LONG_TERM, OWNER_ROLES, WORKING
+from memory_plugin.agentic.models import LONG_TERM, OWNER_ROLES, WORKING, AddMemoriesResult
 from memory_plugin.agentic.stores.base import StoredDoc
 from memory_plugin.dsl import DocumentHit, DocumentResults, search_response
 
@@ -30,6 +30,12 @@ def write_response(index: str, stored: StoredDoc, result: str) -> dict[str, Any]
         "_seq_no": stored.seq_no,
         "_primary_term": 1,
     }
+
+
+def added_view(added: AddMemoriesResult) -> dict[str, str]:
+    """ml-commons' add response: the session id first, when the add has one."""
+    view = {"session_id": added.session_id} if added.session_id is not None else {}
+    return {**view, "working_memory_id": added.working_memory_id}
 
 
 def hit_extras(docs: Sequence[StoredDoc]) -> dict[str, dict[str, Any]]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
+from memory_plugin.agentic.requests import parse_add_memories
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.api.results import (
     Added,
@@ -263,8 +264,8 @@ class AgenticMemory:
             binary_data=binary_data,
             parameters=parameters,
         )
-        added = await self._on().memories.add(principal, container_id, body)
-        return Added(added["working_memory_id"], added.get("session_id"))
+        added = await self._on().memories.add(principal, container_id, parse_add_memories(body))
+        return Added(added.working_memory_id, added.session_id)
 
     async def create_session(
         self,

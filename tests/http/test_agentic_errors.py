@@ -204,6 +204,9 @@ async def test_memory_errors(api, alice, llm):
         api, alice, "POST", memories, {"messages": [{"content": []}]}, 400, "Message must have role and content"
     )
     await error(api, alice, "POST", memories, {"infer": True}, 400, "No messages provided when inferring memory")
+    # the body is parsed before the container is looked up, as ml-commons' REST action parses it
+    await error(api, alice, "POST", "/absent/memories", {"payload_type": "chat"}, 400, "Invalid payload_type: chat")
+    await error(api, alice, "POST", "/absent/memories", {"messages": []}, 404, "Memory container not found")
     await error(
         api,
         alice,

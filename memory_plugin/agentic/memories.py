@@ -18,7 +18,6 @@ from memory_plugin.agentic.models import (
     LONG_TERM,
     UPDATABLE,
     WORKING,
-    AddMemoriesResult,
     Container,
     check_session_id,
     now_millis,
@@ -36,6 +35,7 @@ from memory_plugin.agentic.requests import (
     text,
     without_nested,
 )
+from memory_plugin.agentic.results import AddMemoriesResult
 from memory_plugin.agentic.retention_policy import PINNED_DISABLED, PINNED_WORKING
 from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite, StoredDoc, owner_id

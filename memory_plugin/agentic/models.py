@@ -122,14 +122,6 @@ def flat_object_terms(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
-@dataclass(frozen=True, slots=True)
-class AddMemoriesResult:
-    """What an add wrote: its working memory, and the session it named, created or touched (if any)."""
-
-    working_memory_id: str
-    session_id: str | None = None
-
-
 @dataclass(frozen=True)
 class Container:
     """A memory container as its memories see it: its configuration, the indices its memory types live in,

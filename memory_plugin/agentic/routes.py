@@ -14,10 +14,9 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
-from memory_plugin.agentic.requests import boolean, parse_add_memories
+from memory_plugin.agentic.requests import boolean, parse_add_memories, parse_long_term_search
 from memory_plugin.agentic.service import AgenticService
-from memory_plugin.agentic.views import added_view
-from memory_plugin.auth import Principal
+from memory_plugin.agentic.views import added_view, ranked_view
 from memory_plugin.errors import InvalidArgument, StatusBadRequest
 from memory_plugin.http.body import read_body, read_json, read_json_object, search_body
 from memory_plugin.http.json import json_response
@@ -184,9 +183,7 @@ async def delete_by_query(request: web.Request) -> web.Response:
     return await _answer(request, _service(request).forgetting.delete_by_query, TYPE_IDS, _object)
 
 
-async def _long_term_search(
-    request: web.Request, call: Callable[[Principal, str, Any], Awaitable[dict[str, Any]]]
-) -> web.Response:
+async def _long_term_search(request: web.Request, *, hybrid: bool) -> web.Response:
     """Semantic and hybrid search: long-term memory only, and the type is not passed on."""
     _search_methods(request)
     check_params(request)
@@ -195,18 +192,22 @@ async def _long_term_search(
         raise InvalidArgument(
             f"Semantic and hybrid search are for long-term memory, not {memory_type}", parameter="type"
         )
-    body = await _object(request)
-    return json_response(await call(principal_of(request), request.match_info["memory_container_id"], body))
+    body = parse_long_term_search(await _object(request), hybrid=hybrid)
+    searcher = _service(request).search
+    search = searcher.hybrid if hybrid else searcher.semantic
+    return json_response(
+        ranked_view(await search(principal_of(request), request.match_info["memory_container_id"], body))
+    )
 
 
 @routes.route("*", TYPED + "/_semantic_search")
 async def semantic_search(request: web.Request) -> web.Response:
-    return await _long_term_search(request, _service(request).search.semantic)
+    return await _long_term_search(request, hybrid=False)
 
 
 @routes.route("*", TYPED + "/_hybrid_search")
 async def hybrid_search(request: web.Request) -> web.Response:
-    return await _long_term_search(request, _service(request).search.hybrid)
+    return await _long_term_search(request, hybrid=True)
 
 
 @routes.get(TYPED + "/{memory_id}")

@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from memory_plugin.agentic.requests import parse_add_memories
+from memory_plugin.agentic.requests import parse_add_memories, parse_long_term_search
 from memory_plugin.agentic.service import AgenticService
+from memory_plugin.agentic.views import ranked_view
 from memory_plugin.api.results import (
     Added,
     AgenticDocument,
@@ -355,8 +356,8 @@ class AgenticMemory:
     ) -> list[ScoredMemory]:
         """Semantic search of long-term memory: the ``k`` nearest by the container's embedding model."""
         body = self._search_body(query, k, user_id, namespace, tags, min_score, filter)
-        found = await self._on().search.semantic(principal, container_id, body)
-        return [ScoredMemory.of(hit) for hit in SearchHits.of(found).hits]
+        found = await self._on().search.semantic(principal, container_id, parse_long_term_search(body))
+        return [ScoredMemory.of(hit) for hit in SearchHits.of(ranked_view(found)).hits]
 
     async def hybrid_search(
         self,
@@ -379,8 +380,8 @@ class AgenticMemory:
             "bm25_weight": bm25_weight,
             "neural_weight": neural_weight,
         }
-        found = await self._on().search.hybrid(principal, container_id, body)
-        return [ScoredMemory.of(hit) for hit in SearchHits.of(found).hits]
+        found = await self._on().search.hybrid(principal, container_id, parse_long_term_search(body, hybrid=True))
+        return [ScoredMemory.of(hit) for hit in SearchHits.of(ranked_view(found)).hits]
 
     @staticmethod
     def _search_body(

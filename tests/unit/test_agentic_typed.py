@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import json
 
-from memory_plugin.agentic.models import AddMemoriesResult, Container, LongTermMemory, Strategy
-from memory_plugin.agentic.requests import AddMemoriesInput, parse_add_memories, parse_strategy
+from memory_plugin.agentic.models import Container, LongTermMemory, Strategy
+from memory_plugin.agentic.requests import (
+    AddMemoriesInput,
+    LongTermSearchInput,
+    parse_add_memories,
+    parse_long_term_search,
+    parse_strategy,
+)
+from memory_plugin.agentic.results import AddMemoriesResult
 from memory_plugin.agentic.views import added_view
 
 
@@ -75,3 +82,13 @@ def test_an_add_body_parses_to_its_typed_input() -> None:
 def test_an_add_result_renders_as_ml_commons_answers() -> None:
     assert json.dumps(added_view(AddMemoriesResult("w1", "s1"))) == '{"session_id": "s1", "working_memory_id": "w1"}'
     assert added_view(AddMemoriesResult("w1")) == {"working_memory_id": "w1"}
+
+
+def test_a_long_term_search_body_parses_to_its_typed_input() -> None:
+    body = {"query": "bees", "k": 3, "namespace": {"user_id": "u"}, "tags": {"t": 1}, "min_score": 0.5}
+    parsed = parse_long_term_search(body)
+    assert parsed == LongTermSearchInput("bees", 3, (("namespace.user_id", "u"), ("tags.t", "1")), 0.5)
+    assert parse_long_term_search({"query": "q", "filter": {"match_all": {}}}).filter is not None
+    hybrid = parse_long_term_search({"query": "q", "bm25_weight": 0.3, "neural_weight": 0.7}, hybrid=True)
+    assert (hybrid.bm25_weight, hybrid.neural_weight) == (0.3, 0.7)
+    assert parse_long_term_search({"query": "q", "bm25_weight": 0.3}).bm25_weight == 0.5  # semantic has none

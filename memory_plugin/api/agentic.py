@@ -1,9 +1,8 @@
 """Agentic memory in-process (``plugin.agentic``): containers, memories, sessions, search and forgetting.
 
-The agentic service reads JSON request bodies, as the HTTP routes hand them over; the keyword arguments
-here are turned into those bodies in one place (``_container_body``, ``_messages``, ``_present``), so the
-service's checks (and their messages) are the ones that apply.  Answers come back as ``results``'
-dataclasses.
+The keyword arguments here are turned into the JSON bodies the HTTP routes read, in one place
+(``_container_body``, ``_messages``, ``_present``), and parsed by the routes' parsers (or read by the
+service), so the same checks (and their messages) apply.  Answers come back as ``results``' dataclasses.
 """
 
 from __future__ import annotations

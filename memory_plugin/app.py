@@ -12,17 +12,19 @@ import hmac
 import logging
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, suppress
 from typing import Any
 
 import uvloop
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from embedder import Embedder
 from memory_plugin import console, logs
 from memory_plugin._version import __version__
 from memory_plugin.agentic import routes as agentic_routes
+from memory_plugin.agentic.models import BASE as AGENTIC_BASE
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.auth import KeyBackend, KeyStore
 from memory_plugin.auth_opensearch import open_key_store
@@ -211,27 +213,24 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> web.A
     app.router.add_get("/_openapi.json", openapi)
     # Each API is a sub-app that carries its error format; the console's errors read as the root's.
     app.add_subapp(console.PATH, _with_api(console.app(principal_of), OPENSEARCH))
-    app.add_subapp(
-        "/_plugins",
-        _api_app(
-            OPENSEARCH,
-            "/_plugins",
-            routes_v211.routes,
-            routes_v212.routes,
-            agentic_routes.routes,
-            ml_routes.routes,
-            model_group_routes.routes,
-        ),
+    plugins = _api_app(
+        OPENSEARCH, "/_plugins", routes_v211.routes, routes_v212.routes, ml_routes.routes, model_group_routes.routes
     )
+    # Agentic memory is a sub-app of its own: its middleware answers 403 while it is disabled.
+    agentic = _api_app(OPENSEARCH, AGENTIC_BASE, agentic_routes.routes, middlewares=[agentic_routes.enabled_only])
+    plugins.add_subapp(AGENTIC_BASE.removeprefix("/_plugins"), agentic)
+    app.add_subapp("/_plugins", plugins)
     app.add_subapp("/v2", _api_app(TELNYX, "/v2", history_routes.routes, erasure_routes.routes))
     return app
 
 
-def _api_app(api: Api, prefix: str, *tables: web.RouteTableDef) -> web.Application:
+def _api_app(
+    api: Api, prefix: str, *tables: web.RouteTableDef, middlewares: Sequence[Middleware] = ()
+) -> web.Application:
     """One API's routes as a sub-app mounted at ``prefix``: the sub-app, not the path's text,
     tells the front door which error format and parameter rules apply.  Route modules keep
     their full paths, as the API's documentation writes them."""
-    sub = _with_api(web.Application(), api)
+    sub = _with_api(web.Application(middlewares=middlewares), api)
     for table in tables:
         for route in table:
             assert isinstance(route, web.RouteDef) and route.path.startswith(prefix + "/"), route

@@ -25,9 +25,9 @@ from memory_plugin.agentic.models import (
     valid_unicode,
 )
 from memory_plugin.agentic.requests import (
+    AddMemoriesInput,
     Body,
     boolean,
-    integer,
     obj,
     parse_messages,
     required,
@@ -35,6 +35,7 @@ from memory_plugin.agentic.requests import (
     text,
     without_nested,
 )
+from memory_plugin.agentic.results import AddMemoriesResult
 from memory_plugin.agentic.retention_policy import PINNED_DISABLED, PINNED_WORKING
 from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite, StoredDoc, owner_id
@@ -74,76 +75,38 @@ class Memories:
         self.infer = infer
         self.retention_enabled = retention_enabled
 
-    async def add(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        body = required(body)
+    async def add(self, owner: Principal, container_id: str, request: AddMemoriesInput) -> AddMemoriesResult:
         container = await self.containers.load(owner, container_id)
         config = container.config
-        payload_type = (text(body, "payload_type") or "conversational").lower()
-        if payload_type not in ("conversational", "data"):
-            raise InvalidArgument(
-                f"Invalid payload_type: {body.get('payload_type')}. Must be one of: conversational, data",
-                parameter="payload_type",
-            )
-        messages = parse_messages(body)
-        infer = boolean(body, "infer", False)
-        if body.get("pinned") is not None:
-            raise StatusBadRequest(PINNED_WORKING, parameter="pinned")
-        if infer and not messages:
-            raise InvalidArgument("No messages provided when inferring memory", parameter="messages")
-        if infer and not config.get("llm_id"):
+        if request.infer and not config.get("llm_id"):
             raise InvalidArgument(
                 "infer=true requires llm_model_id to be configured in memory storage", parameter="infer"
             )
-        if infer and await self.models.chat(container.owner or owner, config.get("llm_id")) is None:
+        if request.infer and await self.models.chat(container.owner or owner, config.get("llm_id")) is None:
             raise InvalidArgument(NO_LLM, parameter="infer")
-        namespace = string_map(body, "namespace") or {}
-        if "session_id" in namespace:
-            check_session_id(namespace["session_id"], "namespace.session_id")
-        metadata, tags = string_map(body, "metadata"), string_map(body, "tags")
-        parameters = {**config.get("parameters", {}), **(obj(body, "parameters") or {})}
+        # The session an add creates is written into its namespace (``_session_for``).
+        namespace = dict(request.namespace or {})
+        parameters = {**config.get("parameters", {}), **(request.parameters or {})}
         created = now_millis()
-        session = await self._session_for(owner, container, payload_type, messages, namespace, parameters, created)
-        working: dict[str, Any] = {
-            "owner_id": owner_id(owner),
-            "memory_container_id": container_id,
-            "payload_type": payload_type,
-        }
-        optional = {
-            "messages": messages,
-            "message_id": integer(body, "message_id"),
-            "binary_data": text(body, "binary_data"),
-            "structured_data": obj(body, "structured_data"),
-            "structured_data_blob": obj(body, "structured_data_blob"),
-            "namespace": namespace or None,
-            "namespace_size": len(namespace) or None,
-            "infer": infer,
-            "metadata": metadata or None,
-            "tags": tags or None,
-            "parameters": obj(body, "parameters") or None,
-            "checkpoint_id": text(body, "checkpoint_id"),
-            "session_id": namespace.get("session_id"),
-        }
-        working.update({key: value for key, value in optional.items() if value is not None})
-        working["created_time"] = created
-        working["last_updated_time"] = created
+        session = await self._session_for(
+            owner, container, request.payload_type, request.messages, namespace, parameters, created
+        )
         working_id = new_id()
+        working = _working_doc(owner, container_id, request, namespace, created)
         infer_request = None
-        if infer:
+        if request.infer:
             infer_request = {
                 "working_memory_id": working_id,
-                "messages": messages,
+                "messages": request.messages,
                 "namespace": namespace,
-                "tags": tags or {},
+                "tags": dict(request.tags or {}),
                 "parameters": parameters,
             }
         if not await self.store.add_memory(owner, container_id, MemoryAdd(working_id, working, session, infer_request)):
             found_container(None)  # deleted since it was read above
-        if infer:
+        if request.infer:
             self.infer.wake()
-        response = {"working_memory_id": working_id}
-        if "session_id" in namespace:
-            response = {"session_id": namespace["session_id"], **response}
-        return response
+        return AddMemoriesResult(working_id, namespace.get("session_id"))
 
     async def _session_for(
         self,
@@ -355,3 +318,33 @@ class Memories:
         matched, timed_out = await matching_ids(query, docs)
         deleted = await self.store.delete_ids(owner, container_id, memory_type, matched)
         return by_query_response(started, timed_out, len(matched), deleted)
+
+
+def _working_doc(
+    owner: Principal, container_id: str, request: AddMemoriesInput, namespace: Mapping[str, str], created: int
+) -> dict[str, Any]:
+    """The working memory an add stores, in ml-commons' field order; ``namespace`` holds its session's id."""
+    working: dict[str, Any] = {
+        "owner_id": owner_id(owner),
+        "memory_container_id": container_id,
+        "payload_type": request.payload_type,
+    }
+    optional = {
+        "messages": request.messages,
+        "message_id": request.message_id,
+        "binary_data": request.binary_data,
+        "structured_data": request.structured_data,
+        "structured_data_blob": request.structured_data_blob,
+        "namespace": dict(namespace) or None,
+        "namespace_size": len(namespace) or None,
+        "infer": request.infer,
+        "metadata": dict(request.metadata) if request.metadata else None,
+        "tags": dict(request.tags) if request.tags else None,
+        "parameters": request.parameters,
+        "checkpoint_id": request.checkpoint_id,
+        "session_id": namespace.get("session_id"),
+    }
+    working.update({key: value for key, value in optional.items() if value is not None})
+    working["created_time"] = created
+    working["last_updated_time"] = created
+    return working

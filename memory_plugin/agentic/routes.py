@@ -11,11 +11,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
-from memory_plugin.agentic.requests import boolean
+from memory_plugin.agentic.requests import boolean, parse_add_memories, parse_long_term_search
 from memory_plugin.agentic.service import AgenticService
-from memory_plugin.auth import Principal
+from memory_plugin.agentic.views import added_view, ranked_view
 from memory_plugin.errors import InvalidArgument, StatusBadRequest
 from memory_plugin.http.body import read_body, read_json, read_json_object, search_body
 from memory_plugin.http.json import json_response
@@ -32,6 +33,10 @@ CONTAINER_IDS = ("memory_container_id",)
 TYPE_IDS = (*CONTAINER_IDS, "memory_type")
 MEMORY_IDS = (*TYPE_IDS, "memory_id")
 
+#: The methods of the search endpoints, which are routed for every method ("*") so that their literal
+#: segments win over the ids in their place.
+SEARCH_METHODS = ("GET", "POST")
+
 #: Reads a request's body for the service.
 BodyReader = Callable[[web.Request], Awaitable[Any]]
 
@@ -43,8 +48,8 @@ def _service(request: web.Request) -> AgenticService:
 
 
 def _search_methods(request: web.Request) -> None:
-    if request.method not in ("GET", "POST"):
-        raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
+    if request.method not in SEARCH_METHODS:
+        raise web.HTTPMethodNotAllowed(request.method, list(SEARCH_METHODS))
 
 
 async def _object(request: web.Request) -> dict[str, Any] | None:
@@ -55,6 +60,18 @@ async def _json(request: web.Request) -> Any:
     return await read_json(request, required=False)
 
 
+@web.middleware
+async def enabled_only(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The agentic sub-app's gate: while the API is off every endpoint answers ml-commons' 403, before its
+    parameters or body are read (ml-commons checks the setting first).  A path or method no endpoint
+    serves is still the router's 404 or 405, as OpenSearch's router answers those before any handler."""
+    match = request.match_info
+    routed = match.http_exception is None and (match.route.method != "*" or request.method in SEARCH_METHODS)
+    if routed:
+        _service(request).require_enabled()
+    return await handler(request)
+
+
 async def _answer(
     request: web.Request,
     call: Callable[..., Awaitable[dict[str, Any]]],
@@ -62,13 +79,13 @@ async def _answer(
     body: BodyReader | None = None,
     params: Sequence[str] = (),
 ) -> web.Response:
-    """What every endpoint does: check the query parameters, then call the service with the caller, the path
-    ``ids`` and the body, and answer its result."""
+    """What every endpoint does: check the query parameters, then call the part of the service with the
+    caller, the path ``ids`` and the body, and answer its result."""
     check_params(request, params)
     args: list[Any] = [request.match_info[name] for name in ids]
     if body is not None:
         args.append(await body(request))
-    return json_response(await call(_service(request), principal_of(request), *args))
+    return json_response(await call(principal_of(request), *args))
 
 
 # -- containers ----------------------------------------------------------------------------
@@ -76,7 +93,7 @@ async def _answer(
 
 @routes.post(BASE + "/_create")
 async def create_container(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.create_container, body=_object)
+    return await _answer(request, _service(request).containers.create, body=_object)
 
 
 @routes.post(BASE + "/_retention/_execute")
@@ -84,33 +101,33 @@ async def execute_retention(request: web.Request) -> web.Response:
     check_params(request)
     if request.body_exists and await read_body(request):
         raise StatusBadRequest("_execute does not accept a request body; it always runs cluster-wide.")
-    return json_response(await _service(request).retention_execute(principal_of(request)))
+    return json_response(await _service(request).retention.execute(principal_of(request)))
 
 
 @routes.post(BASE + "/_retention/_dry_run")
 async def dry_run_retention_everywhere(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.retention_dry_run_all)
+    return await _answer(request, _service(request).retention.dry_run_all)
 
 
 @routes.post(CONTAINER + "/_retention/_dry_run")
 async def dry_run_retention(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.retention_dry_run, CONTAINER_IDS)
+    return await _answer(request, _service(request).retention.dry_run, CONTAINER_IDS)
 
 
 @routes.route("*", BASE + "/_search")
 async def search_containers(request: web.Request) -> web.Response:
     _search_methods(request)
-    return await _answer(request, AgenticService.search_containers, body=search_body, params=SEARCH_PARAMS)
+    return await _answer(request, _service(request).containers.search, body=search_body, params=SEARCH_PARAMS)
 
 
 @routes.get(CONTAINER)
 async def get_container(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.get_container, CONTAINER_IDS)
+    return await _answer(request, _service(request).containers.get, CONTAINER_IDS)
 
 
 @routes.put(CONTAINER)
 async def update_container(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.update_container, CONTAINER_IDS, _object)
+    return await _answer(request, _service(request).containers.update, CONTAINER_IDS, _object)
 
 
 @routes.delete(CONTAINER)
@@ -135,7 +152,7 @@ async def delete_container(request: web.Request) -> web.Response:
             "[delete_memories] must be a comma-separated list of memory types", parameter="delete_memories"
         )
     return json_response(
-        await _service(request).delete_container(principal_of(request), container_id, delete_all, types)
+        await _service(request).containers.delete(principal_of(request), container_id, delete_all, types)
     )
 
 
@@ -144,28 +161,29 @@ async def delete_container(request: web.Request) -> web.Response:
 
 @routes.post(MEMORIES)
 async def add_memory(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.add_memory, CONTAINER_IDS, _object)
+    check_params(request)
+    container_id = request.match_info["memory_container_id"]
+    body = parse_add_memories(await _object(request))
+    return json_response(added_view(await _service(request).memories.add(principal_of(request), container_id, body)))
 
 
 @routes.post(MEMORIES + "/sessions")
 async def create_session(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.create_session, CONTAINER_IDS, _object)
+    return await _answer(request, _service(request).memories.create_session, CONTAINER_IDS, _object)
 
 
 @routes.route("*", TYPED + "/_search")
 async def search_memories(request: web.Request) -> web.Response:
     _search_methods(request)
-    return await _answer(request, AgenticService.search_memories, TYPE_IDS, search_body, SEARCH_PARAMS)
+    return await _answer(request, _service(request).memories.search, TYPE_IDS, search_body, SEARCH_PARAMS)
 
 
 @routes.post(TYPED + "/_delete_by_query")
 async def delete_by_query(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.delete_by_query, TYPE_IDS, _object)
+    return await _answer(request, _service(request).forgetting.delete_by_query, TYPE_IDS, _object)
 
 
-async def _long_term_search(
-    request: web.Request, call: Callable[[AgenticService, Principal, str, Any], Awaitable[dict[str, Any]]]
-) -> web.Response:
+async def _long_term_search(request: web.Request, *, hybrid: bool) -> web.Response:
     """Semantic and hybrid search: long-term memory only, and the type is not passed on."""
     _search_methods(request)
     check_params(request)
@@ -174,20 +192,22 @@ async def _long_term_search(
         raise InvalidArgument(
             f"Semantic and hybrid search are for long-term memory, not {memory_type}", parameter="type"
         )
-    body = await _object(request)
+    body = parse_long_term_search(await _object(request), hybrid=hybrid)
+    searcher = _service(request).search
+    search = searcher.hybrid if hybrid else searcher.semantic
     return json_response(
-        await call(_service(request), principal_of(request), request.match_info["memory_container_id"], body)
+        ranked_view(await search(principal_of(request), request.match_info["memory_container_id"], body))
     )
 
 
 @routes.route("*", TYPED + "/_semantic_search")
 async def semantic_search(request: web.Request) -> web.Response:
-    return await _long_term_search(request, AgenticService.semantic_search)
+    return await _long_term_search(request, hybrid=False)
 
 
 @routes.route("*", TYPED + "/_hybrid_search")
 async def hybrid_search(request: web.Request) -> web.Response:
-    return await _long_term_search(request, AgenticService.hybrid_search)
+    return await _long_term_search(request, hybrid=True)
 
 
 @routes.get(TYPED + "/{memory_id}")
@@ -197,13 +217,13 @@ async def get_memory(request: web.Request) -> web.Response:
     sources = boolean(dict(request.query), "sources", False) or False
     container_id, memory_type, memory_id = (request.match_info[name] for name in MEMORY_IDS)
     return json_response(
-        await _service(request).get_memory(principal_of(request), container_id, memory_type, memory_id, sources)
+        await _service(request).memories.get(principal_of(request), container_id, memory_type, memory_id, sources)
     )
 
 
 @routes.put(TYPED + "/{memory_id}")
 async def update_memory(request: web.Request) -> web.Response:
-    return await _answer(request, AgenticService.update_memory, MEMORY_IDS, _json)
+    return await _answer(request, _service(request).memories.update, MEMORY_IDS, _json)
 
 
 @routes.delete(TYPED + "/{memory_id}")
@@ -212,5 +232,6 @@ async def delete_memory(request: web.Request) -> web.Response:
     check_params(request, ("report",))
     report = boolean(dict(request.query), "report", False) or False
     container_id, memory_type, memory_id = (request.match_info[name] for name in MEMORY_IDS)
-    deleted = await _service(request).delete_memory(principal_of(request), container_id, memory_type, memory_id, report)
+    forgetting = _service(request).forgetting
+    deleted = await forgetting.delete(principal_of(request), container_id, memory_type, memory_id, report)
     return json_response(deleted)

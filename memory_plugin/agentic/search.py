@@ -7,7 +7,6 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -16,19 +15,16 @@ from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.models import (
     LONG_TERM,
-    MAX_K,
-    MAX_SEARCH_TERMS,
     Container,
-    flat_object_terms,
 )
-from memory_plugin.agentic.requests import Body, integer, number, required, string_map, text, without_nested
+from memory_plugin.agentic.requests import LongTermSearchInput
+from memory_plugin.agentic.results import RankedMemories
 from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc
 from memory_plugin.agentic.stores.memories import MemoryDocStore
-from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.stores.ranking import LongTermRanking
-from memory_plugin.agentic.views import cosine_score, ranked_response
+from memory_plugin.agentic.views import cosine_score, took
 from memory_plugin.auth import Principal
-from memory_plugin.dsl import SearchBody, bounded, matching, parse_search
+from memory_plugin.dsl import SearchBody, bounded, matching
 from memory_plugin.errors import InvalidArgument
 
 
@@ -62,19 +58,17 @@ def hybrid_scores(
 
 @dataclass(frozen=True)
 class LongTermSearch:
-    """A checked semantic or hybrid search: its container, the docs it ranks, its text, ``k`` and ``min_score``."""
+    """A checked semantic or hybrid search: its container, the docs it ranks, and what it asks."""
 
     container: Container
     scope: LongTermScope
-    query: str
-    k: int
-    min_score: float | None
+    request: LongTermSearchInput
     #: The ``filter``'s evaluation ran out of budget: only the docs it examined could be found.
     timed_out: bool = False
 
-    def response(self, scored: list[tuple[StoredDoc, float]], started: float) -> dict[str, Any]:
+    def result(self, scored: list[tuple[StoredDoc, float]], started: float) -> RankedMemories:
         index = self.container.index(LONG_TERM)
-        return ranked_response(index, scored, self.min_score, self.timed_out, started)
+        return RankedMemories(index, scored, self.request.min_score, self.timed_out, took(started))
 
 
 class LongTermSearcher:
@@ -94,72 +88,43 @@ class LongTermSearcher:
         self.models = models
         self.metrics = metrics
 
-    async def semantic(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        search = await self._checked(owner, container_id, body, "Semantic")
+    async def semantic(self, owner: Principal, container_id: str, request: LongTermSearchInput) -> RankedMemories:
+        search = await self._checked(owner, container_id, request, "Semantic")
         started = time.perf_counter()
         vector = await self._query_vector(owner, search)
-        found = await self.ranking.knn(search.scope, vector, search.k)
+        found = await self.ranking.knn(search.scope, vector, request.k)
         self.metrics.searches.labels("semantic").inc()
-        return search.response([(doc, cosine_score(cosine)) for doc, cosine in found], started)
+        return search.result([(doc, cosine_score(cosine)) for doc, cosine in found], started)
 
-    async def hybrid(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        weights = {}
-        for name in ("bm25_weight", "neural_weight"):
-            value = number(body or {}, name)
-            weights[name] = 0.5 if value is None else value
-            if not 0.0 <= weights[name] <= 1.0:
-                raise InvalidArgument(f"{name} must be between 0.0 and 1.0", parameter=name)
-        if abs(weights["bm25_weight"] + weights["neural_weight"] - 1.0) > 0.001:
-            raise InvalidArgument("bm25_weight and neural_weight must sum to 1.0", parameter="bm25_weight")
-        search = await self._checked(owner, container_id, body, "Hybrid")
+    async def hybrid(self, owner: Principal, container_id: str, request: LongTermSearchInput) -> RankedMemories:
+        search = await self._checked(owner, container_id, request, "Hybrid")
         started = time.perf_counter()
 
         async def neural() -> list[tuple[StoredDoc, float]]:
-            return await self.ranking.knn(search.scope, await self._query_vector(owner, search), search.k)
+            return await self.ranking.knn(search.scope, await self._query_vector(owner, search), request.k)
 
         # BM25 needs no vector: it runs while the model embeds the query
-        lexical, semantic = await asyncio.gather(self.ranking.bm25(search.scope, search.query, search.k), neural())
+        lexical, semantic = await asyncio.gather(self.ranking.bm25(search.scope, request.query, request.k), neural())
         docs = {doc.id: doc for doc, _ in lexical + semantic}
         combined = hybrid_scores(
             {doc.id: score for doc, score in lexical},
             {doc.id: cosine_score(cosine) for doc, cosine in semantic},
-            weights["bm25_weight"],
-            weights["neural_weight"],
+            request.bm25_weight,
+            request.neural_weight,
         )
-        ranked = sorted(combined.items(), key=lambda item: (-item[1], docs[item[0]].seq))[: search.k]
+        ranked = sorted(combined.items(), key=lambda item: (-item[1], docs[item[0]].seq))[: request.k]
         self.metrics.searches.labels("hybrid").inc()
-        return search.response([(docs[key], score) for key, score in ranked], started)
+        return search.result([(docs[key], score) for key, score in ranked], started)
 
     async def _query_vector(self, owner: Principal, search: LongTermSearch) -> np.ndarray:
         config = search.container.config
         embedding = await self.models.embedding(search.container.owner or owner, config)  # the owner's models
-        return await self.models.query_vector(embedding, config, search.query)
+        return await self.models.query_vector(embedding, config, search.request.query)
 
-    async def _checked(self, owner: Principal, container_id: str, body: Body, kind: str) -> LongTermSearch:
-        """Validate a semantic or hybrid search body (AGENTIC.md 4.7, 4.8) against its container."""
-        body = required(body)
-        query = text(body, "query")
-        if query is None or not query.strip():
-            raise InvalidArgument("query cannot be null or blank", parameter="query")
-        k = integer(body, "k")
-        k = 10 if k is None else k
-        if not 1 <= k <= MAX_K:
-            raise InvalidArgument("k must be between 1 and 10000", parameter="k")
-        terms = flat_object_terms({name: string_map(body, name) for name in ("namespace", "tags")})
-        if len(terms) > MAX_SEARCH_TERMS:
-            raise InvalidArgument(
-                f"namespace and tags hold {len(terms)} terms; a search may filter on at most {MAX_SEARCH_TERMS}",
-                parameter=max(("namespace", "tags"), key=lambda name: len(body.get(name) or ())),
-            )
-        min_score = number(body, "min_score")
-        dsl_filter = body.get("filter")
-        if dsl_filter is not None and not isinstance(dsl_filter, dict):
-            raise InvalidArgument("[filter] must be a query object", parameter="filter")
-        parsed_filter = (
-            parse_search({"query": without_nested(dsl_filter, NESTED_PATHS[LONG_TERM]), "size": 0})
-            if dsl_filter
-            else None
-        )
+    async def _checked(
+        self, owner: Principal, container_id: str, request: LongTermSearchInput, kind: str
+    ) -> LongTermSearch:
+        """A search against its container, which needs long-term memory, and the docs its ``filter`` leaves."""
         container = await self.containers.load(owner, container_id)
         config = container.config
         if not config.get("embedding_model_id") or not config.get("strategies") or not container.has(LONG_TERM):
@@ -168,9 +133,9 @@ class LongTermSearcher:
                 f"memory container {container_id} has no long-term memory"
             )
         only_ids, timed_out = None, False
-        if parsed_filter is not None:
+        if request.filter is not None:
             docs = await self.memory_docs.docs(owner, container_id, LONG_TERM)
-            ids, timed_out = await matching_ids(parsed_filter, docs)
+            ids, timed_out = await matching_ids(request.filter, docs)
             only_ids = set(ids)
-        scope = LongTermScope(owner, container_id, terms, only_ids)
-        return LongTermSearch(container, scope, query, k, min_score, timed_out)
+        scope = LongTermScope(owner, container_id, request.terms, only_ids)
+        return LongTermSearch(container, scope, request, timed_out)

@@ -7,15 +7,13 @@ principal's container, session or memory is absent (404) on every path, and
 no search or delete by query can reach it.
 
 The parts, as ml-commons splits them: ``containers``, ``memories``, ``search``
-(semantic and hybrid), ``infer`` (the job runner and its strategies) and
-``workers`` (the background loops).  This façade composes them, answers 403
-while the API is disabled, and is what the routes and the rest of the server
-call.
+(semantic and hybrid), ``infer`` (the job runner and its strategies),
+``forgetting``, ``retention`` and ``workers`` (the background loops).  This
+class composes them and runs their lifecycle; the routes and the in-process
+API call the parts directly, after ``require_enabled``.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from embedder import AsyncEmbedder
 from memory_plugin.agentic.containers import Containers
@@ -24,14 +22,12 @@ from memory_plugin.agentic.infer import InferWorker
 from memory_plugin.agentic.llm import ChatModel, ContainerModels, RegisteredModels
 from memory_plugin.agentic.memories import Memories
 from memory_plugin.agentic.metrics import AgenticMetrics
-from memory_plugin.agentic.requests import Body
 from memory_plugin.agentic.retention_service import RetentionService
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.search import LongTermSearcher
 from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.sources import Forgotten
 from memory_plugin.agentic.workers import EmbeddingWorker, settled
-from memory_plugin.auth import Principal
 from memory_plugin.errors import StatusForbidden
 
 DISABLED = (
@@ -122,33 +118,13 @@ class AgenticService:
     async def drain_embeddings(self) -> None:
         await self.embeddings.drain()
 
-    def _check(self) -> None:
+    def require_enabled(self) -> None:
+        """Refuse as ml-commons does while the agentic API is off: the HTTP sub-app's middleware and the
+        in-process API call it before any endpoint runs."""
         if not self.enabled:
             raise StatusForbidden(DISABLED)
 
-    # -- containers ---------------------------------------------------------------------
-
-    async def create_container(self, owner: Principal, body: Body) -> dict[str, Any]:
-        self._check()
-        return await self.containers.create(owner, body)
-
-    async def get_container(self, owner: Principal, container_id: str) -> dict[str, Any]:
-        self._check()
-        return await self.containers.get(owner, container_id)
-
-    async def update_container(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        self._check()
-        return await self.containers.update(owner, container_id, body)
-
-    async def delete_container(
-        self,
-        owner: Principal,
-        container_id: str,
-        delete_all_memories: bool = False,
-        delete_memories: list[str] | None = None,
-    ) -> dict[str, Any]:
-        self._check()
-        return await self.containers.delete(owner, container_id, delete_all_memories, delete_memories)
+    # -- erasure (not refused when disabled) ---------------------------------------------------
 
     async def erase_user(self, organization_id: str, user_id: str) -> int:
         """Part of erasing a user (the histories API's ``filter[user_id]`` delete), so it runs even with
@@ -158,67 +134,3 @@ class AgenticService:
     async def forget_user(self, organization_id: str, user_id: str) -> Forgotten:
         """The rest of erasing a user: what the organisation's shared containers hold under their user id."""
         return await self.forgetting.erase_user(organization_id, user_id)
-
-    async def search_containers(self, owner: Principal, body: Body) -> dict[str, Any]:
-        self._check()
-        return await self.containers.search(owner, body)
-
-    # -- memories -------------------------------------------------------------------------
-
-    async def add_memory(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        self._check()
-        return await self.memories.add(owner, container_id, body)
-
-    async def create_session(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        self._check()
-        return await self.memories.create_session(owner, container_id, body)
-
-    async def get_memory(
-        self, owner: Principal, container_id: str, raw_type: str, memory_id: str, sources: bool = False
-    ) -> dict[str, Any]:
-        self._check()
-        return await self.memories.get(owner, container_id, raw_type, memory_id, sources)
-
-    async def update_memory(
-        self, owner: Principal, container_id: str, raw_type: str, memory_id: str, body: Any
-    ) -> dict[str, Any]:
-        self._check()
-        return await self.memories.update(owner, container_id, raw_type, memory_id, body)
-
-    async def delete_memory(
-        self, owner: Principal, container_id: str, raw_type: str, memory_id: str, report: bool = False
-    ) -> dict[str, Any]:
-        self._check()
-        return await self.forgetting.delete(owner, container_id, raw_type, memory_id, report)
-
-    async def search_memories(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
-        self._check()
-        return await self.memories.search(owner, container_id, raw_type, body)
-
-    async def delete_by_query(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
-        self._check()
-        return await self.forgetting.delete_by_query(owner, container_id, raw_type, body)
-
-    # -- long-term search -----------------------------------------------------------------
-
-    async def semantic_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        self._check()
-        return await self.search.semantic(owner, container_id, body)
-
-    async def hybrid_search(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        self._check()
-        return await self.search.hybrid(owner, container_id, body)
-
-    # -- retention (docs/agentic-retention.md) ---------------------------------------------
-
-    async def retention_dry_run(self, owner: Principal, container_id: str) -> dict[str, Any]:
-        self._check()
-        return await self.retention.dry_run(owner, container_id)
-
-    async def retention_dry_run_all(self, owner: Principal) -> dict[str, Any]:
-        self._check()
-        return await self.retention.dry_run_all(owner)
-
-    async def retention_execute(self, owner: Principal) -> dict[str, Any]:
-        self._check()
-        return await self.retention.execute(owner)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_plugin.agentic.models import LONG_TERM, OWNER_ROLES, WORKING
+from memory_plugin.agentic.results import AddMemoriesResult, RankedMemories
 from memory_plugin.agentic.stores.base import StoredDoc
 from memory_plugin.dsl import DocumentHit, DocumentResults, search_response
 
@@ -30,6 +31,12 @@ def write_response(index: str, stored: StoredDoc, result: str) -> dict[str, Any]
         "_seq_no": stored.seq_no,
         "_primary_term": 1,
     }
+
+
+def added_view(added: AddMemoriesResult) -> dict[str, str]:
+    """ml-commons' add response: the session id first, when the add has one."""
+    view = {"session_id": added.session_id} if added.session_id is not None else {}
+    return {**view, "working_memory_id": added.working_memory_id}
 
 
 def hit_extras(docs: Sequence[StoredDoc]) -> dict[str, dict[str, Any]]:
@@ -87,19 +94,17 @@ def memory_view(memory_type: str, source: Mapping[str, Any], embedding: list[flo
     return doc
 
 
-def ranked_response(
-    index: str, scored: Sequence[tuple[StoredDoc, float]], min_score: float | None, timed_out: bool, started: float
-) -> dict[str, Any]:
+def ranked_view(ranked: RankedMemories) -> dict[str, Any]:
     """A semantic or hybrid search's answer: the scored docs at or above ``min_score``, without their vectors."""
     hits = []
-    for doc, score in scored:
-        if min_score is not None and score < min_score:
+    for doc, score in ranked.scored:
+        if ranked.min_score is not None and score < ranked.min_score:
             continue
         source = {key: value for key, value in doc.source.items() if key != "memory_embedding"}
         hits.append(DocumentHit(doc.id, score, source))
     top = max((h.score or 0.0 for h in hits), default=None)
-    result = DocumentResults(len(hits), top, tuple(hits), timed_out)
-    return search_response(result, took(started), index=index)
+    result = DocumentResults(len(hits), top, tuple(hits), ranked.timed_out)
+    return search_response(result, ranked.took, index=ranked.index)
 
 
 def cosine_score(cosine: float) -> float:

@@ -1,9 +1,8 @@
 """Agentic memory in-process (``plugin.agentic``): containers, memories, sessions, search and forgetting.
 
-The agentic service reads JSON request bodies, as the HTTP routes hand them over; the keyword arguments
-here are turned into those bodies in one place (``_container_body``, ``_messages``, ``_present``), so the
-service's checks (and their messages) are the ones that apply.  Answers come back as ``results``'
-dataclasses.
+The keyword arguments here are turned into the JSON bodies the HTTP routes read, in one place
+(``_container_body``, ``_messages``, ``_present``), and parsed by the routes' parsers (or read by the
+service), so the same checks (and their messages) apply.  Answers come back as ``results``' dataclasses.
 """
 
 from __future__ import annotations
@@ -12,7 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
+from memory_plugin.agentic.requests import parse_add_memories, parse_long_term_search
 from memory_plugin.agentic.service import AgenticService
+from memory_plugin.agentic.views import ranked_view
 from memory_plugin.api.results import (
     Added,
     AgenticDocument,
@@ -150,6 +151,11 @@ class AgenticMemory:
     def __init__(self, service: AgenticService) -> None:
         self._service = service
 
+    def _on(self) -> AgenticService:
+        """The service, refused as over HTTP (403) while agentic memory is disabled."""
+        self._service.require_enabled()
+        return self._service
+
     def built_in_embedding(self) -> EmbeddingSettings:
         """The settings that have this server's own model embed a container's memories:
         ``create_container(p, "notes", llm_id=…, strategies=[…], **mp.agentic.built_in_embedding())``."""
@@ -183,11 +189,11 @@ class AgenticMemory:
             backend_roles=list(backend_roles) if backend_roles is not None else None,
             configuration=_container_body(settings),
         )
-        created = await self._service.create_container(principal, body)
+        created = await self._on().containers.create(principal, body)
         return str(created["memory_container_id"])
 
     async def get_container(self, principal: Principal, container_id: str) -> MemoryContainer:
-        return MemoryContainer.of(container_id, await self._service.get_container(principal, container_id))
+        return MemoryContainer.of(container_id, await self._on().containers.get(principal, container_id))
 
     async def update_container(
         self,
@@ -206,7 +212,7 @@ class AgenticMemory:
             backend_roles=list(backend_roles) if backend_roles is not None else None,
             configuration=_container_body(settings) or None,
         )
-        return Written.of(await self._service.update_container(principal, container_id, body))
+        return Written.of(await self._on().containers.update(principal, container_id, body))
 
     async def delete_container(
         self,
@@ -216,14 +222,14 @@ class AgenticMemory:
         delete_all_memories: bool = False,
         delete_memories: Sequence[MemoryType] = (),
     ) -> Written:
-        deleted = await self._service.delete_container(
+        deleted = await self._on().containers.delete(
             principal, container_id, delete_all_memories, list(delete_memories)
         )
         return Written.of(deleted)
 
     async def search_containers(self, principal: Principal, query: Mapping[str, Any]) -> SearchHits:
         """A query DSL body over the containers the principal may use."""
-        return SearchHits.of(await self._service.search_containers(principal, query))
+        return SearchHits.of(await self._on().containers.search(principal, query))
 
     # -- memories ---------------------------------------------------------------------------
 
@@ -258,8 +264,8 @@ class AgenticMemory:
             binary_data=binary_data,
             parameters=parameters,
         )
-        added = await self._service.add_memory(principal, container_id, body)
-        return Added(added["working_memory_id"], added.get("session_id"))
+        added = await self._on().memories.add(principal, container_id, parse_add_memories(body))
+        return Added(added.working_memory_id, added.session_id)
 
     async def create_session(
         self,
@@ -281,7 +287,7 @@ class AgenticMemory:
             agents=agents,
             additional_info=additional_info,
         )
-        created = await self._service.create_session(principal, container_id, body)
+        created = await self._on().memories.create_session(principal, container_id, body)
         return SessionCreated(created["session_id"], created["status"] == "created")
 
     async def get(
@@ -294,7 +300,7 @@ class AgenticMemory:
         sources: bool = False,
     ) -> AgenticDocument:
         """One memory; ``sources`` adds the working memories a long-term memory or history entry came from."""
-        found = await self._service.get_memory(principal, container_id, memory_type, memory_id, sources)
+        found = await self._on().memories.get(principal, container_id, memory_type, memory_id, sources)
         return AgenticDocument(memory_id, memory_type, found)
 
     async def update(
@@ -308,27 +314,29 @@ class AgenticMemory:
         body: dict[str, Any] = dict(changes)
         if "messages" in changes:
             body["messages"] = _messages(changes["messages"])
-        return Written.of(await self._service.update_memory(principal, container_id, memory_type, memory_id, body))
+        return Written.of(await self._on().memories.update(principal, container_id, memory_type, memory_id, body))
 
     async def delete(self, principal: Principal, container_id: str, memory_type: MemoryType, memory_id: str) -> Deleted:
         """Delete one memory.  A working memory or session is forgotten with what was inferred only from it
         (docs/agentic-forgetting.md); ``Deleted.forgotten`` reports what went."""
         return Deleted.of(
-            await self._service.delete_memory(principal, container_id, memory_type, memory_id, report=True)
+            await self._on().forgetting.delete(principal, container_id, memory_type, memory_id, report=True)
         )
 
     async def search_memories(
         self, principal: Principal, container_id: str, memory_type: MemoryType, query: Mapping[str, Any]
     ) -> SearchHits:
         """A query DSL body over one type of a container's memories."""
-        return SearchHits.of(await self._service.search_memories(principal, container_id, memory_type, query))
+        return SearchHits.of(await self._on().memories.search(principal, container_id, memory_type, query))
 
     async def delete_by_query(
         self, principal: Principal, container_id: str, memory_type: MemoryType, query: Mapping[str, Any]
     ) -> DeletedByQuery:
         """``query`` is the DSL query itself (``{"match_all": {}}``); working memories and sessions are forgotten."""
         body = {"query": dict(query)}
-        return DeletedByQuery.of(await self._service.delete_by_query(principal, container_id, memory_type, body))
+        return DeletedByQuery.of(
+            await self._on().forgetting.delete_by_query(principal, container_id, memory_type, body)
+        )
 
     # -- long-term search -------------------------------------------------------------------
 
@@ -347,8 +355,8 @@ class AgenticMemory:
     ) -> list[ScoredMemory]:
         """Semantic search of long-term memory: the ``k`` nearest by the container's embedding model."""
         body = self._search_body(query, k, user_id, namespace, tags, min_score, filter)
-        found = await self._service.semantic_search(principal, container_id, body)
-        return [ScoredMemory.of(hit) for hit in SearchHits.of(found).hits]
+        found = await self._on().search.semantic(principal, container_id, parse_long_term_search(body))
+        return [ScoredMemory.of(hit) for hit in SearchHits.of(ranked_view(found)).hits]
 
     async def hybrid_search(
         self,
@@ -371,8 +379,8 @@ class AgenticMemory:
             "bm25_weight": bm25_weight,
             "neural_weight": neural_weight,
         }
-        found = await self._service.hybrid_search(principal, container_id, body)
-        return [ScoredMemory.of(hit) for hit in SearchHits.of(found).hits]
+        found = await self._on().search.hybrid(principal, container_id, parse_long_term_search(body, hybrid=True))
+        return [ScoredMemory.of(hit) for hit in SearchHits.of(ranked_view(found)).hits]
 
     @staticmethod
     def _search_body(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from memory_plugin.agentic.models import BASE
 from memory_plugin.app import create_app
 from tests.http.test_agentic import SEMANTIC_CONFIG, call, container, conversation, error, seed_long_term, settle
 
@@ -203,6 +204,9 @@ async def test_memory_errors(api, alice, llm):
         api, alice, "POST", memories, {"messages": [{"content": []}]}, 400, "Message must have role and content"
     )
     await error(api, alice, "POST", memories, {"infer": True}, 400, "No messages provided when inferring memory")
+    # the body is parsed before the container is looked up, as ml-commons' REST action parses it
+    await error(api, alice, "POST", "/absent/memories", {"payload_type": "chat"}, 400, "Invalid payload_type: chat")
+    await error(api, alice, "POST", "/absent/memories", {"messages": []}, 404, "Memory container not found")
     await error(
         api,
         alice,
@@ -355,6 +359,10 @@ async def test_agentic_memory_can_be_switched_off(aiohttp_client, settings, embe
         ("POST", "/x/memories"),
         ("GET", "/x/memories/working/y"),
         ("POST", "/x/memories/long-term/_semantic_search"),
+        ("GET", "/x/memories/working/y/"),  # OpenSearch's router ignores the trailing slash
+        ("POST", "/x/memories/working/_search"),
+        ("DELETE", "/x/memories/working/y"),
+        ("POST", "/_retention/_dry_run"),
     ]:
         await error(
             api,
@@ -367,6 +375,13 @@ async def test_agentic_memory_can_be_switched_off(aiohttp_client, settings, embe
             "plugins.ml_commons.agentic_memory_enabled",
             "status_exception",
         )
+    # ml-commons checks the setting before it reads parameters or the body
+    await error(api, alice, "GET", "/x?bogus=1", None, 403, "The Agentic Memory APIs are not enabled.")
+    response = await api.post(BASE + "/_create", data=b"{not json", headers=alice.headers)
+    assert response.status == 403, await response.text()
+    # a method or path no endpoint serves is still the router's answer
+    assert (await api.put(BASE + "/_search", json={}, headers=alice.headers)).status == 405
+    assert (await api.patch(BASE + "/x", json={}, headers=alice.headers)).status == 405
 
 
 async def test_retention_policy_and_pinning_when_enabled(aiohttp_client, settings, embedder, alice):

@@ -296,3 +296,17 @@ async def test_a_container_shared_by_backend_role_within_its_organisation_only(m
     with pytest.raises(ServiceError) as not_owner:
         await agentic.delete_container(teammate, box)
     assert not_owner.value.status == 403
+
+
+async def test_agentic_memory_switched_off_refuses_in_process_as_over_http(settings, embedder):
+    async with MemoryPlugin.open(settings.replace(agentic={"enabled": False}), embedder=embedder) as plugin:
+        for attempt in (
+            plugin.agentic.create_container(ALICE, "notes"),
+            plugin.agentic.add(ALICE, "x", "hello"),
+            plugin.agentic.search(ALICE, "x", "hello"),
+            plugin.agentic.delete(ALICE, "x", "working", "y"),
+        ):
+            with pytest.raises(ServiceError) as refused:
+                await attempt
+            assert refused.value.status == 403
+            assert str(refused.value).startswith("The Agentic Memory APIs are not enabled.")

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 
 from memory_plugin.agentic.models import Container, LongTermMemory, Strategy
-from memory_plugin.agentic.requests import parse_strategy
+from memory_plugin.agentic.requests import (
+    AddMemoriesInput,
+    LongTermSearchInput,
+    parse_add_memories,
+    parse_long_term_search,
+    parse_strategy,
+)
+from memory_plugin.agentic.results import AddMemoriesResult
+from memory_plugin.agentic.views import added_view
 
 
 def test_strategy_from_its_stored_source() -> None:
@@ -45,3 +53,42 @@ def test_long_term_memory_source_keeps_the_stored_key_order() -> None:
         }
     )
     assert "tags" not in LongTermMemory("x", strategy, {"user_id": "u"}, "", "c1", created_time=7).to_source()
+
+
+def test_an_add_body_parses_to_its_typed_input() -> None:
+    body = {
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "payload_type": "DATA",
+        "infer": "true",
+        "namespace": {"user_id": "u", "session_id": "s", "n": None},
+        "metadata": {},
+        "tags": {"n": 3, "b": True},
+        "parameters": {},
+        "message_id": 2.0,
+        "ignored": 1,
+    }
+    parsed = parse_add_memories(body)
+    assert parsed == AddMemoriesInput(
+        "data",
+        body["messages"],
+        True,
+        namespace={"user_id": "u", "session_id": "s"},
+        tags={"n": "3", "b": "true"},
+        message_id=2,
+    )
+    assert parsed.session_id == "s" and parse_add_memories({}).session_id is None
+
+
+def test_an_add_result_renders_as_ml_commons_answers() -> None:
+    assert json.dumps(added_view(AddMemoriesResult("w1", "s1"))) == '{"session_id": "s1", "working_memory_id": "w1"}'
+    assert added_view(AddMemoriesResult("w1")) == {"working_memory_id": "w1"}
+
+
+def test_a_long_term_search_body_parses_to_its_typed_input() -> None:
+    body = {"query": "bees", "k": 3, "namespace": {"user_id": "u"}, "tags": {"t": 1}, "min_score": 0.5}
+    parsed = parse_long_term_search(body)
+    assert parsed == LongTermSearchInput("bees", 3, (("namespace.user_id", "u"), ("tags.t", "1")), 0.5)
+    assert parse_long_term_search({"query": "q", "filter": {"match_all": {}}}).filter is not None
+    hybrid = parse_long_term_search({"query": "q", "bm25_weight": 0.3, "neural_weight": 0.7}, hybrid=True)
+    assert (hybrid.bm25_weight, hybrid.neural_weight) == (0.3, 0.7)
+    assert parse_long_term_search({"query": "q", "bm25_weight": 0.3}).bm25_weight == 0.5  # semantic has none

@@ -45,13 +45,14 @@ from bench_memory import drive  # noqa: E402
 
 from embedder import AsyncEmbedder, Embedder, ensure_default_model  # noqa: E402
 from memory_plugin.agentic.models import LONG_TERM  # noqa: E402
-from memory_plugin.agentic.requests import new_container  # noqa: E402
+from memory_plugin.agentic.requests import new_container, parse_long_term_search  # noqa: E402
 from memory_plugin.agentic.service import AgenticService  # noqa: E402
 from memory_plugin.agentic.stores.base import LongTermScope  # noqa: E402
 from memory_plugin.agentic.stores.bm25 import LexicalIndex  # noqa: E402
 from memory_plugin.agentic.stores.bm25_files import mirror_file  # noqa: E402
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore  # noqa: E402
 from memory_plugin.agentic.stores.vectors import GRAPH_MIN_ROWS, Matrix  # noqa: E402
+from memory_plugin.agentic.views import ranked_view  # noqa: E402
 from memory_plugin.app import serving_loop  # noqa: E402
 from memory_plugin.auth import KeyStore, Principal  # noqa: E402
 from tests.support.agentic_llm import SEMANTIC_CONFIG  # noqa: E402
@@ -193,14 +194,23 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
 
         return call
 
+    def searched(hybrid: bool):  # type: ignore[no-untyped-def]
+        """The ``_search`` route's path: the body parsed, the search run, the hits rendered."""
+        search = service.search.hybrid if hybrid else service.search.semantic
+
+        async def call(owner, container, body):  # type: ignore[no-untyped-def]
+            return ranked_view(await search(owner, container, parse_long_term_search(body, hybrid=hybrid)))
+
+        return call
+
     # (name, search, extra body, as before: FTS5 ranks every BM25 match and k-NN scans every passing row)
     cases = [
-        ("semantic k=10", service.semantic_search, {}, False),
-        ("semantic k=10, namespace", service.semantic_search, namespace, False),
-        ("hybrid k=10", service.hybrid_search, {}, False),
-        ("hybrid k=10, namespace", service.hybrid_search, namespace, False),
-        ("hybrid k=10 (FTS5 ranks, no graph: before)", service.hybrid_search, {}, True),
-        ("hybrid k=10, namespace (FTS5 ranks, no graph: before)", service.hybrid_search, namespace, True),
+        ("semantic k=10", searched(False), {}, False),
+        ("semantic k=10, namespace", searched(False), namespace, False),
+        ("hybrid k=10", searched(True), {}, False),
+        ("hybrid k=10, namespace", searched(True), namespace, False),
+        ("hybrid k=10 (FTS5 ranks, no graph: before)", searched(True), {}, True),
+        ("hybrid k=10, namespace (FTS5 ranks, no graph: before)", searched(True), namespace, True),
         ("bm25 k=10 (store only)", store_call("bm25", scope), {}, False),
         ("bm25 k=10, namespace (store only)", store_call("bm25", scope_u3), {}, False),
         ("bm25 k=10 (store only, FTS5 ranks)", store_call("bm25", scope), {}, True),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import requests
 import schemathesis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -96,3 +97,12 @@ def test_fuzz_no_server_errors_and_every_4xx_in_the_api_format(live, label, mode
             api_error_format(response, case.path)
 
     check()
+
+
+def test_a_request_line_over_aiohttps_limit_is_answered_in_the_api_format(live):
+    """The fuzz sends such lines (a query parameter repeated hundreds of times): the app is served as ``serve``
+    serves it, so that aiohttp's refusal comes in the API's JSON, not its plain text."""
+    long_query = "&".join(["next_token=abcdefgh"] * 600)
+    response = requests.get(f"{live.url}/_plugins/_ml/memory?{long_query}", headers=live.headers, timeout=30)
+    assert response.status_code == 400
+    api_error_format(response, "/_plugins/_ml/memory")

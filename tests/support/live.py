@@ -140,10 +140,13 @@ def served_in_thread(app: web.Application) -> Iterator[str]:
 
     Cheaper than a :class:`LiveServer` (no interpreter, no model to load) where a
     test needs a socket but not a process of its own, and the app may take the
-    embedder double.
+    embedder double. Served by the runner ``serve`` uses, so that a request line over
+    aiohttp's limit gets the same JSON 400 as in production.
     """
+    from memory_plugin.http.runner import JsonErrorRunner
+
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
+    runner = JsonErrorRunner(app)  # as ``serve`` runs it: what aiohttp cannot parse is answered in the API's JSON
     loop.run_until_complete(runner.setup())
     loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
     host, port = runner.addresses[0][:2]

@@ -53,7 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import faiss
 import numpy as np
@@ -603,12 +603,12 @@ def fused_ranking(
     def ranked(found: list[tuple[int, float]], shown: Callable[[float], float]) -> list[int]:
         """Live chunks in the order ``hits`` gives their hits: by shown score, then record id and chunk index."""
         scores = {chunk: shown(score) for chunk, score in found if chunk in places}
-        return sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk]))
+        return sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk].tie))
 
     fused = fusion.fused_scores(ranked(dense, shown_score), ranked(keyword, lambda score: round(score, SCORE_DECIMALS)))
-    order = sorted((chunk for chunk in fused if chunk in places), key=lambda chunk: (-fused[chunk], places[chunk]))
+    order = sorted((chunk for chunk in fused if chunk in places), key=lambda chunk: (-fused[chunk], places[chunk].tie))
     lenders = order[: fusion.LENDERS]
-    around = lexical.adjacent(connection, organization_id, [places[chunk] for chunk in lenders])
+    around = lexical.adjacent(connection, organization_id, [places[chunk].tie for chunk in lenders])
     near = sorted({chunk for chunks in around for chunk in chunks} - places.keys())
     places.update(chunk_places(connection, near))
     passing: set[int] | None = None
@@ -623,34 +623,34 @@ def fused_ranking(
         for lender, chunks in zip(lenders, around)
     }
     scores = fusion.spread_scores([(chunk, fused[chunk]) for chunk in order], neighbours)
-    scores = fusion.sitting_scores(scores, chunk_times(connection, list(scores)))
-    top = sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk]))[:k]
+    scores = fusion.sitting_scores(scores, {chunk: (places[chunk].user_id, places[chunk].created) for chunk in scores})
+    top = sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk].tie))[:k]
     return hits([(chunk, scores[chunk]) for chunk in top], hit_rows(connection, top)) if top else []
 
 
-def chunk_times(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, tuple[str | None, int]]:
-    """Each live chunk's record's ``(user_id, record_created_at)``: the sittings' timelines."""
+class ChunkPlace(NamedTuple):
+    """A live chunk's place: what hits tie by, and its record's timeline (the sittings')."""
+
+    record_id: str
+    chunk_index: int
+    user_id: str | None
+    created: int
+
+    @property
+    def tie(self) -> tuple[str, int]:
+        return self.record_id, self.chunk_index
+
+
+def chunk_places(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, ChunkPlace]:
+    """Each live chunk's place, read once for the ties, the neighbours and the sittings."""
     if not chunk_ids:
         return {}
     cursor = connection.cursor()
     cursor.row_factory = None
     rows = cursor.execute(
-        "SELECT c.id, r.user_id, r.record_created_at FROM chunks c JOIN records r ON r.rid = c.rid"
+        "SELECT c.id, r.record_id, c.chunk_index, r.user_id, r.record_created_at"
+        " FROM chunks c JOIN records r ON r.rid = c.rid"
         f" WHERE c.id IN ({','.join('?' * len(chunk_ids))})",
         chunk_ids,
     )
-    return {chunk: (user, created) for chunk, user, created in rows}
-
-
-def chunk_places(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, tuple[str, int]]:
-    """Each live chunk's ``(record_id, chunk_index)``: what hits tie by."""
-    if not chunk_ids:
-        return {}
-    cursor = connection.cursor()
-    cursor.row_factory = None
-    rows = cursor.execute(
-        "SELECT c.id, r.record_id, c.chunk_index FROM chunks c JOIN records r ON r.rid = c.rid"
-        f" WHERE c.id IN ({','.join('?' * len(chunk_ids))})",
-        chunk_ids,
-    )
-    return {chunk: (record_id, index) for chunk, record_id, index in rows}
+    return {chunk: ChunkPlace(*place) for chunk, *place in rows}

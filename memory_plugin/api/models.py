@@ -11,7 +11,7 @@ from typing import Any, TypedDict, cast
 
 from memory_plugin.api.results import Registered, SearchHits, Written
 from memory_plugin.auth import Principal
-from memory_plugin.ml.requests import Action
+from memory_plugin.ml.connector_requests import Action
 from memory_plugin.ml.service import BUILT_IN, MLService
 
 #: One HTTP call a connector makes: ``Action("PREDICT", "POST", url, headers=…, request_body=…)``.

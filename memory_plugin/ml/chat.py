@@ -11,7 +11,7 @@ import numpy as np
 
 from memory_plugin.auth import Principal
 from memory_plugin.errors import StatusError
-from memory_plugin.ml.requests import PredictInput
+from memory_plugin.ml.model_requests import PredictInput
 
 
 class Predictor(Protocol):

@@ -22,7 +22,7 @@ from typing import Any
 import re2
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest
-from memory_plugin.ml.requests import Action
+from memory_plugin.ml.connector_requests import Action
 
 PLACEHOLDER = re.compile(r"\$\{(parameters|credential)\.([^}:]+)(?::-([^}]*))?\}")
 MASK = "*****"

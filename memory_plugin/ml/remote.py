@@ -30,8 +30,8 @@ from botocore.credentials import Credentials
 from yarl import URL
 
 from memory_plugin.errors import InvalidArgument, StatusError
+from memory_plugin.ml.connector_requests import ClientConfig
 from memory_plugin.ml.connectors import Prepared
-from memory_plugin.ml.requests import ClientConfig
 
 #: The most bytes read from one remote answer.
 MAX_ANSWER_BYTES = 16 * 1024 * 1024

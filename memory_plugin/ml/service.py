@@ -25,22 +25,19 @@ from memory_plugin.errors import InvalidArgument, ServiceError, StatusBadRequest
 from memory_plugin.ml.budget import Throttled
 from memory_plugin.ml.chat import RemoteChat, RemoteEmbedding
 from memory_plugin.ml.config import Embeddings, MLSettings, now_millis
-from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
-from memory_plugin.ml.guards import RateLimiters, check_guardrail
-from memory_plugin.ml.metrics import MLMetrics
-from memory_plugin.ml.model_groups import ModelGroups
-from memory_plugin.ml.remote import RemoteCaller, signed_v4, with_retries
-from memory_plugin.ml.requests import (
+from memory_plugin.ml.connector_requests import (
     ConnectorInput,
-    PredictInput,
-    RegisterInput,
     check_protocol,
     parse_action,
     parse_client_config,
     parse_connector_input,
-    parse_predict_input,
-    parse_register_input,
 )
+from memory_plugin.ml.connectors import check_urls, masked, outputs, prepare, trusted
+from memory_plugin.ml.guards import RateLimiters, check_guardrail
+from memory_plugin.ml.metrics import MLMetrics
+from memory_plugin.ml.model_groups import ModelGroups
+from memory_plugin.ml.model_requests import PredictInput, RegisterInput, parse_predict_input, parse_register_input
+from memory_plugin.ml.remote import RemoteCaller, signed_v4, with_retries
 from memory_plugin.ml.secrets import SecretBox, new_master_key
 from memory_plugin.ml.stores.base import Kind, MLStore, Stored
 from memory_plugin.ml.views import (

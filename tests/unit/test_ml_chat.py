@@ -11,7 +11,7 @@ import pytest
 from memory_plugin.auth import Principal
 from memory_plugin.errors import StatusError
 from memory_plugin.ml.chat import Predictor, RemoteChat, RemoteEmbedding
-from memory_plugin.ml.requests import PredictInput
+from memory_plugin.ml.model_requests import PredictInput
 
 OWNER = Principal("org-1", "alice")
 

@@ -11,9 +11,9 @@ import pytest
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument
 from memory_plugin.ml.budget import SWEEP_ABOVE, CallBudget, Throttled
+from memory_plugin.ml.connector_requests import Action
 from memory_plugin.ml.connectors import fill, java_uri_error, masked, prepare
 from memory_plugin.ml.remote import literal_private_host, private
-from memory_plugin.ml.requests import Action
 from memory_plugin.ml.secrets import SecretBox, new_master_key
 from memory_plugin.ml.stores.base import StoreConflict
 from memory_plugin.ml.stores.sqlite import MASTER_KEY_FILE, SqliteMLStore

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from memory_plugin.errors import StatusError
+from memory_plugin.ml.connector_requests import ClientConfig
 from memory_plugin.ml.remote import Answer, DeadlinePassed, RemoteFailure, backoff_delays, with_retries
-from memory_plugin.ml.requests import ClientConfig
 
 
 def test_backoff_delays_follow_opensearchs_backoff_policies():

@@ -1,7 +1,8 @@
 """Connectors, models and predict in-process (``plugin.models``), as ml-commons' model API serves them.
 
-The ML service reads request bodies; the keywords here become those bodies in one place each, so its
-checks (and their messages) apply.  Gets answer ml-commons' documents, typed by their documented keys.
+The keywords here become the request bodies the HTTP routes read, parsed by the same parsers into the typed
+inputs the ML services take, so every check (and its message) applies.  Gets answer ml-commons' documents,
+typed by their documented keys.
 """
 
 from __future__ import annotations
@@ -11,8 +12,20 @@ from typing import Any, TypedDict, cast
 
 from memory_plugin.api.results import Registered, SearchHits, Written
 from memory_plugin.auth import Principal
-from memory_plugin.ml.connector_requests import Action
+from memory_plugin.dsl import SearchBody, parse_search
+from memory_plugin.dsl.mapping import Fields
+from memory_plugin.ml.connector_requests import Action, parse_connector_input
+from memory_plugin.ml.model_requests import parse_predict_input, parse_register_input
 from memory_plugin.ml.service import BUILT_IN, MLService
+from memory_plugin.ml.views import (
+    CONNECTOR_FIELDS,
+    MODEL_FIELDS,
+    document_view,
+    found_view,
+    inference_view,
+    model_doc_view,
+    written_view,
+)
 
 #: One HTTP call a connector makes: ``Action("PREDICT", "POST", url, headers=…, request_body=…)``.
 ConnectorAction = Action
@@ -52,6 +65,10 @@ class ModelView(TypedDict, total=False):
     connector: dict[str, Any]
 
 
+def _query(query: Mapping[str, Any], fields: Fields) -> SearchBody:
+    return parse_search(dict(query), fields=fields)
+
+
 def _present(**values: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
@@ -88,17 +105,19 @@ class Models:
             actions=[action.view() for action in actions],
             client_config=dict(client_config) if client_config is not None else None,
         )
-        return str((await self._service.create_connector(principal, body))["connector_id"])
+        return (await self._service.connectors.create(principal, parse_connector_input(body))).connector_id
 
     async def get_connector(self, principal: Principal, connector_id: str) -> ConnectorView:
-        return cast(ConnectorView, await self._service.get_connector(principal, connector_id))
+        return cast(ConnectorView, document_view(await self._service.connectors.get(principal, connector_id)))
 
     async def delete_connector(self, principal: Principal, connector_id: str) -> Written:
-        return Written.of(await self._service.delete_connector(principal, connector_id))
+        return Written.of(written_view(await self._service.connectors.delete(principal, connector_id)))
 
     async def search_connectors(self, principal: Principal, query: Mapping[str, Any]) -> SearchHits:
         """A query DSL body over the principal's connectors."""
-        return SearchHits.of(await self._service.search_connectors(principal, dict(query)))
+        return SearchHits.of(
+            found_view(await self._service.connectors.search(principal, _query(query, CONNECTOR_FIELDS)))
+        )
 
     # -- models -----------------------------------------------------------------------------
 
@@ -124,25 +143,25 @@ class Models:
             model_group_id=model_group_id,
             model_format=model_format,
         )
-        registered = await self._service.register(principal, body, deploy=deploy)
-        return Registered(registered["model_id"], registered["task_id"])
+        registered = await self._service.models.register(principal, parse_register_input(body, deploy=deploy))
+        return Registered(registered.model_id, registered.task_id)
 
     async def get(self, principal: Principal, model_id: str) -> ModelView:
-        return cast(ModelView, await self._service.get_model(principal, model_id))
+        return cast(ModelView, model_doc_view(await self._service.models.get(principal, model_id)))
 
     async def search_models(self, principal: Principal, query: Mapping[str, Any]) -> SearchHits:
         """A query DSL body over the principal's models."""
-        return SearchHits.of(await self._service.search_models(principal, dict(query)))
+        return SearchHits.of(found_view(await self._service.models.search(principal, _query(query, MODEL_FIELDS))))
 
     async def deploy(self, principal: Principal, model_id: str) -> None:
-        await self._service.deploy(principal, model_id)
+        await self._service.models.deploy(principal, model_id)
 
     async def undeploy(self, principal: Principal, model_id: str) -> None:
-        await self._service.undeploy(principal, model_id)
+        await self._service.models.undeploy(principal, model_id)
 
     async def delete(self, principal: Principal, model_id: str) -> Written:
         """A deployed model must be undeployed first."""
-        return Written.of(await self._service.delete_model(principal, model_id))
+        return Written.of(written_view(await self._service.models.delete(principal, model_id)))
 
     # -- predict ----------------------------------------------------------------------------
 
@@ -160,11 +179,12 @@ class Models:
             parameters=dict(parameters) if parameters is not None else None,
             text_docs=list(text_docs) if text_docs is not None else None,
         )
-        answer = await self._service.predict(principal, model_id, body)
-        results: list[dict[str, Any]] = answer["inference_results"]
-        return results
+        predicted = await self._service.predictions.predict(principal, model_id, parse_predict_input(body))
+        return [inference_view(result) for result in predicted.results]
 
     async def embed(self, principal: Principal, texts: Sequence[str], model_id: str = BUILT_IN) -> list[list[float]]:
         """One vector per text, from the built-in embedding model (or a model registered as it)."""
-        results = await self.predict(principal, model_id, text_docs=texts)
-        return [[float(x) for x in result["output"][0]["data"]] for result in results]
+        predicted = await self._service.predictions.predict(
+            principal, model_id, parse_predict_input({"text_docs": list(texts)})
+        )
+        return [[float(x) for x in result.output[0].data or ()] for result in predicted.results]

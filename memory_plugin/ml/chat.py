@@ -12,12 +12,13 @@ import numpy as np
 from memory_plugin.auth import Principal
 from memory_plugin.errors import StatusError
 from memory_plugin.ml.model_requests import PredictInput
+from memory_plugin.ml.results import Inference
 
 
 class Predictor(Protocol):
     """What calls a registered remote model (``MLService``)."""
 
-    async def predict_remote(self, owner: Principal, model_id: str, request: PredictInput) -> dict[str, Any]:
+    async def predict_remote(self, owner: Principal, model_id: str, request: PredictInput) -> Inference:
         """One ``inference_results`` entry of ``owner``'s remote model ``model_id``, the model read at this call
         (it may be gone since it was chosen: a 404 then)."""
         ...
@@ -39,8 +40,7 @@ class RemoteChat:
             "messages": json.dumps(messages, ensure_ascii=False),
         }
         result = await self.predictor.predict_remote(self.owner, self.model_id, PredictInput(parameters, None))
-        output = result["output"][0] if result.get("output") else {}
-        answer = output.get("dataAsMap")
+        answer = result.output[0].data_as_map if result.output else None
         if not isinstance(answer, dict):
             raise StatusError("the remote model's answer is not a JSON object", 502)
         return answer
@@ -59,8 +59,8 @@ class RemoteEmbedding:
 
     async def passages(self, texts: Sequence[str], *, tenant: Hashable = None) -> np.ndarray:
         result = await self.predictor.predict_remote(self.owner, self.model_id, PredictInput(None, list(texts)))
-        vectors = [tensor.get("data") for tensor in result.get("output", [])]
-        if len(vectors) != len(texts) or len({len(v) for v in vectors if isinstance(v, list)}) != 1:
+        vectors = [tensor.data for tensor in result.output]
+        if len(vectors) != len(texts) or len({len(v) for v in vectors if v is not None}) != 1:
             raise StatusError(
                 f"the embedding model answered {len(vectors)} vectors of unequal or no length for {len(texts)} texts",
                 502,

@@ -23,6 +23,7 @@ import re2
 
 from memory_plugin.errors import InvalidArgument, OpenSearchBadRequest
 from memory_plugin.ml.connector_requests import Action
+from memory_plugin.ml.results import Inference, Tensor
 
 PLACEHOLDER = re.compile(r"\$\{(parameters|credential)\.([^}:]+)(?::-([^}]*))?\}")
 MASK = "*****"
@@ -119,10 +120,10 @@ POST_PROCESS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def embedding_tensor(vector: Any) -> dict[str, Any]:
+def embedding_tensor(vector: Any) -> Tensor:
     if not isinstance(vector, list) or not all(_finite_number(x) for x in vector):
         raise RemoteAnswerError("the remote model's answer has an embedding that is not a list of numbers")
-    return {"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [len(vector)], "data": vector}
+    return Tensor("sentence_embedding", "FLOAT32", (len(vector),), vector)
 
 
 def _finite_number(value: Any) -> bool:
@@ -324,7 +325,7 @@ def _null_default(parameters: Mapping[str, str]) -> Callable[[re.Match[str]], st
     return lambda m: m.group(0) if parameters.get(m.group(1)) is not None else "null"
 
 
-def outputs(action: Action, status: int, raw: bytes, text_docs: Sequence[str] | None) -> dict[str, Any]:
+def outputs(action: Action, status: int, raw: bytes, text_docs: Sequence[str] | None) -> Inference:
     """One ``inference_results`` entry from the remote answer, as ml-commons renders it."""
     try:
         answer: Any = json.loads(raw)
@@ -335,7 +336,7 @@ def outputs(action: Action, status: int, raw: bytes, text_docs: Sequence[str] | 
         vectors = POST_PROCESS[function](answer)
         if not isinstance(vectors, list):
             raise RemoteAnswerError("the remote model's answer is not the shape its post_process_function reads")
-        return {"output": [embedding_tensor(v) for v in vectors], "status_code": status}
+        return Inference(tuple(embedding_tensor(v) for v in vectors), status)
     if function is not None:
         raise InvalidArgument(
             f"post_process_function [{function}] is a script; only the built-in functions "
@@ -343,4 +344,4 @@ def outputs(action: Action, status: int, raw: bytes, text_docs: Sequence[str] | 
             parameter="post_process_function",
         )
     data = as_gson(answer) if isinstance(answer, dict) else {"response": raw.decode("utf-8", "replace")}
-    return {"output": [{"name": "response", "dataAsMap": data}], "status_code": status}
+    return Inference((Tensor("response", data_as_map=data),), status)

@@ -10,41 +10,21 @@ organisation never sees a group.  A group the caller may not see is absent (404)
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import fields
 from typing import Any
 
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
-from memory_plugin.dsl.execute import bounded, execute, search_response
+from memory_plugin.dsl import SearchBody, bounded, execute
 from memory_plugin.dsl.mapping import DATE, KEYWORD, LONG, TEXT, UNMAPPED, Fields
-from memory_plugin.dsl.parse import parse_search
-from memory_plugin.errors import (
-    ContentParseError,
-    InvalidArgument,
-    ParseFailure,
-    ParsingError,
-    StatusError,
-    StatusNotFound,
-)
+from memory_plugin.errors import InvalidArgument, StatusError, StatusNotFound
 from memory_plugin.ml.config import now_millis
-from memory_plugin.ml.requests import java_text, token_of
+from memory_plugin.ml.group_requests import PRIVATE, PUBLIC, RESTRICTED, GroupInput
+from memory_plugin.ml.results import Found, GroupCreated, GroupDoc, GroupUpdated, WriteResult
 from memory_plugin.ml.stores.base import MLStore, Owned
-from memory_plugin.ml.views import MODEL_GROUP_INDEX, WRITES, api_version, write_result
+from memory_plugin.ml.views import MODEL_GROUP_INDEX, WRITES, api_version
 
-PUBLIC, PRIVATE, RESTRICTED = "public", "private", "restricted"
-ACCESS_MODES = (PUBLIC, PRIVATE, RESTRICTED)
-MAX_BACKEND_ROLES = 256
-
-GROUP_ORDER = (
-    "name",
-    "latest_version",
-    "description",
-    "backend_roles",
-    "owner",
-    "access",
-    "created_time",
-    "last_updated_time",
-)
+GROUP_ORDER = tuple(f.name for f in fields(GroupDoc))
 #: ``index-mappings/ml_model_group.json``.  ``owner`` is nested there, so a query on its fields outside a
 #: ``nested`` query matches nothing, as here.
 GROUP_FIELDS: Fields = {
@@ -62,62 +42,6 @@ GROUP_FIELDS: Fields = {
 }
 
 NO_PERMISSION = "You don't have permissions to perform this operation on this model."
-
-
-@dataclass(frozen=True)
-class GroupInput:
-    """``MLRegisterModelGroupInput`` / ``MLUpdateModelGroupInput``: None where the body left a field out."""
-
-    name: str | None
-    description: str | None
-    backend_roles: list[str] | None
-    access_mode: str | None
-    add_all_backend_roles: bool | None
-
-    @property
-    def changes_access(self) -> bool:
-        return self.access_mode is not None or self.add_all_backend_roles is not None or self.backend_roles is not None
-
-
-def parse_group_input(body: Any) -> GroupInput:
-    """Read as ml-commons' ``parse`` reads it; an access mode it does not know is refused (ml-commons drops it)."""
-    if body is None:
-        raise ParseFailure("Model group request has empty body")
-    if not isinstance(body, dict):
-        raise ParsingError(
-            f"Failed to parse object: expecting token of type [START_OBJECT] but found [{token_of(body)}]"
-        )
-    roles = body.get("backend_roles")
-    if "backend_roles" in body:
-        if not isinstance(roles, list):
-            raise ParsingError(
-                f"Failed to parse object: expecting token of type [START_ARRAY] but found [{token_of(roles)}]",
-                parameter="backend_roles",
-            )
-        if len(roles) > MAX_BACKEND_ROLES:
-            raise InvalidArgument(
-                f"[backend_roles] holds more than {MAX_BACKEND_ROLES} roles", parameter="backend_roles"
-            )
-        roles = [java_text(role, "backend_roles") for role in roles]
-    mode = None
-    if "access_mode" in body:
-        mode = java_text(body["access_mode"], "access_mode").lower()
-        if mode not in ACCESS_MODES:
-            raise InvalidArgument("Wrong access value", parameter="access_mode")
-    add_all = body.get("add_all_backend_roles")
-    if isinstance(add_all, str) and add_all in ("true", "false"):  # ``parser.booleanValue()`` reads these too
-        add_all = add_all == "true"
-    if add_all is not None and not isinstance(add_all, bool):
-        raise ContentParseError(
-            f"[add_all_backend_roles] must be a boolean, found [{token_of(add_all)}]", parameter="add_all_backend_roles"
-        )
-    return GroupInput(
-        name=java_text(body["name"], "name") if "name" in body else None,
-        description=java_text(body["description"], "description") if "description" in body else None,
-        backend_roles=roles,
-        access_mode=mode,
-        add_all_backend_roles=add_all,
-    )
 
 
 def permitted(group: Owned, caller: Principal) -> bool:
@@ -168,15 +92,8 @@ def group_source(
 
 
 def group_search_view(source: dict[str, Any]) -> dict[str, Any]:
+    """A group as ``_search`` shows it: its stored fields (an empty ``backend_roles`` too)."""
     return {key: source[key] for key in GROUP_ORDER if key in source}
-
-
-def group_view(source: dict[str, Any]) -> dict[str, Any]:
-    """``MLModelGroup.toXContent``: no empty ``backend_roles``."""
-    view = group_search_view(source)
-    if not view.get("backend_roles"):
-        view.pop("backend_roles", None)
-    return view
 
 
 def _check_register_access(found: GroupInput, caller: Principal) -> tuple[str, list[str] | None]:
@@ -252,8 +169,7 @@ class ModelGroups:
         group = await self.store.find("model_group", caller.organization_id, group_id)
         return group if group is not None and visible(group, caller) else None
 
-    async def register(self, caller: Principal, body: Any) -> dict[str, Any]:
-        found = parse_group_input(body)
+    async def register(self, caller: Principal, found: GroupInput) -> GroupCreated:
         if found.name is None:
             raise InvalidArgument("model group name must not be null", parameter="name")
         taken = await self._named(caller.organization_id, found.name)
@@ -266,18 +182,17 @@ class ModelGroups:
         group_id = new_id()
         source = group_source(caller, found.name, found.description, access, roles)
         await self.store.create("model_group", caller, group_id, source)
-        return {"model_group_id": group_id, "status": "CREATED"}
+        return GroupCreated(group_id)
 
-    async def get(self, caller: Principal, group_id: str) -> dict[str, Any]:
+    async def get(self, caller: Principal, group_id: str) -> GroupDoc:
         group = await self.find(caller, group_id)
         if group is None:
             raise StatusNotFound(f"Failed to find model group with the provided model group id: {group_id}")
         if not permitted(group, caller):
             raise StatusError("User doesn't have privilege to perform this operation on this model group", 403)
-        return group_view(group.stored.source)
+        return GroupDoc.of(group.stored.source)
 
-    async def update(self, caller: Principal, group_id: str, body: Any) -> dict[str, Any]:
-        found = parse_group_input(body)
+    async def update(self, caller: Principal, group_id: str, found: GroupInput) -> GroupUpdated:
         group = await self.find(caller, group_id)
         if group is None:
             raise StatusNotFound(f"Failed to find model group with the provided model group id: {group_id}")
@@ -310,13 +225,13 @@ class ModelGroups:
                 )
             source["name"] = found.name
         if source == group.stored.source:  # the node's update detects a no-op and writes nothing
-            return {"status": "Updated"}
+            return GroupUpdated(changed=False)
         source[WRITES] = source.get(WRITES, 0) + 1
         if not await self.store.replace("model_group", group.owner, group.stored, source):
             raise StatusError("the model group was changed by another request; read it again", 409)
-        return {"status": "Updated"}
+        return GroupUpdated(changed=True)
 
-    async def delete(self, caller: Principal, group_id: str) -> dict[str, Any]:
+    async def delete(self, caller: Principal, group_id: str) -> WriteResult:
         """``DeleteModelGroupTransportAction`` with access control: an absent group is its validation's 404."""
         group = await self.find(caller, group_id)
         if group is None:
@@ -328,11 +243,10 @@ class ModelGroups:
             raise StatusError("Cannot delete the model group when it has associated model versions", 409)
         if not await self.store.delete("model_group", group.owner, group_id):
             raise StatusNotFound("Fail to find model group")
-        return write_result(MODEL_GROUP_INDEX, group_id, api_version(group.stored), "deleted", refresh=True)
+        return WriteResult(MODEL_GROUP_INDEX, group_id, api_version(group.stored), "deleted", refresh=True)
 
-    async def search(self, caller: Principal, body: Any) -> dict[str, Any]:
+    async def search(self, caller: Principal, query: SearchBody) -> Found:
         """``SearchModelGroupTransportAction``: the query over the groups the caller may see."""
-        query = parse_search(body, fields=GROUP_FIELDS)
         started = time.perf_counter()
         groups = await self.store.organization("model_group", caller.organization_id)
         documents = [
@@ -341,7 +255,7 @@ class ModelGroups:
             if visible(g, caller)
         ]
         results = await bounded(lambda budget: execute(query, documents, budget=budget))
-        return search_response(results, int((time.perf_counter() - started) * 1000), index=MODEL_GROUP_INDEX)
+        return Found(MODEL_GROUP_INDEX, results, int((time.perf_counter() - started) * 1000))
 
     # -- what model registration and update need ----------------------------------------------
 

@@ -1,5 +1,5 @@
-"""Model bodies: register (``MLRegisterModelInput``, its rate limiter and guardrails) and predict, read as
-ml-commons reads them: the first error a body hits is the one the real node reports."""
+"""Model bodies: register (``MLRegisterModelInput``, its rate limiter and guardrails), predict, update and
+bulk undeploy, read as ml-commons reads them: the first error a body hits is the one the real node reports."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 import re2
 
-from memory_plugin.errors import ContentParseError, InvalidArgument, ParseFailure
+from memory_plugin.errors import ContentParseError, InvalidArgument, ParseFailure, StatusBadRequest
+from memory_plugin.ml.connector_requests import ConnectorInput, parse_connector_input
 from memory_plugin.ml.requests import MAX_MAP_ENTRIES, expect_object, java_text, parameter_map, token_of
 
 
@@ -24,7 +25,8 @@ class RegisterInput:
     description: str | None
     model_format: str | None
     connector_id: str | None
-    connector: dict[str, Any] | None
+    #: A remote model's own connector (``connector`` in the body), read as a connector update reads it.
+    connector: ConnectorInput | None
     url: str | None
     deploy: bool
     #: ``{"limit": "1", "unit": "MINUTES"}``, as ``MLRateLimiter`` keeps it.
@@ -144,12 +146,23 @@ def parse_register_input(body: Any, *, deploy: bool) -> RegisterInput:
         description=text.get("description"),
         model_format=text.get("model_format"),
         connector_id=text.get("connector_id"),
-        connector=connector,
+        connector=_inline_connector(connector) if function_name == "REMOTE" and connector is not None else None,
         url=text.get("url"),
         deploy=deploy,
         rate_limiter=rate_limiter,
         guardrails=guardrails,
     )
+
+
+def _inline_connector(connector: dict[str, Any]) -> ConnectorInput:
+    """A remote model's own connector, checked as ``Connector.createConnector`` checks it (the protocol first);
+    only a remote model reads it."""
+    if connector.get("protocol") is None:
+        raise InvalidArgument("connector protocol is null", parameter="connector.protocol")
+    found = parse_connector_input(connector, update=True)
+    if not found.credential:
+        raise InvalidArgument("Connector credential is null or empty list", parameter="connector.credential")
+    return found
 
 
 _REGISTER_TEXT = (
@@ -199,3 +212,54 @@ def parse_predict_input(body: Any) -> PredictInput:
     if not isinstance(targets, list):
         targets = [targets]
     return PredictInput(parameters, docs, return_number, tuple(java_text(t, "target_response") for t in targets))
+
+
+#: Fields ml-commons' update reads that this server does not act on: refused, never kept and ignored.
+UNSERVED = ("is_enabled", "rate_limiter", "model_config", "deploy_setting", "guardrails", "interface", "connector")
+_UPDATE_TEXT = ("name", "description", "model_group_id", "connector_id")
+
+
+@dataclass(frozen=True)
+class ModelUpdateInput:
+    """``MLUpdateModelInput`` as far as it is served: the text fields given, and the fields refused (after the
+    model is found, as ml-commons checks them)."""
+
+    name: str | None = None
+    description: str | None = None
+    model_group_id: str | None = None
+    connector_id: str | None = None
+    #: The body names an internal ``connector``.
+    has_connector: bool = False
+    #: The fields of :data:`UNSERVED` the body names, in that order.
+    unserved: tuple[str, ...] = ()
+
+
+def parse_model_update(body: Any) -> ModelUpdateInput:
+    """``MLUpdateModelInput.parse``, up to what ``RestMLUpdateModelAction`` checks before the model is read."""
+    if body is None:
+        raise ParseFailure("Update model request has empty body")
+    body = expect_object(body)
+    text = {key: java_text(body[key], key) for key in _UPDATE_TEXT if key in body}
+    if "connector_id" in text and "connector" in body:
+        raise StatusBadRequest(
+            "Model cannot have both stand-alone connector and internal connector. Please check your update input body."
+        )
+    return ModelUpdateInput(
+        **text, has_connector="connector" in body, unserved=tuple(key for key in UNSERVED if key in body)
+    )
+
+
+@dataclass(frozen=True)
+class UndeployInput:
+    """``POST /models/_undeploy``: the models named, or None for every deployed one."""
+
+    model_ids: tuple[str, ...] | None = None
+
+
+def parse_undeploy_input(body: Any) -> UndeployInput:
+    ids = body.get("model_ids") if isinstance(body, dict) else None
+    if ids is None:
+        return UndeployInput()
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise InvalidArgument("[model_ids] must be an array of model ids", parameter="model_ids")
+    return UndeployInput(tuple(ids))

@@ -6,36 +6,21 @@ connector.  The other fields ml-commons updates act on predict (rate limit, guar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from memory_plugin.auth import Principal
-from memory_plugin.errors import ParseFailure, ParsingError, StatusBadRequest, StatusError, StatusNotFound
+from memory_plugin.errors import StatusBadRequest, StatusError, StatusNotFound
 from memory_plugin.ml.config import now_millis
-from memory_plugin.ml.model_groups import permitted
-from memory_plugin.ml.requests import java_text, token_of
-from memory_plugin.ml.views import MODEL_INDEX, WRITES, api_version, write_result
-
-if TYPE_CHECKING:
-    from memory_plugin.ml.service import MLService
-
-#: Fields ml-commons' update reads that this server does not act on: refused, never kept and ignored.
-UNSERVED = ("is_enabled", "rate_limiter", "model_config", "deploy_setting", "guardrails", "interface", "connector")
-_TEXT = ("name", "description", "model_group_id", "connector_id")
+from memory_plugin.ml.model_groups import ModelGroups, permitted
+from memory_plugin.ml.model_requests import ModelUpdateInput
+from memory_plugin.ml.results import WriteResult
+from memory_plugin.ml.stores.base import MLStore
+from memory_plugin.ml.views import MODEL_INDEX, WRITES, api_version
 
 
-async def update_model(service: MLService, owner: Principal, model_id: str, body: Any) -> dict[str, Any]:
-    if body is None:
-        raise ParseFailure("Update model request has empty body")
-    if not isinstance(body, dict):
-        raise ParsingError(
-            f"Failed to parse object: expecting token of type [START_OBJECT] but found [{token_of(body)}]"
-        )
-    text = {key: java_text(body[key], key) for key in _TEXT if key in body}
-    if "connector_id" in text and "connector" in body:
-        raise StatusBadRequest(
-            "Model cannot have both stand-alone connector and internal connector. Please check your update input body."
-        )
-    stored = await service.store.get("model", owner, model_id)
+async def update_model(
+    store: MLStore, groups: ModelGroups, owner: Principal, model_id: str, update: ModelUpdateInput
+) -> WriteResult:
+    """``UpdateModelTransportAction``: the checks that need the model, in its order, then the write."""
+    stored = await store.get("model", owner, model_id)
     if stored is None:
         raise StatusNotFound(f"Failed to find model to update with the provided model id: {model_id}")
     model = stored.source
@@ -43,20 +28,19 @@ async def update_model(service: MLService, owner: Principal, model_id: str, body
         raise StatusError(
             f"Model is deploying. Please wait for the model to complete deployment. model ID {model_id}", 409
         )
-    current_group = await service.store.find("model_group", owner.organization_id, model.get("model_group_id", ""))
+    current_group = await store.find("model_group", owner.organization_id, model.get("model_group_id", ""))
     if current_group is not None and not permitted(current_group, owner):
         raise StatusError(
             f"User doesn't have privilege to perform this operation on this model, model ID {model_id}", 403
         )
-    new_connector = text.get("connector_id") or None
-    if model.get("algorithm") != "REMOTE" and (new_connector is not None or "connector" in body):
+    new_connector = update.connector_id or None
+    if model.get("algorithm") != "REMOTE" and (new_connector is not None or update.has_connector):
         raise StatusBadRequest("Trying to update the connector or connector_id field on a local model.")
-    unserved = [key for key in UNSERVED if key in body]
-    if unserved:
+    if update.unserved:
         raise StatusBadRequest(
-            f"[{unserved[0]}] cannot be updated on this server: update the model's "
+            f"[{update.unserved[0]}] cannot be updated on this server: update the model's "
             "name, description, model_group_id or connector_id",
-            parameter=unserved[0],
+            parameter=update.unserved[0],
         )
     source = dict(model)
     if new_connector is not None:
@@ -64,12 +48,12 @@ async def update_model(service: MLService, owner: Principal, model_id: str, body
             raise StatusBadRequest(
                 "This remote does not have a connector_id field, maybe it uses an internal connector."
             )
-        if await service.store.get("connector", owner, new_connector) is None:
+        if await store.get("connector", owner, new_connector) is None:
             raise StatusNotFound(f"Failed to find connector:{new_connector}")
         source["connector_id"] = new_connector
-    new_group = text.get("model_group_id") or None
+    new_group = update.model_group_id or None
     if new_group is not None and new_group != model.get("model_group_id"):
-        target = await service.groups.find(owner, new_group)
+        target = await groups.find(owner, new_group)
         if target is None:
             raise StatusNotFound(
                 "Failed to find the model group with the provided model group id in the update model input, "
@@ -82,13 +66,14 @@ async def update_model(service: MLService, owner: Principal, model_id: str, body
                 403,
             )
         source["model_group_id"] = new_group
-        source["model_version"] = await service.groups.next_version(target)
-    for key in ("name", "description"):
-        if key in text:
-            source[key] = text[key]
+        source["model_version"] = await groups.next_version(target)
+    if update.name is not None:
+        source["name"] = update.name
+    if update.description is not None:
+        source["description"] = update.description
     source["model_id"] = model_id  # ml-commons' partial update writes its input's model_id into the model
     source["last_updated_time"] = now_millis()
     source[WRITES] = model.get(WRITES, 0) + 1
-    if not await service.store.replace("model", owner, stored, source):
+    if not await store.replace("model", owner, stored, source):
         raise StatusError("the model was changed by another request; read it again", 409)
-    return write_result(MODEL_INDEX, model_id, api_version(stored), "updated", refresh=False)
+    return WriteResult(MODEL_INDEX, model_id, api_version(stored), "updated", refresh=False)

@@ -6,18 +6,36 @@ the routes with an id in their place, so they are never taken for ids.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
 
+from memory_plugin.auth import Principal
+from memory_plugin.dsl import SearchBody, parse_search
+from memory_plugin.dsl.mapping import Fields
 from memory_plugin.errors import InvalidArgument, ParseFailure
 from memory_plugin.http.body import parsed, read_body
 from memory_plugin.http.json import json_response
 from memory_plugin.http.middleware import principal_of
 from memory_plugin.http.params import SEARCH_PARAMS, check_params
+from memory_plugin.ml.connector_requests import parse_connector_input
+from memory_plugin.ml.model_requests import parse_predict_input, parse_register_input, parse_undeploy_input
 from memory_plugin.ml.requests import parse_body
 from memory_plugin.ml.service import MLService
+from memory_plugin.ml.views import (
+    CONNECTOR_FIELDS,
+    MODEL_FIELDS,
+    TASK_FIELDS,
+    connector_created_view,
+    deployed_view,
+    document_view,
+    found_view,
+    model_doc_view,
+    predictions_view,
+    registered_view,
+    undeployed_view,
+    written_view,
+)
 
 ML = web.AppKey("ml", MLService)
 BASE = "/_plugins/_ml"
@@ -47,24 +65,22 @@ async def _required_body(request: web.Request) -> Any:
     return body
 
 
-async def _answer(
-    request: web.Request,
-    call: Callable[..., Awaitable[dict[str, Any]]],
-    ids: Sequence[str] = (),
-    body: Callable[[web.Request], Awaitable[Any]] | None = None,
-    params: Sequence[str] = (),
-    **options: Any,
-) -> web.Response:
-    check_params(request, params)
-    args: list[Any] = [request.match_info[name] for name in ids]
-    if body is not None:
-        args.append(await body(request))
-    return json_response(await call(request.config_dict[ML], principal_of(request), *args, **options))
-
-
-def _search_methods(request: web.Request) -> None:
+async def search_query(request: web.Request, fields: Fields) -> SearchBody:
+    """A ``_search`` request's DSL body (or ``source`` parameter), parsed against the index's mapping."""
     if request.method not in ("GET", "POST"):
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
+    check_params(request, SEARCH_PARAMS)
+    return parse_search(await _search_body(request), fields=fields)
+
+
+def caller_of(request: web.Request) -> tuple[MLService, Principal]:
+    return request.config_dict[ML], principal_of(request)
+
+
+def _ml(request: web.Request, params: tuple[str, ...] = ()) -> tuple[MLService, Principal]:
+    """The service and the caller, once the query string holds no parameter but ``params``."""
+    check_params(request, params)
+    return caller_of(request)
 
 
 # -- connectors ------------------------------------------------------------------------
@@ -72,28 +88,36 @@ def _search_methods(request: web.Request) -> None:
 
 @routes.post(CONNECTORS + "/_create")
 async def create_connector(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.create_connector, body=_body)
+    ml, caller = _ml(request)
+    found = parse_connector_input(await _body(request))
+    return json_response(connector_created_view(await ml.connectors.create(caller, found)))
 
 
 @routes.route("*", CONNECTORS + "/_search")
 async def search_connectors(request: web.Request) -> web.Response:
-    _search_methods(request)
-    return await _answer(request, MLService.search_connectors, body=_search_body, params=SEARCH_PARAMS)
+    query = await search_query(request, CONNECTOR_FIELDS)
+    ml, caller = caller_of(request)
+    return json_response(found_view(await ml.connectors.search(caller, query)))
 
 
 @routes.get(CONNECTORS + "/{connector_id}")
 async def get_connector(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.get_connector, ("connector_id",))
+    ml, caller = _ml(request)
+    return json_response(document_view(await ml.connectors.get(caller, request.match_info["connector_id"])))
 
 
 @routes.put(CONNECTORS + "/{connector_id}")
 async def update_connector(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.update_connector, ("connector_id",), _body)
+    ml, caller = _ml(request)
+    update = parse_connector_input(await _body(request), update=True)
+    written = await ml.connectors.update(caller, request.match_info["connector_id"], update)
+    return json_response(written_view(written))
 
 
 @routes.delete(CONNECTORS + "/{connector_id}")
 async def delete_connector(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.delete_connector, ("connector_id",))
+    ml, caller = _ml(request)
+    return json_response(written_view(await ml.connectors.delete(caller, request.match_info["connector_id"])))
 
 
 # -- models ----------------------------------------------------------------------------
@@ -105,43 +129,54 @@ async def register_model(request: web.Request) -> web.Response:
     deploy = request.query.get("deploy", "false")
     if deploy not in ("true", "false", ""):
         raise InvalidArgument(f"Failed to parse value [{deploy}] as only [true] or [false] are allowed.")
-    return await _answer(request, MLService.register, body=_required_body, params=("deploy",), deploy=deploy != "false")
+    ml, caller = _ml(request, ("deploy",))
+    found = parse_register_input(await _required_body(request), deploy=deploy != "false")
+    return json_response(registered_view(await ml.models.register(caller, found)))
 
 
 @routes.route("*", MODELS + "/_search")
 async def search_models(request: web.Request) -> web.Response:
-    _search_methods(request)
-    return await _answer(request, MLService.search_models, body=_search_body, params=SEARCH_PARAMS)
+    query = await search_query(request, MODEL_FIELDS)
+    ml, caller = caller_of(request)
+    return json_response(found_view(await ml.models.search(caller, query)))
 
 
 @routes.post(MODELS + "/_undeploy")
 async def undeploy_models(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.undeploy_many, body=_body)
+    ml, caller = _ml(request)
+    found = parse_undeploy_input(await _body(request))
+    return json_response(undeployed_view(await ml.models.undeploy_many(caller, found)))
 
 
 @routes.get(MODELS + "/{model_id}")
 async def get_model(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.get_model, ("model_id",))
+    ml, caller = _ml(request)
+    return json_response(model_doc_view(await ml.models.get(caller, request.match_info["model_id"])))
 
 
 @routes.delete(MODELS + "/{model_id}")
 async def delete_model(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.delete_model, ("model_id",))
+    ml, caller = _ml(request)
+    return json_response(written_view(await ml.models.delete(caller, request.match_info["model_id"])))
 
 
 @routes.post(MODELS + "/{model_id}/_deploy")
 async def deploy_model(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.deploy, ("model_id",))
+    ml, caller = _ml(request)
+    return json_response(deployed_view(await ml.models.deploy(caller, request.match_info["model_id"])))
 
 
 @routes.post(MODELS + "/{model_id}/_undeploy")
 async def undeploy_model(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.undeploy, ("model_id",))
+    ml, caller = _ml(request)
+    return json_response(undeployed_view(await ml.models.undeploy(caller, request.match_info["model_id"])))
 
 
 @routes.post(MODELS + "/{model_id}/_predict")
 async def predict(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.predict, ("model_id",), _required_body)
+    ml, caller = _ml(request)
+    found = parse_predict_input(await _required_body(request))
+    return json_response(predictions_view(await ml.predictions.predict(caller, request.match_info["model_id"], found)))
 
 
 @routes.post(BASE + "/_predict/{algorithm}/{model_id}")
@@ -151,20 +186,26 @@ async def predict_by_algorithm(request: web.Request) -> web.Response:
         raise InvalidArgument(
             f"predict by algorithm is served for text_embedding here, not [{algorithm}]", parameter="algorithm"
         )
-    return await _answer(request, MLService.predict, ("model_id",), _required_body, text_embedding=True)
+    ml, caller = _ml(request)
+    found = parse_predict_input(await _required_body(request))
+    predicted = await ml.predictions.predict(caller, request.match_info["model_id"], found, text_embedding=True)
+    return json_response(predictions_view(predicted))
 
 
 @routes.route("*", BASE + "/tasks/_search")
 async def search_tasks(request: web.Request) -> web.Response:
-    _search_methods(request)
-    return await _answer(request, MLService.search_tasks, body=_search_body, params=SEARCH_PARAMS)
+    query = await search_query(request, TASK_FIELDS)
+    ml, caller = caller_of(request)
+    return json_response(found_view(await ml.tasks.search(caller, query)))
 
 
 @routes.get(BASE + "/tasks/{task_id}")
 async def get_task(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.get_task, ("task_id",))
+    ml, caller = _ml(request)
+    return json_response(document_view(await ml.tasks.get(caller, request.match_info["task_id"])))
 
 
 @routes.delete(BASE + "/tasks/{task_id}")
 async def delete_task(request: web.Request) -> web.Response:
-    return await _answer(request, MLService.delete_task, ("task_id",))
+    ml, caller = _ml(request)
+    return json_response(written_view(await ml.tasks.delete(caller, request.match_info["task_id"])))

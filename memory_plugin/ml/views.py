@@ -4,9 +4,28 @@ the index names and mappings its searches see, and the answers of its writes."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
+from memory_plugin.dsl import search_response
 from memory_plugin.dsl.mapping import DATE, FLAT_OBJECT, KEYWORD, LONG, TEXT, Fields
+from memory_plugin.ml.results import (
+    ConnectorCreated,
+    ConnectorDoc,
+    Found,
+    GroupCreated,
+    GroupDoc,
+    GroupUpdated,
+    Inference,
+    ModelDeployed,
+    ModelDoc,
+    ModelRegistered,
+    Predictions,
+    TaskDoc,
+    Tensor,
+    Undeployed,
+    WriteResult,
+)
 from memory_plugin.ml.stores.base import Stored
 
 CONNECTOR_INDEX = ".plugins-ml-connector"
@@ -15,52 +34,9 @@ MODEL_GROUP_INDEX = ".plugins-ml-model-group"
 TASK_INDEX = ".plugins-ml-task"
 #: Writes a document has had since its create, kept in it: what its ``_version`` counts.
 WRITES = "_writes"
-CONNECTOR_ORDER = (
-    "name",
-    "version",
-    "description",
-    "protocol",
-    "parameters",
-    "actions",
-    "created_time",
-    "last_updated_time",
-    "client_config",
-)
-MODEL_ORDER = (
-    "name",
-    "model_group_id",
-    "algorithm",
-    "model_version",
-    "model_format",
-    "description",
-    "model_state",
-    "model_config",
-    "rate_limiter",
-    "created_time",
-    "last_updated_time",
-    "last_deployed_time",
-    "last_undeployed_time",
-    "model_id",
-    "auto_redeploy_retry_times",
-    "planning_worker_node_count",
-    "current_worker_node_count",
-    "planning_worker_nodes",
-    "deploy_to_all_nodes",
-    "is_hidden",
-    "connector_id",
-    "connector",
-    "guardrails",
-)
-TASK_ORDER = (
-    "model_id",
-    "task_type",
-    "function_name",
-    "state",
-    "worker_node",
-    "create_time",
-    "last_update_time",
-    "is_async",
-)
+CONNECTOR_ORDER = tuple(f.name for f in fields(ConnectorDoc))
+MODEL_ORDER = tuple(f.name for f in fields(ModelDoc))
+TASK_ORDER = tuple(f.name for f in fields(TaskDoc))
 
 
 #: ml-commons' index mappings (``index-mappings/ml_connector.json``, ``ml_model.json``), as far as our documents
@@ -151,6 +127,7 @@ def api_version(stored: Stored) -> int:
 
 
 def write_result(index: str, doc_id: str, version: int, result: str, refresh: bool) -> dict[str, Any]:
+    """A write's answer; ``version`` is the document's before the write."""
     body: dict[str, Any] = {"_index": index, "_id": doc_id, "_version": version + 1, "result": result}
     if refresh:
         body["forced_refresh"] = True
@@ -158,3 +135,86 @@ def write_result(index: str, doc_id: str, version: int, result: str, refresh: bo
     body["_seq_no"] = version
     body["_primary_term"] = 1
     return body
+
+
+def written_view(written: WriteResult) -> dict[str, Any]:
+    return write_result(written.index, written.doc_id, written.version, written.result, written.refresh)
+
+
+def found_view(found: Found) -> dict[str, Any]:
+    return search_response(found.results, found.took, index=found.index)
+
+
+def document_view(doc: ConnectorDoc | ModelDoc | TaskDoc | GroupDoc) -> dict[str, Any]:
+    """A document's fields that have a value, in its order; a model's own connector as a connector shows."""
+    view: dict[str, Any] = {}
+    for f in fields(doc):
+        value = getattr(doc, f.name)
+        if value is not None:
+            view[f.name] = document_view(value) if isinstance(value, ConnectorDoc) else value
+    return view
+
+
+def model_doc_view(doc: ModelDoc) -> dict[str, Any]:
+    """A model as ``GET`` shows it: ml-commons' ``MLModel.toXContent`` leaves out an empty node list."""
+    view = document_view(doc)
+    if view.get("planning_worker_nodes") == []:
+        del view["planning_worker_nodes"]
+    return view
+
+
+def group_doc_view(doc: GroupDoc) -> dict[str, Any]:
+    """``MLModelGroup.toXContent``: no empty ``backend_roles``."""
+    view = document_view(doc)
+    if not view.get("backend_roles"):
+        view.pop("backend_roles", None)
+    return view
+
+
+def connector_created_view(created: ConnectorCreated) -> dict[str, Any]:
+    return {"connector_id": created.connector_id}
+
+
+def registered_view(registered: ModelRegistered) -> dict[str, Any]:
+    return {"task_id": registered.task_id, "status": "CREATED", "model_id": registered.model_id}
+
+
+def deployed_view(deployed: ModelDeployed) -> dict[str, Any]:
+    return {"task_id": deployed.task_id, "task_type": "DEPLOY_MODEL", "status": "COMPLETED"}
+
+
+def undeployed_view(undeployed: Undeployed) -> dict[str, Any]:
+    """Per node, each model's outcome; nothing at all when the call named no model."""
+    return {undeployed.node_id: {"stats": dict(undeployed.stats)}} if undeployed.stats else {}
+
+
+def group_created_view(created: GroupCreated) -> dict[str, Any]:
+    return {"model_group_id": created.model_group_id, "status": "CREATED"}
+
+
+def group_updated_view(updated: GroupUpdated) -> dict[str, Any]:
+    return {"status": "Updated"}
+
+
+def tensor_view(tensor: Tensor) -> dict[str, Any]:
+    view: dict[str, Any] = {"name": tensor.name}
+    if tensor.data_type is not None:
+        view["data_type"] = tensor.data_type
+    if tensor.shape is not None:
+        view["shape"] = list(tensor.shape)
+    if tensor.data is not None:
+        view["data"] = list(tensor.data)
+    if tensor.data_as_map is not None:
+        view["dataAsMap"] = tensor.data_as_map
+    return view
+
+
+def inference_view(inference: Inference) -> dict[str, Any]:
+    view: dict[str, Any] = {"output": [tensor_view(t) for t in inference.output]}
+    if inference.status_code is not None:
+        view["status_code"] = inference.status_code
+    return view
+
+
+def predictions_view(predictions: Predictions) -> dict[str, Any]:
+    return {"inference_results": [inference_view(r) for r in predictions.results]}

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from memory_plugin.auth import Principal
 from memory_plugin.errors import StatusError
+from memory_plugin.ml.model_requests import parse_predict_input
 from memory_plugin.ml.routes import ML as ML_SERVICE
 from memory_plugin.ml.service import MLService
 from tests.http.test_ml import call, ml_client
@@ -235,9 +236,9 @@ async def test_a_models_rate_limit_is_kept_in_the_store_that_every_process_share
     await second.open()
     try:
         owner = Principal(alice.organization_id, alice.user_id)
-        await second.predict(owner, model, CHAT)
+        await second.predictions.predict(owner, model, parse_predict_input(CHAT))
         with pytest.raises(StatusError) as refused:
-            await second.predict(owner, model, CHAT)
+            await second.predictions.predict(owner, model, parse_predict_input(CHAT))
         assert refused.value.status == 429 and str(refused.value) == "Request is throttled at model level."
     finally:
         await second.close()

@@ -128,10 +128,12 @@ FROM (SELECT value AS wanted FROM json_each(?)) w
 """
 
 
-def adjacent(connection: sqlite3.Connection, organization_id: str, found: Sequence[tuple[str, int]]) -> list[list[int]]:
-    """For each ``(record_id, chunk_index)``, the chunk ids just before and after it: its own record's, else the
-    last chunk of the record before it and the first chunk of the record after it in its user's timeline.
-    Three statements for them all (a hybrid search asks about fifty)."""
+def adjacent(
+    connection: sqlite3.Connection, organization_id: str, found: Sequence[tuple[str, int]], *, by_chunk: bool = False
+) -> list[list[int]]:
+    """For each ``(record_id, chunk_index)`` (``(record_id, chunk id)`` if ``by_chunk``), the chunk ids just before
+    and after it: its own record's, else the last chunk of the record before it and the first chunk of the record
+    after it in its user's timeline. Three statements for them all (a hybrid search asks about fifty)."""
     record_ids = sorted({record_id for record_id, _ in found})
     cursor = connection.cursor()
     cursor.row_factory = None
@@ -144,12 +146,16 @@ def adjacent(connection: sqlite3.Connection, organization_id: str, found: Sequen
     ):
         chunks.setdefault(rid, {})[index] = chunk
     out: list[list[int]] = []
-    for record_id, chunk_index in found:
+    for record_id, place in found:
         if record_id not in around:
             out.append([])
             continue
         rid, prev, next_ = around[record_id]
         own = chunks.get(rid, {})
+        chunk_index = next((index for index, chunk in own.items() if chunk == place), None) if by_chunk else place
+        if chunk_index is None:  # deleted meanwhile
+            out.append([])
+            continue
         near = []
         for step, other, pick in ((-1, prev, max), (1, next_, min)):
             chunk = own.get(chunk_index + step)

@@ -4,8 +4,8 @@ Segments (``SEGMENT`` consecutive ordinals) are scored best bound first in growi
 bound is below the k-th score so far is never read, and within a batch a term whose bound there (with every
 weaker term's) is below it is only looked up at the docs a stronger term holds.  Work is proportional to
 the postings of the segments read: a batch takes its terms' postings as slices of each chosen segment
-(a term's ordinals ascend, so its segments are contiguous runs) and scores the docs they name, never a
-pass over every posting of a common word or over every ordinal of the shard.
+(a term's ordinals ascend, so its segments are contiguous runs) and scores the docs they name into a
+row of the shard's size, never a pass over every posting of a common word in every batch.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ SEGMENT = 1024
 #: A margin far above rounding (bounds sum in another order than scores) and far below 1e-6.
 _SLACK, _FLOOR = 1e-9, 1e-12
 _NONE = np.zeros(0, dtype=np.int64)
+#: Segments scored in the first batch, and each batch's growth: every batch costs a few numpy calls per term.
+FIRST_BATCH, GROWTH = 2, 2
 
 
 @dataclass(frozen=True)
@@ -82,13 +84,15 @@ class TopK:
             self.starts.append(np.searchsorted(found.frozen.ords, edges))
         self.bounds = bounds
         self.segment_bound = bounds.sum(axis=0)
+        #: Per ordinal: its score so far, and whether a term scored in full holds it.
+        self.scores, self.held = np.zeros(len(doclen)), np.zeros(len(doclen), dtype=bool)
 
     def run(self, k: int, ok: Callable[[np.ndarray], np.ndarray], seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The ordinals of the top ``k`` docs ``ok`` (of ordinals) allows and their scores, best first, ties by
         seq."""
         order = np.argsort(-self.segment_bound, kind="stable")
         done = np.zeros(len(order), dtype=bool)
-        threshold, batch = -math.inf, 2
+        threshold, batch = -math.inf, FIRST_BATCH
         kept_ords: list[np.ndarray] = []
         kept_scores: list[np.ndarray] = []
         best = np.zeros(0)
@@ -98,7 +102,7 @@ class TopK:
                 break
             chosen = open_[:batch]
             done[chosen] = True
-            batch *= 2
+            batch *= GROWTH
             ords, scores = self._score(chosen, threshold)
             keep = (scores > 0.0) & ok(ords)
             kept_ords.append(ords[keep])
@@ -130,22 +134,25 @@ class TopK:
                 if with_tail and len(found.tail_ords):
                     ords, tfs = np.concatenate([ords, found.tail_ords]), np.concatenate([tfs, found.tail_tfs])
                 gathered[i] = ords, tfs
-        docs = np.sort(np.concatenate([ords for ords, _ in gathered.values()])) if gathered else _NONE
-        if not len(docs):
-            return docs, np.zeros(0)
-        docs = docs[np.append(True, docs[1:] != docs[:-1])]  # distinct: sorting is all np.unique would do
-        scores = np.zeros(len(docs))
+        if not gathered:
+            return _NONE, np.zeros(0)
+        # the docs held: marked in a scratch row, read back over the chosen segments' ordinals (no sort)
+        for ords, _ in gathered.values():
+            self.held[ords] = True
+        lows = chosen * SEGMENT
+        span = _runs(lows, np.minimum(lows + SEGMENT, len(self.doclen)))
+        docs = span[self.held[span]]
+        scores = self.scores  # each doc is in one segment, so it is summed in one batch, from 0
         for i, found in enumerate(self.terms):
             ords, tfs = gathered[i] if i in gathered else _at(found, docs)
             self.scored += len(ords)
             norm = K1 * (1.0 - B + B * self.doclen[ords] / self.avgdl)
-            scores[np.searchsorted(docs, ords)] += self.weights[i] * ((tfs * (K1 + 1.0)) / (tfs + norm))
-        return docs, scores
+            scores[ords] += self.weights[i] * ((tfs * (K1 + 1.0)) / (tfs + norm))
+        return docs, scores[docs]
 
 
 def _at(found: Postings, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The term's postings among ``docs`` (sorted ordinals): a binary search each, in the frozen list and the
-    tail."""
+    """The term's postings among ``docs`` (ordinals): a binary search each, in the frozen list and the tail."""
     ords, tfs = [], []
     for held, freq in ((found.frozen.ords, found.frozen.tfs), (found.tail_ords, found.tail_tfs)):
         if not len(held):

@@ -31,6 +31,8 @@ revision ``REV`` and with this tree, each in its own process
 (``_search_worker.py``), one search each in turns (the order alternating per
 query), so that the two see the same data and the same machine load; their
 cells add the CPU time per search (the process's, helper threads included).
+The modes are searched so too, and each side's cells say how many of its
+searches returned the baseline's hits with the baseline's scores.
 ``--store DIR`` keeps the loaded store and its vectors in ``DIR/<size>`` and
 reuses them on the next run (loading a million chunks takes a quarter hour).
 """
@@ -389,6 +391,8 @@ def vector_pool(args: argparse.Namespace, seed: np.ndarray | None, size: int) ->
 def compare_revisions(store: Path, vectors: np.ndarray, queries: np.ndarray, revision: str) -> dict[str, Any]:
     """The same store searched by the code of ``revision`` and by this tree, one search each in turns."""
     cases = {case: params for case, (params, _) in CASES.items()}
+    modes = [(case, mode) for case in MODE_CASES for mode in MODES]
+    texts = zipf_words(len(queries), QUERY_WORDS, seed=8)
     numbers = np.arange(len(vectors))
     truth = {
         case: exact_top(vectors, queries, np.flatnonzero(mask_of(numbers)), 10) for case, (_, mask_of) in CASES.items()
@@ -441,9 +445,12 @@ def compare_revisions(store: Path, vectors: np.ndarray, queries: np.ndarray, rev
             }
             load_before, order = os.getloadavg()[0], list(workers)
             for number in tqdm(range(len(queries)), desc="old and new in turns", mininterval=2.0):
-                for case in cases:
+                for case, request in [
+                    *((case, {"case": case}) for case in cases),
+                    *((f"{mode} {case}", {"case": case, "mode": mode, "text": texts[number]}) for case, mode in modes),
+                ]:
                     for name in order if number % 2 == 0 else order[::-1]:
-                        samples[name][case].append(ask(name, {"case": case, "query": number}))
+                        samples[name].setdefault(case, []).append(ask(name, {**request, "query": number}))
             totals = {name: ask(name, None) for name in workers}
             for worker in workers.values():
                 worker.wait(timeout=600)
@@ -453,20 +460,28 @@ def compare_revisions(store: Path, vectors: np.ndarray, queries: np.ndarray, rev
                     worker.kill()
     load_after = os.getloadavg()[0]
     result: dict[str, Any] = {}
+    baseline = samples[f"embedded@{revision}"]
     for name, by_case in samples.items():
-        cells: dict[str, Any] = {}
+        cells: dict[str, Any] = {"modes": {case: {} for case in MODE_CASES}}
         for case, answers in by_case.items():
             ms = np.asarray([answer["ms"] for answer in answers])
             cpu = np.asarray([answer["cpu_ms"] for answer in answers])
-            found = [set(answer["ids"]) for answer in answers]
-            recalls = [len(t & f) / min(10, len(t)) for t, f in zip(truth[case], found) if t]
-            cells[case] = {
+            cell: dict[str, Any] = {
                 "p50_ms": round(float(np.percentile(ms, 50)), 3),
                 "p99_ms": round(float(np.percentile(ms, 99)), 3),
                 "cpu_p50_ms": round(float(np.percentile(cpu, 50)), 3),
                 "cpu_p99_ms": round(float(np.percentile(cpu, 99)), 3),
-                "recall_at_10": round(float(np.mean(recalls)), 4),
             }
+            if case in cases:
+                found = [set(answer["ids"]) for answer in answers]
+                recalls = [len(t & f) / min(10, len(t)) for t, f in zip(truth[case], found) if t]
+                cells[case] = {**cell, "recall_at_10": round(float(np.mean(recalls)), 4)}
+                continue
+            mode, of_case = case.split(" ", 1)
+            same = [(a["ids"], a["scores"]) == (b["ids"], b["scores"]) for a, b in zip(answers, baseline[case])]
+            cells["modes"][of_case][mode] = {**cell, "same_hits_and_scores_as_baseline": round(float(np.mean(same)), 4)}
+        for by_mode in cells["modes"].values():
+            by_mode["hybrid_over_semantic_p50"] = round(by_mode["hybrid"]["p50_ms"] / by_mode["semantic"]["p50_ms"], 2)
         cells["cpu_ms_per_search_incl_idle_spin"] = round(totals[name]["cpu_total_ms"] / totals[name]["searches"], 3)
         cells["load_average"] = [round(load_before, 2), round(load_after, 2)]
         result[name] = cells
@@ -530,6 +545,10 @@ def print_table(size: int, row: dict[str, Any]) -> None:
             shown = "   ".join(f"{mode} {cells[mode]['p50_ms']:.2f} / {cells[mode]['p99_ms']:.2f}" for mode in MODES)
             ratio = cells["hybrid_over_semantic_p50"]
             verdict = "ok" if ratio <= 2 else "MISSED"
+            if "same_hits_and_scores_as_baseline" in cells["semantic"]:
+                cpu = "   ".join(f"{mode} {cells[mode]['cpu_p50_ms']:.2f}" for mode in MODES)
+                same = ", ".join(f"{mode} {cells[mode]['same_hits_and_scores_as_baseline']:.0%}" for mode in MODES)
+                shown += f"   CPU p50 ms: {cpu}   hits and scores as the baseline's: {same}"
             print(
                 f"{'':>9} {name} {case}, p50/p99 ms by mode: {shown}   hybrid/semantic p50 {ratio}x (<= 2x: {verdict})"
             )

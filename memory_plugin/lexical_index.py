@@ -76,6 +76,9 @@ class Segment:
         return Segment(low, distinct, bounds, ords, tfs, terms, max_tf.astype(np.float64), min_dl.astype(np.float64))
 
 
+#: A filter passing at most this many docs has them scored directly (a binary search per term and doc), not
+#: the segments: at 100,000 docs a 1% filter's top 100 read most of the segments before k docs passed.
+FEW_ALLOWED = 4 * SEGMENT
 #: Postings a shard keeps gathered by term for searches before it starts afresh.
 GATHERED = 8_000_000
 
@@ -340,10 +343,20 @@ class LexicalIndex:
         lists = [_postings(found, tail) for found in shard.term_lists(list(weights), segments)]
         search = TopK(lists, list(weights.values()), shard.doclen[:n], tokens / rows, len(segments))
 
+        if allowed is not None and len(allowed) <= FEW_ALLOWED:  # the docs a filter passes, each looked up
+            places = (self.where.get(seq, (None, None)) for seq in allowed.tolist())
+            held = np.asarray(sorted(at for c, at in places if c == container_id and isinstance(at, int)), np.int64)
+            held = held[held < n]
+            top, scores = search.among(held[live[held] & (owners[held] == owner_id)], k, seqs)
+            self.scored = search.scored
+            return list(zip(seqs[top].tolist(), scores.tolist()))
+        # a table lookup once: 0.3 ms at 100k docs, where one per batch sorted both sides each time
+        passes = None if allowed is None else np.isin(seqs[:n], allowed, kind="table")
+
         def ok(ords: np.ndarray) -> np.ndarray:
             passing: np.ndarray = live[ords] & (owners[ords] == owner_id)
-            if allowed is not None:
-                passing &= np.isin(seqs[ords], allowed)
+            if passes is not None:
+                passing &= passes[ords]
             return passing
 
         top, scores = search.run(k, ok, seqs)

@@ -14,8 +14,8 @@ Each container's docs get ordinals in the order they arrive; postings are frozen
 ``SEGMENT`` consecutive ordinals, each term's with its largest frequency and shortest doc there.  A search
 bounds every segment's best score from those two numbers (valid whatever the average length is now), scores
 segments best bound first, and stops once no segment left can reach the k-th score: block-max MaxScore at
-segment granularity, each segment scored with numpy.  Deleted or replaced docs stay as dead ordinals until
-their container is compacted.
+segment granularity, each segment scored with numpy (``lexical_search``); a filter passing few docs has them
+scored directly.  Deleted or replaced docs stay as dead ordinals until their container is compacted.
 
 Changed on one thread at a time (``apply``), after the write committed; searched from a snapshot: arrays are
 replaced, never shrunk, and rows below a snapshot's ``n`` never change.  A search gathers term lists in its
@@ -24,7 +24,6 @@ shard (``Shard.term_lists``): searches of one index run one at a time.
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -33,10 +32,10 @@ from typing import Literal
 
 import numpy as np
 
-from memory_plugin.lexical_search import K1, SEGMENT, Postings, TermList, TopK
+from memory_plugin.lexical_search import SEGMENT, Postings, TermList, TopK, fts5_weight, lucene_weight
 from memory_plugin.sorted_ids import runs
 
-__all__ = ["K1", "SEGMENT", "Change", "LexicalIndex", "Segment", "Shard", "TermList", "bulk", "Fts5Tokenizer"]
+__all__ = ["SEGMENT", "Change", "LexicalIndex", "Segment", "Shard", "TermList", "bulk", "Fts5Tokenizer"]
 
 
 @dataclass
@@ -213,18 +212,6 @@ class Shard:
             max_tf if old is None else np.concatenate([old.max_tf, max_tf]),
             min_dl if old is None else np.concatenate([old.min_dl, min_dl]),
         )
-
-
-def fts5_weight(rows: int, n: int) -> float:
-    """FTS5's idf: negative for a word in more than half of the rows, where it is floored at 1e-6."""
-    idf = math.log((rows - n + 0.5) / (n + 0.5))
-    return idf if idf > 0.0 else 1e-6
-
-
-def lucene_weight(rows: int, n: int) -> float:
-    """Lucene's idf, over (k1 + 1): the saturation here is FTS5's ``tf (k1 + 1) / (tf + norm)``, Lucene's has
-    no (k1 + 1).  A word said in every other turn still counts."""
-    return math.log1p((rows - n + 0.5) / (n + 0.5)) / (K1 + 1.0)
 
 
 class LexicalIndex:

@@ -50,6 +50,18 @@ class Postings:
     tail_min_dl: float = 1.0
 
 
+def fts5_weight(rows: int, n: int) -> float:
+    """FTS5's idf: negative for a word in more than half of the rows, where it is floored at 1e-6."""
+    idf = math.log((rows - n + 0.5) / (n + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+def lucene_weight(rows: int, n: int) -> float:
+    """Lucene's idf, over (k1 + 1): the saturation here is FTS5's ``tf (k1 + 1) / (tf + norm)``, Lucene's has
+    no (k1 + 1).  A word said in every other turn still counts."""
+    return math.log1p((rows - n + 0.5) / (n + 0.5)) / (K1 + 1.0)
+
+
 def saturation(tf: np.ndarray, dl: np.ndarray, avgdl: float) -> np.ndarray:
     """BM25's term-frequency part: rises with tf, falls with the doc's length (0 where tf is 0)."""
     return (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * dl / avgdl))

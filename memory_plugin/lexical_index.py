@@ -14,8 +14,8 @@ Each container's docs get ordinals in the order they arrive; postings are frozen
 ``SEGMENT`` consecutive ordinals, each term's with its largest frequency and shortest doc there.  A search
 bounds every segment's best score from those two numbers (valid whatever the average length is now), scores
 segments best bound first, and stops once no segment left can reach the k-th score: block-max MaxScore at
-segment granularity, each segment scored with numpy.  Deleted or replaced docs stay as dead ordinals until
-their container is compacted.
+segment granularity, each segment scored with numpy (``lexical_search``); a filter passing few docs has them
+scored directly.  Deleted or replaced docs stay as dead ordinals until their container is compacted.
 
 Changed on one thread at a time (``apply``), after the write committed; searched from a snapshot: arrays are
 replaced, never shrunk, and rows below a snapshot's ``n`` never change.  A search gathers term lists in its
@@ -24,7 +24,6 @@ shard (``Shard.term_lists``): searches of one index run one at a time.
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -33,11 +32,10 @@ from typing import Literal
 
 import numpy as np
 
+from memory_plugin.lexical_search import SEGMENT, Postings, TermList, TopK, fts5_weight, lucene_weight
 from memory_plugin.sorted_ids import runs
 
-K1, B = 1.2, 0.75
-#: Docs per frozen segment: the unit that is bounded, skipped or scored.
-SEGMENT = 1024
+__all__ = ["SEGMENT", "Change", "LexicalIndex", "Segment", "Shard", "TermList", "bulk", "Fts5Tokenizer"]
 
 
 @dataclass
@@ -77,18 +75,9 @@ class Segment:
         return Segment(low, distinct, bounds, ords, tfs, terms, max_tf.astype(np.float64), min_dl.astype(np.float64))
 
 
-@dataclass(frozen=True)
-class TermList:
-    """One term's postings over a shard's first ``len(max_tf)`` segments, and per segment its largest
-    frequency and shortest doc (0 and 1 where it has none)."""
-
-    term: int
-    ords: np.ndarray
-    tfs: np.ndarray
-    max_tf: np.ndarray
-    min_dl: np.ndarray
-
-
+#: A filter passing at most this many docs has them scored directly (a binary search per term and doc), not
+#: the segments: at 100,000 docs a 1% filter's top 100 read most of the segments before k docs passed.
+FEW_ALLOWED = 4 * SEGMENT
 #: Postings a shard keeps gathered by term for searches before it starts afresh.
 GATHERED = 8_000_000
 
@@ -225,18 +214,6 @@ class Shard:
         )
 
 
-def fts5_weight(rows: int, n: int) -> float:
-    """FTS5's idf: negative for a word in more than half of the rows, where it is floored at 1e-6."""
-    idf = math.log((rows - n + 0.5) / (n + 0.5))
-    return idf if idf > 0.0 else 1e-6
-
-
-def lucene_weight(rows: int, n: int) -> float:
-    """Lucene's idf, over (k1 + 1): the saturation here is FTS5's ``tf (k1 + 1) / (tf + norm)``, Lucene's has
-    no (k1 + 1).  A word said in every other turn still counts."""
-    return math.log1p((rows - n + 0.5) / (n + 0.5)) / (K1 + 1.0)
-
-
 class LexicalIndex:
     """Global FTS5 statistics and each container's shard."""
 
@@ -349,94 +326,44 @@ class LexicalIndex:
         if not weights:
             return []
         segments, tail, n = shard.view()
-        live, doclen, owners, seqs = shard.live[:n].copy(), shard.doclen, shard.owner_of, shard.seq_of
-        lists = [_with_tail(found, tail) for found in shard.term_lists(list(weights), segments)]
-        search = _Search(lists, list(weights.values()), doclen[:n], tokens / rows, len(segments) + (tail is not None))
-        ok = live & (owners[:n] == owner_id)
-        if allowed is not None:
-            ok &= np.isin(seqs[:n], allowed)  # a table lookup: 0.3 ms at 100k docs, a binary search each 1.7
-        top = search.run(k, ok, seqs)
+        live, owners, seqs = shard.live, shard.owner_of, shard.seq_of
+        lists = [_postings(found, tail) for found in shard.term_lists(list(weights), segments)]
+        search = TopK(lists, list(weights.values()), shard.doclen[:n], tokens / rows, len(segments))
+
+        if allowed is not None and len(allowed) <= FEW_ALLOWED:  # the docs a filter passes, each looked up
+            places = (self.where.get(seq, (None, None)) for seq in allowed.tolist())
+            held = np.asarray(sorted(at for c, at in places if c == container_id and isinstance(at, int)), np.int64)
+            held = held[held < n]
+            top, scores = search.among(held[live[held] & (owners[held] == owner_id)], k, seqs)
+            self.scored = search.scored
+            return list(zip(seqs[top].tolist(), scores.tolist()))
+        # a table lookup once: 0.3 ms at 100k docs, where one per batch sorted both sides each time
+        passes = None if allowed is None else np.isin(seqs[:n], allowed, kind="table")
+
+        def ok(ords: np.ndarray) -> np.ndarray:
+            passing: np.ndarray = live[ords] & (owners[ords] == owner_id)
+            if passes is not None:
+                passing &= passes[ords]
+            return passing
+
+        top, scores = search.run(k, ok, seqs)
         self.scored = search.scored
-        return [(int(seqs[o]), float(search.scores[o])) for o in top]
+        return list(zip(seqs[top].tolist(), scores.tolist()))
 
 
-def _with_tail(found: TermList, tail: Segment | None) -> TermList:
-    """A term's list with the not yet frozen docs as one more segment."""
-    if tail is None:
-        return found
-    at = int(np.searchsorted(tail.terms, found.term))
-    if at < len(tail.terms) and tail.terms[at] == found.term:
-        start, end = tail.starts[at], tail.starts[at + 1]
-        return TermList(
-            found.term,
-            np.concatenate([found.ords, tail.ords[start:end]]),
-            np.concatenate([found.tfs, tail.tfs[start:end]]),
-            np.append(found.max_tf, tail.max_tf[at]),
-            np.append(found.min_dl, tail.min_dl[at]),
-        )
-    return TermList(found.term, found.ords, found.tfs, np.append(found.max_tf, 0.0), np.append(found.min_dl, 1.0))
+_NO_ORDS, _NO_TFS = np.zeros(0, dtype=np.int64), np.zeros(0)
 
 
-class _Search:
-    """Block-max MaxScore, vectorised: segments best bound first in growing batches, each scored exactly; a
-    segment whose bound is below the k-th score so far is never read, and within a batch a term whose bound
-    (with every weaker term's) is below it only scores docs a stronger term found."""
-
-    def __init__(self, lists: list[TermList], weights: list[float], doclen: np.ndarray, avgdl: float, parts: int):
-        self.lists, self.weights, self.doclen, self.avgdl = lists, weights, doclen, avgdl
-        self.scores = np.zeros(len(doclen))
-        self.scored = 0
-        bounds = np.asarray([w * _saturation(found.max_tf, found.min_dl, avgdl) for found, w in zip(lists, weights)])
-        self.segment_bound = bounds.sum(axis=0) if len(bounds) else np.zeros(parts)
-        self.term_bound = bounds.max(axis=1) if parts else np.zeros(len(lists))
-        self.segment_of = [found.ords // SEGMENT for found in lists]
-
-    def run(self, k: int, ok: np.ndarray, seqs: np.ndarray) -> np.ndarray:
-        """The ordinals of the top ``k`` docs ``ok`` allows, best first, ties by seq."""
-        order = np.argsort(-self.segment_bound, kind="stable")
-        done = np.zeros(len(order), dtype=bool)
-        threshold, batch = -math.inf, 2
-        while True:
-            # a margin far above rounding (the bound sums in another order) and far below 1e-6
-            open_ = order[~done[order] & (self.segment_bound[order] * (1 + 1e-9) + 1e-12 >= threshold)]
-            if not len(open_):
-                break
-            chosen = np.zeros(len(order), dtype=bool)
-            chosen[open_[:batch]] = True
-            done |= chosen
-            self._score(chosen, threshold)
-            found = np.flatnonzero((self.scores > 0.0) & ok)
-            if len(found) >= k:
-                threshold = float(np.partition(self.scores[found], len(found) - k)[len(found) - k])
-            batch *= 2
-        found = np.flatnonzero((self.scores > 0.0) & ok)
-        return found[np.lexsort((seqs[found], -self.scores[found]))[:k]]
-
-    def _score(self, chosen: np.ndarray, threshold: float) -> None:
-        """Score the chosen segments: every posting of the essential terms, and of the others only those of
-        docs an essential term holds (a doc with none of them cannot reach ``threshold``).  Terms are added in
-        the query's order, FTS5's, for every doc alike: docs equal in exact arithmetic stay equal to the bit,
-        so their ties fall by seq as FTS5's do."""
-        by_bound = np.argsort(self.term_bound, kind="stable")
-        weak = set(by_bound[np.cumsum(self.term_bound[by_bound]) * (1 + 1e-9) + 1e-12 < threshold].tolist())
-        picks = [chosen[of] for of in self.segment_of]
-        if weak:
-            candidates = np.zeros(len(self.scores), dtype=bool)
-            for i, found in enumerate(self.lists):
-                if i not in weak:
-                    candidates[found.ords[picks[i]]] = True
-            for i in weak:
-                picks[i] &= candidates[self.lists[i].ords]
-        for i, found in enumerate(self.lists):
-            ords, tfs = found.ords[picks[i]], found.tfs[picks[i]]
-            self.scored += len(ords)
-            norm = K1 * (1.0 - B + B * self.doclen[ords] / self.avgdl)
-            self.scores[ords] += self.weights[i] * ((tfs * (K1 + 1.0)) / (tfs + norm))
-
-
-def _saturation(tf: np.ndarray, dl: np.ndarray, avgdl: float) -> np.ndarray:
-    """BM25's term-frequency part: rises with tf, falls with the doc's length (0 where tf is 0)."""
-    return (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * dl / avgdl))
+def _postings(found: TermList, tail: Segment | None) -> Postings:
+    """A term's list with its postings among the not yet frozen docs (``tail``, frozen as one more segment)."""
+    if tail is not None:
+        at = int(np.searchsorted(tail.terms, found.term))
+        if at < len(tail.terms) and tail.terms[at] == found.term:
+            start, end = tail.starts[at], tail.starts[at + 1]
+            return Postings(
+                found, tail.ords[start:end], tail.tfs[start:end], float(tail.max_tf[at]), float(tail.min_dl[at])
+            )
+    return Postings(found, _NO_ORDS, _NO_TFS)
 
 
 def bulk(

@@ -78,7 +78,7 @@ def plot_search(result: dict[str, Any], path: Path) -> Path:
     filter) above p50 as a ratio to the exact scan per case, with the issue's 2x target drawn."""
     sizes = list(result["sizes"].items())
     width = 4.8 * len(sizes) + 2.0
-    figure, panels = plt.subplots(2, len(sizes), figsize=(width, 8.4), squeeze=False)
+    figure, panels = plt.subplots(3, len(sizes), figsize=(width, 12.4), squeeze=False)
     colours: dict[str, str] = {}
     lowest = 1.0
     for column, (size, row) in enumerate(sizes):
@@ -121,13 +121,45 @@ def plot_search(result: dict[str, Any], path: Path) -> Path:
         ratio_axes.set_xticks([i + 0.4 - bar / 2 for i in range(len(cases))], cases, rotation=30, ha="right")
         ratio_axes.set(ylabel="p50 / exact scan p50 (log; dashed: 2x)")
         ratio_axes.grid(True, alpha=0.3, axis="y", which="both")
+        _plot_modes(panels[2][column], row, colours)
     handles = [Line2D([], [], color=c, marker="o", linestyle="", label=n) for n, c in colours.items()]
     handles += [Line2D([], [], color="grey", marker=m, linestyle="", label=case) for case, m in CASE_MARKERS.items()]
     figure.legend(handles=handles, fontsize=8, loc="center right")
-    figure.suptitle("Search: recall@10 against p50 latency, and p50 against the exact scan")
+    figure.suptitle("Search: recall@10 by p50, p50 against the exact scan, p50 by mode")
     # the legend's 2 inches on the right; room below for the slanted case names
-    figure.subplots_adjust(left=0.9 / width, right=1 - 2.1 / width, bottom=0.16, top=0.92, hspace=0.3, wspace=0.3)
+    figure.subplots_adjust(left=0.9 / width, right=1 - 2.1 / width, bottom=0.1, top=0.94, hspace=0.55, wspace=0.3)
     return _save(figure, path)
+
+
+def _plot_modes(axes: Axes, row: dict[str, Any], colours: dict[str, str]) -> None:
+    """p50 of the service's ranking by mode and case, a bar per backend, the exact scan's p50 per case dotted."""
+    bars = [
+        (backend, case, mode, cell["p50_ms"])
+        for backend, cells in row.items()
+        if isinstance(cells, dict) and isinstance(cells.get("modes"), dict)
+        for case, by_mode in cells["modes"].items()
+        for mode, cell in by_mode.items()
+        if isinstance(cell, dict)
+    ]
+    groups = list(dict.fromkeys((case, mode) for _, case, mode, _ in bars))
+    backends = list(dict.fromkeys(backend for backend, _, _, _ in bars))
+    width = 0.8 / max(len(backends), 1)
+    for at, backend in enumerate(backends):
+        p50 = {(case, mode): ms for name, case, mode, ms in bars if name == backend}
+        axes.bar(
+            [i + at * width for i in range(len(groups))],
+            [p50.get(group, 0.0) for group in groups],
+            width,
+            color=colours.setdefault(backend, f"C{len(colours)}"),
+        )
+    exact = row.get("exact (numpy)", {})
+    for i, (case, _) in enumerate(groups):
+        if case in exact:
+            axes.hlines(exact[case]["p50_ms"], i - width / 2, i + 0.8 - width / 2, colors="black", linestyles=":")
+    axes.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))], [f"{m} {c}" for c, m in groups], rotation=30)
+    axes.set_yscale("log")
+    axes.set(ylabel="p50 ms by mode (log; dotted: exact scan)")
+    axes.grid(True, alpha=0.3, axis="y", which="both")
 
 
 def plot_memory(result: dict[str, Any], path: Path) -> Path:

@@ -31,6 +31,8 @@ revision ``REV`` and with this tree, each in its own process
 (``_search_worker.py``), one search each in turns (the order alternating per
 query), so that the two see the same data and the same machine load; their
 cells add the CPU time per search (the process's, helper threads included).
+The modes are searched so too, and each side's cells say how many of its
+searches returned the baseline's hits with the baseline's scores.
 ``--store DIR`` keeps the loaded store and its vectors in ``DIR/<size>`` and
 reuses them on the next run (loading a million chunks takes a quarter hour).
 """
@@ -40,10 +42,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,9 +60,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _plots import plot_search, write_report  # noqa: E402
+from _search_baseline import compare_revisions  # noqa: E402
+from _search_report import EXACT, MODES, print_table  # noqa: E402
 from _vectors import from_seed, mean_pairwise_cosine, synthetic  # noqa: E402
 
-from memory_plugin.app import GIL_SWITCH_INTERVAL, serving_loop  # noqa: E402
+from memory_plugin.app import serving_loop  # noqa: E402
 from memory_plugin.histories.service import SearchQuery, rank_in_region  # noqa: E402
 from memory_plugin.histories.stores.base import HistoryStore  # noqa: E402
 from memory_plugin.histories.stores.filters import Filter, parse_filters  # noqa: E402
@@ -108,13 +110,9 @@ LAYOUT = "tier,rank,zipf-words"
 VOCABULARY, ZIPF, CHUNK_WORDS, QUERY_WORDS = 20_000, 1.1, 12, 6
 #: The cases searched in each ``mode`` too.
 MODE_CASES = ("unfiltered", "filter 1%")
-MODES = ("semantic", "keyword", "hybrid")
 
-#: The row key of the brute-force reference, and how many queries it times.
-EXACT = "exact (numpy)"
+#: How many queries the brute-force reference (``EXACT``) times.
 EXACT_QUERIES = 50
-ROOT = Path(__file__).resolve().parent.parent
-WORKER = Path(__file__).resolve().parent / "_search_worker.py"
 
 StoreFactory = Callable[[Path], AsyncIterator[HistoryStore]]
 
@@ -355,14 +353,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     seconds, keys = await reopen_seconds(folder)
                     backend["reopen_s"], backend["reopen_metadata_keys"] = round(seconds, 2), keys
                     if args.baseline:
-                        row.update(compare_revisions(folder / "embedded", vectors, queries, args.baseline))
+                        row.update(baseline(folder / "embedded", vectors, queries, args.baseline))
             row[name] = backend
         row[EXACT] = exact or {
             case: exact_latency(vectors, queries, mask_of(numbers), 10) for case, (_, mask_of) in CASES.items()
         }
         row["load_average_after"] = os.getloadavg()[0]
         results["sizes"][str(size)] = row
-        print_table(size, row)
+        print_table(size, row, list(CASES))
     return results
 
 
@@ -386,91 +384,15 @@ def vector_pool(args: argparse.Namespace, seed: np.ndarray | None, size: int) ->
     return pool
 
 
-def compare_revisions(store: Path, vectors: np.ndarray, queries: np.ndarray, revision: str) -> dict[str, Any]:
-    """The same store searched by the code of ``revision`` and by this tree, one search each in turns."""
-    cases = {case: params for case, (params, _) in CASES.items()}
+def baseline(store: Path, vectors: np.ndarray, queries: np.ndarray, revision: str) -> dict[str, Any]:
+    """``compare_revisions`` over this run's cases, truth and modes."""
     numbers = np.arange(len(vectors))
     truth = {
         case: exact_top(vectors, queries, np.flatnonzero(mask_of(numbers)), 10) for case, (_, mask_of) in CASES.items()
     }
-    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as checkout:
-        archive = subprocess.run(
-            ["git", "archive", revision, "memory_plugin"], cwd=ROOT, capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", checkout], input=archive.stdout, check=True)
-        np.save(Path(checkout) / "queries.npy", queries)
-        sides = {f"embedded@{revision}": checkout, "embedded@this tree": str(ROOT)}
-        workers = {
-            name: subprocess.Popen(
-                [
-                    sys.executable,
-                    str(WORKER),
-                    str(store),
-                    str(Path(checkout) / "queries.npy"),
-                    json.dumps(cases),
-                    str(GIL_SWITCH_INTERVAL),
-                ],
-                env={**os.environ, "PYTHONPATH": code},
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for name, code in sides.items()
-        }
-
-        def ask(name: str, request: dict[str, Any] | None) -> dict[str, Any]:
-            worker = workers[name]
-            assert worker.stdin is not None and worker.stdout is not None
-            worker.stdin.write((json.dumps(request) if request else "") + "\n")
-            worker.stdin.flush()
-            answer: dict[str, Any] = json.loads(worker.stdout.readline())
-            return answer
-
-        try:
-            for name, code in sides.items():
-                stdout = workers[name].stdout
-                assert stdout is not None
-                ready = json.loads(stdout.readline())
-                assert ready["code"].startswith(code), (name, ready)  # each side runs the code it names
-                assert set(ready["load_report"].values()) == {"snapshot"}, ready
-            for case in cases:  # warm caches, off the record
-                for name in workers:
-                    ask(name, {"case": case, "query": 0})
-            samples: dict[str, dict[str, list[dict[str, Any]]]] = {
-                name: {case: [] for case in cases} for name in workers
-            }
-            load_before, order = os.getloadavg()[0], list(workers)
-            for number in tqdm(range(len(queries)), desc="old and new in turns", mininterval=2.0):
-                for case in cases:
-                    for name in order if number % 2 == 0 else order[::-1]:
-                        samples[name][case].append(ask(name, {"case": case, "query": number}))
-            totals = {name: ask(name, None) for name in workers}
-            for worker in workers.values():
-                worker.wait(timeout=600)
-        finally:
-            for worker in workers.values():
-                if worker.poll() is None:
-                    worker.kill()
-    load_after = os.getloadavg()[0]
-    result: dict[str, Any] = {}
-    for name, by_case in samples.items():
-        cells: dict[str, Any] = {}
-        for case, answers in by_case.items():
-            ms = np.asarray([answer["ms"] for answer in answers])
-            cpu = np.asarray([answer["cpu_ms"] for answer in answers])
-            found = [set(answer["ids"]) for answer in answers]
-            recalls = [len(t & f) / min(10, len(t)) for t, f in zip(truth[case], found) if t]
-            cells[case] = {
-                "p50_ms": round(float(np.percentile(ms, 50)), 3),
-                "p99_ms": round(float(np.percentile(ms, 99)), 3),
-                "cpu_p50_ms": round(float(np.percentile(cpu, 50)), 3),
-                "cpu_p99_ms": round(float(np.percentile(cpu, 99)), 3),
-                "recall_at_10": round(float(np.mean(recalls)), 4),
-            }
-        cells["cpu_ms_per_search_incl_idle_spin"] = round(totals[name]["cpu_total_ms"] / totals[name]["searches"], 3)
-        cells["load_average"] = [round(load_before, 2), round(load_after, 2)]
-        result[name] = cells
-    return result
+    cases = {case: params for case, (params, _) in CASES.items()}
+    modes = [(case, mode) for case in MODE_CASES for mode in MODES]
+    return compare_revisions(store, queries, revision, cases, truth, modes, zipf_words(len(queries), QUERY_WORDS, 8))
 
 
 def seed_from_model(count: int) -> np.ndarray:
@@ -503,79 +425,6 @@ async def reopen_seconds(folder: Path) -> tuple[float, int]:
     keys = sum(len(index.columns.metadata.columns) for index in store._indexes.values())
     await store.close()
     return seconds, keys
-
-
-def print_table(size: int, row: dict[str, Any]) -> None:
-    names = [name for name in row if isinstance(row[name], dict)]
-    print(f"{'size':>9} {'case':<22} " + " ".join(f"{n + ' p50/p99 ms, recall':>34}" for n in names))
-    cpu_rows: list[str] = []
-    for case in CASES:
-        cells = []
-        for name in names:
-            m = row[name][case]
-            cells.append(f"{m['p50_ms']:>9.2f} / {m['p99_ms']:>8.2f}   {m['recall_at_10']:>6.3f}      ")
-            if "cpu_p50_ms" in m:
-                cpu_rows.append(
-                    f"{size:>9} {case:<22} {name:<28} CPU p50/p99 ms {m['cpu_p50_ms']:.2f} / {m['cpu_p99_ms']:.2f}"
-                )
-        print(f"{size:>9} {case:<22} " + " ".join(f"{c:>34}" for c in cells))
-    print("\n".join(cpu_rows))
-    exact = "   ".join(f"{case} {cell['p50_ms']:.2f}" for case, cell in row[EXACT].items())
-    print(f"{'':>9} {EXACT} p50 ms: {exact}")
-    for name in names:
-        extra = {key: value for key, value in row[name].items() if key not in CASES and key != "modes"}
-        if extra:
-            print(f"{'':>9} {name}: {extra}")
-        for case, cells in row[name].get("modes", {}).items():
-            shown = "   ".join(f"{mode} {cells[mode]['p50_ms']:.2f} / {cells[mode]['p99_ms']:.2f}" for mode in MODES)
-            ratio = cells["hybrid_over_semantic_p50"]
-            verdict = "ok" if ratio <= 2 else "MISSED"
-            print(
-                f"{'':>9} {name} {case}, p50/p99 ms by mode: {shown}   hybrid/semantic p50 {ratio}x (<= 2x: {verdict})"
-            )
-    print_targets(row)
-    if "embedded-sql" in row:
-        ratios = [
-            [case, round(row["embedded-sql"][case]["p50_ms"] / row["embedded"][case]["p50_ms"], 2)] for case in CASES
-        ]
-        print(f"{'':>9} p50 speed-up of the columns over SQL: {ratios}")
-        row["columns_speedup_p50"] = ratios  # a list, not a dict: the chart reads dicts as backends
-
-
-def ratios_to_exact(row: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Each backend's p50 over the exact scan's (mask known), per case: the issue's targets read off these."""
-    return {
-        name: {case: round(cells[case]["p50_ms"] / max(row[EXACT][case]["p50_ms"], 1e-6), 2) for case in CASES}
-        for name, cells in row.items()
-        if isinstance(cells, dict) and name != EXACT and all(case in cells for case in CASES)
-    }
-
-
-def meets_target(case: str, cell: dict[str, float], exact: dict[str, float]) -> bool:
-    """Issue 26: a filtered case within 2x of the exact scan or under 1 ms; unfiltered 5x faster; recall@10 >= 0.99."""
-    if cell["recall_at_10"] < 0.99:
-        return False
-    if case == "unfiltered":
-        return cell["p50_ms"] * 5 <= exact["p50_ms"]
-    return cell["p50_ms"] <= max(2 * exact["p50_ms"], 1.0)
-
-
-def print_targets(row: dict[str, Any]) -> None:
-    """p50 as a ratio to the exact scan, per backend and case, with whether the issue's target is met."""
-    ratios = ratios_to_exact(row)
-    if not ratios:
-        return
-    print(f"{'':>9} ratio of p50 to the exact scan (target: filtered <= 2x or < 1 ms, unfiltered <= 0.2x):")
-    print(f"{'':>9} {'case':<22} " + " ".join(f"{name:>24}" for name in ratios))
-    for case in CASES:
-        cells = []
-        for name in ratios:
-            ok = meets_target(case, row[name][case], row[EXACT][case])
-            cells.append(f"{ratios[name][case]:>8.2f}x {'ok' if ok else 'MISSED':>6}        ")
-        print(f"{'':>9} {case:<22} " + " ".join(f"{c:>24}" for c in cells))
-    row["ratio_to_exact_p50"] = [
-        [name, case, ratio] for name, by_case in ratios.items() for case, ratio in by_case.items()
-    ]
 
 
 def main() -> None:

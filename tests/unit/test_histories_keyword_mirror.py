@@ -219,3 +219,31 @@ async def test_neighbours_follow_chunks_then_the_users_timeline(store: SqliteHis
     assert await store.neighbours("org-a", found[:0]) == {}
     around = await store.neighbours("org-a", found)
     assert {text[key]: [text[hit.id] for hit in hits] for key, hits in around.items()}["a"] == ["e"]
+
+
+async def test_hybrid_ties_within_a_record_fall_by_chunk_index_whatever_the_chunk_ids(
+    store: SqliteHistoryStore,
+) -> None:
+    """Chunks of one record written out of their order, with the same words and vector: every score ties, and
+    the store (which reads chunk indexes only where such ties can be) still orders them as the service does."""
+    vector = unit(np.random.default_rng(12), 1)[0]
+    records = [
+        (
+            Record("org-a", f"r-{i}", "message", "USA", BASE_TIME + timedelta(minutes=i), BASE_TIME, "u-1"),
+            [Chunk(index, 3, f"kayak trip {i % 2}", vector) for index in (2, 0, 1)],
+        )
+        for i in range(6)
+    ]
+    await store.write_records(records)
+    await store.keyword_index()
+    for where in (Filter(), parse_filters([("filter[user_id]", "u-1")])):
+        found = await store.hybrid_search("org-a", "message", vector, "kayak trip", where, 18)
+        assert found is not None
+        asked = SearchQuery(q="kayak trip", record_type="message", where=where, mode="hybrid", top_k=18)
+        composed = await hybrid(store, "org-a", asked, vector, where)
+        assert [(h.id, h.score) for h in found] == [(h.id, h.score) for h in composed]
+        assert len(found) == 18
+    # both lists tie throughout: their ranks, so the fused scores, come from the ties' order alone
+    assert len({hit.score for hit in await store.search("org-a", "message", vector, Filter(), 18)}) == 1
+    keyword = await store.keyword_search("org-a", "message", "kayak trip", Filter(), 18)
+    assert len({hit.score for hit in keyword if hit.record.record_id == "r-3"}) == 1

@@ -128,28 +128,47 @@ FROM (SELECT value AS wanted FROM json_each(?)) w
 """
 
 
-def adjacent(connection: sqlite3.Connection, organization_id: str, found: Sequence[tuple[str, int]]) -> list[list[int]]:
-    """For each ``(record_id, chunk_index)``, the chunk ids just before and after it: its own record's, else the
-    last chunk of the record before it and the first chunk of the record after it in its user's timeline.
-    Three statements for them all (a hybrid search asks about fifty)."""
+#: The stand-in index of a record's only chunk: no chunk index is one away from it.
+_LONE = -(2**62)
+
+
+def adjacent(
+    connection: sqlite3.Connection, organization_id: str, found: Sequence[tuple[str, int]], *, by_chunk: bool = False
+) -> list[list[int]]:
+    """For each ``(record_id, chunk_index)`` (``(record_id, chunk id)`` if ``by_chunk``), the chunk ids just before
+    and after it: its own record's, else the last chunk of the record before it and the first chunk of the record
+    after it in its user's timeline. Three statements for them all (a hybrid search asks about fifty), four when
+    some record has several chunks."""
     record_ids = sorted({record_id for record_id, _ in found})
     cursor = connection.cursor()
     cursor.row_factory = None
     rows = cursor.execute(_AROUND, (json.dumps(record_ids), organization_id))
     around = {record_id: (rid, prev, next_) for record_id, rid, prev, next_ in rows}
     rids = sorted({rid for trio in around.values() for rid in trio if rid is not None})
-    chunks: dict[int, dict[int, int]] = {}
-    for rid, chunk, index in cursor.execute(
-        f"SELECT rid, id, chunk_index FROM chunks WHERE rid IN ({','.join('?' * len(rids))})", rids
-    ):
-        chunks.setdefault(rid, {})[index] = chunk
+    held: dict[int, list[int]] = {}
+    for rid, chunk in cursor.execute(f"SELECT rid, id FROM chunks WHERE rid IN ({','.join('?' * len(rids))})", rids):
+        held.setdefault(rid, []).append(chunk)  # from the rid index alone: a chunk's row holds its vector
+    several = [chunk for chunks in held.values() if len(chunks) > 1 for chunk in chunks]
+    index_of: dict[int, int] = {}
+    if several:
+        marks = ",".join("?" * len(several))
+        index_of = dict(cursor.execute(f"SELECT id, chunk_index FROM chunks WHERE id IN ({marks})", several))
+    # a record's chunks by index; a lone chunk's index is never needed (nothing in its record is next to it)
+    chunks = {
+        rid: {index_of[c]: c for c in ids if c in index_of} if len(ids) > 1 else {_LONE: ids[0]}
+        for rid, ids in held.items()
+    }
     out: list[list[int]] = []
-    for record_id, chunk_index in found:
+    for record_id, place in found:
         if record_id not in around:
             out.append([])
             continue
         rid, prev, next_ = around[record_id]
         own = chunks.get(rid, {})
+        chunk_index = next((index for index, chunk in own.items() if chunk == place), None) if by_chunk else place
+        if chunk_index is None:  # deleted meanwhile
+            out.append([])
+            continue
         near = []
         for step, other, pick in ((-1, prev, max), (1, next_, min)):
             chunk = own.get(chunk_index + step)

@@ -44,49 +44,42 @@ Why it looks like this:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, TypeVar
 
 import faiss
 import numpy as np
 
-from memory_plugin.dates import to_micros
 from memory_plugin.histories.stores import fusion, lexical
 from memory_plugin.histories.stores.base import HistoryStore, unit_vector
 from memory_plugin.histories.stores.filter_blocks import DEFAULT_BUDGET
-from memory_plugin.histories.stores.filter_columns import Row, can_compile
+from memory_plugin.histories.stores.filter_columns import can_compile
 from memory_plugin.histories.stores.filters import Filter
 from memory_plugin.histories.stores.metadata_columns import DEFAULT_LIMIT, metadata_keys
 from memory_plugin.histories.stores.records import SCORE_DECIMALS, Chunk, DeleteCounts, Hit, Record, shown_score
 from memory_plugin.histories.stores.snapshot_keeper import SnapshotKeeper
 from memory_plugin.histories.stores.sqlite_filters import compile_filter, register_functions
+from memory_plugin.histories.stores.sqlite_ranking import allowed_ids, fts5_keyword, fused_ranking
 from memory_plugin.histories.stores.sqlite_tables import (
     MIGRATIONS,
-    column_row,
     fetch_ids,
     hit_rows,
     hits,
     metadata_values,
 )
+from memory_plugin.histories.stores.sqlite_writes import Added, delete_where, insert_records
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
 from memory_plugin.sqlite import Database
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-#: Keyword hits checked against the organisation and filters at a time, best first.
-KEYWORD_BATCH = 256
-
-
-#: ``(record_type, chunk ids, vectors, organization ids, column rows, metadata)`` per added group.
-_Added = tuple[str, list[int], list[np.ndarray], list[str], list[Row], list[Mapping[str, Any]]]
 
 
 class SqliteHistoryStore(HistoryStore):
@@ -210,52 +203,7 @@ class SqliteHistoryStore(HistoryStore):
         if not items:
             return
 
-        def work(connection: sqlite3.Connection) -> tuple[list[tuple[str, int]], list[_Added], lexical.Changed]:
-            # On the database thread: normalising thousands of vectors stays off the event loop.
-            prepared = [
-                (record, [(chunk, unit_vector(chunk.vector, params.dimension)) for chunk in chunks])
-                for record, chunks in items
-            ]
-            removed: list[tuple[str, int]] = []
-            added: dict[str, _Added] = {}
-            changed: lexical.Changed = {}
-            for record, chunks in prepared:
-                removed += self._delete_sql(
-                    connection,
-                    "r.organization_id = ? AND r.record_id = ?",
-                    [record.organization_id, record.record_id],
-                    changed,
-                )
-                rid = connection.execute(
-                    "INSERT INTO records (organization_id, record_id, record_type, region, record_created_at,"
-                    " ingested_at, user_id, document_id, retention, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        record.organization_id,
-                        record.record_id,
-                        record.record_type,
-                        record.region,
-                        to_micros(record.record_created_at),
-                        to_micros(record.ingested_at),
-                        record.user_id,
-                        record.document_id,
-                        record.retention,
-                        json.dumps(dict(record.metadata)),
-                    ),
-                ).lastrowid
-                group = added.setdefault(record.record_type, (record.record_type, [], [], [], [], []))
-                row = column_row(record)
-                for chunk, vector in chunks:
-                    chunk_row = connection.execute(
-                        "INSERT INTO chunks (rid, chunk_index, chunk_total, text, vector) VALUES (?, ?, ?, ?, ?)",
-                        (rid, chunk.index, chunk.total, chunk.text, vector.tobytes()),
-                    ).lastrowid
-                    group[1].append(int(chunk_row))  # type: ignore[arg-type]
-                    group[2].append(vector)
-                    group[3].append(record.organization_id)
-                    group[4].append(row)
-                    group[5].append(record.metadata)
-                lexical.add_words(connection, int(rid), changed)  # type: ignore[arg-type]
-            return removed, list(added.values()), changed
+        work = partial(insert_records, items=items, dimension=params.dimension)
 
         async with self._write_lock:
             await self._snapshots.owned(self._indexes)
@@ -276,7 +224,7 @@ class SqliteHistoryStore(HistoryStore):
         def work(connection: sqlite3.Connection) -> tuple[list[tuple[str, int]], lexical.Changed]:
             changed: lexical.Changed = {}
             where = "r.organization_id = ? AND r.record_id = ?"
-            return self._delete_sql(connection, where, [organization_id, record_id], changed), changed
+            return delete_where(connection, where, [organization_id, record_id], changed), changed
 
         async with self._write_lock:
             removed, changed = await self._db.write(work)
@@ -292,9 +240,7 @@ class SqliteHistoryStore(HistoryStore):
                 f"SELECT count(*) FROM records r WHERE r.organization_id = ? AND {sql}", [organization_id, *params]
             ).fetchone()[0]
             changed: lexical.Changed = {}
-            removed = self._delete_sql(
-                connection, f"r.organization_id = ? AND {sql}", [organization_id, *params], changed
-            )
+            removed = delete_where(connection, f"r.organization_id = ? AND {sql}", [organization_id, *params], changed)
             return records, removed, changed
 
         async with self._write_lock:
@@ -302,27 +248,7 @@ class SqliteHistoryStore(HistoryStore):
             await self._apply(removed, [], changed)
         return DeleteCounts(records=records, chunks=len(removed))
 
-    @staticmethod
-    def _delete_sql(
-        connection: sqlite3.Connection, where: str, params: list[Any], changed: lexical.Changed
-    ) -> list[tuple[str, int]]:
-        """Delete the matching records (chunks and their words cascade); return their ``(record_type, chunk_id)``s.
-
-        The records whose words borrowed from a deleted one are reindexed in the same transaction; ``changed``
-        gets both.
-        """
-        cursor = connection.cursor()
-        cursor.row_factory = None
-        removed = cursor.execute(
-            f"SELECT r.record_type, c.id FROM records r JOIN chunks c ON c.rid = r.rid WHERE {where}", params
-        ).fetchall()
-        borrowing = lexical.successors(connection, where, params)
-        cursor.execute(f"DELETE FROM records WHERE rid IN (SELECT r.rid FROM records r WHERE {where})", params)
-        changed.update((chunk, None) for _, chunk in removed)
-        lexical.reindex(connection, borrowing, changed)
-        return removed
-
-    async def _apply(self, removed: list[tuple[str, int]], added: list[_Added], changed: lexical.Changed) -> None:
+    async def _apply(self, removed: list[tuple[str, int]], added: list[Added], changed: lexical.Changed) -> None:
         """Bring the in-memory indexes up to a commit (write lock held)."""
         params = self._require_open()
         await self._offload(self._words.apply, changed)
@@ -419,12 +345,7 @@ class SqliteHistoryStore(HistoryStore):
         shard = lexical.shard(organization_id, record_type)
 
         def work(columns_where: Filter | None, candidates: np.ndarray | None) -> list[Hit] | None:
-            allowed = None
-            if candidates is not None:
-                allowed = index.ids[candidates]
-            elif columns_where:
-                allowed = index.ids[index.selected(org, columns_where)[1]]
-            ranked = self._words.search(shard, text, k, allowed)
+            ranked = self._words.search(shard, text, k, allowed_ids(index, org, columns_where, candidates))
             if ranked is None:
                 return None
             top = [(chunk, round(score, SCORE_DECIMALS)) for chunk, score in ranked]
@@ -436,31 +357,9 @@ class SqliteHistoryStore(HistoryStore):
             found = await self._among(index, organization_id, record_type, where, work)
             if found is not None:
                 return found
-        # FTS5 ranks every match while the mirror is being built, or for a word of several tokens
-        sql, sql_params = compile_filter(where)
-        allowed_sql = (
-            "SELECT c.id FROM chunks c JOIN records r ON r.rid = c.rid WHERE c.id IN ({ids})"
-            f" AND r.organization_id = ? AND r.record_type = ? AND {sql}"
+        return await self._read_aside(
+            partial(fts5_keyword, organization_id=organization_id, record_type=record_type, text=text, where=where, k=k)
         )
-
-        def read(connection: sqlite3.Connection) -> list[Hit]:
-            register_functions(connection)  # a reader's own connection: the filter's functions, once each
-            ranked = lexical.lucene_bm25(connection, text)
-            top: list[tuple[int, float]] = []
-            for start in range(0, len(ranked), KEYWORD_BATCH):  # the best first, until k are the caller's
-                batch = ranked[start : start + KEYWORD_BATCH]
-                ids = [chunk for chunk, _ in batch]
-                query = allowed_sql.format(ids=",".join("?" * len(ids)))
-                allowed = {
-                    row[0] for row in connection.execute(query, [*ids, organization_id, record_type, *sql_params])
-                }
-                top += [(chunk, round(score, SCORE_DECIMALS)) for chunk, score in batch if chunk in allowed]
-                if len(top) >= k:
-                    break
-            top = top[:k]
-            return hits(top, hit_rows(connection, [chunk for chunk, _ in top])) if top else []
-
-        return await self._read_aside(read)
 
     async def hybrid_search(
         self, organization_id: str, record_type: str, vector: np.ndarray, text: str, where: Filter, k: int
@@ -478,17 +377,20 @@ class SqliteHistoryStore(HistoryStore):
         shard = lexical.shard(organization_id, record_type)
 
         def work(columns_where: Filter | None, candidates: np.ndarray | None) -> list[Hit] | None:
-            allowed = None
-            if candidates is not None:
-                allowed = index.ids[candidates]
-            elif columns_where:
-                allowed = index.ids[index.selected(org, columns_where)[1]]
+            allowed = allowed_ids(index, org, columns_where, candidates)
             keyword = self._words.search(shard, text, fusion.CANDIDATES, allowed)
             if keyword is None:
                 return None
             dense = index.search(query, org, fusion.CANDIDATES, where=columns_where, candidates=candidates)
             ranked = partial(
-                fused_ranking, organization_id=organization_id, dense=dense, keyword=keyword, allowed=allowed, k=k
+                fused_ranking,
+                index=index,
+                org=org,
+                organization_id=organization_id,
+                dense=dense,
+                keyword=keyword,
+                allowed=allowed,
+                k=k,
             )
             return self._db.read_here(ranked)
 
@@ -586,71 +488,3 @@ class SqliteHistoryStore(HistoryStore):
     async def _offload(self, work: Callable[..., T], *args: Any) -> T:
         assert self._pool is not None
         return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
-
-
-def fused_ranking(
-    connection: sqlite3.Connection,
-    organization_id: str,
-    dense: list[tuple[int, float]],
-    keyword: list[tuple[int, float]],
-    allowed: np.ndarray | None,
-    k: int,
-) -> list[Hit]:
-    """``fusion.fuse`` then ``fusion.spread`` on chunk ids, as the service composes them from hits: ties by record
-    id and chunk index, a neighbour kept only where the filter (``allowed``, sorted chunk ids) passes it."""
-    places = chunk_places(connection, list({chunk: None for chunk, _ in (*dense, *keyword)}))
-
-    def ranked(found: list[tuple[int, float]], shown: Callable[[float], float]) -> list[int]:
-        """Live chunks in the order ``hits`` gives their hits: by shown score, then record id and chunk index."""
-        scores = {chunk: shown(score) for chunk, score in found if chunk in places}
-        return sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk].tie))
-
-    fused = fusion.fused_scores(ranked(dense, shown_score), ranked(keyword, lambda score: round(score, SCORE_DECIMALS)))
-    order = sorted((chunk for chunk in fused if chunk in places), key=lambda chunk: (-fused[chunk], places[chunk].tie))
-    lenders = order[: fusion.LENDERS]
-    around = lexical.adjacent(connection, organization_id, [places[chunk].tie for chunk in lenders])
-    near = sorted({chunk for chunks in around for chunk in chunks} - places.keys())
-    places.update(chunk_places(connection, near))
-    passing: set[int] | None = None
-    if allowed is not None and len(allowed):
-        wanted = np.asarray(sorted({chunk for chunks in around for chunk in chunks}), dtype=np.int64)
-        at = np.minimum(np.searchsorted(allowed, wanted), len(allowed) - 1)
-        passing = set(wanted[allowed[at] == wanted].tolist())
-    else:
-        passing = None if allowed is None else set()
-    neighbours = {
-        lender: [chunk for chunk in chunks if chunk in places and (passing is None or chunk in passing)]
-        for lender, chunks in zip(lenders, around)
-    }
-    scores = fusion.spread_scores([(chunk, fused[chunk]) for chunk in order], neighbours)
-    scores = fusion.sitting_scores(scores, {chunk: (places[chunk].user_id, places[chunk].created) for chunk in scores})
-    top = sorted(scores, key=lambda chunk: (-scores[chunk], places[chunk].tie))[:k]
-    return hits([(chunk, scores[chunk]) for chunk in top], hit_rows(connection, top)) if top else []
-
-
-class ChunkPlace(NamedTuple):
-    """A live chunk's place: what hits tie by, and its record's timeline (the sittings')."""
-
-    record_id: str
-    chunk_index: int
-    user_id: str | None
-    created: int
-
-    @property
-    def tie(self) -> tuple[str, int]:
-        return self.record_id, self.chunk_index
-
-
-def chunk_places(connection: sqlite3.Connection, chunk_ids: list[int]) -> dict[int, ChunkPlace]:
-    """Each live chunk's place, read once for the ties, the neighbours and the sittings."""
-    if not chunk_ids:
-        return {}
-    cursor = connection.cursor()
-    cursor.row_factory = None
-    rows = cursor.execute(
-        "SELECT c.id, r.record_id, c.chunk_index, r.user_id, r.record_created_at"
-        " FROM chunks c JOIN records r ON r.rid = c.rid"
-        f" WHERE c.id IN ({','.join('?' * len(chunk_ids))})",
-        chunk_ids,
-    )
-    return {chunk: ChunkPlace(*place) for chunk, *place in rows}

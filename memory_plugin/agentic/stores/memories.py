@@ -59,6 +59,22 @@ class MemoryDocStore(abc.ABC):
     async def docs(self, owner: Principal, container_id: str, memory_type: str) -> list[StoredDoc]:
         """Every doc of a type in the container, oldest first (for query evaluation)."""
 
+    def indexed_field(self, path: str) -> bool:
+        """Whether ``docs_matching`` can select by exact values of ``path``."""
+        return False
+
+    async def docs_matching(
+        self,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    ) -> list[StoredDoc]:
+        """The docs of ``docs`` that may hold, for each ``(paths, values)``, one of the string ``values`` at one of
+        the ``paths`` (each path ``indexed_field``): a superset of them, oldest first, for query evaluation to
+        decide.  By default every doc (a store without postings scans)."""
+        return await self.docs(owner, container_id, memory_type)
+
     @abc.abstractmethod
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int: ...
 

@@ -1,0 +1,145 @@
+"""Postings of the embedded store: the exact values a ``term`` query can name, per container and memory type,
+so that a query-DSL ``_search`` reads only the docs its required terms allow (``dsl.pushdown``) instead of
+decoding every doc of the container.
+
+A doc's postings are, for every field path under ``INDEXED_ROOTS`` (``namespace.session_id``, ``tags.topic``,
+``session_id``, ...), the string values the DSL itself reads at that path (``field_values``): a ``term`` on
+such a path with a plain string value matches only docs among that path's postings of the value, so the
+candidates are always a superset of the matches, and the full query then decides.  They are written in the
+transaction of the doc's insert or rewrite, and go with the doc (``ON DELETE CASCADE``).
+
+``owner_id`` and ``memory_container_id`` are left out on purpose: every doc a search reads has the same
+value there (searches are scoped by both), so their postings would select the whole container.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from memory_plugin.agentic.models import valid_unicode
+from memory_plugin.agentic.stores.base import StoredDoc, owner_key
+from memory_plugin.auth import Principal
+from memory_plugin.dsl.values import field_values
+from memory_plugin.sqlite import run_script
+
+#: Top-level fields (a path's first segment) whose exact values are indexed: the keyword fields and the
+#: ``flat_object`` maps of ml-commons' memory indices that a client filters by.
+INDEXED_ROOTS = frozenset(
+    {
+        "namespace",
+        "tags",
+        "metadata",
+        "session_id",
+        "payload_type",
+        "checkpoint_id",
+        "message_id",
+        "strategy_id",
+        "strategy_type",
+        "memory_id",
+        "action",
+    }
+)
+#: Maps whose own path (every leaf of the map at once) is not indexed: a term on them scans.
+MAP_ROOTS = frozenset({"namespace", "tags", "metadata"})
+
+
+def indexed_path(path: str) -> bool:
+    """Whether a term on ``path`` can be answered from the postings."""
+    return path.split(".", 1)[0] in INDEXED_ROOTS and path not in MAP_ROOTS
+
+
+def _node_paths(value: Any, path: str) -> Iterator[str]:
+    """``path`` and every dotted path below it through objects (arrays are transparent, as in ``lookup``)."""
+    yield path
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            yield from _node_paths(inner, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _node_paths(item, path)
+
+
+def postings(doc: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """``(path, value)`` for every indexed path of ``doc`` and string value the DSL reads there.  Every path a
+    DSL lookup can resolve is a chain of the doc's keys, so a match on an indexed path is always among these."""
+    paths: set[str] = set()
+    for key, value in doc.items():
+        if key.split(".", 1)[0] in INDEXED_ROOTS:
+            paths.update(_node_paths(value, key))
+    found: set[tuple[str, str]] = set()
+    for path in paths - MAP_ROOTS:
+        found.update((path, value) for value in field_values(doc, path) if isinstance(value, str))
+    return found
+
+
+def schema_postings(connection: sqlite3.Connection) -> None:
+    """Schema v4: the ``postings`` table, filled for every doc already stored (nothing is re-read later)."""
+    run_script(
+        connection,
+        """
+        CREATE TABLE postings (
+            container_id TEXT NOT NULL,
+            memory_type TEXT NOT NULL,
+            field TEXT NOT NULL,
+            value TEXT NOT NULL,
+            seq INTEGER NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
+            PRIMARY KEY (container_id, memory_type, field, value, seq)
+        ) WITHOUT ROWID;
+        CREATE INDEX postings_seq ON postings (seq);
+        """,
+    )
+    rows = connection.execute("SELECT seq, container_id, memory_type, doc FROM memories ORDER BY seq")
+    for seq, container_id, memory_type, doc in rows:
+        _insert_postings(connection, seq, container_id, memory_type, json.loads(doc))
+
+
+def _insert_postings(
+    c: sqlite3.Connection, seq: int, container_id: str, memory_type: str, doc: Mapping[str, Any]
+) -> None:
+    c.executemany(
+        "INSERT OR IGNORE INTO postings VALUES (?, ?, ?, ?, ?)",
+        [(container_id, memory_type, valid_unicode(path), valid_unicode(value), seq) for path, value in postings(doc)],
+    )
+
+
+def index_postings(
+    c: sqlite3.Connection, seq: int, container_id: str, memory_type: str, doc: Mapping[str, Any], *, new: bool
+) -> None:
+    """A doc's postings, replacing its earlier ones unless it is ``new``, in the caller's transaction."""
+    if not new:
+        c.execute("DELETE FROM postings WHERE seq = ?", (seq,))
+    _insert_postings(c, seq, container_id, memory_type, doc)
+
+
+def matching_docs(
+    c: sqlite3.Connection,
+    owner: Principal,
+    container_id: str,
+    memory_type: str,
+    required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    row_doc: Callable[[sqlite3.Row, str], StoredDoc],
+) -> list[StoredDoc]:
+    """The owner's docs of a type in the container with, for each ``(paths, values)``, a posting of one of the
+    paths and one of the values; oldest first, as ``docs`` lists them (the DSL breaks ties by that order)."""
+    selects, parameters = [], []
+    for paths, values in required:
+        selects.append(
+            "SELECT seq FROM postings WHERE container_id = ? AND memory_type = ? "
+            "AND field IN (SELECT value FROM json_each(?)) AND value IN (SELECT value FROM json_each(?))"
+        )
+        parameters += [
+            container_id,
+            memory_type,
+            json.dumps([valid_unicode(p) for p in paths]),
+            json.dumps([valid_unicode(v) for v in values]),
+        ]
+    sql = (
+        "SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE seq IN "
+        f"({' INTERSECT '.join(selects)}) AND container_id = ? AND memory_type = ? AND organization_id = ? "
+        "AND user_id = ? ORDER BY seq"
+    )
+    rows = c.execute(sql, [*parameters, container_id, memory_type, *owner_key(owner)])
+    return [row_doc(row, "memory_id") for row in rows]

@@ -119,3 +119,47 @@ def required_terms(
     found: list[RequiredTerms] = []
     _required(query.query, indexed, found)
     return found
+
+
+@dataclass(frozen=True)
+class SortedPage:
+    """A query whose matches are exactly the docs its required terms select, sorted by one top-level field only:
+    a store can count them and hand over just the first ``limit`` by that field (oldest first among equals),
+    when every one of them holds a single number there."""
+
+    required: tuple[RequiredTerms, ...]
+    field: str
+    descending: bool
+    limit: int
+
+
+def _exact(clause: Clause, indexed: Callable[[str], bool]) -> bool:
+    """Whether ``clause`` matches exactly the docs its required terms select: nothing but such terms, under
+    ``must``/``filter`` of bools (or a ``constant_score``), without the ``.keyword`` fallback."""
+    if isinstance(clause, Bool):
+        inner = (*clause.must, *clause.filter)
+        return bool(inner) and not (clause.should or clause.must_not) and all(_exact(c, indexed) for c in inner)
+    if isinstance(clause, ConstantScore):
+        return _exact(clause.filter, indexed)
+    found: list[RequiredTerms] = []
+    _required(clause, indexed, found)
+    return len(found) == 1 and found[0].paths == (clause.field,) if isinstance(clause, Term) else False
+
+
+def sorted_page(query: SearchBody, indexed: Callable[[str], bool]) -> SortedPage | None:
+    """The page a store can pick itself (``SortedPage``), or None when the query needs its matches evaluated."""
+    if (
+        len(query.sort) != 1
+        or query.aggregations
+        or query.search_after is not None
+        or query.min_score is not None
+        or query.highlight is not None
+        or not _exact(query.query, indexed)
+    ):
+        return None
+    (spec,) = query.sort
+    if spec.missing != "_last" or not spec.field or "." in spec.field or spec.field.startswith("_"):
+        return None
+    found: list[RequiredTerms] = []
+    _required(query.query, indexed, found)
+    return SortedPage(tuple(found), spec.field, spec.order == "desc", query.from_ + query.size)

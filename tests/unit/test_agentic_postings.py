@@ -10,15 +10,20 @@ from typing import Any
 
 import pytest
 
+from memory_plugin.agentic.containers import Containers
+from memory_plugin.agentic.llm import ContainerModels
+from memory_plugin.agentic.memories import Memories
 from memory_plugin.agentic.models import HISTORY, SESSIONS, WORKING
+from memory_plugin.agentic.requests import new_container
 from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.agentic.stores.sqlite_postings import indexed_path, postings
 from memory_plugin.agentic.stores.sqlite_tables import MIGRATIONS
 from memory_plugin.agentic.views import hit_extras
 from memory_plugin.auth import Principal
+from memory_plugin.background import Worker
 from memory_plugin.dsl import execute, parse_search, search_response
-from memory_plugin.dsl.pushdown import RequiredTerms, required_terms
+from memory_plugin.dsl.pushdown import RequiredTerms, SortedPage, required_terms, sorted_page
 
 ALICE, BOB = Principal("org-1", "alice"), Principal("org-1", "bob")
 SESSION = {"term": {"namespace.session_id": "s3"}}
@@ -49,7 +54,7 @@ def working(n: int, owner: str = "alice") -> dict[str, Any]:
 async def filled(tmp_path, count: int = 400) -> SqliteAgenticStore:
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(8)
-    await store.insert_container(ALICE, "c1", {"name": "c1"})
+    await store.insert_container(ALICE, "c1", new_container({"name": "c1"}, 8, False, "alice"))
     for n in range(count):
         owner = BOB if n % 7 == 0 else ALICE  # a shared container: others' docs are never candidates
         await store.add_memory(owner, "c1", MemoryAdd(f"w{n:04d}", working(n, owner.user_id or "")))
@@ -271,3 +276,84 @@ async def test_a_database_of_the_schema_before_postings_gains_them_on_open(tmp_p
         assert len(await store.docs(ALICE, "c1", WORKING)) == 29  # nothing lost
     finally:
         await store.close()
+
+
+# -- through the service: candidates, and a sorted page picked by the store -------------------------
+
+
+class Idle(Worker):
+    async def drain(self) -> None:
+        return None
+
+
+def service(store: SqliteAgenticStore) -> Memories:
+    models = ContainerModels(None, None, None)  # type: ignore[arg-type]
+    containers = Containers(store, models, retention_enabled=False)
+    return Memories(store, containers, models, embeddings=Idle("e"), infer=Idle("i"), retention_enabled=False)
+
+
+def test_a_session_load_is_a_page_the_store_can_pick():
+    body = {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "from": 2, "size": 10}
+    assert sorted_page(parse_search(body), indexed_path) == SortedPage(
+        (RequiredTerms(("namespace.session_id",), ("s3",)),), "created_time", True, 12
+    )
+    assert sorted_page(parse_search({**body, "query": SESSION, "sort": ["created_time"]}), indexed_path)
+    for other in (
+        {"sort": [{"created_time": "desc"}, "_id"]},
+        {"sort": [{"namespace.agent_id": "desc"}]},
+        {"sort": [{"created_time": {"order": "desc", "missing": "_first"}}]},
+        {"aggs": {"n": {"max": {"field": "created_time"}}}},
+        {"search_after": [5]},
+        {"query": {"bool": {"filter": [SESSION, {"range": {"created_time": {"gte": 0}}}]}}},
+        {"query": {"bool": {"filter": [SESSION], "must_not": [{"term": {"tags.topic": "t1"}}]}}},
+        {"query": {"term": {"namespace.session_id.keyword": "s3"}}},
+    ):
+        assert sorted_page(parse_search({**body, **other}), indexed_path) is None, other
+
+
+SERVICE_BODIES = [
+    *EQUIVALENT,
+    {"query": SESSION, "sort": [{"created_time": "asc"}], "from": 5, "size": 3, "track_total_hits": True},
+    {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "track_total_hits": 2},
+    {"query": {"bool": {"must": [SESSION, {"term": {"tags.topic": "t3"}}]}}, "sort": ["created_time"], "size": 0},
+    {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"last_updated_time": "desc"}], "from": 40, "size": 10},
+]
+
+
+@pytest.mark.parametrize("body", SERVICE_BODIES)
+async def test_a_search_through_the_service_answers_as_a_scan(tmp_path, body):
+    store = await filled(tmp_path)
+    memories = service(store)
+    try:
+        pushed = await memories.search(ALICE, "c1", "working", body)
+        store.indexed_field = lambda path: False  # type: ignore[method-assign]  # as before postings
+        scanned = await memories.search(ALICE, "c1", "working", body)
+        for answer in (pushed, scanned):
+            answer.pop("took")
+        assert pushed == scanned
+    finally:
+        await store.close()
+
+
+async def test_a_session_load_reads_only_its_page_unless_a_sort_value_is_not_a_number(tmp_path, monkeypatch):
+    store = await filled(tmp_path, count=80)
+    memories = service(store)
+    picked: list[tuple[int, int] | None] = []
+    original = store.sorted_page
+
+    async def spy(*args: Any) -> Any:
+        found = await original(*args)
+        picked.append(None if found is None else (found[0], len(found[1])))
+        return found
+
+    monkeypatch.setattr(store, "sorted_page", spy)
+    body = {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "size": 3}
+    before = await memories.search(ALICE, "c1", "working", body)
+    assert picked == [(9, 3)]  # s3: n = 3, 11, ..., 75 of 80, less bob's 35
+    assert before["hits"]["total"] == {"value": 9, "relation": "eq"}
+    # a date string where the others hold numbers: the DSL sorts them, as before
+    await store.update(ALICE, "c1", WORKING, "w0011", lambda doc: {**doc, "created_time": "2030-01-01T00:00:00Z"})
+    after = await memories.search(ALICE, "c1", "working", body)
+    assert picked[-1] is None
+    assert after["hits"]["hits"][0]["_id"] == "w0011" and after["hits"]["total"]["value"] == 9
+    await store.close()

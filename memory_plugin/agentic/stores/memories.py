@@ -75,6 +75,19 @@ class MemoryDocStore(abc.ABC):
         decide.  By default every doc (a store without postings scans)."""
         return await self.docs(owner, container_id, memory_type)
 
+    async def sorted_page(
+        self,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+        sort: tuple[str, bool, int],
+    ) -> tuple[int, list[StoredDoc]] | None:
+        """How many docs ``docs_matching`` selects, when it selects exactly the matches, and the first ``limit``
+        by a top-level field (``sort``: field, descending, limit; oldest first among equals), oldest first.
+        None when the store cannot tell (a store without postings, a doc without a single number there)."""
+        return None
+
     @abc.abstractmethod
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int: ...
 

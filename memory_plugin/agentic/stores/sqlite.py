@@ -39,7 +39,7 @@ from memory_plugin.agentic.stores.retention import RetentionStore
 from memory_plugin.agentic.stores.retention_sqlite import SqliteRetention
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of, without_sources
 from memory_plugin.agentic.stores.sqlite_forgetting import forget, index_history_terms
-from memory_plugin.agentic.stores.sqlite_postings import index_postings, indexed_path, matching_docs
+from memory_plugin.agentic.stores.sqlite_postings import index_postings, indexed_path, matching_docs, sorted_page
 from memory_plugin.agentic.stores.sqlite_queues import SqliteQueues
 from memory_plugin.agentic.stores.sqlite_tables import (
     CONTAINER_OWNER,
@@ -365,6 +365,16 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
         if not required:
             return await self.docs(owner, container_id, memory_type)
         return await self.db.read(lambda c: matching_docs(c, owner, container_id, memory_type, required, row_doc))
+
+    async def sorted_page(
+        self,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+        sort: tuple[str, bool, int],
+    ) -> tuple[int, list[StoredDoc]] | None:
+        return await self.db.read(lambda c: sorted_page(c, owner, container_id, memory_type, required, sort, row_doc))
 
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:
         def delete(c: sqlite3.Connection) -> list[int]:

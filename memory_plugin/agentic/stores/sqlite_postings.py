@@ -114,16 +114,10 @@ def index_postings(
     _insert_postings(c, seq, container_id, memory_type, doc)
 
 
-def matching_docs(
-    c: sqlite3.Connection,
-    owner: Principal,
-    container_id: str,
-    memory_type: str,
-    required: Sequence[tuple[Sequence[str], Sequence[str]]],
-    row_doc: Callable[[sqlite3.Row, str], StoredDoc],
-) -> list[StoredDoc]:
-    """The owner's docs of a type in the container with, for each ``(paths, values)``, a posting of one of the
-    paths and one of the values; oldest first, as ``docs`` lists them (the DSL breaks ties by that order)."""
+def _candidates(
+    container_id: str, memory_type: str, required: Sequence[tuple[Sequence[str], Sequence[str]]]
+) -> tuple[str, list[Any]]:
+    """The seqs with, for each ``(paths, values)``, a posting of one of the paths and one of the values."""
     selects, parameters = [], []
     for paths, values in required:
         selects.append(
@@ -136,10 +130,66 @@ def matching_docs(
             json.dumps([valid_unicode(p) for p in paths]),
             json.dumps([valid_unicode(v) for v in values]),
         ]
-    sql = (
-        "SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE seq IN "
-        f"({' INTERSECT '.join(selects)}) AND container_id = ? AND memory_type = ? AND organization_id = ? "
-        "AND user_id = ? ORDER BY seq"
-    )
+    return " INTERSECT ".join(selects), parameters
+
+
+#: The owner's docs among candidates: the candidates drive, each a rowid lookup (left to itself, SQLite walks
+#: every row of the container's type instead).
+_OWNED = (
+    "FROM ({candidates}) AS candidates CROSS JOIN memories AS m ON m.seq = candidates.seq "
+    "WHERE m.container_id = ? AND m.memory_type = ? AND m.organization_id = ? AND m.user_id = ?"
+)
+_DOC = "SELECT m.seq, m.memory_id, m.doc, m.version, m.seq_no "
+#: Integers a double holds exactly: beyond, the DSL's float keys could tie where SQLite's integers do not.
+_EXACT_FLOAT = 2**53
+
+
+def matching_docs(
+    c: sqlite3.Connection,
+    owner: Principal,
+    container_id: str,
+    memory_type: str,
+    required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    row_doc: Callable[[sqlite3.Row, str], StoredDoc],
+) -> list[StoredDoc]:
+    """The owner's docs of a type in the container with, for each ``(paths, values)``, a posting of one of the
+    paths and one of the values; oldest first, as ``docs`` lists them (the DSL breaks ties by that order)."""
+    candidates, parameters = _candidates(container_id, memory_type, required)
+    sql = _DOC + _OWNED.format(candidates=candidates) + " ORDER BY m.seq"
     rows = c.execute(sql, [*parameters, container_id, memory_type, *owner_key(owner)])
     return [row_doc(row, "memory_id") for row in rows]
+
+
+def sorted_page(
+    c: sqlite3.Connection,
+    owner: Principal,
+    container_id: str,
+    memory_type: str,
+    required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    sort: tuple[str, bool, int],
+    row_doc: Callable[[sqlite3.Row, str], StoredDoc],
+) -> tuple[int, list[StoredDoc]] | None:
+    """How many of the owner's docs ``matching_docs`` selects, and the first ``limit`` of them by a top-level
+    ``field`` (``sort``: field, descending, limit; oldest first among equals), oldest first; None when one of
+    them holds anything but a single number there (the DSL then sorts them)."""
+    field, descending, limit = sort
+    candidates, parameters = _candidates(container_id, memory_type, required)
+    path = "$." + json.dumps(field)
+    owned = _OWNED.format(candidates=candidates)
+    try:
+        keys = c.execute(
+            f"SELECT m.seq, json_type(m.doc, ?), json_extract(m.doc, ?) {owned}",
+            [path, path, *parameters, container_id, memory_type, *owner_key(owner)],
+        ).fetchall()
+    except sqlite3.OperationalError:  # a doc SQLite's JSON does not read (Python writes NaN): the DSL sorts
+        return None
+    if any(kind not in ("integer", "real") or abs(key) >= _EXACT_FLOAT for _, kind, key in keys):
+        return None
+    keys.sort(key=lambda row: (-row[2] if descending else row[2], row[0]))
+    page = sorted(seq for seq, _, _ in keys[:limit])
+    rows = c.execute(
+        "SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE seq IN (SELECT value FROM json_each(?)) "
+        "ORDER BY seq",
+        (json.dumps(page),),
+    )
+    return len(keys), [row_doc(row, "memory_id") for row in rows]

@@ -317,6 +317,8 @@ SERVICE_BODIES = [
     {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "track_total_hits": 2},
     {"query": {"bool": {"must": [SESSION, {"term": {"tags.topic": "t3"}}]}}, "sort": ["created_time"], "size": 0},
     {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"last_updated_time": "desc"}], "from": 40, "size": 10},
+    # a number the postings do not carry (read from the docs in SQL), every doc tied: oldest first
+    {"query": {"terms": {"tags.topic": ["t0", "t2"]}}, "sort": [{"namespace_size": "desc"}], "from": 7, "size": 5},
 ]
 
 

@@ -230,7 +230,7 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
                 int(memory_type == LONG_TERM),
             ),
         ).fetchone()[0]
-        index_postings(c, seq, container_id, memory_type, doc, new=True)
+        index_postings(c, seq, container_id, memory_type, owner_key(owner), doc, new=True)
         if memory_type == LONG_TERM:
             index_terms(c, seq, doc)
             fts_put(c, seq, memory_text(doc), new=True)

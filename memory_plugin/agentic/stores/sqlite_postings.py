@@ -75,8 +75,15 @@ def postings(doc: Mapping[str, Any]) -> set[tuple[str, str]]:
     return found
 
 
+#: Top-level numbers each posting carries, so that a page sorted by them is picked from the postings alone.
+SORT_FIELDS = ("created_time", "last_updated_time")
+#: Integers a double holds exactly: beyond, the DSL's float keys could tie where SQLite's integers do not.
+_EXACT_FLOAT = 2**53
+
+
 def schema_postings(connection: sqlite3.Connection) -> None:
-    """Schema v4: the ``postings`` table, filled for every doc already stored (nothing is re-read later)."""
+    """Schema v4: the ``postings`` table, filled for every doc already stored (nothing is re-read later).  Each
+    row also holds its doc's owner and sort numbers: counting and paging a session reads no doc."""
     run_script(
         connection,
         """
@@ -86,50 +93,91 @@ def schema_postings(connection: sqlite3.Connection) -> None:
             field TEXT NOT NULL,
             value TEXT NOT NULL,
             seq INTEGER NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
+            organization_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            created_time,
+            last_updated_time,
             PRIMARY KEY (container_id, memory_type, field, value, seq)
         ) WITHOUT ROWID;
         CREATE INDEX postings_seq ON postings (seq);
         """,
     )
-    rows = connection.execute("SELECT seq, container_id, memory_type, doc FROM memories ORDER BY seq")
-    for seq, container_id, memory_type, doc in rows:
-        _insert_postings(connection, seq, container_id, memory_type, json.loads(doc))
+    rows = connection.execute(
+        "SELECT seq, container_id, memory_type, organization_id, user_id, doc FROM memories ORDER BY seq"
+    )
+    for seq, container_id, memory_type, organization_id, user_id, doc in rows:
+        _insert_postings(connection, seq, container_id, memory_type, (organization_id, user_id), json.loads(doc))
+
+
+def _sort_number(value: Any) -> int | float | None:
+    """A sort field's value as the DSL orders it, when it is one number it orders exactly so."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < _EXACT_FLOAT:
+        return value
+    return None
 
 
 def _insert_postings(
-    c: sqlite3.Connection, seq: int, container_id: str, memory_type: str, doc: Mapping[str, Any]
+    c: sqlite3.Connection,
+    seq: int,
+    container_id: str,
+    memory_type: str,
+    owner: tuple[str, str],
+    doc: Mapping[str, Any],
 ) -> None:
+    numbers = tuple(_sort_number(doc.get(name)) for name in SORT_FIELDS)
     c.executemany(
-        "INSERT OR IGNORE INTO postings VALUES (?, ?, ?, ?, ?)",
-        [(container_id, memory_type, valid_unicode(path), valid_unicode(value), seq) for path, value in postings(doc)],
+        "INSERT OR IGNORE INTO postings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (container_id, memory_type, valid_unicode(path), valid_unicode(value), seq, *owner, *numbers)
+            for path, value in postings(doc)
+        ],
     )
 
 
 def index_postings(
-    c: sqlite3.Connection, seq: int, container_id: str, memory_type: str, doc: Mapping[str, Any], *, new: bool
+    c: sqlite3.Connection,
+    seq: int,
+    container_id: str,
+    memory_type: str,
+    owner: tuple[str, str],
+    doc: Mapping[str, Any],
+    *,
+    new: bool,
 ) -> None:
     """A doc's postings, replacing its earlier ones unless it is ``new``, in the caller's transaction."""
     if not new:
         c.execute("DELETE FROM postings WHERE seq = ?", (seq,))
-    _insert_postings(c, seq, container_id, memory_type, doc)
+    _insert_postings(c, seq, container_id, memory_type, owner, doc)
+
+
+#: One required term's postings of the owner's docs.
+_POSTED = (
+    "SELECT seq{columns} FROM postings WHERE container_id = ? AND memory_type = ? AND field IN "
+    "(SELECT value FROM json_each(?)) AND value IN (SELECT value FROM json_each(?)) AND organization_id = ? "
+    "AND user_id = ?"
+)
+
+
+def _posted(
+    owner: Principal, container_id: str, memory_type: str, paths: Sequence[str], values: Sequence[str]
+) -> list[Any]:
+    return [
+        container_id,
+        memory_type,
+        json.dumps([valid_unicode(p) for p in paths]),
+        json.dumps([valid_unicode(v) for v in values]),
+        *owner_key(owner),
+    ]
 
 
 def _candidates(
-    container_id: str, memory_type: str, required: Sequence[tuple[Sequence[str], Sequence[str]]]
+    owner: Principal, container_id: str, memory_type: str, required: Sequence[tuple[Sequence[str], Sequence[str]]]
 ) -> tuple[str, list[Any]]:
-    """The seqs with, for each ``(paths, values)``, a posting of one of the paths and one of the values."""
+    """The owner's seqs with, for each ``(paths, values)``, a posting of one of the paths and one of the values."""
     selects, parameters = [], []
     for paths, values in required:
-        selects.append(
-            "SELECT seq FROM postings WHERE container_id = ? AND memory_type = ? "
-            "AND field IN (SELECT value FROM json_each(?)) AND value IN (SELECT value FROM json_each(?))"
-        )
-        parameters += [
-            container_id,
-            memory_type,
-            json.dumps([valid_unicode(p) for p in paths]),
-            json.dumps([valid_unicode(v) for v in values]),
-        ]
+        selects.append(_POSTED.format(columns=""))
+        parameters += _posted(owner, container_id, memory_type, paths, values)
     return " INTERSECT ".join(selects), parameters
 
 
@@ -140,8 +188,6 @@ _OWNED = (
     "WHERE m.container_id = ? AND m.memory_type = ? AND m.organization_id = ? AND m.user_id = ?"
 )
 _DOC = "SELECT m.seq, m.memory_id, m.doc, m.version, m.seq_no "
-#: Integers a double holds exactly: beyond, the DSL's float keys could tie where SQLite's integers do not.
-_EXACT_FLOAT = 2**53
 
 
 def matching_docs(
@@ -154,7 +200,7 @@ def matching_docs(
 ) -> list[StoredDoc]:
     """The owner's docs of a type in the container with, for each ``(paths, values)``, a posting of one of the
     paths and one of the values; oldest first, as ``docs`` lists them (the DSL breaks ties by that order)."""
-    candidates, parameters = _candidates(container_id, memory_type, required)
+    candidates, parameters = _candidates(owner, container_id, memory_type, required)
     sql = _DOC + _OWNED.format(candidates=candidates) + " ORDER BY m.seq"
     rows = c.execute(sql, [*parameters, container_id, memory_type, *owner_key(owner)])
     return [row_doc(row, "memory_id") for row in rows]
@@ -172,24 +218,55 @@ def sorted_page(
     """How many of the owner's docs ``matching_docs`` selects, and the first ``limit`` of them by a top-level
     ``field`` (``sort``: field, descending, limit; oldest first among equals), oldest first; None when one of
     them holds anything but a single number there (the DSL then sorts them)."""
-    field, descending, limit = sort
-    candidates, parameters = _candidates(container_id, memory_type, required)
-    path = "$." + json.dumps(field)
-    owned = _OWNED.format(candidates=candidates)
-    try:
-        keys = c.execute(
-            f"SELECT m.seq, json_type(m.doc, ?), json_extract(m.doc, ?) {owned}",
-            [path, path, *parameters, container_id, memory_type, *owner_key(owner)],
-        ).fetchall()
-    except sqlite3.OperationalError:  # a doc SQLite's JSON does not read (Python writes NaN): the DSL sorts
+    found = _sorted_seqs(c, owner, container_id, memory_type, required, sort)
+    if found is None:
         return None
-    if any(kind not in ("integer", "real") or abs(key) >= _EXACT_FLOAT for _, kind, key in keys):
-        return None
-    keys.sort(key=lambda row: (-row[2] if descending else row[2], row[0]))
-    page = sorted(seq for seq, _, _ in keys[:limit])
+    total, page = found
     rows = c.execute(
         "SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE seq IN (SELECT value FROM json_each(?)) "
         "ORDER BY seq",
         (json.dumps(page),),
     )
-    return len(keys), [row_doc(row, "memory_id") for row in rows]
+    return total, [row_doc(row, "memory_id") for row in rows]
+
+
+def _sorted_seqs(
+    c: sqlite3.Connection,
+    owner: Principal,
+    container_id: str,
+    memory_type: str,
+    required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    sort: tuple[str, bool, int],
+) -> tuple[int, list[int]] | None:
+    """``sorted_page``'s count and page, oldest first."""
+    field, descending, limit = sort
+    if field in SORT_FIELDS:  # from the postings alone: the first term's, among the other terms' seqs
+        (paths, values), rest = required[0], required[1:]
+        sql = _POSTED.format(columns=f", {field} AS key")
+        parameters = _posted(owner, container_id, memory_type, paths, values)
+        if rest:
+            others, more = _candidates(owner, container_id, memory_type, rest)
+            sql, parameters = f"{sql} AND seq IN ({others})", [*parameters, *more]
+        if len(paths) == 1 and len(values) == 1:  # a posting per doc: counted and ranked in SQL, top k kept
+            total, missing = c.execute(f"SELECT count(*), count(*) - count(key) FROM ({sql})", parameters).fetchone()
+            if missing:
+                return None
+            order = f"key {'DESC' if descending else 'ASC'}, seq"
+            ranked = c.execute(f"SELECT seq FROM ({sql}) ORDER BY {order} LIMIT ?", [*parameters, limit])
+            return total, sorted(seq for (seq,) in ranked)
+        numbers = dict(c.execute(sql, parameters).fetchall())  # a doc may have several of the term's postings
+    else:
+        candidates, parameters = _candidates(owner, container_id, memory_type, required)
+        path = "$." + json.dumps(field)
+        try:
+            keys = c.execute(
+                f"SELECT m.seq, json_type(m.doc, ?), json_extract(m.doc, ?) {_OWNED.format(candidates=candidates)}",
+                [path, path, *parameters, container_id, memory_type, *owner_key(owner)],
+            ).fetchall()
+        except sqlite3.OperationalError:  # a doc SQLite's JSON does not read (Python writes NaN): the DSL sorts
+            return None
+        numbers = {seq: key if kind in ("integer", "real") else None for seq, kind, key in keys}
+    if any(key is None or abs(key) >= _EXACT_FLOAT for key in numbers.values()):
+        return None
+    ranked_keys = sorted(numbers.items(), key=lambda row: (-row[1] if descending else row[1], row[0]))
+    return len(numbers), sorted(seq for seq, _ in ranked_keys[:limit])

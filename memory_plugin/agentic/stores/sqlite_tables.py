@@ -190,18 +190,18 @@ def rewrite(c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bo
     if reembed:
         row = c.execute(
             "UPDATE memories SET doc = ?, version = version + 1, seq_no = ?, vector = NULL, pending = 1 WHERE seq = ? "
-            "RETURNING container_id, memory_type",
+            "RETURNING container_id, memory_type, organization_id, user_id",
             (dumps(doc), seq_no, seq),
         ).fetchone()
         fts_put(c, seq, memory_text(doc), new=False)
     else:
         row = c.execute(
             "UPDATE memories SET doc = ?, version = version + 1, seq_no = ? WHERE seq = ? "
-            "RETURNING container_id, memory_type",
+            "RETURNING container_id, memory_type, organization_id, user_id",
             (dumps(doc), seq_no, seq),
         ).fetchone()
     if row is not None:
-        index_postings(c, seq, row[0], row[1], doc, new=False)
+        index_postings(c, seq, row[0], row[1], (row[2], row[3]), doc, new=False)
     return seq_no
 
 

@@ -319,6 +319,21 @@ def plot_agentic(result: dict[str, Any], path: Path) -> Path:
     return _save(figure, path)
 
 
+def plot_dsl(result: dict[str, Any], path: Path) -> Path:
+    """The session-load ``_search`` of working memory: p50 and p95 by container size, postings and full scan."""
+    figure, axes = plt.subplots(figsize=(9, 6))
+    for mode, color in (("postings", "#4c72b0"), ("full scan", "#c44e52")):
+        rows = [r for r in result["results"] if mode in r]
+        for stat, style in (("p50_ms", "-"), ("p95_ms", "--")):
+            if rows:
+                xs, ys = [r["memories"] for r in rows], [r[mode][stat] for r in rows]
+                axes.plot(xs, ys, style, marker="o", color=color, label=f"{mode} {stat[:3]}")
+    axes.set(xscale="log", yscale="log", xlabel="working memories in the container", ylabel="ms")
+    axes.set_title(f"one session's last 10 messages, {result['sessions']} sessions (_search through the service)")
+    axes.legend()
+    return _save(figure, path)
+
+
 def plot_locomo(result: dict[str, Any], path: Path) -> Path:
     """LoCoMo recall per surface: overall at 5, 10 and 25, and at 10 per question category."""
     surfaces = list(result["recall"])
@@ -426,6 +441,7 @@ def plot_opensearch(result: dict[str, Any], path: Path) -> Path:
 
 PLOTTERS = {
     "locomo": plot_locomo,
+    "dsl": plot_dsl,
     "agentic": plot_agentic,
     "bridge": plot_bridge,
     "scaleout": plot_scaleout,

@@ -45,7 +45,8 @@ from memory_plugin.agentic.views import by_query_response, hit_extras, memory_vi
 from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
 from memory_plugin.clock import new_id
-from memory_plugin.dsl import DocumentHit, bounded, execute, parse_search, search_response
+from memory_plugin.dsl import DocumentHit, SearchBody, bounded, execute, parse_search, search_response
+from memory_plugin.dsl.pushdown import required_terms, sorted_page
 from memory_plugin.errors import InvalidArgument, StatusBadRequest, StatusForbidden, StatusNotFound, UpstreamFailed
 
 
@@ -269,16 +270,44 @@ class Memories:
 
     # -- search and delete by query ------------------------------------------------------------
 
+    async def _candidates(
+        self, owner: Principal, container_id: str, memory_type: str, query: SearchBody, *, scores_shown: bool = True
+    ) -> list[StoredDoc]:
+        """The docs ``query`` is evaluated over: those its required exact terms select from the store's postings
+        when that gives the same answer (``dsl.pushdown``), else every doc of the type in the container."""
+        required = required_terms(query, self.store.indexed_field, scores_shown=scores_shown)
+        if not required:
+            return await self.store.docs(owner, container_id, memory_type)
+        terms = [(term.paths, term.values) for term in required]
+        return await self.store.docs_matching(owner, container_id, memory_type, terms)
+
+    async def _page(
+        self, owner: Principal, container_id: str, memory_type: str, query: SearchBody
+    ) -> tuple[list[StoredDoc], int | None]:
+        """The docs a search evaluates, and how many match when that is known without them: a session load (exact
+        terms, sorted by one field) reads only its page, however long the session (``dsl.pushdown.sorted_page``)."""
+        page = sorted_page(query, self.store.indexed_field)
+        if page is not None:
+            terms = [(term.paths, term.values) for term in page.required]
+            sort = (page.field, page.descending, page.limit)
+            found = await self.store.sorted_page(owner, container_id, memory_type, terms, sort)
+            if found is not None:
+                total, docs = found
+                return docs, total
+        return await self._candidates(owner, container_id, memory_type, query), None
+
     async def search(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
         if body is None:
             raise InvalidArgument("Search memories request has empty body")
         query = parse_search(without_nested(body, NESTED_PATHS.get(raw_type.lower(), frozenset())))
         container, memory_type = await self._typed(owner, container_id, raw_type)
         started = time.perf_counter()
-        docs = await self.store.docs(owner, container_id, memory_type)
+        docs, total = await self._page(owner, container_id, memory_type, query)
         # A big container's evaluation runs off the event loop, which keeps answering meanwhile, within budget.
         rows = [(doc.id, doc.source) for doc in docs]
         result = await bounded(lambda budget: execute(query, rows, budget=budget))
+        if total is not None:  # the page's docs were evaluated, and the store counted the matches
+            result = replace(result, total=total)
         if memory_type == LONG_TERM and query.source.enabled and result.hits:
             # The raw _source holds the embedding, as on a real node; only the hits' vectors are read.
             sources = {doc.id: doc.source for doc in docs}
@@ -314,7 +343,7 @@ class Memories:
         if not container.has(memory_type):
             raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")
         started = time.perf_counter()
-        docs = await self.store.docs(owner, container_id, memory_type)
+        docs = await self._candidates(owner, container_id, memory_type, query, scores_shown=False)
         matched, timed_out = await matching_ids(query, docs)
         deleted = await self.store.delete_ids(owner, container_id, memory_type, matched)
         return by_query_response(started, timed_out, len(matched), deleted)

@@ -129,6 +129,14 @@ def _agentic(report: dict[str, Any]) -> None:
     assert recalls == {"knn k=10 (store only)": 1.0, "knn k=10, namespace (store only)": 1.0}
 
 
+@benchmark("bench_dsl.py", "--sizes", "200,400", "--sessions", "4", "--queries", "10", "--scan-up-to", "200")
+def _dsl(report: dict[str, Any]) -> None:
+    assert [(row["memories"], row["per_session"]) for row in report["results"]] == [(200, 50), (400, 100)]
+    assert ["full scan" in row for row in report["results"]] == [True, False]
+    for row in report["results"]:
+        assert row["postings"]["hits_per_query"] == 10 and row["postings"]["p50_ms"] <= row["postings"]["p95_ms"]
+
+
 @benchmark(
     "bench_bridge.py", "--requests", "20", "--concurrency", "2", "--organisations", "2", "--no-ml", "--timeout", "60"
 )

@@ -59,6 +59,35 @@ class MemoryDocStore(abc.ABC):
     async def docs(self, owner: Principal, container_id: str, memory_type: str) -> list[StoredDoc]:
         """Every doc of a type in the container, oldest first (for query evaluation)."""
 
+    def indexed_field(self, path: str) -> bool:
+        """Whether ``docs_matching`` can select by exact values of ``path``."""
+        return False
+
+    async def docs_matching(
+        self,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    ) -> list[StoredDoc]:
+        """The docs of ``docs`` that may hold, for each ``(paths, values)``, one of the string ``values`` at one of
+        the ``paths`` (each path ``indexed_field``): a superset of them, oldest first, for query evaluation to
+        decide.  By default every doc (a store without postings scans)."""
+        return await self.docs(owner, container_id, memory_type)
+
+    async def sorted_page(
+        self,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+        sort: tuple[str, bool, int],
+    ) -> tuple[int, list[StoredDoc]] | None:
+        """How many docs ``docs_matching`` selects, when it selects exactly the matches, and the first ``limit``
+        by a top-level field (``sort``: field, descending, limit; oldest first among equals), oldest first.
+        None when the store cannot tell (a store without postings, a doc without a single number there)."""
+        return None
+
     @abc.abstractmethod
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int: ...
 

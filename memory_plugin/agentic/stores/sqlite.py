@@ -19,12 +19,10 @@ from memory_plugin.agentic.stores.base import (
     LongTermScope,
     MemoryAdd,
     Merge,
-    PendingEmbedding,
     StoredDoc,
     memory_text,
     normalised,
     owner_key,
-    owner_of,
     text_changed,
 )
 from memory_plugin.agentic.stores.bm25 import Change, LexicalIndex
@@ -41,8 +39,9 @@ from memory_plugin.agentic.stores.retention import RetentionStore
 from memory_plugin.agentic.stores.retention_sqlite import SqliteRetention
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of, without_sources
 from memory_plugin.agentic.stores.sqlite_forgetting import forget, index_history_terms
+from memory_plugin.agentic.stores.sqlite_postings import index_postings, indexed_path, matching_docs, sorted_page
+from memory_plugin.agentic.stores.sqlite_queues import SqliteQueues
 from memory_plugin.agentic.stores.sqlite_tables import (
-    BATCH,
     CONTAINER_OWNER,
     CONTAINER_USABLE,
     MEMORY_OWNER,
@@ -61,13 +60,13 @@ from memory_plugin.agentic.stores.sqlite_tables import (
     session_taken,
     usable_params,
 )
-from memory_plugin.agentic.stores.vectors import Matrix, OwnerKey, container_matrix, drop_matrices, load_vectors
+from memory_plugin.agentic.stores.vectors import Matrix, container_matrix, drop_matrices, load_vectors
 from memory_plugin.auth import Principal
 
 T = TypeVar("T")
 
 
-class SqliteAgenticStore(AgenticStore):
+class SqliteAgenticStore(SqliteQueues, AgenticStore):
     def __init__(self, path: Path) -> None:
         #: The BM25 mirror of ``lt_fts`` (``bm25``), following every committed write the same way.
         self._lexical = LexicalIndex()
@@ -231,6 +230,7 @@ class SqliteAgenticStore(AgenticStore):
                 int(memory_type == LONG_TERM),
             ),
         ).fetchone()[0]
+        index_postings(c, seq, container_id, memory_type, owner_key(owner), doc, new=True)
         if memory_type == LONG_TERM:
             index_terms(c, seq, doc)
             fts_put(c, seq, memory_text(doc), new=True)
@@ -352,6 +352,30 @@ class SqliteAgenticStore(AgenticStore):
         params = (container_id, memory_type, *owner_key(owner))
         return await self.db.read(lambda c: [row_doc(row, "memory_id") for row in c.execute(sql, params)])
 
+    def indexed_field(self, path: str) -> bool:
+        return indexed_path(path)
+
+    async def docs_matching(
+        self,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    ) -> list[StoredDoc]:
+        if not required:
+            return await self.docs(owner, container_id, memory_type)
+        return await self.db.read(lambda c: matching_docs(c, owner, container_id, memory_type, required, row_doc))
+
+    async def sorted_page(
+        self,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+        sort: tuple[str, bool, int],
+    ) -> tuple[int, list[StoredDoc]] | None:
+        return await self.db.read(lambda c: sorted_page(c, owner, container_id, memory_type, required, sort, row_doc))
+
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:
         def delete(c: sqlite3.Connection) -> list[int]:
             seqs: list[int] = []
@@ -398,83 +422,7 @@ class SqliteAgenticStore(AgenticStore):
 
         return await self.db.read(read)
 
-    # -- background work ------------------------------------------------------------------
-
-    async def pending_embeddings(self, limit: int, skip: Iterable[str] = ()) -> list[PendingEmbedding]:
-        skipped = sorted(skip)[:BATCH]
-        sql = (
-            "SELECT seq, organization_id, user_id, container_id, doc FROM memories WHERE pending = 1 "
-            f"AND container_id NOT IN ({', '.join('?' * len(skipped))}) ORDER BY seq LIMIT ?"
-        )
-
-        def read(c: sqlite3.Connection) -> list[PendingEmbedding]:
-            return [
-                PendingEmbedding(seq, owner_of(organization, user), container_id, memory_text(json.loads(doc)))
-                for seq, organization, user, container_id, doc in c.execute(sql, (*skipped, limit))
-            ]
-
-        return await self.db.read(read)
-
-    async def pending_count(self) -> int:
-        return int(
-            await self.db.read(lambda c: c.execute("SELECT count(*) FROM memories WHERE pending = 1").fetchone()[0])
-        )
-
-    async def infer_job_count(self) -> int:
-        return int(await self.db.read(lambda c: c.execute("SELECT count(*) FROM infer_jobs").fetchone()[0]))
-
-    async def store_embeddings(self, rows: Sequence[tuple[Any, str, np.ndarray]]) -> int:
-        def store(c: sqlite3.Connection) -> list[tuple[str, int, np.ndarray, OwnerKey]]:
-            stored = []
-            for seq, text, vector in rows:
-                row = c.execute(
-                    "SELECT container_id, doc, organization_id, user_id FROM memories WHERE seq = ? AND pending = 1",
-                    (seq,),
-                ).fetchone()
-                if row is None or memory_text(json.loads(row[1])) != text:
-                    continue  # deleted or changed meanwhile: a newer embedding is pending
-                unit = normalised(vector)
-                c.execute("UPDATE memories SET vector = ?, pending = 0 WHERE seq = ?", (unit.tobytes(), seq))
-                stored.append((row[0], seq, unit, (row[2], row[3])))
-            return stored
-
-        def index(stored: list[tuple[str, int, np.ndarray, OwnerKey]]) -> None:
-            for container_id, seq, unit, owner in stored:
-                self._index(container_id, len(unit)).add(
-                    np.asarray([seq], dtype=np.int64), unit.reshape(1, -1), [owner]
-                )
-
-        stored = await self._write(store, index)
-        return len(stored)
-
-    async def infer_jobs(self, limit: int) -> list[InferJob]:
-        def read(c: sqlite3.Connection) -> list[InferJob]:
-            rows = c.execute("SELECT * FROM infer_jobs ORDER BY job_id LIMIT ?", (limit,))
-            return [
-                InferJob(
-                    row["job_id"],
-                    owner_of(row["organization_id"], row["user_id"]),
-                    row["container_id"],
-                    json.loads(row["request"]),
-                    row["attempts"],
-                    answers=json.loads(row["answers"]),
-                )
-                for row in rows
-            ]
-
-        return await self.db.read(read)
-
-    async def keep_infer_answers(self, job: InferJob) -> bool:
-        answers = dumps(job.answers)
-        await self._write(
-            lambda c: c.execute("UPDATE infer_jobs SET answers = ? WHERE job_id = ?", (answers, job.job_id))
-        )
-        return True
-
-    async def count_infer_attempt(self, job: InferJob) -> None:
-        await self._write(
-            lambda c: c.execute("UPDATE infer_jobs SET attempts = attempts + 1 WHERE job_id = ?", (job.job_id,))
-        )
+    # -- background work (the queues' reads: ``sqlite_queues``) ----------------------------------
 
     async def apply_infer(
         self, job: InferJob, changes: Sequence[LongTermChange], history: Sequence[tuple[str, dict[str, Any]]]

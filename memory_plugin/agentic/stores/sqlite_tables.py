@@ -7,7 +7,9 @@ Embedded layout (one SQLite file, WAL, ``synchronous=FULL``):
   ``(container_id, type, id)`` and by an AUTOINCREMENT ``seq`` that is the
   vector id and the rowid in FTS5.
 * ``terms`` indexes long-term ``namespace.*``, ``tags.*``, ``strategy_id`` and
-  ``namespace_size`` for the exact term filters of k-NN and BM25.
+  ``namespace_size`` for the exact term filters of k-NN and BM25; ``postings``
+  (``sqlite_postings``) every type's exact values by container, for the
+  query-DSL ``_search``.
 * ``lt_fts`` is an FTS5 table of long-term ``memory`` text (BM25), written only through ``fts.fts_put`` and
   ``fts.fts_delete`` so that the in-memory BM25 mirror (``bm25``) follows every committed change.
 * ``pending = 1`` marks a long-term memory whose embedding is not computed
@@ -46,6 +48,7 @@ from memory_plugin.agentic.stores.fts import (
     totals,
 )
 from memory_plugin.agentic.stores.sources import SOURCES, sources_of, without_sources
+from memory_plugin.agentic.stores.sqlite_postings import index_postings, schema_postings
 from memory_plugin.auth import Principal
 from memory_plugin.sorted_ids import sorted_distinct
 from memory_plugin.sqlite import run_script
@@ -112,7 +115,7 @@ def _schema_v3(connection: sqlite3.Connection) -> None:
     connection.execute("ALTER TABLE infer_jobs ADD COLUMN answers TEXT NOT NULL DEFAULT '{}'")
 
 
-MIGRATIONS = [_schema_v1, _schema_v2, _schema_v3]
+MIGRATIONS = [_schema_v1, _schema_v2, _schema_v3, schema_postings]
 CONTAINER_OWNER = "container_id = ? AND organization_id = ? AND user_id = ?"
 #: The containers a caller may use (``base.may_use``, in SQL): of its organisation, and its own, or any for an
 #: organisation key, or shared with one of its roles.  Parameters: organisation, admin (0/1), user, roles (JSON).
@@ -181,19 +184,24 @@ def index_terms(c: sqlite3.Connection, seq: int, doc: dict[str, Any]) -> None:
 
 
 def rewrite(c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bool = False) -> int:
-    """Store a doc's next version and return its seq_no; ``reembed`` (a long-term doc's text changed) drops its
-    vector, queues the new text for embedding and re-indexes it for BM25."""
+    """Store a doc's next version, with its postings, and return its seq_no; ``reembed`` (a long-term doc's text
+    changed) drops its vector, queues the new text for embedding and re-indexes it for BM25."""
     seq_no = next_seq_no(c)
     if reembed:
-        c.execute(
-            "UPDATE memories SET doc = ?, version = version + 1, seq_no = ?, vector = NULL, pending = 1 WHERE seq = ?",
+        row = c.execute(
+            "UPDATE memories SET doc = ?, version = version + 1, seq_no = ?, vector = NULL, pending = 1 WHERE seq = ? "
+            "RETURNING container_id, memory_type, organization_id, user_id",
             (dumps(doc), seq_no, seq),
-        )
+        ).fetchone()
         fts_put(c, seq, memory_text(doc), new=False)
     else:
-        c.execute(
-            "UPDATE memories SET doc = ?, version = version + 1, seq_no = ? WHERE seq = ?", (dumps(doc), seq_no, seq)
-        )
+        row = c.execute(
+            "UPDATE memories SET doc = ?, version = version + 1, seq_no = ? WHERE seq = ? "
+            "RETURNING container_id, memory_type, organization_id, user_id",
+            (dumps(doc), seq_no, seq),
+        ).fetchone()
+    if row is not None:
+        index_postings(c, seq, row[0], row[1], (row[2], row[3]), doc, new=False)
     return seq_no
 
 

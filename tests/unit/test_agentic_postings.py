@@ -1,0 +1,361 @@
+"""The embedded store's postings and the query-DSL pushdown over them: which bodies push down, that a pushed-down
+search answers exactly as a scan of every doc, that postings follow every write, and that a database of the
+schema before them gains them on open."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+import pytest
+
+from memory_plugin.agentic.containers import Containers
+from memory_plugin.agentic.llm import ContainerModels
+from memory_plugin.agentic.memories import Memories
+from memory_plugin.agentic.models import HISTORY, SESSIONS, WORKING
+from memory_plugin.agentic.requests import new_container
+from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite
+from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
+from memory_plugin.agentic.stores.sqlite_postings import indexed_path, postings
+from memory_plugin.agentic.stores.sqlite_tables import MIGRATIONS
+from memory_plugin.agentic.views import hit_extras
+from memory_plugin.auth import Principal
+from memory_plugin.background import Worker
+from memory_plugin.dsl import execute, parse_search, search_response
+from memory_plugin.dsl.pushdown import RequiredTerms, SortedPage, required_terms, sorted_page
+
+ALICE, BOB = Principal("org-1", "alice"), Principal("org-1", "bob")
+SESSION = {"term": {"namespace.session_id": "s3"}}
+
+
+def planned(body: dict[str, Any]) -> list[RequiredTerms]:
+    return required_terms(parse_search(body), indexed_path)
+
+
+def working(n: int, owner: str = "alice") -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "owner_id": owner,
+        "memory_container_id": "c1",
+        "payload_type": "conversational" if n % 3 else "data",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": f"message {n} about topic {n % 4}"}]}],
+        "namespace": {"session_id": f"s{n % 8}", "agent_id": f"a{n % 5}"},
+        "namespace_size": 2,
+        "tags": {"topic": f"t{n % 4}"},
+        "session_id": f"s{n % 8}",
+        "created_time": 1_700_000_000_000 + (n * 7919) % 1000,  # ties too: sorts must break them alike
+        "last_updated_time": 1_700_000_000_000 + n,
+    }
+    if n % 10 == 0:
+        doc["metadata"] = {"kind": "important", "note.deep": "x"}
+    return doc
+
+
+async def filled(tmp_path, count: int = 400) -> SqliteAgenticStore:
+    store = SqliteAgenticStore(tmp_path / "a.sqlite3")
+    await store.open(8)
+    await store.insert_container(ALICE, "c1", new_container({"name": "c1"}, 8, False, "alice"))
+    for n in range(count):
+        owner = BOB if n % 7 == 0 else ALICE  # a shared container: others' docs are never candidates
+        await store.add_memory(owner, "c1", MemoryAdd(f"w{n:04d}", working(n, owner.user_id or "")))
+    return store
+
+
+async def answer(store: SqliteAgenticStore, body: dict[str, Any], *, pushdown: bool) -> tuple[dict[str, Any], int]:
+    """The search response over the pushed-down candidates or over every doc, and how many docs it read."""
+    query = parse_search(body)
+    if pushdown:
+        required = required_terms(query, store.indexed_field)
+        assert required, body
+        terms = [(term.paths, term.values) for term in required]
+        docs = await store.docs_matching(ALICE, "c1", WORKING, terms)
+    else:
+        docs = await store.docs(ALICE, "c1", WORKING)
+    result = execute(query, [(doc.id, doc.source) for doc in docs])
+    return search_response(result, 0, index="working", hit_extras=hit_extras(docs).__getitem__), len(docs)
+
+
+# -- the planner ------------------------------------------------------------------------------
+
+
+def test_required_terms_at_top_and_under_required_bools_push_down():
+    assert planned({"query": SESSION, "sort": [{"created_time": "desc"}]}) == [
+        RequiredTerms(("namespace.session_id",), ("s3",))
+    ]
+    body = {
+        "query": {
+            "bool": {
+                "filter": [SESSION, {"range": {"created_time": {"gte": 0}}}],
+                "must": [{"bool": {"filter": {"terms": {"tags.topic": ["t1", "t2"]}}}}],
+                "must_not": [{"term": {"payload_type": "data"}}],
+                "should": [{"term": {"session_id": "s1"}}],
+            }
+        },
+        "sort": [{"created_time": {"order": "desc"}}],
+        "size": 10,
+    }
+    assert set(planned(body)) == {
+        RequiredTerms(("namespace.session_id",), ("s3",)),
+        RequiredTerms(("tags.topic",), ("t1", "t2")),
+    }
+    # scores shown, but constant whatever the other docs are
+    assert planned({"query": {"constant_score": {"filter": SESSION}}}) == [
+        RequiredTerms(("namespace.session_id",), ("s3",))
+    ]
+    assert planned({"query": {"bool": {"must": [SESSION, {"range": {"created_time": {"gt": 1}}}]}}})
+    # BM25 in filter context is not scored
+    assert planned({"query": {"bool": {"filter": [SESSION, {"match": {"messages.content.text": "topic"}}]}}})
+    # ``x.keyword`` reads ``x`` when the doc has no ``x.keyword``: both are looked up
+    assert planned({"query": {"term": {"namespace.session_id.keyword": "s3"}}}) == [
+        RequiredTerms(("namespace.session_id.keyword", "namespace.session_id"), ("s3",))
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"query": {"match_all": {}}},
+        {"query": {"bool": {"should": [SESSION]}}},
+        {"query": {"bool": {"must_not": [SESSION]}}},
+        {"query": {"bool": {"filter": [{"bool": {"should": [SESSION, {"term": {"session_id": "s1"}}]}}]}}},
+        # scores shown and computed from the corpus: the candidates' statistics would differ
+        {"query": {"bool": {"filter": [SESSION], "must": [{"match": {"messages.content.text": "topic"}}]}}},
+        # ... or a min_score over them
+        {"query": {"bool": {"filter": [SESSION], "must": [{"match": {"x": "y"}}]}}, "min_score": 0.1},
+        # fuzzy expands to the searched docs' terms: which docs match depends on the corpus
+        {"query": {"bool": {"filter": [SESSION, {"fuzzy": {"messages.content.text": "topik"}}]}}, "sort": ["_id"]},
+        # unindexed fields, and a flat_object root (every leaf at once)
+        {"query": {"term": {"owner_id": "alice"}}},
+        {"query": {"term": {"messages.role": "user"}}},
+        {"query": {"term": {"namespace": "s3"}}},
+        {"query": {"term": {"_id": "w0001"}}},
+        # values a term compares as numbers, booleans or dates, and case-insensitive ones
+        {"query": {"term": {"namespace.session_id": 3}}},
+        {"query": {"term": {"namespace.session_id": "3"}}},
+        {"query": {"term": {"namespace.session_id": "True"}}},
+        {"query": {"term": {"namespace.session_id": "2024-01-01"}}},
+        {"query": {"terms": {"namespace.session_id": ["s3", "7"]}}},
+        {"query": {"term": {"namespace.session_id": {"value": "S3", "case_insensitive": True}}}},
+    ],
+)
+def test_bodies_that_scan(body):
+    assert planned(body) == []
+
+
+def test_bm25_sorted_by_fields_only_pushes_down_as_scores_are_not_shown():
+    body = {"query": {"bool": {"must": [SESSION, {"match": {"messages.content.text": "topic"}}]}}}
+    assert planned(body) == []
+    assert planned({**body, "sort": [{"created_time": "desc"}]})
+    assert required_terms(parse_search(body), indexed_path, scores_shown=False)  # delete by query
+
+
+def test_postings_hold_what_a_term_reads_at_every_indexed_path():
+    doc = {
+        "namespace": {"session_id": "s1", "a.b": "dotted"},
+        "tags": {"t": ["x", "y"], "n": 5},
+        "metadata": {"deep": {"er": "z"}},
+        "session_id": "s1",
+        "owner_id": "alice",
+        "messages": [{"role": "user"}],
+    }
+    assert postings(doc) == {
+        ("namespace.session_id", "s1"),
+        ("namespace.a.b", "dotted"),
+        ("tags.t", "x"),
+        ("tags.t", "y"),
+        ("metadata.deep", "z"),
+        ("metadata.deep.er", "z"),
+        ("session_id", "s1"),
+    }
+
+
+# -- the store ----------------------------------------------------------------------------------
+
+EQUIVALENT = [
+    {"query": SESSION, "sort": [{"created_time": {"order": "desc"}}], "size": 10},
+    {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "asc"}], "size": 10},
+    {"query": {"bool": {"must": [SESSION]}}, "sort": [{"created_time": "desc"}], "from": 3, "size": 4},
+    {"query": {"terms": {"tags.topic": ["t1", "t3"]}}, "size": 50},
+    {"query": {"term": {"namespace.session_id.keyword": "s5"}}, "track_total_hits": True},
+    {
+        "query": {
+            "bool": {
+                "filter": [{"terms": {"namespace.agent_id": ["a1", "a2"]}}],
+                "must": [{"term": {"tags.topic": "t1"}}, {"range": {"last_updated_time": {"gte": 1_700_000_000_100}}}],
+                "must_not": [{"term": {"payload_type": "data"}}],
+                "should": [{"match": {"messages.content.text": "message"}}],
+            }
+        },
+        "sort": [{"created_time": "desc"}, {"_id": "asc"}],
+        "size": 7,
+        "track_total_hits": 3,
+    },
+    {
+        "query": {"bool": {"filter": [{"term": {"session_id": "s2"}}]}},
+        "size": 0,
+        "aggs": {"agents": {"terms": {"field": "namespace.agent_id"}}, "newest": {"max": {"field": "created_time"}}},
+    },
+    {"query": {"term": {"metadata.kind": "important"}}, "sort": [{"created_time": "desc"}], "_source": ["tags"]},
+    {"query": {"term": {"namespace.session_id": "nobody"}}},
+    {
+        "query": {"bool": {"filter": [SESSION, {"term": {"tags.topic": "t3"}}]}},
+        "sort": [{"created_time": "desc"}],
+        "search_after": [1_700_000_000_500],
+    },
+]
+
+
+@pytest.mark.parametrize("body", EQUIVALENT)
+async def test_a_pushed_down_search_answers_as_a_scan_of_every_doc(tmp_path, body):
+    store = await filled(tmp_path)
+    try:
+        pushed, read = await answer(store, body, pushdown=True)
+        scanned, every = await answer(store, body, pushdown=False)
+        assert pushed == scanned
+        assert read <= every / 2  # the candidates only
+    finally:
+        await store.close()
+
+
+async def test_postings_follow_updates_deletes_and_session_touches(tmp_path):
+    store = await filled(tmp_path, count=16)
+    try:
+
+        async def ids(field: str, value: str, memory_type: str = WORKING) -> list[str]:
+            docs = await store.docs_matching(ALICE, "c1", memory_type, [((field,), (value,))])
+            return [doc.id for doc in docs]
+
+        assert await ids("tags.topic", "t1") == ["w0001", "w0005", "w0009", "w0013"]
+        await store.update(ALICE, "c1", WORKING, "w0005", lambda doc: {**doc, "tags": {"topic": "moved"}})
+        assert await ids("tags.topic", "t1") == ["w0001", "w0009", "w0013"]
+        assert await ids("tags.topic", "moved") == ["w0005"]
+        await store.delete(ALICE, "c1", WORKING, "w0009")
+        assert await store.delete_ids(ALICE, "c1", WORKING, ["w0013"]) == 1
+        assert await ids("tags.topic", "t1") == ["w0001"]
+        # an add touching its session rewrites the session with its postings
+        session = SessionWrite("s-new", {"namespace": {"session_id": "s-new"}, "summary": "x"})
+        await store.add_memory(ALICE, "c1", MemoryAdd("w-new", working(1), session))
+        touch = SessionWrite("s-new", None, touched_time=5)
+        await store.add_memory(ALICE, "c1", MemoryAdd("w-newer", working(1), touch))
+        assert await ids("namespace.session_id", "s-new", SESSIONS) == ["s-new"]
+        assert await store.delete_container(ALICE, "c1") is not None
+        rows = await store.db.read(lambda c: c.execute("SELECT count(*) FROM postings").fetchone()[0])
+        assert rows == 0
+    finally:
+        await store.close()
+
+
+async def test_a_database_of_the_schema_before_postings_gains_them_on_open(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    connection = sqlite3.connect(path, isolation_level=None)
+    for migration in MIGRATIONS[:3]:  # the schema as the previous release left it
+        migration(connection)
+    connection.execute("PRAGMA user_version=3")
+    connection.execute("INSERT INTO containers VALUES ('c1', 'org-1', 'alice', '{}', 1, 1)")
+    rows = [
+        (n, "c1", WORKING if n < 30 else HISTORY, f"m{n}", "org-1", "alice", json.dumps(working(n)), 1, n)
+        for n in range(1, 41)
+    ]
+    connection.executemany(
+        "INSERT INTO memories (seq, container_id, memory_type, memory_id, organization_id, user_id, doc, version, "
+        "seq_no) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    connection.close()
+    store = SqliteAgenticStore(path)
+    await store.open(8)
+    try:
+        found = await store.docs_matching(ALICE, "c1", WORKING, [(("namespace.session_id",), ("s3",))])
+        assert [doc.id for doc in found] == ["m3", "m11", "m19", "m27"]
+        history = await store.docs_matching(ALICE, "c1", HISTORY, [(("tags.topic",), ("t2",))])
+        assert [doc.id for doc in history] == ["m30", "m34", "m38"]
+        body = {"query": SESSION, "sort": [{"created_time": "desc"}]}
+        pushed, read = await answer(store, body, pushdown=True)
+        assert pushed == (await answer(store, body, pushdown=False))[0]
+        assert read == 4 and pushed["hits"]["total"]["value"] == 4
+        assert len(await store.docs(ALICE, "c1", WORKING)) == 29  # nothing lost
+    finally:
+        await store.close()
+
+
+# -- through the service: candidates, and a sorted page picked by the store -------------------------
+
+
+class Idle(Worker):
+    async def drain(self) -> None:
+        return None
+
+
+def service(store: SqliteAgenticStore) -> Memories:
+    models = ContainerModels(None, None, None)  # type: ignore[arg-type]
+    containers = Containers(store, models, retention_enabled=False)
+    return Memories(store, containers, models, embeddings=Idle("e"), infer=Idle("i"), retention_enabled=False)
+
+
+def test_a_session_load_is_a_page_the_store_can_pick():
+    body = {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "from": 2, "size": 10}
+    assert sorted_page(parse_search(body), indexed_path) == SortedPage(
+        (RequiredTerms(("namespace.session_id",), ("s3",)),), "created_time", True, 12
+    )
+    assert sorted_page(parse_search({**body, "query": SESSION, "sort": ["created_time"]}), indexed_path)
+    for other in (
+        {"sort": [{"created_time": "desc"}, "_id"]},
+        {"sort": [{"namespace.agent_id": "desc"}]},
+        {"sort": [{"created_time": {"order": "desc", "missing": "_first"}}]},
+        {"aggs": {"n": {"max": {"field": "created_time"}}}},
+        {"search_after": [5]},
+        {"query": {"bool": {"filter": [SESSION, {"range": {"created_time": {"gte": 0}}}]}}},
+        {"query": {"bool": {"filter": [SESSION], "must_not": [{"term": {"tags.topic": "t1"}}]}}},
+        {"query": {"term": {"namespace.session_id.keyword": "s3"}}},
+    ):
+        assert sorted_page(parse_search({**body, **other}), indexed_path) is None, other
+
+
+SERVICE_BODIES = [
+    *EQUIVALENT,
+    {"query": SESSION, "sort": [{"created_time": "asc"}], "from": 5, "size": 3, "track_total_hits": True},
+    {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "track_total_hits": 2},
+    {"query": {"bool": {"must": [SESSION, {"term": {"tags.topic": "t3"}}]}}, "sort": ["created_time"], "size": 0},
+    {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"last_updated_time": "desc"}], "from": 40, "size": 10},
+    # a number the postings do not carry (read from the docs in SQL), every doc tied: oldest first
+    {"query": {"terms": {"tags.topic": ["t0", "t2"]}}, "sort": [{"namespace_size": "desc"}], "from": 7, "size": 5},
+]
+
+
+@pytest.mark.parametrize("body", SERVICE_BODIES)
+async def test_a_search_through_the_service_answers_as_a_scan(tmp_path, body):
+    store = await filled(tmp_path)
+    memories = service(store)
+    try:
+        pushed = await memories.search(ALICE, "c1", "working", body)
+        store.indexed_field = lambda path: False  # type: ignore[method-assign]  # as before postings
+        scanned = await memories.search(ALICE, "c1", "working", body)
+        for answer in (pushed, scanned):
+            answer.pop("took")
+        assert pushed == scanned
+    finally:
+        await store.close()
+
+
+async def test_a_session_load_reads_only_its_page_unless_a_sort_value_is_not_a_number(tmp_path, monkeypatch):
+    store = await filled(tmp_path, count=80)
+    memories = service(store)
+    picked: list[tuple[int, int] | None] = []
+    original = store.sorted_page
+
+    async def spy(*args: Any) -> Any:
+        found = await original(*args)
+        picked.append(None if found is None else (found[0], len(found[1])))
+        return found
+
+    monkeypatch.setattr(store, "sorted_page", spy)
+    body = {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "size": 3}
+    before = await memories.search(ALICE, "c1", "working", body)
+    assert picked == [(9, 3)]  # s3: n = 3, 11, ..., 75 of 80, less bob's 35
+    assert before["hits"]["total"] == {"value": 9, "relation": "eq"}
+    # a date string where the others hold numbers: the DSL sorts them, as before
+    await store.update(ALICE, "c1", WORKING, "w0011", lambda doc: {**doc, "created_time": "2030-01-01T00:00:00Z"})
+    after = await memories.search(ALICE, "c1", "working", body)
+    assert picked[-1] is None
+    assert after["hits"]["hits"][0]["_id"] == "w0011" and after["hits"]["total"]["value"] == 9
+    await store.close()

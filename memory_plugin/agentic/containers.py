@@ -11,9 +11,10 @@ import time
 from typing import Any
 
 from memory_plugin.agentic.container_ids import custom_container_id
+from memory_plugin.agentic.container_requests import new_container, updated_container
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name, parse_memory_type
-from memory_plugin.agentic.requests import Body, new_container, required, updated_container, without_nested
+from memory_plugin.agentic.requests import Body, required, without_nested
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.stores.base import StoredDoc, owner_id
 from memory_plugin.agentic.stores.containers import ContainerStore

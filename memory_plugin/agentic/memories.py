@@ -12,6 +12,7 @@ from typing import Any
 from memory_plugin.agentic import prompts
 from memory_plugin.agentic.containers import Containers, found_container
 from memory_plugin.agentic.llm import DEFAULT_RESULT_PATH, NO_LLM, ChatModel, ContainerModels, LLMError, read_path
+from memory_plugin.agentic.memory_requests import AddMemoriesInput, parse_messages
 from memory_plugin.agentic.models import (
     BUMPS,
     HISTORY,
@@ -24,17 +25,7 @@ from memory_plugin.agentic.models import (
     parse_memory_type,
     valid_unicode,
 )
-from memory_plugin.agentic.requests import (
-    AddMemoriesInput,
-    Body,
-    boolean,
-    obj,
-    parse_messages,
-    required,
-    string_map,
-    text,
-    without_nested,
-)
+from memory_plugin.agentic.requests import Body, boolean, obj, required, string_map, text, without_nested
 from memory_plugin.agentic.results import AddMemoriesResult
 from memory_plugin.agentic.retention_policy import PINNED_DISABLED, PINNED_WORKING
 from memory_plugin.agentic.search import matching_ids

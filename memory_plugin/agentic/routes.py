@@ -13,8 +13,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from memory_plugin.agentic.memory_requests import parse_add_memories, parse_long_term_search
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
-from memory_plugin.agentic.requests import boolean, parse_add_memories, parse_long_term_search
+from memory_plugin.agentic.requests import boolean
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.views import added_view, ranked_view
 from memory_plugin.errors import InvalidArgument, StatusBadRequest

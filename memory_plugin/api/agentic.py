@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from memory_plugin.agentic.requests import parse_add_memories, parse_long_term_search
+from memory_plugin.agentic.memory_requests import parse_add_memories, parse_long_term_search
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.views import ranked_view
 from memory_plugin.api.results import (

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
-from memory_plugin.agentic.models import Container, LongTermMemory, Strategy
-from memory_plugin.agentic.requests import (
+from memory_plugin.agentic.container_requests import parse_strategy
+from memory_plugin.agentic.memory_requests import (
     AddMemoriesInput,
     LongTermSearchInput,
     parse_add_memories,
     parse_long_term_search,
-    parse_strategy,
 )
+from memory_plugin.agentic.models import Container, LongTermMemory, Strategy
 from memory_plugin.agentic.results import AddMemoriesResult
 from memory_plugin.agentic.views import added_view
 

@@ -1,0 +1,286 @@
+"""Container requests of the agentic memory API: a create or update body checked field by field in
+ml-commons' order, and the container document built from it."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memory_plugin.agentic.models import (
+    DEFAULT_PREFIX,
+    EMBEDDING_TYPES,
+    MAX_DIMENSION,
+    MAX_INFER_SIZE_DEFAULT,
+    MAX_INFER_SIZE_LIMIT,
+    OWNER_ROLES,
+    STRATEGY_TYPES,
+    now_millis,
+)
+from memory_plugin.agentic.requests import boolean, integer, obj, string_list, text
+from memory_plugin.agentic.retention_policy import checked_policy, merged_policy, stored
+from memory_plugin.auth import backend_role_error
+from memory_plugin.errors import ContentParseError, InvalidArgument, ParseFailure, StatusNotFound
+
+_INDEX_NAME_FORBIDDEN = set('\\/*?"<>| ,#:')
+
+
+def check_backend_roles(roles: list[str] | None) -> list[str] | None:
+    """ml-commons' ``validateBackendRoles``: its refusal is an ``OpenSearchParseException`` (400 ``parse_exception``)."""
+    for role in roles or ():
+        refusal = backend_role_error(role)
+        if refusal is not None:
+            raise ParseFailure(refusal, parameter="backend_roles")
+    return roles
+
+
+def check_index_prefix(prefix: str) -> str:
+    bad = not prefix or prefix != prefix.lower() or prefix.startswith(("_", "-", "+")) or prefix in (".", "..")
+    if bad or any(c in _INDEX_NAME_FORBIDDEN for c in prefix) or len(prefix.encode()) > 200:
+        raise ParseFailure(
+            f'Invalid index_prefix [{prefix}]: it must be a lowercase index name without spaces or \\/*?"<>|,#:',
+            parameter="index_prefix",
+        )
+    return prefix
+
+
+def new_strategy_id(strategy_type: str) -> str:
+    return f"{strategy_type.lower()}_{secrets.token_hex(4)}"
+
+
+def parse_strategy(raw: Any, *, keep_id: bool = False) -> dict[str, Any]:
+    """One strategy: type upper-cased, namespace key names, enabled, optional configuration."""
+    if not isinstance(raw, dict):
+        raise ContentParseError("[strategies] must be an array of objects", parameter="strategies")
+    raw_type = text(raw, "type")
+    if raw_type is None or raw_type.upper() not in STRATEGY_TYPES:
+        raise InvalidArgument(
+            f"Invalid memory type: {raw_type}. Must be SEMANTIC, USER_PREFERENCE, or SUMMARY", parameter="type"
+        )
+    namespace = string_list(raw, "namespace")
+    if not namespace:
+        raise InvalidArgument(
+            "Strategy namespace is required. Please provide a non-empty array of namespace keys "
+            '(for example ["user_id"]).',
+            parameter="namespace",
+        )
+    strategy: dict[str, Any] = {}
+    strategy_id = text(raw, "id")
+    if strategy_id and keep_id:
+        strategy["id"] = strategy_id
+    strategy["enabled"] = boolean(raw, "enabled", True)
+    strategy["type"] = raw_type.upper()
+    strategy["namespace"] = namespace
+    configuration = obj(raw, "configuration")
+    if configuration:
+        for key in ("llm_id", "llm_result_path", "system_prompt"):
+            text(configuration, key)
+        strategy["configuration"] = configuration
+    return strategy
+
+
+def parse_embedding(config: Mapping[str, Any], model_dimension: int | None) -> dict[str, Any]:
+    """The embedding fields.  ``model_dimension`` is the built-in model's, which the container's must match;
+    None when ``embedding_model_id`` names the owner's registered remote model, whose dimension the
+    container declares (as on ml-commons, where it sizes the knn_vector field)."""
+    model_type = text(config, "embedding_model_type")
+    model_id = text(config, "embedding_model_id")
+    dimension = integer(config, "embedding_dimension")
+    if model_type is None and model_id is None:
+        if dimension is not None:
+            raise InvalidArgument("Field embedding_dimension is not allowed when semantic storage is disabled")
+        return {}
+    if model_type is not None and model_type.upper() not in EMBEDDING_TYPES:
+        raise InvalidArgument("Wrong function name", parameter="embedding_model_type")
+    if model_type is None:
+        raise InvalidArgument("Embedding model type is required when embedding model ID is provided")
+    if model_id is None:
+        raise InvalidArgument("Embedding model ID is required when embedding model type is provided")
+    model_type = model_type.upper()
+    if model_type == "SPARSE_ENCODING":
+        if dimension is not None:
+            raise InvalidArgument("Dimension is not allowed for SPARSE_ENCODING")
+        raise InvalidArgument(
+            "SPARSE_ENCODING is not available here: long-term memories are embedded by TEXT_EMBEDDING models "
+            "(the built-in one, or a registered remote one)",
+            parameter="embedding_model_type",
+        )
+    if dimension is None:
+        raise InvalidArgument("Dimension is required for TEXT_EMBEDDING")
+    if model_dimension is None:
+        if not 1 <= dimension <= MAX_DIMENSION:
+            raise InvalidArgument(
+                f"embedding_dimension must be between 1 and {MAX_DIMENSION}, the knn_vector limit",
+                parameter="embedding_dimension",
+            )
+    elif dimension != model_dimension:
+        raise InvalidArgument(
+            f"embedding_dimension {dimension} does not match the built-in embedding model, "
+            f"which has {model_dimension} dimensions; use {model_dimension} or configure model_dir",
+            parameter="embedding_dimension",
+        )
+    return {"embedding_model_type": model_type, "embedding_model_id": model_id, "embedding_dimension": dimension}
+
+
+def _check_strategies_need_models(config: Mapping[str, Any]) -> None:
+    if config.get("strategies") and not (config.get("llm_id") and config.get("embedding_model_id")):
+        raise InvalidArgument(
+            "Strategies require both an LLM model and embedding model to be configured. "
+            "Please provide llm_id, embedding_model_id and embedding_model_type in the configuration."
+        )
+
+
+def _max_infer_size(config: Mapping[str, Any]) -> int | None:
+    size = integer(config, "max_infer_size")
+    if size is not None and size > MAX_INFER_SIZE_LIMIT:
+        raise InvalidArgument("Maximum infer size cannot exceed 10", parameter="max_infer_size")
+    if size is not None and size < 1:
+        raise InvalidArgument("Maximum infer size must be at least 1", parameter="max_infer_size")
+    return size
+
+
+def parse_configuration(raw: Any, model_dimension: int | None, retention_enabled: bool) -> dict[str, Any]:
+    """A create request's ``configuration``, with ml-commons' defaults filled in."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ContentParseError("[configuration] must be an object", parameter="configuration")
+    use_system_index = boolean(raw, "use_system_index", True)
+    prefix = text(raw, "index_prefix")
+    if prefix is None:
+        prefix = DEFAULT_PREFIX if use_system_index else secrets.token_hex(4)
+    config: dict[str, Any] = {"index_prefix": check_index_prefix(prefix)}
+    config.update(parse_embedding(raw, model_dimension))
+    llm_id = text(raw, "llm_id")
+    max_infer_size = _max_infer_size(raw)
+    if llm_id:
+        config["llm_id"] = llm_id
+        config["max_infer_size"] = max_infer_size or MAX_INFER_SIZE_DEFAULT
+    strategies = raw.get("strategies")
+    if strategies is not None and not isinstance(strategies, list):
+        raise ContentParseError("[strategies] must be an array", parameter="strategies")
+    config["strategies"] = []
+    for item in strategies or ():
+        strategy = parse_strategy(item)
+        config["strategies"].append({"id": new_strategy_id(strategy["type"]), **strategy})
+    config["disable_history"] = boolean(raw, "disable_history", False)
+    config["disable_session"] = boolean(raw, "disable_session", False)
+    config["use_system_index"] = use_system_index
+    for name in ("index_settings", "parameters"):
+        value = obj(raw, name)
+        if value:
+            config[name] = value
+    if "retention_policy" in raw:
+        policy = checked_policy(raw["retention_policy"], retention_enabled)
+        # An explicit null is the container's opt-out of cluster defaults, kept as ml-commons keeps it.
+        config["retention_policy"] = None if policy is None else stored(policy)
+    _check_strategies_need_models(config)
+    return config
+
+
+def new_container(
+    body: Mapping[str, Any],
+    model_dimension: int | None,
+    retention_enabled: bool,
+    owner_id: str,
+    owner_roles: Sequence[str] = (),
+) -> dict[str, Any]:
+    """A new container; ``owner_roles``: the creator's backend roles, which ml-commons keeps in the container's
+    user object (shown as ``owner.backend_roles``, ``views.container_view``)."""
+    name = text(body, "name")
+    if name is None:
+        raise InvalidArgument("name is null", parameter="name")
+    created = now_millis()
+    doc: dict[str, Any] = {"name": name}
+    description = text(body, "description")
+    if description is not None:
+        doc["description"] = description
+    doc["owner"] = owner_id
+    if owner_roles:
+        doc[OWNER_ROLES] = list(owner_roles)
+    doc["created_time"] = created
+    doc["last_updated_time"] = created
+    doc["configuration"] = parse_configuration(body.get("configuration"), model_dimension, retention_enabled)
+    roles = check_backend_roles(string_list(body, "backend_roles"))
+    if roles:
+        doc["backend_roles"] = roles
+    return doc
+
+
+_EMBEDDING_FIELDS = ("embedding_model_type", "embedding_model_id", "embedding_dimension")
+
+
+def updated_container(
+    current: Mapping[str, Any], body: Mapping[str, Any], model_dimension: int | None, retention_enabled: bool
+) -> dict[str, Any]:
+    """A container after an update (AGENTIC.md 3.3): what may change is merged, the rest kept."""
+    doc: dict[str, Any] = json.loads(json.dumps(current))
+    for name in ("name", "description"):
+        value = text(body, name)
+        if value is not None:
+            doc[name] = value
+    if "backend_roles" in body:
+        doc["backend_roles"] = check_backend_roles(string_list(body, "backend_roles")) or []
+    raw = body.get("configuration")
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise ContentParseError("[configuration] must be an object", parameter="configuration")
+        config = doc["configuration"]
+        if any(raw.get(name) is not None for name in _EMBEDDING_FIELDS):
+            if config.get("strategies"):
+                raise InvalidArgument(
+                    "Cannot change embedding configuration once strategies are configured. "
+                    "Create a new memory container to use another embedding model."
+                )
+            for name in _EMBEDDING_FIELDS:
+                config.pop(name, None)
+            config.update(parse_embedding(raw, model_dimension))
+        llm_id = text(raw, "llm_id")
+        if llm_id:
+            config["llm_id"] = llm_id
+        max_infer_size = _max_infer_size(raw)
+        if max_infer_size is not None:
+            config["max_infer_size"] = max_infer_size
+        if config.get("llm_id"):
+            config.setdefault("max_infer_size", MAX_INFER_SIZE_DEFAULT)
+        if "retention_policy" in raw:
+            policy = checked_policy(raw["retention_policy"], retention_enabled)
+            config["retention_policy"] = (
+                None if policy is None else merged_policy(config.get("retention_policy"), policy)
+            )
+        strategies = raw.get("strategies")
+        if strategies is not None:
+            if not isinstance(strategies, list):
+                raise ContentParseError("[strategies] must be an array", parameter="strategies")
+            config["strategies"] = _merge_strategies(config.get("strategies", []), strategies)
+        _check_strategies_need_models(config)
+    doc["last_updated_time"] = now_millis()
+    return doc
+
+
+def _merge_strategies(current: list[dict[str, Any]], updates: list[Any]) -> list[dict[str, Any]]:
+    merged = [dict(strategy) for strategy in current]
+    by_id = {strategy["id"]: strategy for strategy in merged}
+    for raw in updates:
+        if isinstance(raw, dict) and raw.get("id") is not None:
+            strategy_id = text(raw, "id")
+            existing = by_id.get(strategy_id or "")
+            if existing is None:
+                raise StatusNotFound(f"Strategy with id {strategy_id} not found")
+            if raw.get("type") is not None and str(raw["type"]).upper() != existing["type"]:
+                raise InvalidArgument(
+                    f"Cannot change the type of strategy {strategy_id} from {existing['type']} to {raw['type']}"
+                )
+            parsed = parse_strategy({"type": existing["type"], "namespace": existing["namespace"], **raw})
+            existing["enabled"] = parsed["enabled"] if "enabled" in raw else existing.get("enabled", True)
+            existing["namespace"] = parsed["namespace"]
+            if "configuration" in raw:
+                if parsed.get("configuration"):
+                    existing["configuration"] = parsed["configuration"]
+                else:
+                    existing.pop("configuration", None)
+        else:
+            strategy = parse_strategy(raw)
+            merged.append({"id": new_strategy_id(strategy["type"]), **strategy})
+    return merged

@@ -1,0 +1,151 @@
+"""Memory requests of the agentic memory API: add and long-term search bodies, checked into typed inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memory_plugin.agentic.models import LONG_TERM, MAX_K, MAX_SEARCH_TERMS, check_session_id, flat_object_terms
+from memory_plugin.agentic.requests import (
+    Body,
+    boolean,
+    integer,
+    number,
+    obj,
+    required,
+    string_map,
+    text,
+    without_nested,
+)
+from memory_plugin.agentic.retention_policy import PINNED_WORKING
+from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
+from memory_plugin.dsl import SearchBody, parse_search
+from memory_plugin.errors import ContentParseError, InvalidArgument, StatusBadRequest
+
+
+def parse_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    messages = body.get("messages")
+    if messages is None:
+        return None
+    if not isinstance(messages, list):
+        raise ContentParseError("[messages] must be an array", parameter="messages")
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") is None or message.get("content") is None:
+            raise InvalidArgument("Message must have role and content", parameter="messages")
+        if not isinstance(message["role"], str):
+            raise ContentParseError("[role] must be a string", parameter="messages")
+        content = message["content"]
+        # An array of objects, as ml-commons parses it (a string would be a 500 from OpenSearch's flat_object).
+        if not isinstance(content, list) or not all(isinstance(part, dict) for part in content):
+            raise ContentParseError("[content] must be an array of objects", parameter="messages")
+    return messages
+
+
+@dataclass(frozen=True, slots=True)
+class AddMemoriesInput:
+    """An add request's body, checked (ml-commons' ``MLAddMemoriesInput``): what the container allows
+    (``infer`` needs its LLM) is the service's to decide.  Empty maps are None, as absent ones."""
+
+    payload_type: str
+    messages: list[dict[str, Any]] | None = None
+    infer: bool = False
+    namespace: Mapping[str, str] | None = None
+    metadata: Mapping[str, str] | None = None
+    tags: Mapping[str, str] | None = None
+    #: The request's own; the container's ``parameters`` are their defaults.
+    parameters: dict[str, Any] | None = None
+    message_id: int | None = None
+    binary_data: str | None = None
+    structured_data: dict[str, Any] | None = None
+    structured_data_blob: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.namespace.get("session_id") if self.namespace else None
+
+
+def parse_add_memories(body: Body) -> AddMemoriesInput:
+    """An add request's body, checked field by field in the order (and with the messages) ml-commons answers."""
+    body = required(body)
+    payload_type = (text(body, "payload_type") or "conversational").lower()
+    if payload_type not in ("conversational", "data"):
+        raise InvalidArgument(
+            f"Invalid payload_type: {body.get('payload_type')}. Must be one of: conversational, data",
+            parameter="payload_type",
+        )
+    messages = parse_messages(body)
+    infer = boolean(body, "infer", False) or False
+    if body.get("pinned") is not None:
+        raise StatusBadRequest(PINNED_WORKING, parameter="pinned")
+    if infer and not messages:
+        raise InvalidArgument("No messages provided when inferring memory", parameter="messages")
+    namespace = string_map(body, "namespace")
+    if namespace and "session_id" in namespace:
+        check_session_id(namespace["session_id"], "namespace.session_id")
+    metadata, tags = string_map(body, "metadata"), string_map(body, "tags")
+    return AddMemoriesInput(
+        payload_type,
+        messages,
+        infer,
+        namespace or None,
+        metadata or None,
+        tags or None,
+        obj(body, "parameters") or None,
+        integer(body, "message_id"),
+        text(body, "binary_data"),
+        obj(body, "structured_data"),
+        obj(body, "structured_data_blob"),
+        text(body, "checkpoint_id"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LongTermSearchInput:
+    """A semantic or hybrid search body, checked (AGENTIC.md 4.7, 4.8); its container is the service's to check."""
+
+    query: str
+    k: int = 10
+    #: ``(field, value)`` term filters from ``namespace`` and ``tags``.
+    terms: tuple[tuple[str, str], ...] = ()
+    min_score: float | None = None
+    filter: SearchBody | None = None
+    #: Hybrid search's weights (semantic search has none).
+    bm25_weight: float = 0.5
+    neural_weight: float = 0.5
+
+
+def parse_long_term_search(body: Body, *, hybrid: bool = False) -> LongTermSearchInput:
+    """A semantic (or ``hybrid``) search body; hybrid's weights are checked first, as before any other field."""
+    weights = {}
+    if hybrid:
+        for name in ("bm25_weight", "neural_weight"):
+            value = number(body or {}, name)
+            weights[name] = 0.5 if value is None else value
+            if not 0.0 <= weights[name] <= 1.0:
+                raise InvalidArgument(f"{name} must be between 0.0 and 1.0", parameter=name)
+        if abs(weights["bm25_weight"] + weights["neural_weight"] - 1.0) > 0.001:
+            raise InvalidArgument("bm25_weight and neural_weight must sum to 1.0", parameter="bm25_weight")
+    body = required(body)
+    query = text(body, "query")
+    if query is None or not query.strip():
+        raise InvalidArgument("query cannot be null or blank", parameter="query")
+    k = integer(body, "k")
+    k = 10 if k is None else k
+    if not 1 <= k <= MAX_K:
+        raise InvalidArgument("k must be between 1 and 10000", parameter="k")
+    terms = flat_object_terms({name: string_map(body, name) for name in ("namespace", "tags")})
+    if len(terms) > MAX_SEARCH_TERMS:
+        raise InvalidArgument(
+            f"namespace and tags hold {len(terms)} terms; a search may filter on at most {MAX_SEARCH_TERMS}",
+            parameter=max(("namespace", "tags"), key=lambda name: len(body.get(name) or ())),
+        )
+    min_score = number(body, "min_score")
+    dsl_filter = body.get("filter")
+    if dsl_filter is not None and not isinstance(dsl_filter, dict):
+        raise InvalidArgument("[filter] must be a query object", parameter="filter")
+    parsed_filter = (
+        parse_search({"query": without_nested(dsl_filter, NESTED_PATHS[LONG_TERM]), "size": 0}) if dsl_filter else None
+    )
+    return LongTermSearchInput(query, k, tuple(terms), min_score, parsed_filter, **weights)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from memory_plugin.agentic.container_ids import custom_container_id
 from memory_plugin.agentic.models import (
     DEFAULT_PREFIX,
     EMBEDDING_TYPES,
@@ -17,11 +19,12 @@ from memory_plugin.agentic.models import (
     OWNER_ROLES,
     STRATEGY_TYPES,
     now_millis,
+    parse_memory_type,
 )
-from memory_plugin.agentic.requests import boolean, integer, obj, string_list, text
+from memory_plugin.agentic.requests import Body, JsonObject, boolean, integer, obj, required, string_list, text
 from memory_plugin.agentic.retention_policy import checked_policy, merged_policy, stored
 from memory_plugin.auth import backend_role_error
-from memory_plugin.errors import ContentParseError, InvalidArgument, ParseFailure, StatusNotFound
+from memory_plugin.errors import ContentParseError, InvalidArgument, ParseFailure, ServiceError, StatusNotFound
 
 _INDEX_NAME_FORBIDDEN = set('\\/*?"<>| ,#:')
 
@@ -80,17 +83,48 @@ def parse_strategy(raw: Any, *, keep_id: bool = False) -> dict[str, Any]:
     return strategy
 
 
-def parse_embedding(config: Mapping[str, Any], model_dimension: int | None) -> dict[str, Any]:
-    """The embedding fields.  ``model_dimension`` is the built-in model's, which the container's must match;
-    None when ``embedding_model_id`` names the owner's registered remote model, whose dimension the
-    container declares (as on ml-commons, where it sizes the knn_vector field)."""
+@dataclass(frozen=True, slots=True)
+class EmbeddingInput:
+    """A container's embedding model, checked but for its dimension, which depends on the model it names."""
+
+    model_type: str
+    model_id: str
+    dimension: int
+
+    def check(self, model_dimension: int | None) -> None:
+        """``model_dimension`` is the built-in model's, which the container's must match; None when
+        ``embedding_model_id`` names the owner's registered remote model, whose dimension the container
+        declares (as on ml-commons, where it sizes the knn_vector field)."""
+        if model_dimension is None:
+            if not 1 <= self.dimension <= MAX_DIMENSION:
+                raise InvalidArgument(
+                    f"embedding_dimension must be between 1 and {MAX_DIMENSION}, the knn_vector limit",
+                    parameter="embedding_dimension",
+                )
+        elif self.dimension != model_dimension:
+            raise InvalidArgument(
+                f"embedding_dimension {self.dimension} does not match the built-in embedding model, "
+                f"which has {model_dimension} dimensions; use {model_dimension} or configure model_dir",
+                parameter="embedding_dimension",
+            )
+
+    def fields(self) -> dict[str, str | int]:
+        return {
+            "embedding_model_type": self.model_type,
+            "embedding_model_id": self.model_id,
+            "embedding_dimension": self.dimension,
+        }
+
+
+def parse_embedding(config: Mapping[str, Any]) -> EmbeddingInput | None:
+    """The embedding fields, checked in ml-commons' order; None when semantic storage is off."""
     model_type = text(config, "embedding_model_type")
     model_id = text(config, "embedding_model_id")
     dimension = integer(config, "embedding_dimension")
     if model_type is None and model_id is None:
         if dimension is not None:
             raise InvalidArgument("Field embedding_dimension is not allowed when semantic storage is disabled")
-        return {}
+        return None
     if model_type is not None and model_type.upper() not in EMBEDDING_TYPES:
         raise InvalidArgument("Wrong function name", parameter="embedding_model_type")
     if model_type is None:
@@ -108,19 +142,7 @@ def parse_embedding(config: Mapping[str, Any], model_dimension: int | None) -> d
         )
     if dimension is None:
         raise InvalidArgument("Dimension is required for TEXT_EMBEDDING")
-    if model_dimension is None:
-        if not 1 <= dimension <= MAX_DIMENSION:
-            raise InvalidArgument(
-                f"embedding_dimension must be between 1 and {MAX_DIMENSION}, the knn_vector limit",
-                parameter="embedding_dimension",
-            )
-    elif dimension != model_dimension:
-        raise InvalidArgument(
-            f"embedding_dimension {dimension} does not match the built-in embedding model, "
-            f"which has {model_dimension} dimensions; use {model_dimension} or configure model_dir",
-            parameter="embedding_dimension",
-        )
-    return {"embedding_model_type": model_type, "embedding_model_id": model_id, "embedding_dimension": dimension}
+    return EmbeddingInput(model_type, model_id, dimension)
 
 
 def _check_strategies_need_models(config: Mapping[str, Any]) -> None:
@@ -140,18 +162,55 @@ def _max_infer_size(config: Mapping[str, Any]) -> int | None:
     return size
 
 
-def parse_configuration(raw: Any, model_dimension: int | None, retention_enabled: bool) -> dict[str, Any]:
-    """A create request's ``configuration``, with ml-commons' defaults filled in."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ContentParseError("[configuration] must be an object", parameter="configuration")
-    use_system_index = boolean(raw, "use_system_index", True)
-    prefix = text(raw, "index_prefix")
-    if prefix is None:
-        prefix = DEFAULT_PREFIX if use_system_index else secrets.token_hex(4)
-    config: dict[str, Any] = {"index_prefix": check_index_prefix(prefix)}
-    config.update(parse_embedding(raw, model_dimension))
+@dataclass(frozen=True, slots=True)
+class ContainerInput:
+    """A create request's body, checked (ml-commons' ``MLCreateMemoryContainerInput``), with ml-commons'
+    defaults filled in.  The embedding's dimension is checked against the model by the service; a field after
+    the embedding that the parse refused (``refused``) is raised after that check, so that a body with
+    several faults is answered as ml-commons' field order has it."""
+
+    name: str
+    description: str | None
+    #: ``configuration`` without the embedding fields, in the key order it is stored in.
+    before_embedding: JsonObject
+    embedding: EmbeddingInput | None
+    after_embedding: JsonObject
+    backend_roles: list[str] | None = None
+    custom_id: str | None = None
+    refused: ServiceError | None = None
+
+    def document(self, model_dimension: int | None, owner_id: str, owner_roles: Sequence[str] = ()) -> JsonObject:
+        """The new container's document; ``owner_roles``: the creator's backend roles, which ml-commons keeps in
+        the container's user object (shown as ``owner.backend_roles``, ``views.container_view``)."""
+        if self.embedding is not None:
+            self.embedding.check(model_dimension)
+        if self.refused is not None:
+            raise self.refused
+        created = now_millis()
+        doc: JsonObject = {"name": self.name}
+        if self.description is not None:
+            doc["description"] = self.description
+        doc["owner"] = owner_id
+        if owner_roles:
+            doc[OWNER_ROLES] = list(owner_roles)
+        doc["created_time"] = created
+        doc["last_updated_time"] = created
+        embedding = self.embedding.fields() if self.embedding is not None else {}
+        strategies = [{"id": new_strategy_id(s["type"]), **s} for s in self.after_embedding["strategies"]]
+        doc["configuration"] = {
+            **self.before_embedding,
+            **embedding,
+            **self.after_embedding,
+            "strategies": strategies,
+        }
+        if self.backend_roles:
+            doc["backend_roles"] = self.backend_roles
+        return doc
+
+
+def _after_embedding(raw: Mapping[str, Any], use_system_index: bool, retention_enabled: bool) -> JsonObject:
+    """The ``configuration`` fields after the embedding's; ``strategies`` hold no ids yet."""
+    config: JsonObject = {}
     llm_id = text(raw, "llm_id")
     max_infer_size = _max_infer_size(raw)
     if llm_id:
@@ -160,10 +219,7 @@ def parse_configuration(raw: Any, model_dimension: int | None, retention_enabled
     strategies = raw.get("strategies")
     if strategies is not None and not isinstance(strategies, list):
         raise ContentParseError("[strategies] must be an array", parameter="strategies")
-    config["strategies"] = []
-    for item in strategies or ():
-        strategy = parse_strategy(item)
-        config["strategies"].append({"id": new_strategy_id(strategy["type"]), **strategy})
+    config["strategies"] = [parse_strategy(item) for item in strategies or ()]
     config["disable_history"] = boolean(raw, "disable_history", False)
     config["disable_session"] = boolean(raw, "disable_session", False)
     config["use_system_index"] = use_system_index
@@ -175,37 +231,66 @@ def parse_configuration(raw: Any, model_dimension: int | None, retention_enabled
         policy = checked_policy(raw["retention_policy"], retention_enabled)
         # An explicit null is the container's opt-out of cluster defaults, kept as ml-commons keeps it.
         config["retention_policy"] = None if policy is None else stored(policy)
-    _check_strategies_need_models(config)
     return config
 
 
-def new_container(
-    body: Mapping[str, Any],
-    model_dimension: int | None,
-    retention_enabled: bool,
-    owner_id: str,
-    owner_roles: Sequence[str] = (),
-) -> dict[str, Any]:
-    """A new container; ``owner_roles``: the creator's backend roles, which ml-commons keeps in the container's
-    user object (shown as ``owner.backend_roles``, ``views.container_view``)."""
+def parse_container(body: Body, retention_enabled: bool) -> ContainerInput:
+    """A create request's body, checked field by field in the order (and with the messages) ml-commons answers."""
+    body = required(body)
     name = text(body, "name")
     if name is None:
         raise InvalidArgument("name is null", parameter="name")
-    created = now_millis()
-    doc: dict[str, Any] = {"name": name}
     description = text(body, "description")
-    if description is not None:
-        doc["description"] = description
-    doc["owner"] = owner_id
-    if owner_roles:
-        doc[OWNER_ROLES] = list(owner_roles)
-    doc["created_time"] = created
-    doc["last_updated_time"] = created
-    doc["configuration"] = parse_configuration(body.get("configuration"), model_dimension, retention_enabled)
-    roles = check_backend_roles(string_list(body, "backend_roles"))
-    if roles:
-        doc["backend_roles"] = roles
-    return doc
+    raw = body.get("configuration")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ContentParseError("[configuration] must be an object", parameter="configuration")
+    use_system_index = bool(boolean(raw, "use_system_index", True))
+    prefix = text(raw, "index_prefix")
+    if prefix is None:
+        prefix = DEFAULT_PREFIX if use_system_index else secrets.token_hex(4)
+    before: JsonObject = {"index_prefix": check_index_prefix(prefix)}
+    embedding = parse_embedding(raw)
+    after: JsonObject = {"strategies": []}
+    roles = custom_id = None
+    try:
+        after = _after_embedding(raw, use_system_index, retention_enabled)
+        _check_strategies_need_models({**after, **(embedding.fields() if embedding else {})})
+        roles = check_backend_roles(string_list(body, "backend_roles"))
+        custom_id = custom_container_id(body)
+    except ServiceError as refusal:
+        return ContainerInput(name, description, before, embedding, after, refused=refusal)
+    return ContainerInput(name, description, before, embedding, after, roles, custom_id)
+
+
+#: An update's body: its checks need the stored container, so ``updated_container`` reads it there.
+ContainerUpdate = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDeletion:
+    """What a container's delete also deletes: all its memory indices, or those of these types."""
+
+    delete_all_memories: bool = False
+    delete_memories: tuple[str, ...] = ()
+
+
+def parse_container_deletion(options: Mapping[str, Any]) -> ContainerDeletion:
+    """The delete's options, from its body and query string (``delete_memories``: a list or comma-separated)."""
+    delete_all = boolean(options, "delete_all_memories", False) or False
+    raw_types = options.get("delete_memories")
+    if isinstance(raw_types, str):
+        types = raw_types.split(",")
+    elif isinstance(raw_types, list) and all(isinstance(item, str) for item in raw_types):
+        types = raw_types
+    elif raw_types is None:
+        types = []
+    else:
+        raise InvalidArgument(
+            "[delete_memories] must be a comma-separated list of memory types", parameter="delete_memories"
+        )
+    return ContainerDeletion(delete_all, tuple(parse_memory_type(name.strip()) for name in types if name.strip()))
 
 
 _EMBEDDING_FIELDS = ("embedding_model_type", "embedding_model_id", "embedding_dimension")
@@ -235,7 +320,10 @@ def updated_container(
                 )
             for name in _EMBEDDING_FIELDS:
                 config.pop(name, None)
-            config.update(parse_embedding(raw, model_dimension))
+            embedding = parse_embedding(raw)
+            if embedding is not None:
+                embedding.check(model_dimension)
+                config.update(embedding.fields())
         llm_id = text(raw, "llm_id")
         if llm_id:
             config["llm_id"] = llm_id

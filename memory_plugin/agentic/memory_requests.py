@@ -6,9 +6,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_plugin.agentic.models import LONG_TERM, MAX_K, MAX_SEARCH_TERMS, check_session_id, flat_object_terms
+from memory_plugin.agentic.models import (
+    BUMPS,
+    HISTORY,
+    LONG_TERM,
+    MAX_K,
+    MAX_SEARCH_TERMS,
+    UPDATABLE,
+    WORKING,
+    check_session_id,
+    flat_object_terms,
+    parse_memory_type,
+)
 from memory_plugin.agentic.requests import (
     Body,
+    JsonObject,
     boolean,
     integer,
     number,
@@ -18,10 +30,17 @@ from memory_plugin.agentic.requests import (
     text,
     without_nested,
 )
-from memory_plugin.agentic.retention_policy import PINNED_WORKING
+from memory_plugin.agentic.retention_policy import PINNED_DISABLED, PINNED_WORKING
 from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.dsl import SearchBody, parse_search
-from memory_plugin.errors import ContentParseError, InvalidArgument, StatusBadRequest
+from memory_plugin.errors import (
+    ContentParseError,
+    InvalidArgument,
+    ServiceError,
+    StatusBadRequest,
+    StatusForbidden,
+    StatusNotFound,
+)
 
 
 def parse_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -149,3 +168,109 @@ def parse_long_term_search(body: Body, *, hybrid: bool = False) -> LongTermSearc
         parse_search({"query": without_nested(dsl_filter, NESTED_PATHS[LONG_TERM]), "size": 0}) if dsl_filter else None
     )
     return LongTermSearchInput(query, k, tuple(terms), min_score, parsed_filter, **weights)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInput:
+    """A create-session body, checked.  Its fields are refused (``refused``) only after the container is found
+    and takes sessions, as before the body was parsed at the route."""
+
+    session_id: str | None = None
+    summary: str | None = None
+    namespace: dict[str, str] | None = None
+    metadata: JsonObject | None = None
+    agents: JsonObject | None = None
+    additional_info: JsonObject | None = None
+    refused: ServiceError | None = None
+
+
+def parse_session(body: Body) -> SessionInput:
+    body = required(body)
+    try:
+        chosen = text(body, "session_id")
+        return SessionInput(
+            check_session_id(chosen, "session_id") if chosen else None,
+            namespace=string_map(body, "namespace") or None,
+            summary=text(body, "summary"),
+            metadata=obj(body, "metadata"),
+            agents=obj(body, "agents"),
+            additional_info=obj(body, "additional_info"),
+        )
+    except ServiceError as refusal:
+        return SessionInput(refused=refusal)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryUpdate:
+    """A memory's update, checked for its type (AGENTIC.md 4.4).  Its fields are refused (``refused``) only
+    after the memory is found, as before the body was parsed at the route."""
+
+    memory_type: str
+    #: The fields written, in the body's order (None: removed).
+    fields: JsonObject
+    #: It changes a field that moves ``last_updated_time``.
+    bumps: bool = False
+    refused: ServiceError | None = None
+
+
+def parse_memory_update(raw_type: str, body: Any, retention_enabled: bool) -> MemoryUpdate:
+    """An update's body for a ``raw_type`` memory; ``pinned`` is refused while retention is off."""
+    if not isinstance(body, dict) or not body:
+        raise InvalidArgument("Text cannot be null or empty")
+    memory_type = parse_memory_type(raw_type)
+    if memory_type == HISTORY:
+        raise StatusNotFound("Can't update memory history")
+    changes = {key: body[key] for key in UPDATABLE[memory_type] if key in body}
+    try:
+        fields = _update_fields(memory_type, body, changes, retention_enabled)
+    except ServiceError as refusal:
+        return MemoryUpdate(memory_type, {}, refused=refusal)
+    return MemoryUpdate(memory_type, fields, any(key in changes for key in BUMPS[memory_type]))
+
+
+def _update_fields(
+    memory_type: str, body: Mapping[str, Any], changes: Mapping[str, Any], retention_enabled: bool
+) -> JsonObject:
+    fields: JsonObject = {}
+    if "pinned" in body:
+        if not retention_enabled:
+            raise StatusForbidden(PINNED_DISABLED)
+        if memory_type == WORKING:
+            raise StatusBadRequest(PINNED_WORKING, parameter="pinned")
+        fields["pinned"] = boolean(changes, "pinned")
+    if memory_type == LONG_TERM and "memory" in changes:
+        memory = text(changes, "memory")
+        if not memory or not memory.strip():
+            raise InvalidArgument("[memory] cannot be null or empty", parameter="memory")
+        fields["memory"] = memory
+    if memory_type == WORKING and "messages" in changes:
+        fields["messages"] = parse_messages(changes)
+    for key in ("summary", "binary_data"):
+        if key in changes:
+            fields[key] = text(changes, key)
+    for key in ("metadata", "agents", "additional_info", "structured_data", "structured_data_blob"):
+        if key in changes and not (key == "metadata" and memory_type == WORKING):
+            fields[key] = obj(changes, key)
+    for key in ("tags",) + (("metadata",) if memory_type == WORKING else ()):
+        if key in changes:
+            fields[key] = string_map(changes, key)
+    return fields
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteByQueryInput:
+    """A delete by query over one memory type: its query, parsed."""
+
+    memory_type: str
+    query: SearchBody
+
+
+def parse_delete_by_query(raw_type: str, body: Body) -> DeleteByQueryInput:
+    memory_type = parse_memory_type(raw_type)
+    if body is None or body.get("query") is None:
+        raise InvalidArgument(
+            "Query parameter is required for delete by query operation. "
+            'To delete all memories, use {"query": {"match_all": {}}}'
+        )
+    query = parse_search({"query": without_nested(body["query"], NESTED_PATHS[memory_type]), "size": 0})
+    return DeleteByQueryInput(memory_type, query)

@@ -13,6 +13,9 @@ T = TypeVar("T")
 
 #: A request's JSON object body; None when the request had none.
 Body = Mapping[str, Any] | None
+#: A JSON object whose fields are the caller's or a stored document's (``parameters``, ``metadata``, a
+#: container's ``configuration``): passed on and stored as it is.
+JsonObject = dict[str, Any]
 
 
 def required(body: Body) -> Mapping[str, Any]:

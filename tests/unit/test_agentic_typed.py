@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import json
 
-from memory_plugin.agentic.container_requests import parse_strategy
+import pytest
+
+from memory_plugin.agentic.container_requests import EmbeddingInput, parse_container, parse_strategy
 from memory_plugin.agentic.memory_requests import (
     AddMemoriesInput,
     LongTermSearchInput,
+    MemoryUpdate,
     parse_add_memories,
+    parse_delete_by_query,
     parse_long_term_search,
+    parse_memory_update,
 )
 from memory_plugin.agentic.models import Container, LongTermMemory, Strategy
 from memory_plugin.agentic.results import AddMemoriesResult
 from memory_plugin.agentic.views import added_view
+from memory_plugin.errors import InvalidArgument, StatusForbidden, StatusNotFound
 
 
 def test_strategy_from_its_stored_source() -> None:
@@ -92,3 +98,60 @@ def test_a_long_term_search_body_parses_to_its_typed_input() -> None:
     hybrid = parse_long_term_search({"query": "q", "bm25_weight": 0.3, "neural_weight": 0.7}, hybrid=True)
     assert (hybrid.bm25_weight, hybrid.neural_weight) == (0.3, 0.7)
     assert parse_long_term_search({"query": "q", "bm25_weight": 0.3}).bm25_weight == 0.5  # semantic has none
+
+
+def test_a_create_body_parses_to_its_typed_input_and_the_stored_document() -> None:
+    body = {
+        "name": "box",
+        "backend_roles": ["team"],
+        "configuration": {
+            "embedding_model_type": "text_embedding",
+            "embedding_model_id": "built-in",
+            "embedding_dimension": 384,
+            "llm_id": "m",
+            "strategies": [{"type": "semantic", "namespace": ["user_id"]}],
+        },
+    }
+    parsed = parse_container(body, retention_enabled=False)
+    assert parsed.embedding == EmbeddingInput("TEXT_EMBEDDING", "built-in", 384)
+    doc = parsed.document(384, "alice")
+    assert list(doc["configuration"]) == [
+        "index_prefix",
+        "embedding_model_type",
+        "embedding_model_id",
+        "embedding_dimension",
+        "llm_id",
+        "max_infer_size",
+        "strategies",
+        "disable_history",
+        "disable_session",
+        "use_system_index",
+    ]
+    assert doc["configuration"]["strategies"][0]["id"].startswith("semantic_")
+    assert doc["backend_roles"] == ["team"]
+
+
+def test_a_wrong_dimension_is_refused_before_a_later_field() -> None:
+    """The embedding is checked against its model first, as before the body was parsed at the route."""
+    config = {"embedding_model_type": "TEXT_EMBEDDING", "embedding_model_id": "x", "embedding_dimension": 3}
+    parsed = parse_container({"name": "b", "configuration": {**config, "max_infer_size": 50}}, False)
+    with pytest.raises(InvalidArgument, match="does not match the built-in embedding model"):
+        parsed.document(384, "alice")
+    with pytest.raises(InvalidArgument, match="Maximum infer size cannot exceed 10"):
+        parsed.document(None, "alice")
+
+
+def test_a_memory_update_parses_for_its_type_and_keeps_a_field_refusal_for_after_the_lookup() -> None:
+    update = parse_memory_update("LONG-TERM", {"memory": "x", "tags": {"a": 1}, "summary": "ignored"}, False)
+    assert update == MemoryUpdate("long-term", {"memory": "x", "tags": {"a": "1"}}, bumps=True)
+    refused = parse_memory_update("long-term", {"memory": "  "}, False)
+    assert isinstance(refused.refused, InvalidArgument) and refused.fields == {}
+    assert isinstance(parse_memory_update("sessions", {"pinned": True}, False).refused, StatusForbidden)
+    with pytest.raises(StatusNotFound, match="Can't update memory history"):
+        parse_memory_update("history", {"memory": "x"}, False)
+
+
+def test_a_delete_by_query_needs_its_query() -> None:
+    assert parse_delete_by_query("working", {"query": {"match_all": {}}}).memory_type == "working"
+    with pytest.raises(InvalidArgument, match="Query parameter is required"):
+        parse_delete_by_query("working", {})

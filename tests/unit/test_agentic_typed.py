@@ -4,10 +4,15 @@ stores it, and a long-term memory's document with its keys in ml-commons' order.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any, cast
 
 import pytest
 
+from embedder import AsyncEmbedder
 from memory_plugin.agentic.container_requests import EmbeddingInput, parse_container, parse_strategy
+from memory_plugin.agentic.infer_run import InferRun
+from memory_plugin.agentic.llm import ChatModel, ContainerModels, TextEmbedding
 from memory_plugin.agentic.memory_requests import (
     AddMemoriesInput,
     LongTermSearchInput,
@@ -19,7 +24,9 @@ from memory_plugin.agentic.memory_requests import (
 )
 from memory_plugin.agentic.models import Container, LongTermMemory, Strategy
 from memory_plugin.agentic.results import AddMemoriesResult
+from memory_plugin.agentic.stores.base import InferJob, StoredDoc
 from memory_plugin.agentic.views import added_view
+from memory_plugin.auth import Principal
 from memory_plugin.errors import InvalidArgument, StatusForbidden, StatusNotFound
 
 
@@ -155,3 +162,44 @@ def test_a_delete_by_query_needs_its_query() -> None:
     assert parse_delete_by_query("working", {"query": {"match_all": {}}}).memory_type == "working"
     with pytest.raises(InvalidArgument, match="Query parameter is required"):
         parse_delete_by_query("working", {})
+
+
+class _CountingModels(ContainerModels):
+    """Counts how often a run asks for its models."""
+
+    def __init__(self) -> None:
+        super().__init__(cast(AsyncEmbedder, object()), None, None)
+        self.asked: list[str] = []
+
+    async def chat(self, owner: Principal, llm_id: Any) -> ChatModel | None:
+        self.asked.append(f"chat {llm_id}")
+        return None
+
+    async def embedding(self, owner: Principal, config: Mapping[str, Any]) -> TextEmbedding:
+        self.asked.append("embedding")
+        return cast(TextEmbedding, object())
+
+
+async def test_an_infer_run_reads_its_job_once_and_resolves_each_model_once() -> None:
+    owner, container_owner = Principal("org", "bob"), Principal("org", "alice")
+    request = {
+        "working_memory_id": "w1",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "namespace": {"user_id": "u", "session_id": "s"},
+        "parameters": {"llm_result_path": "$.x"},
+    }
+    stored = StoredDoc("c1", {"configuration": {"llm_id": "m"}}, owner=container_owner)
+    models = _CountingModels()
+    run = InferRun.of(InferJob(1, owner, "c1", request), stored, models)
+    assert (run.models_owner, run.namespace, run.tags, run.parameters) == (
+        container_owner,
+        {"user_id": "u", "session_id": "s"},
+        {},
+        {"llm_result_path": "$.x"},
+    )
+    assert run.source is not None and run.source["working_memory_id"] == "w1"
+    semantic, own_llm = Strategy("a", "SEMANTIC", ("user_id",)), Strategy("b", "SUMMARY", ("user_id",), llm_id="n")
+    for strategy in (semantic, semantic, own_llm, own_llm):
+        await run.chat(strategy)
+        await run.embedding()
+    assert models.asked == ["chat m", "embedding", "chat n"]

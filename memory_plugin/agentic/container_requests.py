@@ -21,9 +21,21 @@ from memory_plugin.agentic.models import (
     now_millis,
     parse_memory_type,
 )
-from memory_plugin.agentic.requests import Body, JsonObject, boolean, integer, obj, required, string_list, text
+from memory_plugin.agentic.requests import (
+    Body,
+    JsonObject,
+    boolean,
+    integer,
+    obj,
+    required,
+    string_list,
+    text,
+    without_nested,
+)
 from memory_plugin.agentic.retention_policy import checked_policy, merged_policy, stored
+from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.auth import backend_role_error
+from memory_plugin.dsl import SearchBody, parse_search
 from memory_plugin.errors import ContentParseError, InvalidArgument, ParseFailure, ServiceError, StatusNotFound
 
 _INDEX_NAME_FORBIDDEN = set('\\/*?"<>| ,#:')
@@ -262,6 +274,11 @@ def parse_container(body: Body, retention_enabled: bool) -> ContainerInput:
     except ServiceError as refusal:
         return ContainerInput(name, description, before, embedding, after, refused=refusal)
     return ContainerInput(name, description, before, embedding, after, roles, custom_id)
+
+
+def parse_container_search(body: Body) -> SearchBody:
+    """A containers ``_search`` body, over the containers as ml-commons shows them (``views.container_view``)."""
+    return parse_search(without_nested(body, NESTED_PATHS["container"]))
 
 
 #: An update's body: its checks need the stored container, so ``updated_container`` reads it there.

@@ -18,16 +18,14 @@ from memory_plugin.agentic.container_requests import (
 )
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name
-from memory_plugin.agentic.requests import Body, without_nested
 from memory_plugin.agentic.results import ContainerCreated, Hits, Written
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.stores.base import StoredDoc, owner_id
 from memory_plugin.agentic.stores.containers import ContainerStore
-from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.views import container_view, took
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
-from memory_plugin.dsl import bounded, execute, parse_search
+from memory_plugin.dsl import SearchBody, bounded, execute
 from memory_plugin.errors import Conflict, StatusForbidden, StatusNotFound
 
 
@@ -125,8 +123,7 @@ class Containers:
             erased += await self.store.delete_container(owner, container.id) is not None
         return erased
 
-    async def search(self, owner: Principal, body: Body) -> Hits:
-        query = parse_search(without_nested(body, NESTED_PATHS["container"]))
+    async def search(self, owner: Principal, query: SearchBody) -> Hits:
         started = time.perf_counter()
         containers = await self.store.usable_containers(owner)
         rows = [(c.id, container_view(c.source)) for c in containers]

@@ -23,13 +23,13 @@ class Written:
     index: str
     doc: StoredDoc
     result: str
-    #: OpenSearch's ``forced_refresh``, which its update of a container does not report.
+    #: False: the answer leaves ``forced_refresh`` out, as ml-commons' update of a container does.
     forced_refresh: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class Hits:
-    """A query DSL search over stored docs: its results, with each hit's version (``extras``) by id."""
+    """A query DSL search over stored docs: its results, and the docs searched, whose versions the hits show."""
 
     index: str
     results: DocumentResults

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from memory_plugin.agentic.container_requests import parse_container, parse_container_deletion
+from memory_plugin.agentic.container_requests import parse_container, parse_container_deletion, parse_container_search
 from memory_plugin.agentic.memory_requests import (
     parse_add_memories,
     parse_delete_by_query,
@@ -23,6 +23,7 @@ from memory_plugin.agentic.memory_requests import (
 )
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
 from memory_plugin.agentic.requests import boolean, required
+from memory_plugin.agentic.retention_service import dry_runs_response, trigger_response
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.views import (
     added_view,
@@ -123,25 +124,28 @@ async def execute_retention(request: web.Request) -> web.Response:
     check_params(request)
     if request.body_exists and await read_body(request):
         raise StatusBadRequest("_execute does not accept a request body; it always runs cluster-wide.")
-    return json_response(await _service(request).retention.execute(principal_of(request)))
+    return json_response(trigger_response(await _service(request).retention.execute(principal_of(request))))
 
 
 @routes.post(BASE + "/_retention/_dry_run")
 async def dry_run_retention_everywhere(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).retention.dry_run_all)
+    check_params(request)
+    return json_response(dry_runs_response(await _service(request).retention.dry_run_all(principal_of(request))))
 
 
 @routes.post(CONTAINER + "/_retention/_dry_run")
 async def dry_run_retention(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).retention.dry_run, CONTAINER_IDS)
+    check_params(request)
+    container_id = request.match_info["memory_container_id"]
+    return json_response((await _service(request).retention.dry_run(principal_of(request), container_id)).report())
 
 
 @routes.route("*", BASE + "/_search")
 async def search_containers(request: web.Request) -> web.Response:
     _search_methods(request)
     check_params(request, SEARCH_PARAMS)
-    body = await search_body(request)
-    return json_response(hits_view(await _service(request).containers.search(principal_of(request), body)))
+    query = parse_container_search(await search_body(request))
+    return json_response(hits_view(await _service(request).containers.search(principal_of(request), query)))
 
 
 @routes.get(CONTAINER)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from memory_plugin.agentic.container_requests import parse_container, parse_container_deletion
+from memory_plugin.agentic.container_requests import parse_container, parse_container_deletion, parse_container_search
 from memory_plugin.agentic.memory_requests import (
     parse_add_memories,
     parse_delete_by_query,
@@ -238,7 +238,8 @@ class AgenticMemory:
 
     async def search_containers(self, principal: Principal, query: Mapping[str, Any]) -> SearchHits:
         """A query DSL body over the containers the principal may use."""
-        return SearchHits.of(hits_view(await self._on().containers.search(principal, query)))
+        found = await self._on().containers.search(principal, parse_container_search(query))
+        return SearchHits.of(hits_view(found))
 
     # -- memories ---------------------------------------------------------------------------
 

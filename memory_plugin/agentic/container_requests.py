@@ -281,10 +281,6 @@ def parse_container_search(body: Body) -> SearchBody:
     return parse_search(without_nested(body, NESTED_PATHS["container"]))
 
 
-#: An update's body: its checks need the stored container, so ``updated_container`` reads it there.
-ContainerUpdate = Mapping[str, Any]
-
-
 @dataclass(frozen=True, slots=True)
 class ContainerDeletion:
     """What a container's delete also deletes: all its memory indices, or those of these types."""
@@ -313,52 +309,123 @@ def parse_container_deletion(options: Mapping[str, Any]) -> ContainerDeletion:
 _EMBEDDING_FIELDS = ("embedding_model_type", "embedding_model_id", "embedding_dimension")
 
 
-def updated_container(
-    current: Mapping[str, Any], body: Mapping[str, Any], model_dimension: int | None, retention_enabled: bool
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ConfigurationUpdate:
+    """An update's ``configuration``, checked as far as it can be without the stored container."""
+
+    #: The update names an embedding field (refused once the container has strategies).
+    embedding_given: bool = False
+    embedding: EmbeddingInput | None = None
+    #: The embedding fields' refusal, raised after the stored container's own check.
+    embedding_refused: ServiceError | None = None
+    llm_id: str | None = None
+    max_infer_size: int | None = None
+    retention_given: bool = False
+    retention_policy: dict[str, dict[str, int | None]] | None = None
+    #: The strategies to change (by ``id``) or add: each is checked against the stored one it names.
+    strategies: list[Any] | None = None
+    #: A refusal of a field after the embedding's, raised after the embedding is checked.
+    refused: ServiceError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerUpdate:
+    """An update's body, checked (AGENTIC.md 3.3).  Its refusals are kept (``refused``) and raised by
+    ``updated_container`` once the container is found, in the order the checks that need the stored container
+    interleave with them, so that a container the caller may not use is a 404 first."""
+
+    name: str | None = None
+    description: str | None = None
+    #: None: not given; ``[]``: cleared.
+    backend_roles: list[str] | None = None
+    configuration: ConfigurationUpdate | None = None
+    refused: ServiceError | None = None
+
+    @property
+    def embedding_model_id(self) -> str | None:
+        embedding = self.configuration.embedding if self.configuration is not None else None
+        return embedding.model_id if embedding is not None else None
+
+
+def _configuration_update(raw: Mapping[str, Any], retention_enabled: bool) -> ConfigurationUpdate:
+    given = any(raw.get(name) is not None for name in _EMBEDDING_FIELDS)
+    embedding, embedding_refused = None, None
+    if given:
+        try:
+            embedding = parse_embedding(raw)
+        except ServiceError as refusal:
+            embedding_refused = refusal
+    try:
+        llm_id, max_infer_size = text(raw, "llm_id"), _max_infer_size(raw)
+        policy = checked_policy(raw["retention_policy"], retention_enabled) if "retention_policy" in raw else None
+        strategies = raw.get("strategies")
+        if strategies is not None and not isinstance(strategies, list):
+            raise ContentParseError("[strategies] must be an array", parameter="strategies")
+    except ServiceError as refusal:
+        return ConfigurationUpdate(given, embedding, embedding_refused, refused=refusal)
+    return ConfigurationUpdate(
+        given, embedding, embedding_refused, llm_id, max_infer_size, "retention_policy" in raw, policy, strategies
+    )
+
+
+def parse_container_update(body: Body, retention_enabled: bool) -> ContainerUpdate:
+    """An update's body; only a missing body is refused here, before the container is looked up."""
+    body = required(body)
+    try:
+        name, description = text(body, "name"), text(body, "description")
+        roles = None
+        if "backend_roles" in body:
+            roles = check_backend_roles(string_list(body, "backend_roles")) or []
+        raw = body.get("configuration")
+        if raw is not None and not isinstance(raw, dict):
+            raise ContentParseError("[configuration] must be an object", parameter="configuration")
+    except ServiceError as refusal:
+        return ContainerUpdate(refused=refusal)
+    configuration = _configuration_update(raw, retention_enabled) if raw is not None else None
+    return ContainerUpdate(name, description, roles, configuration)
+
+
+def updated_container(current: Mapping[str, Any], update: ContainerUpdate, model_dimension: int | None) -> JsonObject:
     """A container after an update (AGENTIC.md 3.3): what may change is merged, the rest kept."""
-    doc: dict[str, Any] = json.loads(json.dumps(current))
-    for name in ("name", "description"):
-        value = text(body, name)
+    if update.refused is not None:
+        raise update.refused
+    doc: JsonObject = json.loads(json.dumps(current))
+    for name, value in (("name", update.name), ("description", update.description)):
         if value is not None:
             doc[name] = value
-    if "backend_roles" in body:
-        doc["backend_roles"] = check_backend_roles(string_list(body, "backend_roles")) or []
-    raw = body.get("configuration")
-    if raw is not None:
-        if not isinstance(raw, dict):
-            raise ContentParseError("[configuration] must be an object", parameter="configuration")
+    if update.backend_roles is not None:
+        doc["backend_roles"] = update.backend_roles
+    change = update.configuration
+    if change is not None:
         config = doc["configuration"]
-        if any(raw.get(name) is not None for name in _EMBEDDING_FIELDS):
+        if change.embedding_given:
             if config.get("strategies"):
                 raise InvalidArgument(
                     "Cannot change embedding configuration once strategies are configured. "
                     "Create a new memory container to use another embedding model."
                 )
+            if change.embedding_refused is not None:
+                raise change.embedding_refused
             for name in _EMBEDDING_FIELDS:
                 config.pop(name, None)
-            embedding = parse_embedding(raw)
-            if embedding is not None:
-                embedding.check(model_dimension)
-                config.update(embedding.fields())
-        llm_id = text(raw, "llm_id")
-        if llm_id:
-            config["llm_id"] = llm_id
-        max_infer_size = _max_infer_size(raw)
-        if max_infer_size is not None:
-            config["max_infer_size"] = max_infer_size
+            if change.embedding is not None:
+                change.embedding.check(model_dimension)
+                config.update(change.embedding.fields())
+        if change.refused is not None:
+            raise change.refused
+        if change.llm_id:
+            config["llm_id"] = change.llm_id
+        if change.max_infer_size is not None:
+            config["max_infer_size"] = change.max_infer_size
         if config.get("llm_id"):
             config.setdefault("max_infer_size", MAX_INFER_SIZE_DEFAULT)
-        if "retention_policy" in raw:
-            policy = checked_policy(raw["retention_policy"], retention_enabled)
+        if change.retention_given:
+            policy = change.retention_policy
             config["retention_policy"] = (
                 None if policy is None else merged_policy(config.get("retention_policy"), policy)
             )
-        strategies = raw.get("strategies")
-        if strategies is not None:
-            if not isinstance(strategies, list):
-                raise ContentParseError("[strategies] must be an array", parameter="strategies")
-            config["strategies"] = _merge_strategies(config.get("strategies", []), strategies)
+        if change.strategies is not None:
+            config["strategies"] = _merge_strategies(config.get("strategies", []), change.strategies)
         _check_strategies_need_models(config)
     doc["last_updated_time"] = now_millis()
     return doc

@@ -78,17 +78,13 @@ class Containers:
             )
         return Container(stored.id, stored.source, stored.owner)
 
-    async def update(self, owner: Principal, container_id: str, body: ContainerUpdate) -> Written:
-        """``body``: the update's body, whose checks need the stored container (``updated_container``), so that
-        a container the caller may not use is a 404 before any field of the body is read."""
+    async def update(self, owner: Principal, container_id: str, update: ContainerUpdate) -> Written:
         current = await self.load(owner, container_id)
-        raw = body.get("configuration")
-        model_id = raw.get("embedding_model_id") if isinstance(raw, dict) else None
-        dimension = await self.models.dimension(current.owner or owner, model_id if isinstance(model_id, str) else None)
+        dimension = await self.models.dimension(current.owner or owner, update.embedding_model_id)
 
         def merge(source: dict[str, Any]) -> dict[str, Any]:
             """Into the container as the store holds it at the write, so that concurrent updates all count."""
-            return updated_container(source, body, dimension, self.retention_enabled)
+            return updated_container(source, update, dimension)
 
         stored = found_container(await self.store.update_container(owner, container_id, merge))
         return Written(CONTAINER_INDEX, stored, "updated", forced_refresh=False)

@@ -13,7 +13,12 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from memory_plugin.agentic.container_requests import parse_container, parse_container_deletion, parse_container_search
+from memory_plugin.agentic.container_requests import (
+    parse_container,
+    parse_container_deletion,
+    parse_container_search,
+    parse_container_update,
+)
 from memory_plugin.agentic.memory_requests import (
     parse_add_memories,
     parse_delete_by_query,
@@ -22,7 +27,7 @@ from memory_plugin.agentic.memory_requests import (
     parse_session,
 )
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
-from memory_plugin.agentic.requests import boolean, required
+from memory_plugin.agentic.requests import boolean
 from memory_plugin.agentic.retention_service import dry_runs_response, trigger_response
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.views import (
@@ -159,10 +164,9 @@ async def get_container(request: web.Request) -> web.Response:
 async def update_container(request: web.Request) -> web.Response:
     check_params(request)
     container_id = request.match_info["memory_container_id"]
-    body = required(await _object(request))
-    return json_response(
-        written_view(await _service(request).containers.update(principal_of(request), container_id, body))
-    )
+    containers = _service(request).containers
+    body = parse_container_update(await _object(request), containers.retention_enabled)
+    return json_response(written_view(await containers.update(principal_of(request), container_id, body)))
 
 
 @routes.delete(CONTAINER)

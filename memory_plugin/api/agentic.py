@@ -11,7 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from memory_plugin.agentic.container_requests import parse_container, parse_container_deletion, parse_container_search
+from memory_plugin.agentic.container_requests import (
+    parse_container,
+    parse_container_deletion,
+    parse_container_search,
+    parse_container_update,
+)
 from memory_plugin.agentic.memory_requests import (
     parse_add_memories,
     parse_delete_by_query,
@@ -221,7 +226,9 @@ class AgenticMemory:
             backend_roles=list(backend_roles) if backend_roles is not None else None,
             configuration=_container_body(settings) or None,
         )
-        return Written.of_write(await self._on().containers.update(principal, container_id, body))
+        containers = self._on().containers
+        update = parse_container_update(body, containers.retention_enabled)
+        return Written.of_write(await containers.update(principal, container_id, update))
 
     async def delete_container(
         self,

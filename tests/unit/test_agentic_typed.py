@@ -10,7 +10,13 @@ from typing import Any, cast
 import pytest
 
 from embedder import AsyncEmbedder
-from memory_plugin.agentic.container_requests import EmbeddingInput, parse_container, parse_strategy
+from memory_plugin.agentic.container_requests import (
+    EmbeddingInput,
+    parse_container,
+    parse_container_update,
+    parse_strategy,
+    updated_container,
+)
 from memory_plugin.agentic.infer_run import InferRun
 from memory_plugin.agentic.llm import ChatModel, ContainerModels, TextEmbedding
 from memory_plugin.agentic.memory_requests import (
@@ -203,3 +209,18 @@ async def test_an_infer_run_reads_its_job_once_and_resolves_each_model_once() ->
         await run.chat(strategy)
         await run.embedding()
     assert models.asked == ["chat m", "embedding", "chat n"]
+
+
+def test_a_container_update_refuses_its_fields_only_against_the_stored_container_in_their_order() -> None:
+    with_strategies = {"configuration": {"strategies": [{"id": "s1", "type": "SEMANTIC", "namespace": ["u"]}]}}
+    without = {"configuration": {"strategies": []}}
+    assert parse_container_update({"name": 5}, False).refused is not None  # raised once the container is found
+    body = {"configuration": {"embedding_model_id": "x", "max_infer_size": 50}}
+    update = parse_container_update(body, False)
+    with pytest.raises(InvalidArgument, match="Cannot change embedding configuration"):
+        updated_container(with_strategies, update, 384)
+    with pytest.raises(InvalidArgument, match="Embedding model type is required"):
+        updated_container(without, update, 384)
+    update = parse_container_update({"name": "n", "backend_roles": [], "configuration": {"llm_id": "m"}}, False)
+    doc = updated_container(without, update, 384)
+    assert (doc["name"], doc["backend_roles"], doc["configuration"]["max_infer_size"]) == ("n", [], 5)

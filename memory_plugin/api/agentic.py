@@ -1,8 +1,9 @@
 """Agentic memory in-process (``plugin.agentic``): containers, memories, sessions, search and forgetting.
 
 The keyword arguments here are turned into the JSON bodies the HTTP routes read, in one place
-(``_container_body``, ``_messages``, ``_present``), and parsed by the routes' parsers (or read by the
-service), so the same checks (and their messages) apply.  Answers come back as ``results``' dataclasses.
+(``_container_body``, ``_messages``, ``_present``), and parsed by the routes' parsers into the same typed
+inputs, so the same checks (and their messages) apply.  The services' typed results come back as
+``results``' dataclasses.
 """
 
 from __future__ import annotations

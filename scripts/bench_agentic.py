@@ -44,8 +44,9 @@ from _vectors import from_seed, real_texts  # noqa: E402
 from bench_memory import drive  # noqa: E402
 
 from embedder import AsyncEmbedder, Embedder, ensure_default_model  # noqa: E402
+from memory_plugin.agentic.container_requests import parse_container  # noqa: E402
+from memory_plugin.agentic.memory_requests import parse_long_term_search  # noqa: E402
 from memory_plugin.agentic.models import LONG_TERM  # noqa: E402
-from memory_plugin.agentic.requests import new_container, parse_long_term_search  # noqa: E402
 from memory_plugin.agentic.service import AgenticService  # noqa: E402
 from memory_plugin.agentic.stores.base import LongTermScope  # noqa: E402
 from memory_plugin.agentic.stores.bm25 import LexicalIndex  # noqa: E402
@@ -169,7 +170,9 @@ async def bench_search(memories: int, searches: int, seed_texts: int) -> list[di
     await store.insert_container(
         OWNER,
         container_id,
-        new_container({"name": "bench", "configuration": SEMANTIC_CONFIG}, model.dimension, False, OWNER.user_id or ""),
+        parse_container({"name": "bench", "configuration": SEMANTIC_CONFIG}, False).document(
+            model.dimension, OWNER.user_id or ""
+        ),
     )
     await fill_store(store, container_id, memories, texts, vectors)
     matrix = store._indexes[container_id]

@@ -10,18 +10,22 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from memory_plugin.agentic.container_ids import custom_container_id
+from memory_plugin.agentic.container_requests import (
+    ContainerDeletion,
+    ContainerInput,
+    ContainerUpdate,
+    updated_container,
+)
 from memory_plugin.agentic.llm import ContainerModels
-from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name, parse_memory_type
-from memory_plugin.agentic.requests import Body, new_container, required, updated_container, without_nested
+from memory_plugin.agentic.models import CONTAINER_INDEX, WORKING, Container, index_name
+from memory_plugin.agentic.results import ContainerCreated, Hits, Written
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.stores.base import StoredDoc, owner_id
 from memory_plugin.agentic.stores.containers import ContainerStore
-from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
-from memory_plugin.agentic.views import container_view, hit_extras, took, write_response
+from memory_plugin.agentic.views import container_view, took
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id
-from memory_plugin.dsl import bounded, execute, parse_search, search_response
+from memory_plugin.dsl import SearchBody, bounded, execute
 from memory_plugin.errors import Conflict, StatusForbidden, StatusNotFound
 
 
@@ -51,58 +55,47 @@ class Containers:
         stored = found_container(await self.store.get_container(owner, container_id))
         return Container(stored.id, stored.source, stored.owner)
 
-    async def create(self, owner: Principal, body: Body) -> dict[str, Any]:
-        body = required(body)
-        dimension = await self.models.dimension(owner, body)
-        doc = new_container(body, dimension, self.retention_enabled, owner_id(owner), owner.backend_roles)
+    async def create(self, owner: Principal, request: ContainerInput) -> ContainerCreated:
+        model_id = request.embedding.model_id if request.embedding is not None else None
+        dimension = await self.models.dimension(owner, model_id)
+        doc = request.document(dimension, owner_id(owner), owner.backend_roles)
         if self.retention_enabled:
             self.retention_defaults.apply_on_create(doc["configuration"])
-        custom = custom_container_id(body)
-        if custom is not None:
-            if await self.store.insert_container(owner, custom, doc) is None:
-                raise Conflict(f"memory container id '{custom}' already exists")
-            return {"memory_container_id": custom, "status": "created"}
+        if request.custom_id is not None:
+            if await self.store.insert_container(owner, request.custom_id, doc) is None:
+                raise Conflict(f"memory container id '{request.custom_id}' already exists")
+            return ContainerCreated(request.custom_id)
         while True:
             container_id = new_id()
             if await self.store.insert_container(owner, container_id, doc) is not None:
-                return {"memory_container_id": container_id, "status": "created"}
+                return ContainerCreated(container_id)
 
-    async def get(self, owner: Principal, container_id: str) -> dict[str, Any]:
+    async def get(self, owner: Principal, container_id: str) -> Container:
         stored = await self.store.get_container(owner, container_id)
         if stored is None:
             raise StatusNotFound(
                 f"Failed to find memory container with the provided memory container id: {container_id}"
             )
-        return container_view(stored.source)
+        return Container(stored.id, stored.source, stored.owner)
 
-    async def update(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        body = required(body)
+    async def update(self, owner: Principal, container_id: str, update: ContainerUpdate) -> Written:
         current = await self.load(owner, container_id)
-        dimension = await self.models.dimension(current.owner or owner, body)
+        dimension = await self.models.dimension(current.owner or owner, update.embedding_model_id)
 
         def merge(source: dict[str, Any]) -> dict[str, Any]:
             """Into the container as the store holds it at the write, so that concurrent updates all count."""
-            return updated_container(source, body, dimension, self.retention_enabled)
+            return updated_container(source, update, dimension)
 
         stored = found_container(await self.store.update_container(owner, container_id, merge))
-        response = write_response(CONTAINER_INDEX, stored, "updated")
-        del response["forced_refresh"]
-        return response
+        return Written(CONTAINER_INDEX, stored, "updated", forced_refresh=False)
 
-    async def delete(
-        self,
-        owner: Principal,
-        container_id: str,
-        delete_all_memories: bool = False,
-        delete_memories: list[str] | None = None,
-    ) -> dict[str, Any]:
-        types = [parse_memory_type(name.strip()) for name in delete_memories or () if name.strip()]
+    async def delete(self, owner: Principal, container_id: str, request: ContainerDeletion) -> Written:
         container = await self.load(owner, container_id)
         if container.owner is not None and container.owner != owner:
             if not owner.organization_admin:  # a role holder: ml-commons' words and status
                 raise StatusForbidden("Only container owner can delete container")
             owner = container.owner  # the organisation's key deletes it as its owner would
-        if delete_all_memories or types:
+        if request.delete_all_memories or request.delete_memories:
             config = container.config
             sharing = [
                 other
@@ -117,7 +110,7 @@ class Containers:
                 )
         # The container's memories go with it: no path could reach them afterwards.
         stored = found_container(await self.store.delete_container(owner, container_id))
-        return write_response(CONTAINER_INDEX, stored, "deleted")
+        return Written(CONTAINER_INDEX, stored, "deleted")
 
     async def erase_user(self, organization_id: str, user_id: str) -> int:
         """Delete a user's containers in one organisation, every memory in them included: how many went."""
@@ -126,12 +119,9 @@ class Containers:
             erased += await self.store.delete_container(owner, container.id) is not None
         return erased
 
-    async def search(self, owner: Principal, body: Body) -> dict[str, Any]:
-        query = parse_search(without_nested(body, NESTED_PATHS["container"]))
+    async def search(self, owner: Principal, query: SearchBody) -> Hits:
         started = time.perf_counter()
         containers = await self.store.usable_containers(owner)
         rows = [(c.id, container_view(c.source)) for c in containers]
         result = await bounded(lambda budget: execute(query, rows, budget=budget))
-        return search_response(
-            result, took(started), index=CONTAINER_INDEX, hit_extras=hit_extras(containers).__getitem__
-        )
+        return Hits(CONTAINER_INDEX, result, took(started), containers)

@@ -32,23 +32,21 @@ the 404 for a working memory or session already gone still runs it.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from memory_plugin.agentic.containers import Containers
 from memory_plugin.agentic.memories import Memories
+from memory_plugin.agentic.memory_requests import DeleteByQueryInput
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING, parse_memory_type
-from memory_plugin.agentic.requests import Body, without_nested
+from memory_plugin.agentic.results import DeletedByQuery, DeletedMemory
 from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import StoredDoc
 from memory_plugin.agentic.stores.containers import ContainerStore
 from memory_plugin.agentic.stores.forgetting import ForgettingStore
 from memory_plugin.agentic.stores.memories import MemoryDocStore
-from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
 from memory_plugin.agentic.stores.sources import Forgotten
-from memory_plugin.agentic.views import by_query_response
+from memory_plugin.agentic.views import took
 from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
-from memory_plugin.dsl import parse_search
 from memory_plugin.errors import InvalidArgument, StatusNotFound
 
 CASCADING = (WORKING, SESSIONS)
@@ -103,12 +101,13 @@ class Forgetting:
 
     async def delete(
         self, owner: Principal, container_id: str, raw_type: str, memory_id: str, report: bool = False
-    ) -> dict[str, Any]:
-        """ml-commons' delete of one memory, then the cascade for a working memory or a session."""
+    ) -> DeletedMemory:
+        """ml-commons' delete of one memory, then the cascade for a working memory or a session; ``report``:
+        what it forgot comes with the answer."""
         memory_type = parse_memory_type(raw_type)
         cascade = self.enabled and memory_type in CASCADING
         try:
-            response = await self.memories.delete(owner, container_id, raw_type, memory_id)
+            written = await self.memories.delete(owner, container_id, raw_type, memory_id)
         except StatusNotFound:
             if cascade and (await self.containers.load(owner, container_id)).has(memory_type):
                 await self._forget(owner, container_id, memory_type, memory_id)  # finish a cascade cut short
@@ -116,31 +115,31 @@ class Forgetting:
         forgotten = await self._forget(owner, container_id, memory_type, memory_id) if cascade else Forgotten()
         if memory_type == WORKING and memory_id not in forgotten.working:
             forgotten.working.append(memory_id)
-        return {**response, "forgotten": forgotten.as_dict()} if report else response
+        return DeletedMemory(written, forgotten if report else None)
 
     async def _forget(self, owner: Principal, container_id: str, memory_type: str, memory_id: str) -> Forgotten:
         if memory_type == SESSIONS:
             return await self._of_sessions(owner, container_id, {memory_id})
         return await self._cascade(owner, container_id, [memory_id])
 
-    async def delete_by_query(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
+    async def delete_by_query(self, owner: Principal, container_id: str, request: DeleteByQueryInput) -> DeletedByQuery:
         """ml-commons' delete by query; on working memory or sessions, what it matches is forgotten."""
-        memory_type = parse_memory_type(raw_type)
-        if not self.enabled or memory_type not in CASCADING or body is None or body.get("query") is None:
-            return await self.memories.delete_by_query(owner, container_id, raw_type, body)
-        query = parse_search({"query": without_nested(body["query"], NESTED_PATHS[memory_type]), "size": 0})
+        memory_type = request.memory_type
+        if not self.enabled or memory_type not in CASCADING:
+            return await self.memories.delete_by_query(owner, container_id, request)
         container = await self.containers.load(owner, container_id)
         if not container.has(memory_type):
             raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")
         started = time.perf_counter()
-        matched, timed_out = await matching_ids(query, await self.memory_docs.docs(owner, container_id, memory_type))
+        docs = await self.memory_docs.docs(owner, container_id, memory_type)
+        matched, timed_out = await matching_ids(request.query, docs)
         if memory_type == WORKING:
             forgotten = await self._cascade(owner, container_id, matched)
             deleted = len(forgotten.working)
         else:
             await self._of_sessions(owner, container_id, set(matched))
             deleted = await self.memory_docs.delete_ids(owner, container_id, SESSIONS, matched)
-        return by_query_response(started, timed_out, len(matched), deleted)
+        return DeletedByQuery(took(started), timed_out, len(matched), deleted)
 
     async def erase_user(self, organization_id: str, user_id: str) -> Forgotten:
         """In the organisation-wide key's containers: forget the user's working memories, delete the sessions

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from memory_plugin.agentic import prompts
+from memory_plugin.agentic.infer_run import InferRun, job_source
 from memory_plugin.agentic.llm import (
     DEFAULT_RESULT_PATH,
     NO_LLM,
@@ -35,7 +36,6 @@ from memory_plugin.agentic.llm import (
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.models import (
     WORKING,
-    Container,
     LongTermMemory,
     Strategy,
     flat_object_terms,
@@ -48,10 +48,9 @@ from memory_plugin.agentic.stores.forgetting import ForgettingStore
 from memory_plugin.agentic.stores.memories import MemoryDocStore
 from memory_plugin.agentic.stores.queues import InferQueue
 from memory_plugin.agentic.stores.ranking import LongTermRanking
-from memory_plugin.agentic.stores.sources import SOURCES, source_entry
+from memory_plugin.agentic.stores.sources import SOURCES
 from memory_plugin.agentic.views import cosine_score
 from memory_plugin.agentic.workers import POLL_SECONDS, EmbeddingWorker
-from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
 from memory_plugin.clock import derived_id
 from memory_plugin.errors import ServiceError, UpstreamFailed
@@ -130,27 +129,23 @@ class InferWorker(Worker):
         if stored is None:
             await self.jobs.apply_infer(job, [], [])
             return
-        container = Container(job.container_id, stored.source, stored.owner)
-        config = container.config
-        models_owner = stored.owner or job.owner  # a role holder's job runs on the container owner's models
-        request = job.request
-        namespace: dict[str, str] = request.get("namespace", {})
+        run = InferRun.of(job, stored, self.models)
         changes: list[LongTermChange] = []
         history: list[tuple[str, dict[str, Any]]] = []
         outcome = "applied"
         try:
-            for strategy in container.strategies:
-                scope = strategy.scope(namespace)
+            for strategy in run.container.strategies:
+                scope = strategy.scope(run.namespace)
                 if scope is None:
                     continue
                 try:
-                    strategy_changes = await self._run_strategy(job, config, strategy, scope, next_id, models_owner)
+                    strategy_changes = await self._run_strategy(run, strategy, scope, next_id)
                 except (LLMError, UpstreamFailed) as error:  # the LLM or the embedding model failed
                     outcome = "error"
-                    history.append((next_id(), _error_record(job, scope, str(error))))
+                    history.append((next_id(), _error_record(run, scope, str(error))))
                     continue
                 changes += strategy_changes
-                history += [(next_id(), _history_record(job, change, scope)) for change in strategy_changes]
+                history += [(next_id(), _history_record(run, change, scope)) for change in strategy_changes]
         except LeaseLost:
             raise
         except Exception as error:  # a bug or a store failure: retried, then recorded
@@ -160,10 +155,10 @@ class InferWorker(Worker):
             log.exception("infer job %s failed %d times; recording the error", job.job_id, MAX_INFER_ATTEMPTS)
             changes, history, outcome = (
                 [],
-                [(next_id(), _error_record(job, {}, f"internal error: {error}"))],
+                [(next_id(), _error_record(run, {}, f"internal error: {error}"))],
                 "error",
             )
-        if config.get("disable_history", False):
+        if run.container.config.get("disable_history", False):
             history = []
         await self.jobs.apply_infer(job, changes, history)
         if self.forgetting and (changes or history):
@@ -202,29 +197,24 @@ class InferWorker(Worker):
         return first_json_object(read_path(answer, path))
 
     async def _run_strategy(
-        self,
-        job: InferJob,
-        config: Mapping[str, Any],
-        strategy: Strategy,
-        scope: dict[str, str],
-        next_id: Callable[[], str],
-        models_owner: Principal,
+        self, run: InferRun, strategy: Strategy, scope: dict[str, str], next_id: Callable[[], str]
     ) -> list[LongTermChange]:
         """Extract facts, find similar memories, decide, and return the changes (AGENTIC.md 6, steps 1-6)."""
-        request_parameters = job.request.get("parameters") or {}
-        path = strategy.llm_result_path or request_parameters.get("llm_result_path") or DEFAULT_RESULT_PATH
+        job, config = run.job, run.container.config
+        path = strategy.llm_result_path or run.parameters.get("llm_result_path") or DEFAULT_RESULT_PATH
         system_prompt = strategy.system_prompt or prompts.EXTRACTION[strategy.type]
         if strategy.system_prompt and not prompts.custom_prompt_usable(system_prompt):
             raise LLMError('The strategy system_prompt must ask for JSON with a "facts" array')
-        # AGENTIC.md 6: the strategy's own llm_id, else the container's
-        chat = await self.models.chat(models_owner, strategy.llm_id or config.get("llm_id"))
+        chat = await run.chat(strategy)
         await self._hold(job)
+        if run.messages is None:
+            raise KeyError("messages")  # a job queued without them: recorded as an internal error
         extracted = await self._llm_json(
             job,
             f"{strategy.id}/extraction",
             chat,
             system_prompt,
-            prompts.extraction_user_prompt(job.request["messages"]),
+            prompts.extraction_user_prompt(run.messages),
             path,
         )
         facts = extracted.get("facts")
@@ -238,7 +228,7 @@ class InferWorker(Worker):
         terms += [("namespace_size", str(len(scope))), ("strategy_id", strategy.id)]
         similar = LongTermScope(job.owner, job.container_id, terms)
         await self.embeddings.drain()  # earlier runs' memories must be findable
-        embedding = await self.models.embedding(models_owner, config)
+        embedding = await run.embedding()
         old: dict[str, tuple[str, float]] = {}
         for fact in facts[:max_infer]:
             await self._hold(job)
@@ -249,7 +239,7 @@ class InferWorker(Worker):
                     old[doc.id] = (str(doc.source.get("memory", "")), score)
         now = now_millis()
         if not old:
-            return [_add(job, strategy, scope, fact, now, next_id()) for fact in facts]
+            return [_add(run, strategy, scope, fact, now, next_id()) for fact in facts]
         old_memory = [{"id": key, "text": memory, "score": round(score, 6)} for key, (memory, score) in old.items()]
         await self._hold(job)
         decision_prompt = prompts.decision_user_prompt(old_memory, facts)
@@ -267,7 +257,7 @@ class InferWorker(Worker):
             if isinstance(memory_text, str):
                 memory_text = valid_unicode(memory_text)
             if event == "ADD" and isinstance(memory_text, str) and memory_text.strip():
-                changes.append(_add(job, strategy, scope, memory_text.strip(), now, next_id()))
+                changes.append(_add(run, strategy, scope, memory_text.strip(), now, next_id()))
             elif event in ("UPDATE", "DELETE") and target in old:  # only memories this run retrieved
                 before = old[target][0]
                 if event == "UPDATE" and isinstance(memory_text, str) and memory_text.strip():
@@ -278,7 +268,7 @@ class InferWorker(Worker):
                             memory=memory_text.strip(),
                             last_updated_time=now,
                             doc={"before": before},
-                            source=job_source(job),
+                            source=dict(run.source) if run.source is not None else None,
                         )
                     )
                 elif event == "DELETE":
@@ -296,39 +286,31 @@ def job_ids(job: InferJob) -> Callable[[], str]:
 
 
 def _add(
-    job: InferJob, strategy: Strategy, scope: dict[str, str], fact: str, now: int, memory_id: str
+    run: InferRun, strategy: Strategy, scope: dict[str, str], fact: str, now: int, memory_id: str
 ) -> LongTermChange:
+    job = run.job
     memory = LongTermMemory(
-        fact, strategy, scope, owner_id(job.owner), job.container_id, created_time=now, tags=job.request.get("tags")
+        fact, strategy, scope, owner_id(job.owner), job.container_id, created_time=now, tags=run.tags
     )
     doc = memory.to_source()
-    source = job_source(job)
-    if source is not None:
-        doc[SOURCES] = [{**source, "memory": fact}]
-    return LongTermChange("ADD", memory_id, doc=doc, source=source)
+    if run.source is not None:
+        doc[SOURCES] = [{**run.source, "memory": fact}]
+    return LongTermChange("ADD", memory_id, doc=doc, source=dict(run.source) if run.source is not None else None)
 
 
-def job_source(job: InferJob) -> dict[str, Any] | None:
-    """The working memory (and session) a job's run infers from: the source its changes record."""
-    working_id = job.request.get("working_memory_id")
-    if not working_id:
-        return None
-    return source_entry(str(working_id), job.request.get("namespace", {}).get("session_id"))
-
-
-def _history_record(job: InferJob, change: LongTermChange, scope: dict[str, str]) -> dict[str, Any]:
+def _history_record(run: InferRun, change: LongTermChange, scope: dict[str, str]) -> dict[str, Any]:
     record: dict[str, Any] = {
-        "owner_id": owner_id(job.owner),
-        "memory_container_id": job.container_id,
+        "owner_id": owner_id(run.job.owner),
+        "memory_container_id": run.job.container_id,
         "memory_id": change.memory_id,
         "action": change.event,
         "namespace": scope,
         "namespace_size": len(scope),
     }
-    if job.request.get("tags"):
-        record["tags"] = job.request["tags"]
+    if run.tags:
+        record["tags"] = run.tags
     record["created_time"] = now_millis()
-    _record_source(job, record)
+    _record_source(run, record)
     if change.event == "ADD" and change.doc is not None:
         record["after"] = {"memory": change.doc["memory"]}
     elif change.event == "UPDATE":
@@ -339,21 +321,20 @@ def _history_record(job: InferJob, change: LongTermChange, scope: dict[str, str]
     return record
 
 
-def _error_record(job: InferJob, scope: dict[str, str], error: str) -> dict[str, Any]:
-    record: dict[str, Any] = {"memory_container_id": job.container_id, "created_time": now_millis()}
+def _error_record(run: InferRun, scope: dict[str, str], error: str) -> dict[str, Any]:
+    record: dict[str, Any] = {"memory_container_id": run.job.container_id, "created_time": now_millis()}
     if scope:
         record["namespace"] = scope
         record["namespace_size"] = len(scope)
-    if job.request.get("tags"):
-        record["tags"] = job.request["tags"]
-    record["owner_id"] = owner_id(job.owner)
+    if run.tags:
+        record["tags"] = run.tags
+    record["owner_id"] = owner_id(run.job.owner)
     record["error"] = error
-    _record_source(job, record)
+    _record_source(run, record)
     return record
 
 
-def _record_source(job: InferJob, record: dict[str, Any]) -> None:
+def _record_source(run: InferRun, record: dict[str, Any]) -> None:
     """A history entry records the run's source (hidden), so that forgetting the source finds it."""
-    source = job_source(job)
-    if source is not None:
-        record[SOURCES] = [source]
+    if run.source is not None:
+        record[SOURCES] = [dict(run.source)]

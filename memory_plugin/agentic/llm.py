@@ -148,11 +148,10 @@ class ContainerModels:
                 return remote
         return self.embedder
 
-    async def dimension(self, owner: Principal, body: Mapping[str, Any]) -> int | None:
+    async def dimension(self, owner: Principal, model_id: str | None) -> int | None:
         """The dimension a container's ``embedding_dimension`` must have: the built-in model's, or None (any)
-        when its ``embedding_model_id`` names the owner's registered remote model."""
-        raw = body.get("configuration")
-        config = raw if isinstance(raw, dict) else {}
+        when ``model_id`` names the owner's registered remote model."""
+        config = {"embedding_model_id": model_id}
         return None if await self.embedding(owner, config) is not self.embedder else self.embedder.dimension
 
     async def passages(self, owner: Principal, config: Mapping[str, Any], texts: list[str]) -> np.ndarray:

@@ -12,42 +12,28 @@ from typing import Any
 from memory_plugin.agentic import prompts
 from memory_plugin.agentic.containers import Containers, found_container
 from memory_plugin.agentic.llm import DEFAULT_RESULT_PATH, NO_LLM, ChatModel, ContainerModels, LLMError, read_path
+from memory_plugin.agentic.memory_requests import AddMemoriesInput, DeleteByQueryInput, MemoryUpdate, SessionInput
 from memory_plugin.agentic.models import (
-    BUMPS,
     HISTORY,
     LONG_TERM,
-    UPDATABLE,
-    WORKING,
     Container,
-    check_session_id,
     now_millis,
     parse_memory_type,
     valid_unicode,
 )
-from memory_plugin.agentic.requests import (
-    AddMemoriesInput,
-    Body,
-    boolean,
-    obj,
-    parse_messages,
-    required,
-    string_map,
-    text,
-    without_nested,
-)
-from memory_plugin.agentic.results import AddMemoriesResult
-from memory_plugin.agentic.retention_policy import PINNED_DISABLED, PINNED_WORKING
+from memory_plugin.agentic.requests import Body, without_nested
+from memory_plugin.agentic.results import AddMemoriesResult, DeletedByQuery, FoundMemory, SessionCreated, Written
 from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite, StoredDoc, owner_id
 from memory_plugin.agentic.stores.memories import MemoryDocStore
 from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
-from memory_plugin.agentic.views import by_query_response, hit_extras, memory_view, took, write_response
+from memory_plugin.agentic.views import hit_extras, took
 from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
 from memory_plugin.clock import new_id
 from memory_plugin.dsl import DocumentHit, SearchBody, bounded, execute, parse_search, search_response
 from memory_plugin.dsl.pushdown import required_terms, sorted_page
-from memory_plugin.errors import InvalidArgument, StatusBadRequest, StatusForbidden, StatusNotFound, UpstreamFailed
+from memory_plugin.errors import InvalidArgument, StatusBadRequest, StatusNotFound, UpstreamFailed
 
 
 def found_memory(stored: StoredDoc | None) -> StoredDoc:
@@ -165,22 +151,22 @@ class Memories:
             raise UpstreamFailed(f"Failed to summarise the session: {error}") from None
         return valid_unicode(summary.strip() if isinstance(summary, str) else json.dumps(summary, ensure_ascii=False))
 
-    async def create_session(self, owner: Principal, container_id: str, body: Body) -> dict[str, Any]:
-        body = required(body)
+    async def create_session(self, owner: Principal, container_id: str, request: SessionInput) -> SessionCreated:
         container = await self.containers.load(owner, container_id)
         if container.config.get("disable_session", False):
             raise StatusBadRequest("Session is disabled for this container")
-        chosen = text(body, "session_id")
-        session_id = check_session_id(chosen, "session_id") if chosen else new_id()
-        namespace = string_map(body, "namespace")
+        if request.refused is not None:
+            raise request.refused
+        session_id = request.session_id or new_id()
+        namespace = request.namespace
         created = now_millis()
         doc: dict[str, Any] = {"owner_id": owner_id(owner), "memory_container_id": container_id}
         optional = {
-            "summary": text(body, "summary"),
-            "metadata": obj(body, "metadata"),
-            "agents": obj(body, "agents"),
-            "additional_info": obj(body, "additional_info"),
-            "namespace": namespace or None,
+            "summary": request.summary,
+            "metadata": request.metadata,
+            "agents": request.agents,
+            "additional_info": request.additional_info,
+            "namespace": namespace,
             "namespace_size": len(namespace) if namespace else None,
         }
         doc.update({key: value for key, value in optional.items() if value is not None})
@@ -189,7 +175,7 @@ class Memories:
         created_now = await self.store.create_session(owner, container_id, session_id, doc)
         if created_now is None:
             found_container(None)  # deleted since it was read above
-        return {"session_id": session_id, "status": "created" if created_now else "exists"}
+        return SessionCreated(session_id, bool(created_now))
 
     # -- one memory ------------------------------------------------------------------------
 
@@ -202,7 +188,7 @@ class Memories:
 
     async def get(
         self, owner: Principal, container_id: str, raw_type: str, memory_id: str, sources: bool = False
-    ) -> dict[str, Any]:
+    ) -> FoundMemory:
         """``sources`` (ours, for the console) adds ``memory_sources``: the working memories an infer run wrote a
         long-term memory or history entry from, each with the text its run left (docs/agentic-forgetting.md)."""
         _, memory_type = await self._typed(owner, container_id, raw_type)
@@ -212,46 +198,18 @@ class Memories:
         embedding = None
         if memory_type == LONG_TERM:
             embedding = (await self.store.embeddings(owner, container_id, [memory_id])).get(memory_id)
-        view = memory_view(memory_type, stored.source, embedding)
+        found_sources = None
         if sources:
-            view["memory_sources"] = await self.store.sources(owner, container_id, memory_type, memory_id) or []
-        return view
+            found_sources = await self.store.sources(owner, container_id, memory_type, memory_id) or []
+        return FoundMemory(memory_type, stored, embedding, found_sources)
 
-    async def update(
-        self, owner: Principal, container_id: str, raw_type: str, memory_id: str, body: Any
-    ) -> dict[str, Any]:
-        if not isinstance(body, dict) or not body:
-            raise InvalidArgument("Text cannot be null or empty")
-        memory_type = parse_memory_type(raw_type)
-        if memory_type == HISTORY:
-            raise StatusNotFound("Can't update memory history")
-        container, memory_type = await self._typed(owner, container_id, raw_type)
+    async def update(self, owner: Principal, container_id: str, memory_id: str, request: MemoryUpdate) -> Written:
+        container, memory_type = await self._typed(owner, container_id, request.memory_type)
         found_memory(await self.store.get(owner, container_id, memory_type, memory_id))
-        changes = {key: body[key] for key in UPDATABLE[memory_type] if key in body}
-        updates: dict[str, Any] = {}  # the fields written (None: removed)
-        if "pinned" in body:
-            if not self.retention_enabled:
-                raise StatusForbidden(PINNED_DISABLED)
-            if memory_type == WORKING:
-                raise StatusBadRequest(PINNED_WORKING, parameter="pinned")
-            updates["pinned"] = boolean(changes, "pinned")
-        if memory_type == LONG_TERM and "memory" in changes:
-            memory = text(changes, "memory")
-            if not memory or not memory.strip():
-                raise InvalidArgument("[memory] cannot be null or empty", parameter="memory")
-            updates["memory"] = memory
-        if memory_type == WORKING and "messages" in changes:
-            updates["messages"] = parse_messages(changes)
-        for key in ("summary", "binary_data"):
-            if key in changes:
-                updates[key] = text(changes, key)
-        for key in ("metadata", "agents", "additional_info", "structured_data", "structured_data_blob"):
-            if key in changes and not (key == "metadata" and memory_type == WORKING):
-                updates[key] = obj(changes, key)
-        for key in ("tags",) + (("metadata",) if memory_type == WORKING else ()):
-            if key in changes:
-                updates[key] = string_map(changes, key)
-        if any(key in changes for key in BUMPS[memory_type]):
+        if request.refused is not None:
+            raise request.refused
+        updates = dict(request.fields)  # the fields written (None: removed)
+        if request.bumps:
             updates["last_updated_time"] = now_millis()
 
         def merge(current: dict[str, Any]) -> dict[str, Any]:
@@ -261,12 +219,12 @@ class Memories:
         replaced = found_memory(await self.store.update(owner, container_id, memory_type, memory_id, merge))
         if memory_type == LONG_TERM:
             self.embeddings.wake()
-        return write_response(container.index(memory_type), replaced, "updated")
+        return Written(container.index(memory_type), replaced, "updated")
 
-    async def delete(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> dict[str, Any]:
+    async def delete(self, owner: Principal, container_id: str, raw_type: str, memory_id: str) -> Written:
         container, memory_type = await self._typed(owner, container_id, raw_type)
         stored = found_memory(await self.store.delete(owner, container_id, memory_type, memory_id))
-        return write_response(container.index(memory_type), stored, "deleted")
+        return Written(container.index(memory_type), stored, "deleted")
 
     # -- search and delete by query ------------------------------------------------------------
 
@@ -331,22 +289,16 @@ class Memories:
             hit_extras=hit_extras(docs).__getitem__,
         )
 
-    async def delete_by_query(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
-        memory_type = parse_memory_type(raw_type)
-        if body is None or body.get("query") is None:
-            raise InvalidArgument(
-                "Query parameter is required for delete by query operation. "
-                'To delete all memories, use {"query": {"match_all": {}}}'
-            )
-        query = parse_search({"query": without_nested(body["query"], NESTED_PATHS[memory_type]), "size": 0})
+    async def delete_by_query(self, owner: Principal, container_id: str, request: DeleteByQueryInput) -> DeletedByQuery:
+        memory_type = request.memory_type
         container = await self.containers.load(owner, container_id)
         if not container.has(memory_type):
             raise InvalidArgument(f"Invalid memory type or memory type is disabled: {memory_type}")
         started = time.perf_counter()
-        docs = await self._candidates(owner, container_id, memory_type, query, scores_shown=False)
-        matched, timed_out = await matching_ids(query, docs)
+        docs = await self._candidates(owner, container_id, memory_type, request.query, scores_shown=False)
+        matched, timed_out = await matching_ids(request.query, docs)
         deleted = await self.store.delete_ids(owner, container_id, memory_type, matched)
-        return by_query_response(started, timed_out, len(matched), deleted)
+        return DeletedByQuery(took(started), timed_out, len(matched), deleted)
 
 
 def _working_doc(

@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass
 from typing import Any
 
-from memory_plugin.agentic.retention import Retention, RetentionRuns
+from memory_plugin.agentic.retention import Plan, Retention, RetentionRuns
 from memory_plugin.agentic.retention_settings import RetentionDefaults
 from memory_plugin.agentic.stores.containers import ContainerStore
 from memory_plugin.agentic.stores.retention import RetentionStore
@@ -36,10 +37,39 @@ _MESSAGES = {
 }
 
 
-def trigger_response(status: str) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class RetentionTriggered:
+    """An on-demand run's outcome: ``triggered``, ``already_running`` or ``retention_disabled``."""
+
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class DryRuns:
+    """A cluster-wide dry run: the plan of each container evaluated, in id order."""
+
+    plans: list[Plan]
+    skipped_count: int
+    #: More containers than one dry run evaluates: the first ``MAX_CONTAINERS_PER_DRY_RUN`` were.
+    truncated: bool
+
+
+def trigger_response(triggered: RetentionTriggered) -> dict[str, Any]:
     """``MLExecuteMemoryRetentionResponse``."""
-    triggered = status == "triggered"
-    return {"acknowledged": triggered, "triggered": triggered, "status": status, "message": _MESSAGES[status]}
+    status = triggered.status
+    done = status == "triggered"
+    return {"acknowledged": done, "triggered": done, "status": status, "message": _MESSAGES[status]}
+
+
+def dry_runs_response(runs: DryRuns) -> dict[str, Any]:
+    response: dict[str, Any] = {"skipped_count": runs.skipped_count, "truncated": runs.truncated}
+    if runs.truncated:
+        response["warning"] = (
+            f"Cluster-wide retention dry-run evaluated the first {MAX_CONTAINERS_PER_DRY_RUN} memory containers; "
+            "additional containers were not evaluated. Narrow the scope or run per-container dry-runs."
+        )
+    response["results"] = [plan.report() for plan in runs.plans]
+    return response
 
 
 class RetentionService:
@@ -62,44 +92,34 @@ class RetentionService:
 
     # -- the endpoints ---------------------------------------------------------------------
 
-    async def dry_run(self, owner: Principal, container_id: str) -> dict[str, Any]:
+    async def dry_run(self, owner: Principal, container_id: str) -> Plan:
         container = await self.containers.get_container(owner, container_id)
         if container is None:
             raise StatusNotFound(
                 f"Failed to find memory container with the provided memory container id: {container_id}"
             )
-        return (await self.retention.evaluate(owner, container)).report()
+        return await self.retention.evaluate(owner, container)
 
-    async def dry_run_all(self, owner: Principal) -> dict[str, Any]:
+    async def dry_run_all(self, owner: Principal) -> DryRuns:
         containers = sorted(await self.containers.usable_containers(owner), key=lambda doc: doc.id)
-        truncated = len(containers) > MAX_CONTAINERS_PER_DRY_RUN
-        response: dict[str, Any] = {"skipped_count": 0, "truncated": truncated}
-        if truncated:
-            response["warning"] = (
-                f"Cluster-wide retention dry-run evaluated the first {MAX_CONTAINERS_PER_DRY_RUN} memory containers; "
-                "additional containers were not evaluated. Narrow the scope or run per-container dry-runs."
-            )
-        results = []
+        plans, skipped = [], 0
         for container in containers[:MAX_CONTAINERS_PER_DRY_RUN]:
             try:
-                results.append((await self.retention.evaluate(owner, container)).report())
+                plans.append(await self.retention.evaluate(owner, container))
             except Exception:
                 log.exception("retention dry-run: container %s skipped", container.id)
-                response["skipped_count"] += 1
-        response["results"] = results
-        return response
+                skipped += 1
+        return DryRuns(plans, skipped, len(containers) > MAX_CONTAINERS_PER_DRY_RUN)
 
-    async def execute(self, owner: Principal) -> dict[str, Any]:
+    async def execute(self, owner: Principal) -> RetentionTriggered:
         """The on-demand run, over the containers the caller may use; it has finished when this answers."""
         if not self.retention.enabled:
-            return trigger_response("retention_disabled")
+            return RetentionTriggered("retention_disabled")
         if self.runs.running:
-            return trigger_response("already_running")
+            return RetentionTriggered("already_running")
         containers = await self.containers.usable_containers(owner)
         totals = await self.runs.run((owner, container) for container in containers)
-        return trigger_response("triggered" if totals is not None else "already_running")
-
-    # -- the background sweep -------------------------------------------------------------
+        return RetentionTriggered("triggered" if totals is not None else "already_running")
 
     async def sweep(self) -> dict[str, int] | None:
         """One run over every container; None if a run is in progress in this process."""

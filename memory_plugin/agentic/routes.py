@@ -13,10 +13,35 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from memory_plugin.agentic.container_requests import (
+    parse_container,
+    parse_container_deletion,
+    parse_container_search,
+    parse_container_update,
+)
+from memory_plugin.agentic.memory_requests import (
+    parse_add_memories,
+    parse_delete_by_query,
+    parse_long_term_search,
+    parse_memory_update,
+    parse_session,
+)
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
-from memory_plugin.agentic.requests import boolean, parse_add_memories, parse_long_term_search
+from memory_plugin.agentic.requests import boolean
+from memory_plugin.agentic.retention_service import dry_runs_response, trigger_response
 from memory_plugin.agentic.service import AgenticService
-from memory_plugin.agentic.views import added_view, ranked_view
+from memory_plugin.agentic.views import (
+    added_view,
+    by_query_view,
+    container_view,
+    created_container_view,
+    deleted_memory_view,
+    found_memory_view,
+    hits_view,
+    ranked_view,
+    session_created_view,
+    written_view,
+)
 from memory_plugin.errors import InvalidArgument, StatusBadRequest
 from memory_plugin.http.body import read_body, read_json, read_json_object, search_body
 from memory_plugin.http.json import json_response
@@ -93,7 +118,10 @@ async def _answer(
 
 @routes.post(BASE + "/_create")
 async def create_container(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).containers.create, body=_object)
+    check_params(request)
+    containers = _service(request).containers
+    body = parse_container(await _object(request), containers.retention_enabled)
+    return json_response(created_container_view(await containers.create(principal_of(request), body)))
 
 
 @routes.post(BASE + "/_retention/_execute")
@@ -101,33 +129,44 @@ async def execute_retention(request: web.Request) -> web.Response:
     check_params(request)
     if request.body_exists and await read_body(request):
         raise StatusBadRequest("_execute does not accept a request body; it always runs cluster-wide.")
-    return json_response(await _service(request).retention.execute(principal_of(request)))
+    return json_response(trigger_response(await _service(request).retention.execute(principal_of(request))))
 
 
 @routes.post(BASE + "/_retention/_dry_run")
 async def dry_run_retention_everywhere(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).retention.dry_run_all)
+    check_params(request)
+    return json_response(dry_runs_response(await _service(request).retention.dry_run_all(principal_of(request))))
 
 
 @routes.post(CONTAINER + "/_retention/_dry_run")
 async def dry_run_retention(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).retention.dry_run, CONTAINER_IDS)
+    check_params(request)
+    container_id = request.match_info["memory_container_id"]
+    return json_response((await _service(request).retention.dry_run(principal_of(request), container_id)).report())
 
 
 @routes.route("*", BASE + "/_search")
 async def search_containers(request: web.Request) -> web.Response:
     _search_methods(request)
-    return await _answer(request, _service(request).containers.search, body=search_body, params=SEARCH_PARAMS)
+    check_params(request, SEARCH_PARAMS)
+    query = parse_container_search(await search_body(request))
+    return json_response(hits_view(await _service(request).containers.search(principal_of(request), query)))
 
 
 @routes.get(CONTAINER)
 async def get_container(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).containers.get, CONTAINER_IDS)
+    check_params(request)
+    found = await _service(request).containers.get(principal_of(request), request.match_info["memory_container_id"])
+    return json_response(container_view(found.source))
 
 
 @routes.put(CONTAINER)
 async def update_container(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).containers.update, CONTAINER_IDS, _object)
+    check_params(request)
+    container_id = request.match_info["memory_container_id"]
+    containers = _service(request).containers
+    body = parse_container_update(await _object(request), containers.retention_enabled)
+    return json_response(written_view(await containers.update(principal_of(request), container_id, body)))
 
 
 @routes.delete(CONTAINER)
@@ -139,21 +178,9 @@ async def delete_container(request: web.Request) -> web.Response:
         **body,
         **{name: request.query[name] for name in ("delete_all_memories", "delete_memories") if name in request.query},
     }
-    delete_all = boolean(options, "delete_all_memories", False) or False
-    raw_types = options.get("delete_memories")
-    if isinstance(raw_types, str):
-        types = raw_types.split(",")
-    elif isinstance(raw_types, list) and all(isinstance(item, str) for item in raw_types):
-        types = raw_types
-    elif raw_types is None:
-        types = []
-    else:
-        raise InvalidArgument(
-            "[delete_memories] must be a comma-separated list of memory types", parameter="delete_memories"
-        )
-    return json_response(
-        await _service(request).containers.delete(principal_of(request), container_id, delete_all, types)
-    )
+    deletion = parse_container_deletion(options)
+    deleted = await _service(request).containers.delete(principal_of(request), container_id, deletion)
+    return json_response(written_view(deleted))
 
 
 # -- memories ------------------------------------------------------------------------------
@@ -169,7 +196,11 @@ async def add_memory(request: web.Request) -> web.Response:
 
 @routes.post(MEMORIES + "/sessions")
 async def create_session(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).memories.create_session, CONTAINER_IDS, _object)
+    check_params(request)
+    container_id = request.match_info["memory_container_id"]
+    body = parse_session(await _object(request))
+    created = await _service(request).memories.create_session(principal_of(request), container_id, body)
+    return json_response(session_created_view(created))
 
 
 @routes.route("*", TYPED + "/_search")
@@ -180,7 +211,11 @@ async def search_memories(request: web.Request) -> web.Response:
 
 @routes.post(TYPED + "/_delete_by_query")
 async def delete_by_query(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).forgetting.delete_by_query, TYPE_IDS, _object)
+    check_params(request)
+    container_id, memory_type = (request.match_info[name] for name in TYPE_IDS)
+    body = parse_delete_by_query(memory_type, await _object(request))
+    deleted = await _service(request).forgetting.delete_by_query(principal_of(request), container_id, body)
+    return json_response(by_query_view(deleted))
 
 
 async def _long_term_search(request: web.Request, *, hybrid: bool) -> web.Response:
@@ -216,22 +251,25 @@ async def get_memory(request: web.Request) -> web.Response:
     check_params(request, ("sources",))
     sources = boolean(dict(request.query), "sources", False) or False
     container_id, memory_type, memory_id = (request.match_info[name] for name in MEMORY_IDS)
-    return json_response(
-        await _service(request).memories.get(principal_of(request), container_id, memory_type, memory_id, sources)
-    )
+    found = await _service(request).memories.get(principal_of(request), container_id, memory_type, memory_id, sources)
+    return json_response(found_memory_view(found))
 
 
 @routes.put(TYPED + "/{memory_id}")
 async def update_memory(request: web.Request) -> web.Response:
-    return await _answer(request, _service(request).memories.update, MEMORY_IDS, _json)
+    check_params(request)
+    container_id, memory_type, memory_id = (request.match_info[name] for name in MEMORY_IDS)
+    memories = _service(request).memories
+    body = parse_memory_update(memory_type, await _json(request), memories.retention_enabled)
+    return json_response(written_view(await memories.update(principal_of(request), container_id, memory_id, body)))
 
 
 @routes.delete(TYPED + "/{memory_id}")
 async def delete_memory(request: web.Request) -> web.Response:
-    """``?report=true`` (ours) adds what the delete forgot to ml-commons' response (``forgetting``)."""
+    """``?report=true`` (ours) adds what the delete forgot to ml-commons' response (``forgotten``)."""
     check_params(request, ("report",))
     report = boolean(dict(request.query), "report", False) or False
     container_id, memory_type, memory_id = (request.match_info[name] for name in MEMORY_IDS)
     forgetting = _service(request).forgetting
     deleted = await forgetting.delete(principal_of(request), container_id, memory_type, memory_id, report)
-    return json_response(deleted)
+    return json_response(deleted_memory_view(deleted))

@@ -12,12 +12,12 @@ import numpy as np
 
 from memory_plugin.agentic.containers import Containers
 from memory_plugin.agentic.llm import ContainerModels
+from memory_plugin.agentic.memory_requests import LongTermSearchInput
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.models import (
     LONG_TERM,
     Container,
 )
-from memory_plugin.agentic.requests import LongTermSearchInput
 from memory_plugin.agentic.results import RankedMemories
 from memory_plugin.agentic.stores.base import LongTermScope, StoredDoc
 from memory_plugin.agentic.stores.memories import MemoryDocStore

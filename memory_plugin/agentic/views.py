@@ -8,7 +8,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_plugin.agentic.models import LONG_TERM, OWNER_ROLES, WORKING
-from memory_plugin.agentic.results import AddMemoriesResult, RankedMemories
+from memory_plugin.agentic.results import (
+    AddMemoriesResult,
+    ContainerCreated,
+    DeletedByQuery,
+    DeletedMemory,
+    FoundMemory,
+    Hits,
+    RankedMemories,
+    SessionCreated,
+    Written,
+)
 from memory_plugin.agentic.stores.base import StoredDoc
 from memory_plugin.dsl import DocumentHit, DocumentResults, search_response
 
@@ -33,6 +43,22 @@ def write_response(index: str, stored: StoredDoc, result: str) -> dict[str, Any]
     }
 
 
+def written_view(written: Written) -> dict[str, Any]:
+    response = write_response(written.index, written.doc, written.result)
+    if not written.forced_refresh:
+        del response["forced_refresh"]
+    return response
+
+
+def created_container_view(created: ContainerCreated) -> dict[str, str]:
+    return {"memory_container_id": created.container_id, "status": "created"}
+
+
+def hits_view(found: Hits) -> dict[str, Any]:
+    """A query DSL search's answer, each hit with its doc's version."""
+    return search_response(found.results, found.took, index=found.index, hit_extras=hit_extras(found.docs).__getitem__)
+
+
 def added_view(added: AddMemoriesResult) -> dict[str, str]:
     """ml-commons' add response: the session id first, when the add has one."""
     view = {"session_id": added.session_id} if added.session_id is not None else {}
@@ -44,10 +70,11 @@ def hit_extras(docs: Sequence[StoredDoc]) -> dict[str, dict[str, Any]]:
     return {doc.id: {"_version": doc.version, "_seq_no": doc.seq_no, "_primary_term": 1} for doc in docs}
 
 
-def by_query_response(started: float, timed_out: bool, matched: int, deleted: int) -> dict[str, Any]:
+def by_query_view(done: DeletedByQuery) -> dict[str, Any]:
+    matched, deleted = done.matched, done.deleted
     return {
-        "took": took(started),
-        "timed_out": timed_out,
+        "took": done.took,
+        "timed_out": done.timed_out,
         "total": matched,
         "updated": 0,
         "created": 0,
@@ -78,6 +105,24 @@ def container_view(source: Mapping[str, Any]) -> dict[str, Any]:
             "custom_attribute_names": [],
             "user_requested_tenant": None,
         }
+    return view
+
+
+def session_created_view(created: SessionCreated) -> dict[str, str]:
+    return {"session_id": created.session_id, "status": "created" if created.created else "exists"}
+
+
+def deleted_memory_view(deleted: DeletedMemory) -> dict[str, Any]:
+    """ml-commons' delete response, with ``forgotten`` (ours) when the caller asked for the report."""
+    response = written_view(deleted.written)
+    return response if deleted.forgotten is None else {**response, "forgotten": deleted.forgotten.as_dict()}
+
+
+def found_memory_view(found: FoundMemory) -> dict[str, Any]:
+    """A memory as get shows it, with ``memory_sources`` when they were asked for."""
+    view = memory_view(found.memory_type, found.doc.source, found.embedding)
+    if found.sources is not None:
+        view["memory_sources"] = found.sources
     return view
 
 

@@ -1,8 +1,9 @@
 """Agentic memory in-process (``plugin.agentic``): containers, memories, sessions, search and forgetting.
 
 The keyword arguments here are turned into the JSON bodies the HTTP routes read, in one place
-(``_container_body``, ``_messages``, ``_present``), and parsed by the routes' parsers (or read by the
-service), so the same checks (and their messages) apply.  Answers come back as ``results``' dataclasses.
+(``_container_body``, ``_messages``, ``_present``), and parsed by the routes' parsers into the same typed
+inputs, so the same checks (and their messages) apply.  The services' typed results come back as
+``results``' dataclasses.
 """
 
 from __future__ import annotations
@@ -11,9 +12,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from memory_plugin.agentic.requests import parse_add_memories, parse_long_term_search
+from memory_plugin.agentic.container_requests import (
+    parse_container,
+    parse_container_deletion,
+    parse_container_search,
+    parse_container_update,
+)
+from memory_plugin.agentic.memory_requests import (
+    parse_add_memories,
+    parse_delete_by_query,
+    parse_long_term_search,
+    parse_memory_update,
+    parse_session,
+)
 from memory_plugin.agentic.service import AgenticService
-from memory_plugin.agentic.views import ranked_view
+from memory_plugin.agentic.views import container_view, found_memory_view, hits_view, ranked_view
 from memory_plugin.api.results import (
     Added,
     AgenticDocument,
@@ -189,11 +202,13 @@ class AgenticMemory:
             backend_roles=list(backend_roles) if backend_roles is not None else None,
             configuration=_container_body(settings),
         )
-        created = await self._on().containers.create(principal, body)
-        return str(created["memory_container_id"])
+        containers = self._on().containers
+        created = await containers.create(principal, parse_container(body, containers.retention_enabled))
+        return created.container_id
 
     async def get_container(self, principal: Principal, container_id: str) -> MemoryContainer:
-        return MemoryContainer.of(container_id, await self._on().containers.get(principal, container_id))
+        found = await self._on().containers.get(principal, container_id)
+        return MemoryContainer.of(container_id, container_view(found.source))
 
     async def update_container(
         self,
@@ -212,7 +227,9 @@ class AgenticMemory:
             backend_roles=list(backend_roles) if backend_roles is not None else None,
             configuration=_container_body(settings) or None,
         )
-        return Written.of(await self._on().containers.update(principal, container_id, body))
+        containers = self._on().containers
+        update = parse_container_update(body, containers.retention_enabled)
+        return Written.of_write(await containers.update(principal, container_id, update))
 
     async def delete_container(
         self,
@@ -222,14 +239,15 @@ class AgenticMemory:
         delete_all_memories: bool = False,
         delete_memories: Sequence[MemoryType] = (),
     ) -> Written:
-        deleted = await self._on().containers.delete(
-            principal, container_id, delete_all_memories, list(delete_memories)
+        deletion = parse_container_deletion(
+            {"delete_all_memories": delete_all_memories, "delete_memories": list(delete_memories)}
         )
-        return Written.of(deleted)
+        return Written.of_write(await self._on().containers.delete(principal, container_id, deletion))
 
     async def search_containers(self, principal: Principal, query: Mapping[str, Any]) -> SearchHits:
         """A query DSL body over the containers the principal may use."""
-        return SearchHits.of(await self._on().containers.search(principal, query))
+        found = await self._on().containers.search(principal, parse_container_search(query))
+        return SearchHits.of(hits_view(found))
 
     # -- memories ---------------------------------------------------------------------------
 
@@ -287,8 +305,8 @@ class AgenticMemory:
             agents=agents,
             additional_info=additional_info,
         )
-        created = await self._on().memories.create_session(principal, container_id, body)
-        return SessionCreated(created["session_id"], created["status"] == "created")
+        created = await self._on().memories.create_session(principal, container_id, parse_session(body))
+        return SessionCreated(created.session_id, created.created)
 
     async def get(
         self,
@@ -301,7 +319,7 @@ class AgenticMemory:
     ) -> AgenticDocument:
         """One memory; ``sources`` adds the working memories a long-term memory or history entry came from."""
         found = await self._on().memories.get(principal, container_id, memory_type, memory_id, sources)
-        return AgenticDocument(memory_id, memory_type, found)
+        return AgenticDocument(memory_id, memory_type, found_memory_view(found))
 
     async def update(
         self,
@@ -314,7 +332,9 @@ class AgenticMemory:
         body: dict[str, Any] = dict(changes)
         if "messages" in changes:
             body["messages"] = _messages(changes["messages"])
-        return Written.of(await self._on().memories.update(principal, container_id, memory_type, memory_id, body))
+        memories = self._on().memories
+        update = parse_memory_update(memory_type, body, memories.retention_enabled)
+        return Written.of_write(await memories.update(principal, container_id, memory_id, update))
 
     async def delete(self, principal: Principal, container_id: str, memory_type: MemoryType, memory_id: str) -> Deleted:
         """Delete one memory.  A working memory or session is forgotten with what was inferred only from it
@@ -333,10 +353,8 @@ class AgenticMemory:
         self, principal: Principal, container_id: str, memory_type: MemoryType, query: Mapping[str, Any]
     ) -> DeletedByQuery:
         """``query`` is the DSL query itself (``{"match_all": {}}``); working memories and sessions are forgotten."""
-        body = {"query": dict(query)}
-        return DeletedByQuery.of(
-            await self._on().forgetting.delete_by_query(principal, container_id, memory_type, body)
-        )
+        request = parse_delete_by_query(memory_type, {"query": dict(query)})
+        return DeletedByQuery.of(await self._on().forgetting.delete_by_query(principal, container_id, request))
 
     # -- long-term search -------------------------------------------------------------------
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from memory_plugin.agentic import results as agentic
 from memory_plugin.agentic.stores.sources import Forgotten
 
+#: What a write did to its document, as OpenSearch reports it.
+WriteResult = Literal["created", "updated", "deleted", "noop", "not_found"]
 #: The four kinds of agentic memory a container may hold.
 MemoryType = Literal["sessions", "working", "long-term", "history"]
 
@@ -60,11 +63,16 @@ class Written:
     id: str
     index: str
     version: int
-    result: Literal["created", "updated", "deleted", "noop", "not_found"]
+    result: WriteResult
 
     @classmethod
     def of(cls, response: Mapping[str, Any]) -> Written:
         return cls(response["_id"], response["_index"], response["_version"], response["result"])
+
+    @classmethod
+    def of_write(cls, written: agentic.Written) -> Written:
+        """An agentic service's write, as its response reports it."""
+        return cls(written.doc.id, written.index, written.doc.version, cast(WriteResult, written.result))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,18 +83,8 @@ class Deleted:
     forgotten: Forgotten = field(default_factory=Forgotten)
 
     @classmethod
-    def of(cls, response: Mapping[str, Any]) -> Deleted:
-        report = response.get("forgotten") or {}
-        forgotten = Forgotten(
-            working=list(report.get("working_memories", ())),
-            sessions=list(report.get("sessions", ())),
-            long_term_deleted=list(report.get("long_term_deleted", ())),
-            long_term_kept=list(report.get("long_term_kept", ())),
-            history_deleted=list(report.get("history_deleted", ())),
-            history_redacted=list(report.get("history_redacted", ())),
-            infer_jobs_deleted=int(report.get("infer_jobs_deleted", 0)),
-        )
-        return cls(Written.of(response), forgotten)
+    def of(cls, deleted: agentic.DeletedMemory) -> Deleted:
+        return cls(Written.of_write(deleted.written), deleted.forgotten or Forgotten())
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +96,8 @@ class DeletedByQuery:
     timed_out: bool
 
     @classmethod
-    def of(cls, response: Mapping[str, Any]) -> DeletedByQuery:
-        return cls(response["total"], response["deleted"], response["timed_out"])
+    def of(cls, done: agentic.DeletedByQuery) -> DeletedByQuery:
+        return cls(done.matched, done.deleted, done.timed_out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +115,7 @@ class MemoryContainer:
 
     @classmethod
     def of(cls, container_id: str, view: Mapping[str, Any]) -> MemoryContainer:
+        """From ml-commons' view of a container (``views.container_view``)."""
         owner = view.get("owner")
         return cls(
             id=container_id,

@@ -12,9 +12,7 @@ Valid bodies never come here: the C parser stays the fast path.
 from __future__ import annotations
 
 import enum
-import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -478,21 +476,6 @@ def unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
                 raise DuplicateField(key)
             seen.add(key)
     return value
-
-
-def pretty(value: Any, indent: int = 0) -> str:
-    """``value`` as Jackson's default pretty printer writes it, as OpenSearch's ``toString`` of a query shows it."""
-    if isinstance(value, Mapping):
-        if not value:
-            return "{ }"
-        inner = " " * (indent + 2)
-        fields = ",\n".join(
-            f"{inner}{json.dumps(key, ensure_ascii=False)} : {pretty(item, indent + 2)}" for key, item in value.items()
-        )
-        return "{\n" + fields + "\n" + " " * indent + "}"
-    if isinstance(value, list | tuple):
-        return "[ " + ", ".join(pretty(item, indent) for item in value) + " ]" if value else "[ ]"
-    return json.dumps(value, ensure_ascii=False)
 
 
 def syntax_error(data: bytes) -> JsonSyntaxError | None:

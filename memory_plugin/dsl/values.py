@@ -1,7 +1,9 @@
-"""Values as the DSL sees them: field lookup, analysis, numbers and dates (with date math)."""
+"""Values as the DSL sees them: field lookup, analysis, numbers and dates (with date math), and a query as
+OpenSearch shows it in its messages."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -10,7 +12,6 @@ from typing import Any
 
 from memory_plugin.dates import DateError, parse_date_math, parse_instant
 from memory_plugin.errors import InvalidArgument
-from memory_plugin.jackson import pretty
 
 
 class QueryParsingError(InvalidArgument):
@@ -182,6 +183,21 @@ def check_scalar(qname: str, value: Any) -> Any:
     if isinstance(value, Mapping | list | tuple) or value is None:
         raise QueryParsingError(f"[{qname}] query does not support value of type [{token_name(value)}]")
     return value
+
+
+def pretty(value: Any, indent: int = 0) -> str:
+    """``value`` as Jackson's default pretty printer writes it, as OpenSearch's ``toString`` of a query shows it."""
+    if isinstance(value, Mapping):
+        if not value:
+            return "{ }"
+        inner = " " * (indent + 2)
+        fields = ",\n".join(
+            f"{inner}{json.dumps(key, ensure_ascii=False)} : {pretty(item, indent + 2)}" for key, item in value.items()
+        )
+        return "{\n" + fields + "\n" + " " * indent + "}"
+    if isinstance(value, list | tuple):
+        return "[ " + ", ".join(pretty(item, indent) for item in value) + " ]" if value else "[ ]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def parse_boost(qname: str, value: Any, shown: Callable[[], Mapping[str, Any]] | None = None) -> float:

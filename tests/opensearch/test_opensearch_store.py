@@ -14,7 +14,8 @@ import pytest
 
 from memory_plugin.histories.service import SearchQuery, rank_in_region
 from memory_plugin.histories.stores.filters import Filter, parse_filters
-from memory_plugin.histories.stores.opensearch import OpenSearchHistoryStore, index_mapping
+from memory_plugin.histories.stores.opensearch import OpenSearchHistoryStore
+from memory_plugin.histories.stores.opensearch_documents import index_mapping
 from memory_plugin.histories.stores.records import Chunk, Record
 from memory_plugin.histories.stores.sqlite import SqliteHistoryStore
 from memory_plugin.settings import OpenSearchRegion

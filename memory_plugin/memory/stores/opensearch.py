@@ -22,12 +22,8 @@ the whole document under optimistic concurrency control
 (``if_seq_no``/``if_primary_term``) and retries on a conflict, so concurrent
 writers never lose each other's change.
 
-Added messages are group-committed (``group_commit.py``): those that arrive
-while a group is being written go together in the next, as one ``_mget`` of
-their memories, one ``_bulk`` of the messages (and their outbox entries) and
-one ``_bulk`` of the ``updated_time`` bumps, each with one refresh.  A bump is
-a painless script keeping the maximum, with no read and no version: writers of
-one memory, in any process, never conflict in a retry loop.
+Added messages are group-committed (``group_commit.py``), one ``_bulk`` for the
+messages and one for their memories' ``updated_time`` bumps (``opensearch_adds.py``).
 A whole-document rewrite (not a partial ``_update``) is used because partial
 updates merge object fields, and ``additional_info`` must be replaced.
 
@@ -61,13 +57,13 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError, TransportError
 
 from memory_plugin.auth import Principal
-from memory_plugin.dates import isoformat
 from memory_plugin.dsl import MESSAGE_INDEX, META_INDEX
 from memory_plugin.errors import RelayedBadRequest, Unavailable
 from memory_plugin.memory.documents import memory_source, message_source
 from memory_plugin.memory.models import Conversation, Document, Interaction, Updated
 from memory_plugin.memory.stores.base import MemoryStore, OutboxEntry, OutboxLag
 from memory_plugin.memory.stores.group_commit import GroupCommit
+from memory_plugin.memory.stores.opensearch_adds import RETRIES, add_messages
 from memory_plugin.memory.stores.opensearch_documents import (
     EXACT_CREATED,
     OWN_ID,
@@ -90,26 +86,12 @@ from memory_plugin.memory.stores.scoped_search import (
 )
 from memory_plugin.opensearch_client import (
     MAX_RESULT_WINDOW,
-    bulk,
-    bulk_items,
     delete_by_query,
     get_document,
     get_documents,
-    item_error,
     make_client,
 )
 from memory_plugin.settings import OpenSearchRegion
-
-#: Optimistic-concurrency retries before giving up.
-_RETRIES = 50
-#: An added message's bump: ``updated_time`` (ml-commons' and our exact copy) becomes the later of the two.
-#: Same-format ISO strings order as the instants do (SQLite's max() on text).  The document is written even
-#: when the time stays, as ml-commons' own update does (its ``_version`` counts it).
-_BUMP = (
-    f"def own = ctx._source['{INTERNAL_FIELD}'];"
-    " if (own.updated_time.compareTo(params.time) < 0) { own.updated_time = params.time;"
-    " ctx._source.updated_time = params.time; }"
-)
 
 
 class OpenSearchMemoryStore(MemoryStore):
@@ -244,7 +226,7 @@ class OpenSearchMemoryStore(MemoryStore):
         Returns the new source, its ``_version`` and whether it was written, or None if the
         document is absent or not the owner's.  ``change`` returning False means nothing to write.
         """
-        for attempt in range(_RETRIES):
+        for attempt in range(RETRIES):
             document = await self._get_owned(index, doc_id, owner)
             if document is None:
                 return None
@@ -267,7 +249,7 @@ class OpenSearchMemoryStore(MemoryStore):
             except NotFoundError:
                 return None
             return source, written["_version"], True
-        raise Unavailable(f"[{doc_id}] is being changed by too many requests at once ({_RETRIES} conflicts); retry")
+        raise Unavailable(f"[{doc_id}] is being changed by too many requests at once ({RETRIES} conflicts); retry")
 
     async def _update(
         self,
@@ -357,93 +339,8 @@ class OpenSearchMemoryStore(MemoryStore):
         return await self._adds.submit(interaction)
 
     async def _add_interactions(self, interactions: Sequence[Interaction]) -> list[bool | Exception]:
-        """One group of added messages: one ``_mget``, one ``_bulk`` of the messages, one of the bumps.
-
-        Each message is acknowledged only when its own items succeeded.  The messages (with their
-        outbox entries) are written before ``updated_time`` moves, so that a delete racing with an
-        add either collects the message or makes the bump miss (and the message is taken back).
-        """
-        outcomes: list[bool | Exception] = [False] * len(interactions)
-        memories = await get_documents(self.client, self.meta_index, [i.conversation_id for i in interactions])
-        alive = [
-            n
-            for n, interaction in enumerate(interactions)
-            if interaction.conversation_id in memories
-            and owned(memories[interaction.conversation_id]["_source"], interaction.owner)
-        ]
-        if not alive:
-            return outcomes
-        actions: list[dict[str, Any]] = []
-        for n in alive:
-            interaction = interactions[n]
-            actions += [
-                {"create": {"_index": self.message_index, "_id": interaction.interaction_id}},
-                interaction_source(interaction),
-            ]
-            if self.outbox:
-                actions += self._outbox_entries.entry_action(
-                    "index", interaction.owner, interaction.conversation_id, interaction.interaction_id
-                )
-        per_message = 2 if self.outbox else 1
-        try:
-            items = await bulk_items(self.client, actions, refresh=True)
-        except Exception as error:
-            if self.outbox:  # a message without its entry would never be indexed: take them back
-                await self._delete_quietly_all(self.message_index, [interactions[n].interaction_id for n in alive])
-            for n in alive:
-                outcomes[n] = error
-            return outcomes
-        written, take_back = [], []
-        for k, n in enumerate(alive):
-            failures = [item_error(item) for item in items[k * per_message : (k + 1) * per_message]]
-            failure = next((error for error in failures if error is not None), None)
-            if failure is None:
-                written.append(n)
-                continue
-            outcomes[n] = failure
-            if failures[0] is None:  # the message is in, its entry is not
-                take_back.append(interactions[n].interaction_id)
-        # ``updated_time`` only moves forward: one scripted update per memory keeps the maximum, without
-        # a read or a version, so writers of one memory (in any process) never conflict in a retry loop.
-        latest: dict[str, str] = {}
-        for n in written:
-            interaction = interactions[n]
-            created = isoformat(interaction.create_time)
-            latest[interaction.conversation_id] = max(latest.get(interaction.conversation_id, created), created)
-        bumps: list[dict[str, Any]] = []
-        for conversation_id, created in latest.items():
-            bumps += [
-                {"update": {"_index": self.meta_index, "_id": conversation_id, "retry_on_conflict": _RETRIES}},
-                {"script": {"lang": "painless", "source": _BUMP, "params": {"time": created}}},
-            ]
-        try:
-            bumped = dict(zip(latest, await bulk_items(self.client, bumps, refresh=True))) if bumps else {}
-        except Exception as error:
-            for n in written:
-                outcomes[n] = error
-            bumped = {}
-        for n in written if bumped else []:
-            item = bumped[interactions[n].conversation_id]
-            if item.get("status") == 404:  # the memory was deleted while we wrote: take the message back
-                take_back.append(interactions[n].interaction_id)
-                outcomes[n] = False
-            else:
-                outcomes[n] = item_error(item) or True
-        if take_back:
-            await self._delete_quietly_all(self.message_index, take_back)
-        return outcomes
-
-    async def _delete_quietly_all(self, index: str, doc_ids: Sequence[str]) -> None:
-        try:
-            await bulk(self.client, [{"delete": {"_index": index, "_id": doc_id}} for doc_id in doc_ids], refresh=True)
-        except TransportError:
-            pass  # as a crash would: the message stays, never listed (its memory is gone) or never acknowledged
-
-    async def _delete_quietly(self, index: str, doc_id: str) -> None:
-        try:
-            await self.client.delete(index=index, id=doc_id, refresh="true")
-        except NotFoundError:
-            pass
+        outbox = self._outbox_entries if self.outbox else None
+        return await add_messages(self.client, self.meta_index, self.message_index, outbox, interactions)
 
     async def get_interaction(self, owner: Principal, interaction_id: str) -> Interaction | None:
         document = await self._get_owned(self.message_index, interaction_id, owner)

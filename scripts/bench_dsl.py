@@ -37,11 +37,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from _plots import plot_dsl, write_report  # noqa: E402
 
+from memory_plugin.agentic.container_requests import parse_container  # noqa: E402
 from memory_plugin.agentic.containers import Containers  # noqa: E402
 from memory_plugin.agentic.llm import ContainerModels  # noqa: E402
 from memory_plugin.agentic.memories import Memories  # noqa: E402
 from memory_plugin.agentic.models import WORKING  # noqa: E402
-from memory_plugin.agentic.requests import new_container  # noqa: E402
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore  # noqa: E402
 from memory_plugin.app import serving_loop  # noqa: E402
 from memory_plugin.auth import Principal  # noqa: E402
@@ -125,7 +125,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-dsl-"))
     store = SqliteAgenticStore(workdir / "agentic.sqlite3")
     await store.open(384)
-    await store.insert_container(OWNER, CONTAINER, new_container({"name": "bench"}, 384, False, OWNER.user_id or ""))
+    await store.insert_container(
+        OWNER, CONTAINER, parse_container({"name": "bench"}, False).document(384, OWNER.user_id or "")
+    )
     idle = Idle("idle")  # never started: nothing is added through the service
     models = ContainerModels(None, None, None)  # type: ignore[arg-type]
     containers = Containers(store, models, retention_enabled=False)

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from memory_plugin.agentic.container_requests import parse_container
 from memory_plugin.agentic.containers import Containers
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.memories import Memories
 from memory_plugin.agentic.models import HISTORY, SESSIONS, WORKING
-from memory_plugin.agentic.requests import new_container
 from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.agentic.stores.sqlite_postings import indexed_path, postings
@@ -54,7 +54,7 @@ def working(n: int, owner: str = "alice") -> dict[str, Any]:
 async def filled(tmp_path, count: int = 400) -> SqliteAgenticStore:
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(8)
-    await store.insert_container(ALICE, "c1", new_container({"name": "c1"}, 8, False, "alice"))
+    await store.insert_container(ALICE, "c1", parse_container({"name": "c1"}, False).document(8, "alice"))
     for n in range(count):
         owner = BOB if n % 7 == 0 else ALICE  # a shared container: others' docs are never candidates
         await store.add_memory(owner, "c1", MemoryAdd(f"w{n:04d}", working(n, owner.user_id or "")))

@@ -14,7 +14,6 @@ arrays of candidate positions (``fusion_arrays``).
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -101,6 +100,7 @@ class Places:
         self.connection, self.index, self.org = connection, index, org
         self.found: dict[int, ChunkPlace] = {}
         self._indexed: set[int] = set()  # chunks whose chunk index is SQLite's, not a stand-in
+        self._of_record: dict[str, list[int]] = {}  # the chunks found of each record
 
     def add(self, chunk_ids: Iterable[int]) -> None:
         wanted = np.asarray(sorted(set(chunk_ids) - self.found.keys()), dtype=np.int64)
@@ -114,14 +114,23 @@ class Places:
         record_codes = columns.strings["record_id"][at[held]].tolist()
         user_codes = columns.strings["user_id"][at[held]].tolist()
         created = columns.dates["record_created_at"][at[held]].tolist()
+        found, of_record = self.found, self._of_record
+        touched: set[str] = set()
         for chunk, record, user, moment in zip(wanted[held].tolist(), record_codes, user_codes, created):
-            self.found[chunk] = ChunkPlace(record_ids[record] or "", 0, users[user], moment)
+            record_id = record_ids[record] or ""
+            found[chunk] = ChunkPlace(record_id, 0, users[user], moment)
+            if record_id in of_record:
+                touched.add(record_id)
+            of_record.setdefault(record_id, []).append(chunk)
         fresh = chunk_places(self.connection, wanted[~held].tolist())
-        self.found.update(fresh)
+        for chunk, place in fresh.items():
+            found[chunk] = place
+            if place.record_id in of_record:
+                touched.add(place.record_id)
+            of_record.setdefault(place.record_id, []).append(chunk)
         self._indexed.update(fresh)
         # a stand-in chunk index is 0: right wherever the record has no other chunk here to tie with
-        shared = Counter(place.record_id for place in self.found.values())
-        missing = [c for c, place in self.found.items() if shared[place.record_id] > 1 and c not in self._indexed]
+        missing = [c for record_id in touched for c in of_record[record_id] if c not in self._indexed]
         if missing:
             cursor = self.connection.cursor()
             cursor.row_factory = None

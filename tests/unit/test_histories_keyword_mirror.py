@@ -119,6 +119,8 @@ async def test_hybrid_in_the_store_ranks_as_the_service_composes(store: SqliteHi
     for i in range(0, 900, 4):
         await store.delete_record("org-a" if i % 5 else "org-b", f"r-{i}")
     await assert_hybrid_as_composed(store)
+    await store.write_records(corpus(11, 400))  # deleted records back, others replaced: new chunks, new neighbours
+    await assert_hybrid_as_composed(store)
 
 
 async def test_the_engine_is_rebuilt_from_sqlite_at_open(tmp_path: Path) -> None:

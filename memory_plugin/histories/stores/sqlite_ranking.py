@@ -7,21 +7,21 @@ the chunks table (each row holds its vector) touched for the first time. A chunk
 record rewritten gets new chunk ids), so the columns give what SQLite would. The chunk index is read from
 SQLite only for chunks whose record has another chunk among the candidates, the only ties it can break; a
 chunk the index does not hold (yet) is read from SQLite too. The timeline neighbours stay SQLite's
-(``lexical.adjacent``), and only the ``k`` hits returned are read whole.
+(``lexical.adjacent``), and only the ``k`` hits returned are read whole. The scores are ``fusion``'s, computed over
+arrays of candidate positions (``fusion_arrays``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
 
-from memory_plugin.histories.stores import fusion, lexical
+from memory_plugin.histories.stores import fusion, fusion_arrays, lexical
 from memory_plugin.histories.stores.filters import Filter
-from memory_plugin.histories.stores.records import SCORE_DECIMALS, Hit, shown_score
+from memory_plugin.histories.stores.records import SCORE_DECIMALS, Hit
 from memory_plugin.histories.stores.sqlite_filters import compile_filter, register_functions
 from memory_plugin.histories.stores.sqlite_tables import hit_rows, hits
 from memory_plugin.histories.stores.vector_index import TypeIndex
@@ -100,6 +100,7 @@ class Places:
         self.connection, self.index, self.org = connection, index, org
         self.found: dict[int, ChunkPlace] = {}
         self._indexed: set[int] = set()  # chunks whose chunk index is SQLite's, not a stand-in
+        self._of_record: dict[str, list[int]] = {}  # the chunks found of each record
 
     def add(self, chunk_ids: Iterable[int]) -> None:
         wanted = np.asarray(sorted(set(chunk_ids) - self.found.keys()), dtype=np.int64)
@@ -113,14 +114,23 @@ class Places:
         record_codes = columns.strings["record_id"][at[held]].tolist()
         user_codes = columns.strings["user_id"][at[held]].tolist()
         created = columns.dates["record_created_at"][at[held]].tolist()
+        found, of_record = self.found, self._of_record
+        touched: set[str] = set()
         for chunk, record, user, moment in zip(wanted[held].tolist(), record_codes, user_codes, created):
-            self.found[chunk] = ChunkPlace(record_ids[record] or "", 0, users[user], moment)
+            record_id = record_ids[record] or ""
+            found[chunk] = ChunkPlace(record_id, 0, users[user], moment)
+            if record_id in of_record:
+                touched.add(record_id)
+            of_record.setdefault(record_id, []).append(chunk)
         fresh = chunk_places(self.connection, wanted[~held].tolist())
-        self.found.update(fresh)
+        for chunk, place in fresh.items():
+            found[chunk] = place
+            if place.record_id in of_record:
+                touched.add(place.record_id)
+            of_record.setdefault(place.record_id, []).append(chunk)
         self._indexed.update(fresh)
         # a stand-in chunk index is 0: right wherever the record has no other chunk here to tie with
-        shared = Counter(place.record_id for place in self.found.values())
-        missing = [c for c, place in self.found.items() if shared[place.record_id] > 1 and c not in self._indexed]
+        missing = [c for record_id in touched for c in of_record[record_id] if c not in self._indexed]
         if missing:
             cursor = self.connection.cursor()
             cursor.row_factory = None
@@ -148,20 +158,29 @@ def fused_ranking(
     known = Places(connection, index, org)
     known.add(chunk for chunk, _ in (*dense, *keyword))
     places = known.found
-    tie = {chunk: place.tie for chunk, place in places.items()}
+    listed = [dict((c, s) for c, s in found if c in places) for found in (dense, keyword)]  # live chunks only
+    chunks = list(dict.fromkeys(c for found in listed for c in found))
+    position = {chunk: at for at, chunk in enumerate(chunks)}
+    ties = tie_ranks([places[chunk].tie for chunk in chunks])
 
-    def ranked(found: list[tuple[int, float]], shown: Callable[[float], float]) -> list[int]:
-        """Live chunks in the order ``hits`` gives their hits: by shown score, then record id and chunk index."""
-        scores = {chunk: shown(score) for chunk, score in found if chunk in places}
-        return sorted(scores, key=lambda chunk: (-scores[chunk], tie[chunk]))
+    def ranked(found: dict[int, float], shown: np.ndarray) -> np.ndarray:
+        """The positions in the order ``hits`` gives their hits: by shown score, then record id and chunk index."""
+        at = np.fromiter((position[chunk] for chunk in found), dtype=np.intp, count=len(found))
+        order: np.ndarray = at[fusion_arrays.best_first(shown, ties[at])]
+        return order
 
-    fused = fusion.fused_scores(ranked(dense, shown_score), ranked(keyword, lambda score: round(score, SCORE_DECIMALS)))
-    order = sorted((chunk for chunk in fused if chunk in places), key=lambda chunk: (-fused[chunk], tie[chunk]))
-    lenders = order[: fusion.LENDERS]
-    around = lexical.adjacent(connection, organization_id, [(tie[c][0], c) for c in lenders], by_chunk=True)
-    near = {chunk for chunks in around for chunk in chunks}
+    dense_scores, keyword_scores = (np.fromiter(found.values(), dtype=np.float64) for found in listed)
+    fused = fusion_arrays.fused_scores(
+        ranked(listed[0], fusion_arrays.rounded(np.clip(dense_scores, -1.0, 1.0))),
+        ranked(listed[1], fusion_arrays.rounded(keyword_scores)),
+        len(chunks),
+    )
+    lenders = fusion_arrays.best_first(fused, ties)[: fusion.LENDERS].tolist()
+    around = lexical.adjacent(
+        connection, organization_id, [(places[chunks[at]].record_id, chunks[at]) for at in lenders], by_chunk=True
+    )
+    near = {chunk for found in around for chunk in found}
     known.add(near)
-    tie = {chunk: place.tie for chunk, place in places.items()}
     passing: set[int] | None = None
     if allowed is not None and len(allowed):
         wanted = np.asarray(sorted(near), dtype=np.int64)
@@ -169,11 +188,28 @@ def fused_ranking(
         passing = set(wanted[allowed[at] == wanted].tolist())
     else:
         passing = None if allowed is None else set()
-    neighbours = {
-        lender: [chunk for chunk in chunks if chunk in places and (passing is None or chunk in passing)]
-        for lender, chunks in zip(lenders, around)
-    }
-    scores = fusion.spread_scores([(chunk, fused[chunk]) for chunk in order], neighbours)
-    scores = fusion.sitting_scores(scores, {chunk: (places[chunk].user_id, places[chunk].created) for chunk in scores})
-    top = sorted(scores, key=lambda chunk: (-scores[chunk], tie[chunk]))[:k]
-    return hits([(chunk, scores[chunk]) for chunk in top], hit_rows(connection, top)) if top else []
+    neighbours = []
+    for found in around:
+        visible = [chunk for chunk in found if chunk in places and (passing is None or chunk in passing)]
+        neighbours.append([position.setdefault(chunk, len(position)) for chunk in visible])
+    chunks = list(position)
+    spread = fusion_arrays.spread_scores(fused, len(chunks), lenders, neighbours)
+    users: dict[str | None, int] = {}
+    codes = np.fromiter((users.setdefault(places[c].user_id, len(users)) for c in chunks), dtype=np.int64)
+    times = np.fromiter((places[c].created for c in chunks), dtype=np.int64, count=len(chunks))
+    scores = fusion_arrays.sitting_scores(spread, codes, times)
+    best = fusion_arrays.best_first(scores, tie_ranks([places[chunk].tie for chunk in chunks]))[:k].tolist()
+    top = [chunks[at] for at in best]
+    return hits([(chunks[at], float(scores[at])) for at in best], hit_rows(connection, top)) if top else []
+
+
+def tie_ranks(ties: list[tuple[str, int]]) -> np.ndarray:
+    """Each tie's rank among them (equal ties, equal ranks), for ``fusion_arrays.best_first``."""
+    ranks = np.empty(len(ties), dtype=np.intp)
+    last: tuple[str, int] | None = None
+    rank = -1
+    for at in sorted(range(len(ties)), key=ties.__getitem__):
+        if ties[at] != last:
+            rank, last = rank + 1, ties[at]
+        ranks[at] = rank
+    return ranks

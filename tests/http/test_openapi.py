@@ -86,17 +86,20 @@ def test_fuzz_no_server_errors_and_every_4xx_in_the_api_format(live, label, mode
     operation = OPERATIONS[label]
     examples = pytestconfig.getoption("fuzz_examples")
 
+    session = requests.Session()  # one connection for the case's examples, not one each
+
     @given(case=operation.as_strategy(generation_mode=mode))
     @hypothesis_settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def check(case) -> None:
-        response = case.call(base_url=live.url, headers=live.headers, timeout=30)
+        response = case.call(base_url=live.url, session=session, headers=live.headers, timeout=30)
         assert response.status_code < 500, (
             f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}"
         )
         if 400 <= response.status_code < 500:
             api_error_format(response, case.path)
 
-    check()
+    with session:
+        check()
 
 
 def test_a_request_line_over_aiohttps_limit_is_answered_in_the_api_format(live):

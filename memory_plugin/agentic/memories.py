@@ -248,7 +248,7 @@ class Memories:
         if page is not None:
             terms = [(term.paths, term.values) for term in page.required]
             sort = (page.field, page.descending, page.limit)
-            found = await self.store.sorted_page(owner, container_id, memory_type, terms, sort)
+            found = await self.store.sorted_page(owner, container_id, memory_type, terms, sort, page.count_up_to)
             if found is not None:
                 total, docs = found
                 return docs, total

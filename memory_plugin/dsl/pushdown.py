@@ -125,12 +125,24 @@ def required_terms(
 class SortedPage:
     """A query whose matches are exactly the docs its required terms select, sorted by one top-level field only:
     a store can count them and hand over just the first ``limit`` by that field (oldest first among equals),
-    when every one of them holds a single number there."""
+    when every one of them holds a single number there.  ``count_up_to``: how far counting must go for
+    ``hits.total`` to show the same (None: all; 0: it is not shown)."""
 
     required: tuple[RequiredTerms, ...]
     field: str
     descending: bool
     limit: int
+    count_up_to: int | None = None
+
+
+def count_up_to(track_total_hits: bool | int) -> int | None:
+    """How many matches to count so that ``total_hits`` renders as for all of them: one past an integer bound
+    (then ``gte``), all for true, none when the total is not shown."""
+    if track_total_hits is True:
+        return None
+    if track_total_hits is False or track_total_hits < 0:
+        return 0
+    return track_total_hits + 1
 
 
 def _exact(clause: Clause, indexed: Callable[[str], bool]) -> bool:
@@ -162,4 +174,6 @@ def sorted_page(query: SearchBody, indexed: Callable[[str], bool]) -> SortedPage
         return None
     found: list[RequiredTerms] = []
     _required(query.query, indexed, found)
-    return SortedPage(tuple(found), spec.field, spec.order == "desc", query.from_ + query.size)
+    return SortedPage(
+        tuple(found), spec.field, spec.order == "desc", query.from_ + query.size, count_up_to(query.track_total_hits)
+    )

@@ -245,6 +245,24 @@ async def test_postings_follow_updates_deletes_and_session_touches(tmp_path):
         await store.close()
 
 
+async def test_a_database_of_schema_v4_gains_the_sort_indexes_on_open(tmp_path):
+    path = tmp_path / "v4.sqlite3"
+    connection = sqlite3.connect(path, isolation_level=None)
+    for migration in MIGRATIONS[:4]:
+        migration(connection)
+    connection.execute("PRAGMA user_version=4")
+    connection.close()
+    store = SqliteAgenticStore(path)
+    await store.open(8)
+    try:
+        names = await store.db.read(
+            lambda c: {row[0] for row in c.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'postings'")}
+        )
+        assert {"postings_by_created_time", "postings_by_last_updated_time"} <= names
+    finally:
+        await store.close()
+
+
 async def test_a_database_of_the_schema_before_postings_gains_them_on_open(tmp_path):
     path = tmp_path / "old.sqlite3"
     connection = sqlite3.connect(path, isolation_level=None)
@@ -295,8 +313,10 @@ def service(store: SqliteAgenticStore) -> Memories:
 def test_a_session_load_is_a_page_the_store_can_pick():
     body = {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "from": 2, "size": 10}
     assert sorted_page(parse_search(body), indexed_path) == SortedPage(
-        (RequiredTerms(("namespace.session_id",), ("s3",)),), "created_time", True, 12
+        (RequiredTerms(("namespace.session_id",), ("s3",)),), "created_time", True, 12, 10_001
     )
+    counted = [sorted_page(parse_search({**body, "track_total_hits": t}), indexed_path) for t in (True, False, -1, 7)]
+    assert [page.count_up_to if page else "none" for page in counted] == [None, 0, 0, 8]
     assert sorted_page(parse_search({**body, "query": SESSION, "sort": ["created_time"]}), indexed_path)
     for other in (
         {"sort": [{"created_time": "desc"}, "_id"]},
@@ -315,6 +335,16 @@ SERVICE_BODIES = [
     *EQUIVALENT,
     {"query": SESSION, "sort": [{"created_time": "asc"}], "from": 5, "size": 3, "track_total_hits": True},
     {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "track_total_hits": 2},
+    # s3 holds 43 of alice's docs: counted past, up to and below the bound, exactly, or not at all
+    *(
+        {"query": SESSION, "sort": [{"created_time": "desc"}], "size": 5, "track_total_hits": track}
+        for track in (0, 42, 43, 44, True, False, -1)
+    ),
+    {
+        "query": {"bool": {"filter": [SESSION, {"term": {"tags.topic": "t3"}}]}},
+        "sort": ["created_time"],
+        "track_total_hits": 3,
+    },
     {"query": {"bool": {"must": [SESSION, {"term": {"tags.topic": "t3"}}]}}, "sort": ["created_time"], "size": 0},
     {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"last_updated_time": "desc"}], "from": 40, "size": 10},
     # a number the postings do not carry (read from the docs in SQL), every doc tied: oldest first
@@ -358,4 +388,9 @@ async def test_a_session_load_reads_only_its_page_unless_a_sort_value_is_not_a_n
     after = await memories.search(ALICE, "c1", "working", body)
     assert picked[-1] is None
     assert after["hits"]["hits"][0]["_id"] == "w0011" and after["hits"]["total"]["value"] == 9
+    await store.update(ALICE, "c1", WORKING, "w0011", lambda doc: {**doc, "created_time": 11})
+    bounded = await memories.search(ALICE, "c1", "working", {**body, "track_total_hits": 4})
+    assert picked[-1] == (5, 3)  # counting stopped one past the bound
+    assert bounded["hits"]["total"] == {"value": 4, "relation": "gte"}
+    assert [hit["_id"] for hit in bounded["hits"]["hits"]] == [hit["_id"] for hit in before["hits"]["hits"]]
     await store.close()

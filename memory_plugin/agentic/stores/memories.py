@@ -82,10 +82,12 @@ class MemoryDocStore(abc.ABC):
         memory_type: str,
         required: Sequence[tuple[Sequence[str], Sequence[str]]],
         sort: tuple[str, bool, int],
+        count_up_to: int | None = None,
     ) -> tuple[int, list[StoredDoc]] | None:
         """How many docs ``docs_matching`` selects, when it selects exactly the matches, and the first ``limit``
         by a top-level field (``sort``: field, descending, limit; oldest first among equals), oldest first.
-        None when the store cannot tell (a store without postings, a doc without a single number there)."""
+        The count may stop at ``count_up_to`` (None: all; ``dsl.pushdown.count_up_to``).  None when the store
+        cannot tell (a store without postings, a doc without a single number there)."""
         return None
 
     @abc.abstractmethod

@@ -18,16 +18,12 @@ this store                                  ml-commons
 The mappings and the fields of ours are in ``opensearch_documents``.
 
 Writes use ``refresh=true``.  An infer run is applied as **one** bulk request
-that ends with the deletion of its queued job: this process dying cannot split
-it (OpenSearch executes a bulk it received), and a re-run only happens for a
-job whose bulk never arrived.  Unlike SQLite, OpenSearch itself could still
-reject single items of a bulk; such failures are logged.
+(``opensearch_long_term``).
 
 Every update merges into a document read with its ``if_seq_no``/``if_primary_term``
 and is written on that condition, read and merged again when another write came
 in between (``until_unchanged``): many processes write the same documents, so
-no lock of this one could make that safe.  An infer UPDATE in the run's bulk is
-conditional too; one that lost such a race is merged again right after it.
+no lock of this one could make that safe.
 
 Every server process in front of the cluster drains the queues
 (``opensearch_queues``): an infer run is applied only by the holder of its
@@ -46,7 +42,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError
 from opensearchpy.helpers import async_scan
 
-from memory_plugin.agentic.models import HISTORY, LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING, store_prefix
+from memory_plugin.agentic.models import LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING, store_prefix
 from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.base import (
     InferJob,
@@ -63,9 +59,11 @@ from memory_plugin.agentic.stores.opensearch_documents import (
     CONTAINER_MAPPINGS,
     INDEX_SETTINGS,
     JOB_MAPPINGS,
+    candidate_filters,
     container_doc,
     container_owner,
     container_terms,
+    exact_anywhere,
     if_unchanged,
     in_scope,
     memory_mappings,
@@ -78,23 +76,16 @@ from memory_plugin.agentic.stores.opensearch_documents import (
     with_owner,
 )
 from memory_plugin.agentic.stores.opensearch_forgetting import forget, map_added_fields
-from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues, unclaimed
+from memory_plugin.agentic.stores.opensearch_long_term import apply_infer, ranked
+from memory_plugin.agentic.stores.opensearch_queues import OpenSearchQueues
 from memory_plugin.agentic.stores.retention import RetentionStore
 from memory_plugin.agentic.stores.retention_opensearch import OpenSearchRetention
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of
 from memory_plugin.auth import Principal
-from memory_plugin.errors import Conflict
-from memory_plugin.leases import conditional_bulk
 from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
 from memory_plugin.settings import OpenSearchRegion
 
 log = logging.getLogger("memory_plugin.agentic")
-
-
-def _infer_updated(found: Mapping[str, Any], change: LongTermChange) -> dict[str, Any]:
-    """The long-term memory ``found`` after an infer UPDATE: re-embedded, whoever held its embedding before."""
-    current = {key: value for key, value in unclaimed(found["_source"]).items() if key != "memory_embedding"}
-    return {**change.applied_to(current), "embedding_pending": True}
 
 
 class OpenSearchAgenticStore(AgenticStore):
@@ -391,6 +382,20 @@ class OpenSearchAgenticStore(AgenticStore):
         index = await self._index(owner, container_id, memory_type)
         return await self._scan(index, self._scope(owner, container_id)) if index else []
 
+    def indexed_field(self, path: str) -> bool:
+        return exact_anywhere(path)
+
+    async def docs_matching(
+        self,
+        owner: Principal,
+        container_id: str,
+        memory_type: str,
+        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    ) -> list[StoredDoc]:
+        index = await self._index(owner, container_id, memory_type)
+        filters = [*self._scope(owner, container_id), *candidate_filters(memory_type, required)]
+        return await self._scan(index, filters) if index else []
+
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:
         index = await self._index(owner, container_id, memory_type)
         if index is None or not ids:
@@ -462,65 +467,7 @@ class OpenSearchAgenticStore(AgenticStore):
     async def apply_infer(
         self, job: InferJob, changes: Sequence[LongTermChange], history: Sequence[tuple[str, dict[str, Any]]]
     ) -> None:
-        # Still ours (renewed, so that the writes below have the whole lease), and not applied already.
-        if job.lease is not None and not await self.renew_infer_job(job):
-            return
-        if job.lease is None and await get_document(self.client, self.job_index, str(job.job_id)) is None:
-            return
-        owner, container_id = job.owner, job.container_id
-        items: list[list[dict[str, Any]]] = []  # the bulk's items, each its action and document lines
-        updates: dict[int, LongTermChange] = {}  # by their item
-        long_term = await self._index(owner, container_id, LONG_TERM) if changes else None
-        for change in changes:
-            if change.event == "ADD" and change.doc is not None and long_term:
-                items.append(
-                    [
-                        {"create": {"_index": long_term, "_id": change.memory_id}},
-                        self._source(owner, change.doc, LONG_TERM),
-                    ]
-                )
-                continue
-            found = await self._get_owned(long_term, owner, change.memory_id, container_id)
-            if found is None:
-                continue
-            if change.event == "UPDATE":
-                updates[len(items)] = change
-                meta = {"_index": long_term, "_id": change.memory_id, **if_unchanged(found)}
-                items.append([{"index": meta}, _infer_updated(found, change)])
-            elif change.event == "DELETE":
-                items.append([{"delete": {"_index": long_term, "_id": change.memory_id}}])
-        history_index = await self._index(owner, container_id, HISTORY) if history else None
-        if history_index:
-            for history_id, doc in history:
-                items.append(
-                    [{"create": {"_index": history_index, "_id": history_id}}, self._source(owner, doc, HISTORY)]
-                )
-        held = job.lease.condition() if job.lease else {}
-        items.append([{"delete": {"_index": self.job_index, "_id": str(job.job_id), **held}}])
-        # A create that finds its id taken was applied before (ids are derived from the job): not a failure.
-        results = await conditional_bulk(self.client, [line for item in items for line in item], refresh=True)
-        for item, change in updates.items():
-            if results[item] is None and long_term is not None:
-                await self._update_again(long_term, owner, container_id, change)
-        written = [index for index in (long_term, history_index) if index]
-        await self._container_kept(owner, container_id, written)
-
-    async def _update_again(self, index: str, owner: Principal, container_id: str, change: LongTermChange) -> None:
-        """An infer UPDATE whose bulk item lost a race (the memory was updated after it was read): merged into
-        the memory as it is now, so that neither update is lost."""
-
-        async def attempt() -> None:
-            found = await self._get_owned(index, owner, change.memory_id, container_id)
-            if found is not None:  # deleted meanwhile: nothing to update
-                body = _infer_updated(found, change)
-                await self.client.index(
-                    index=index, id=change.memory_id, body=body, refresh="true", **if_unchanged(found)
-                )
-
-        try:
-            await until_unchanged(attempt, f"memory [{change.memory_id}]")
-        except Conflict as error:  # the job is applied already: nobody waits for this one to be tried again
-            log.warning("infer UPDATE of %s not applied: %s", change.memory_id, error)
+        await apply_infer(self, job, changes, history)
 
     # -- search -------------------------------------------------------------------------------
 
@@ -529,15 +476,7 @@ class OpenSearchAgenticStore(AgenticStore):
         index = await self._index(scope.owner, scope.container_id, LONG_TERM)
         if index is None or scope.empty:
             return []
-        body = {
-            "size": k,
-            "_source": {"excludes": ["memory_embedding"]},
-            "seq_no_primary_term": True,
-            "version": True,
-            "query": {"bool": {"must": [clause], "filter": self._filters(scope)}},
-        }
-        result = await self.client.search(index=index, body=body)
-        return [(stored_doc(hit), float(hit["_score"])) for hit in result["hits"]["hits"]]
+        return await ranked(self.client, index, clause, self._filters(scope), k)
 
     def _filters(self, scope: LongTermScope) -> list[dict[str, Any]]:
         filters = [

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -65,6 +65,8 @@ _COMMON = {
     "created_time": _DATE,
     "last_updated_time": _DATE,
 }
+#: ``index.max_terms_count``'s default: a ``terms`` query holds no more.
+_MAX_TERMS = 65_536
 INDEX_SETTINGS = {"number_of_shards": 1, "number_of_replicas": 0}
 
 CONTAINER_MAPPINGS: dict[str, Any] = {
@@ -167,6 +169,34 @@ NESTED_PATHS: dict[str, frozenset[str]] = {
     "container": _nested(CONTAINER_MAPPINGS["properties"]),
     **{memory_type: _nested(properties) for memory_type, properties in _TYPE_PROPERTIES.items()},
 }
+
+
+def _exact_path(properties: Mapping[str, Any], path: str) -> bool:
+    """Whether the index holds every string at ``path`` exactly as a ``term`` there compares it: a keyword field
+    of the mapping (indexed), or a path below a ``flat_object`` map (``dynamic`` is false: nothing else is)."""
+    root, _, rest = path.partition(".")
+    field = properties.get(root, {})
+    if field.get("type") == "keyword":
+        return not rest and bool(field.get("index", True))
+    return field.get("type") == "flat_object" and bool(rest)
+
+
+#: Every path some memory type's index holds exactly (``indexed_field``).
+def exact_anywhere(path: str) -> bool:
+    return any(_exact_path({**_COMMON, **properties}, path) for properties in _TYPE_PROPERTIES.values())
+
+
+def candidate_filters(memory_type: str, required: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[Any]:
+    """Term filters that let the node return only the docs that may hold, for each ``(paths, values)``, one of
+    the values at one of the paths (``docs_matching``): a requirement with a path the index does not hold
+    exactly is left out (its docs are all candidates)."""
+    properties = {**_COMMON, **_TYPE_PROPERTIES[memory_type]}
+    filters: list[Any] = []
+    for paths, values in required:
+        if paths and all(_exact_path(properties, path) for path in paths) and len(values) <= _MAX_TERMS:
+            clauses = [{"terms": {path: list(values)}} for path in paths]
+            filters.append(clauses[0] if len(clauses) == 1 else {"bool": {"should": clauses}})
+    return filters
 
 
 def memory_mappings(memory_type: str, dimension: int) -> dict[str, Any]:

@@ -373,8 +373,11 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
         memory_type: str,
         required: Sequence[tuple[Sequence[str], Sequence[str]]],
         sort: tuple[str, bool, int],
+        count_up_to: int | None = None,
     ) -> tuple[int, list[StoredDoc]] | None:
-        return await self.db.read(lambda c: sorted_page(c, owner, container_id, memory_type, required, sort, row_doc))
+        return await self.db.read(
+            lambda c: sorted_page(c, owner, container_id, memory_type, required, sort, count_up_to, row_doc)
+        )
 
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:
         def delete(c: sqlite3.Connection) -> list[int]:

@@ -109,6 +109,16 @@ def schema_postings(connection: sqlite3.Connection) -> None:
         _insert_postings(connection, seq, container_id, memory_type, (organization_id, user_id), json.loads(doc))
 
 
+def schema_sort_indexes(connection: sqlite3.Connection) -> None:
+    """Schema v5: a term's postings in the order of each sort number, so that a session's page is its first
+    entries and its count stops at ``track_total_hits``, however long the session."""
+    for field in SORT_FIELDS:
+        connection.execute(
+            f"CREATE INDEX postings_by_{field} ON postings "
+            f"(container_id, memory_type, field, value, organization_id, user_id, {field}, seq)"
+        )
+
+
 def _sort_number(value: Any) -> int | float | None:
     """A sort field's value as the DSL orders it, when it is one number it orders exactly so."""
     if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < _EXACT_FLOAT:
@@ -150,6 +160,8 @@ def index_postings(
     _insert_postings(c, seq, container_id, memory_type, owner, doc)
 
 
+#: One value of one path, of the owner's docs: a prefix of the sort indexes.
+_TERM = "container_id = ? AND memory_type = ? AND field = ? AND value = ? AND organization_id = ? AND user_id = ?"
 #: One required term's postings of the owner's docs.
 _POSTED = (
     "SELECT seq{columns} FROM postings WHERE container_id = ? AND memory_type = ? AND field IN "
@@ -213,12 +225,14 @@ def sorted_page(
     memory_type: str,
     required: Sequence[tuple[Sequence[str], Sequence[str]]],
     sort: tuple[str, bool, int],
+    count_up_to: int | None,
     row_doc: Callable[[sqlite3.Row, str], StoredDoc],
 ) -> tuple[int, list[StoredDoc]] | None:
     """How many of the owner's docs ``matching_docs`` selects, and the first ``limit`` of them by a top-level
     ``field`` (``sort``: field, descending, limit; oldest first among equals), oldest first; None when one of
-    them holds anything but a single number there (the DSL then sorts them)."""
-    found = _sorted_seqs(c, owner, container_id, memory_type, required, sort)
+    them holds anything but a single number there (the DSL then sorts them).  The count may stop at
+    ``count_up_to`` (None: all)."""
+    found = _sorted_seqs(c, owner, container_id, memory_type, required, sort, count_up_to)
     if found is None:
         return None
     total, page = found
@@ -237,23 +251,22 @@ def _sorted_seqs(
     memory_type: str,
     required: Sequence[tuple[Sequence[str], Sequence[str]]],
     sort: tuple[str, bool, int],
+    count_up_to: int | None,
 ) -> tuple[int, list[int]] | None:
-    """``sorted_page``'s count and page, oldest first."""
+    """``sorted_page``'s count (up to ``count_up_to``) and page, oldest first."""
     field, descending, limit = sort
     if field in SORT_FIELDS:  # from the postings alone: the first term's, among the other terms' seqs
         (paths, values), rest = required[0], required[1:]
-        sql = _POSTED.format(columns=f", {field} AS key")
-        parameters = _posted(owner, container_id, memory_type, paths, values)
+        more: list[Any] = []
         if rest:
             others, more = _candidates(owner, container_id, memory_type, rest)
-            sql, parameters = f"{sql} AND seq IN ({others})", [*parameters, *more]
-        if len(paths) == 1 and len(values) == 1:  # a posting per doc: counted and ranked in SQL, top k kept
-            total, missing = c.execute(f"SELECT count(*), count(*) - count(key) FROM ({sql})", parameters).fetchone()
-            if missing:
-                return None
-            order = f"key {'DESC' if descending else 'ASC'}, seq"
-            ranked = c.execute(f"SELECT seq FROM ({sql}) ORDER BY {order} LIMIT ?", [*parameters, limit])
-            return total, sorted(seq for (seq,) in ranked)
+        among = f" AND seq IN ({others})" if rest else ""
+        if len(paths) == 1 and len(values) == 1:  # a posting per doc: the sort index holds count and page
+            return _indexed_page(
+                c, owner, container_id, memory_type, (paths[0], values[0]), among, more, sort, count_up_to
+            )
+        sql = _POSTED.format(columns=f", {field} AS key") + among
+        parameters = [*_posted(owner, container_id, memory_type, paths, values), *more]
         numbers = dict(c.execute(sql, parameters).fetchall())  # a doc may have several of the term's postings
     else:
         candidates, parameters = _candidates(owner, container_id, memory_type, required)
@@ -270,3 +283,30 @@ def _sorted_seqs(
         return None
     ranked_keys = sorted(numbers.items(), key=lambda row: (-row[1] if descending else row[1], row[0]))
     return len(numbers), sorted(seq for seq, _ in ranked_keys[:limit])
+
+
+def _indexed_page(
+    c: sqlite3.Connection,
+    owner: Principal,
+    container_id: str,
+    memory_type: str,
+    term: tuple[str, str],
+    among: str,
+    more: list[Any],
+    sort: tuple[str, bool, int],
+    count_up_to: int | None,
+) -> tuple[int, list[int]] | None:
+    """One term's count and page read along ``postings_by_<field>`` in sort order: the page is its first
+    ``limit`` entries and the count stops at ``count_up_to``, however many docs the term selects."""
+    field, descending, limit = sort
+    where, index = f"{_TERM}{among}", f"INDEXED BY postings_by_{field}"  # whatever the statistics say
+    parameters = [container_id, memory_type, valid_unicode(term[0]), valid_unicode(term[1]), *owner_key(owner), *more]
+    if c.execute(f"SELECT 1 FROM postings WHERE {where} AND {field} IS NULL LIMIT 1", parameters).fetchone():
+        return None  # a doc with anything but a single number there: the DSL sorts
+    bound = -1 if count_up_to is None else count_up_to
+    (total,) = c.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM postings {index} WHERE {where} LIMIT ?)", [*parameters, bound]
+    ).fetchone()
+    order = f"{field} {'DESC' if descending else 'ASC'}, seq"
+    ranked = c.execute(f"SELECT seq FROM postings {index} WHERE {where} ORDER BY {order} LIMIT ?", [*parameters, limit])
+    return total, sorted(seq for (seq,) in ranked)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from memory_plugin.agentic.container_requests import parse_container
 from memory_plugin.agentic.models import WORKING
-from memory_plugin.agentic.requests import new_container
 from memory_plugin.agentic.stores import open_agentic_store
 from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.base import MemoryAdd
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.backends("embedded", "opensearch")
 @pytest.fixture
 async def store(settings: Settings) -> AsyncIterator[AgenticStore]:
     async with open_agentic_store(settings, 8) as store:
-        await store.insert_container(ALICE, "c1", new_container({"name": "c1"}, 8, False, "alice"))
+        await store.insert_container(ALICE, "c1", parse_container({"name": "c1"}, False).document(8, "alice"))
         for n in range(120):
             owner = BOB if n % 7 == 0 else ALICE
             await store.add_memory(owner, "c1", MemoryAdd(f"w{n:04d}", working(n, owner.user_id or "")))

@@ -26,6 +26,9 @@ from memory_plugin.leases import Lease
 #: A store calls it on the doc as stored at the write, again if another write got in between (OpenSearch), so
 #: it must have no effects; what it raises fails the update, with nothing written.
 Merge = Callable[[dict[str, Any]], dict[str, Any]]
+#: What every match of a query holds (``dsl.pushdown.RequiredTerms``): for each pair, one of its values at one of
+#: its paths; a store with postings selects candidates by them.
+ExactTerms = Sequence[tuple[Sequence[str], Sequence[str]]]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import abc
 from collections.abc import Sequence
 from typing import Any
 
-from memory_plugin.agentic.stores.base import MemoryAdd, Merge, StoredDoc
+from memory_plugin.agentic.stores.base import ExactTerms, MemoryAdd, Merge, StoredDoc
 from memory_plugin.auth import Principal
 
 
@@ -68,7 +68,7 @@ class MemoryDocStore(abc.ABC):
         owner: Principal,
         container_id: str,
         memory_type: str,
-        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+        required: ExactTerms,
     ) -> list[StoredDoc]:
         """The docs of ``docs`` that may hold, for each ``(paths, values)``, one of the string ``values`` at one of
         the ``paths`` (each path ``indexed_field``): a superset of them, oldest first, for query evaluation to
@@ -80,7 +80,7 @@ class MemoryDocStore(abc.ABC):
         owner: Principal,
         container_id: str,
         memory_type: str,
-        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+        required: ExactTerms,
         sort: tuple[str, bool, int],
         count_up_to: int | None = None,
     ) -> tuple[int, list[StoredDoc]] | None:

@@ -45,6 +45,7 @@ from opensearchpy.helpers import async_scan
 from memory_plugin.agentic.models import LONG_TERM, MEMORY_TYPES, SESSIONS, WORKING, store_prefix
 from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.base import (
+    ExactTerms,
     InferJob,
     LongTermChange,
     LongTermScope,
@@ -390,7 +391,7 @@ class OpenSearchAgenticStore(AgenticStore):
         owner: Principal,
         container_id: str,
         memory_type: str,
-        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+        required: ExactTerms,
     ) -> list[StoredDoc]:
         index = await self._index(owner, container_id, memory_type)
         filters = [*self._scope(owner, container_id), *candidate_filters(memory_type, required)]

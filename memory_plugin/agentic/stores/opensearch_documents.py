@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from opensearchpy.exceptions import ConflictError
 
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
-from memory_plugin.agentic.stores.base import StoredDoc, may_use, owner_id, owner_key, owner_of
+from memory_plugin.agentic.stores.base import ExactTerms, StoredDoc, may_use, owner_id, owner_key, owner_of
 from memory_plugin.agentic.stores.sources import SOURCES
 from memory_plugin.auth import Principal
 from memory_plugin.errors import Conflict
@@ -186,7 +186,7 @@ def exact_anywhere(path: str) -> bool:
     return any(_exact_path({**_COMMON, **properties}, path) for properties in _TYPE_PROPERTIES.values())
 
 
-def candidate_filters(memory_type: str, required: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[Any]:
+def candidate_filters(memory_type: str, required: ExactTerms) -> list[Any]:
     """Term filters that let the node return only the docs that may hold, for each ``(paths, values)``, one of
     the values at one of the paths (``docs_matching``): a requirement with a path the index does not hold
     exactly is left out (its docs are all candidates)."""

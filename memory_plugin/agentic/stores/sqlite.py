@@ -14,6 +14,7 @@ import numpy as np
 from memory_plugin.agentic.models import HISTORY, LONG_TERM, SESSIONS, WORKING
 from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.base import (
+    ExactTerms,
     InferJob,
     LongTermChange,
     LongTermScope,
@@ -360,7 +361,7 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
         owner: Principal,
         container_id: str,
         memory_type: str,
-        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+        required: ExactTerms,
     ) -> list[StoredDoc]:
         if not required:
             return await self.docs(owner, container_id, memory_type)
@@ -371,7 +372,7 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
         owner: Principal,
         container_id: str,
         memory_type: str,
-        required: Sequence[tuple[Sequence[str], Sequence[str]]],
+        required: ExactTerms,
         sort: tuple[str, bool, int],
         count_up_to: int | None = None,
     ) -> tuple[int, list[StoredDoc]] | None:

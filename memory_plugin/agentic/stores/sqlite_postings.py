@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from memory_plugin.agentic.models import valid_unicode
-from memory_plugin.agentic.stores.base import StoredDoc, owner_key
+from memory_plugin.agentic.stores.base import ExactTerms, StoredDoc, owner_key
 from memory_plugin.auth import Principal
 from memory_plugin.dsl.values import field_values
 from memory_plugin.sqlite import run_script
@@ -182,9 +182,7 @@ def _posted(
     ]
 
 
-def _candidates(
-    owner: Principal, container_id: str, memory_type: str, required: Sequence[tuple[Sequence[str], Sequence[str]]]
-) -> tuple[str, list[Any]]:
+def _candidates(owner: Principal, container_id: str, memory_type: str, required: ExactTerms) -> tuple[str, list[Any]]:
     """The owner's seqs with, for each ``(paths, values)``, a posting of one of the paths and one of the values."""
     selects, parameters = [], []
     for paths, values in required:
@@ -207,7 +205,7 @@ def matching_docs(
     owner: Principal,
     container_id: str,
     memory_type: str,
-    required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    required: ExactTerms,
     row_doc: Callable[[sqlite3.Row, str], StoredDoc],
 ) -> list[StoredDoc]:
     """The owner's docs of a type in the container with, for each ``(paths, values)``, a posting of one of the
@@ -223,7 +221,7 @@ def sorted_page(
     owner: Principal,
     container_id: str,
     memory_type: str,
-    required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    required: ExactTerms,
     sort: tuple[str, bool, int],
     count_up_to: int | None,
     row_doc: Callable[[sqlite3.Row, str], StoredDoc],
@@ -249,7 +247,7 @@ def _sorted_seqs(
     owner: Principal,
     container_id: str,
     memory_type: str,
-    required: Sequence[tuple[Sequence[str], Sequence[str]]],
+    required: ExactTerms,
     sort: tuple[str, bool, int],
     count_up_to: int | None,
 ) -> tuple[int, list[int]] | None:

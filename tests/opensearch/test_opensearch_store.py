@@ -247,7 +247,11 @@ async def test_keyword_words_of_an_index_made_before_them(opensearch_nodes, tmp_
         mapping = index_mapping(DIM, "lucene", 16, 128)
         for field in ("words", "context_record_id"):
             del mapping["properties"][field]
-        body = {"settings": {"index": {"knn": True}}, "mappings": mapping, "aliases": {store.alias: {}}}
+        body = {
+            "settings": {"index": {"knn": True, "number_of_replicas": 0}},
+            "mappings": mapping,
+            "aliases": {store.alias: {}},
+        }
         await store.client.indices.create(index=index, body=body)
         reopened = await open_store(opensearch_nodes[0].url, index_prefix=store.prefix)
         try:

@@ -38,6 +38,9 @@ from memory_plugin.dsl.mapping import DYNAMIC, FLAT_OBJECT, KEYWORD
 from memory_plugin.dsl.parse import SearchBody
 from memory_plugin.dsl.values import as_float, parse_date, without_keyword_suffix
 
+#: Required terms a store selects candidates by, at most: a few already select few docs, and SQLite compounds at
+#: most 500 SELECTs while a query may hold 1,024 clauses.  Any subset still selects every match.
+MAX_PUSHED_TERMS = 16
 #: Clauses that match a doc by the doc alone, and score it by nothing else either.
 _CONSTANT_LEAVES = (MatchAll, MatchNone, Range, Exists, Pattern, Ids)
 #: Clauses that match a doc by the doc alone but score it by the corpus' statistics.
@@ -118,7 +121,7 @@ def required_terms(
         return []
     found: list[RequiredTerms] = []
     _required(query.query, indexed, found)
-    return found
+    return found[:MAX_PUSHED_TERMS]
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,8 @@ def sorted_page(query: SearchBody, indexed: Callable[[str], bool]) -> SortedPage
         return None
     found: list[RequiredTerms] = []
     _required(query.query, indexed, found)
+    if len(found) > MAX_PUSHED_TERMS:  # its page is exact only when selected by every one of them
+        return None
     return SortedPage(
         tuple(found), spec.field, spec.order == "desc", query.from_ + query.size, count_up_to(query.track_total_hits)
     )

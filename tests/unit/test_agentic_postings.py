@@ -349,6 +349,9 @@ SERVICE_BODIES = [
     {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"last_updated_time": "desc"}], "from": 40, "size": 10},
     # a number the postings do not carry (read from the docs in SQL), every doc tied: oldest first
     {"query": {"terms": {"tags.topic": ["t0", "t2"]}}, "sort": [{"namespace_size": "desc"}], "from": 7, "size": 5},
+    # more required terms than SQLite compounds SELECTs (500), within Lucene's 1024 clauses; sorted and not
+    {"query": {"bool": {"filter": [SESSION] * 600}}, "sort": ["created_time"]},
+    {"query": {"bool": {"filter": [SESSION] * 600}}},
 ]
 
 

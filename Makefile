@@ -11,7 +11,8 @@ STAMP  := $(VENV)/.installed
 # took more wall time than the tests' own work.  Only failed tests' folders are kept, so that
 # the tmpfs does not hold the last three runs' (~100 MB each) in memory.
 TEST_TMPDIR  ?= $(if $(wildcard /dev/shm/.),/dev/shm,$(or $(TMPDIR),/tmp))
-TEST_WORKERS ?= 2
+# One worker more than cores: the fast tier waits (sockets, database threads, deadlines) for a fifth of its time.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 install: $(STAMP) model
 
@@ -52,13 +53,13 @@ static: $(STAMP)
 	$(BIN)/mypy memory_plugin embedder
 	$(BIN)/lint-imports
 
-# Two workers (pytest-xdist); the tests that need the real model share one of them.  Bytecode is
+# Workers (pytest-xdist, TEST_WORKERS); the tests that need the real model share one of them.  Bytecode is
 # written even under PYTHONDONTWRITEBYTECODE: only so does pytest keep the ~400 modules it rewrites
 # for assertions (ours and its plugins' whole packages) from one run to the next.  The OpenSearch
 # half of the store contracts (the `opensearch` backend of tests that take `backend`) needs real
 # nodes: `make test` runs it, as it runs the tests marked `slow` (recall measured at scale).  The OpenAPI fuzz tries 4 examples per operation here
 # (about 2.2 s of CPU per example across its 148 cases; 8 were a seventh of the fast tier's CPU; 25 in the full suite).  Each worker's OpenMP (faiss) and OpenBLAS (numpy)
-# pools are of one thread: two workers already fill the two cores, and idle pool threads spin-wait
+# pools are of one thread: the workers already fill the cores, and idle pool threads spin-wait
 # for work, which took a sixth of the CPU time of the tests that build graphs.
 fast-tests: $(STAMP)
 	TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \

@@ -146,7 +146,8 @@ async def test_a_throttled_call_is_retried_max_retry_times(ml, alice, remote):
 
 async def test_unbounded_retries_end_at_the_calls_deadline(aiohttp_client, settings, embedder, alice, remote):
     """``max_retry_times: -1`` retries until ``retry_timeout_seconds``, and never past the call's deadline."""
-    ml = await ml_client(aiohttp_client, settings, embedder, connector_timeout=3.0)
+    # one second of retries 10 ms apart: a few dozen calls, each a round trip of this process's own CPU
+    ml = await ml_client(aiohttp_client, settings, embedder, connector_timeout=1.0)
     remote.script = [too_many]
     forever = {"client_config": {"max_retry_times": -1, "retry_backoff_millis": 10, "retry_timeout_seconds": 600}}
     model = await model_on(ml, alice, remote, connector=forever)

@@ -55,20 +55,25 @@ static: $(STAMP)
 
 # Workers (pytest-xdist, TEST_WORKERS); the tests that need the real model share one of them.  Bytecode is
 # written even under PYTHONDONTWRITEBYTECODE: only so does pytest keep the ~400 modules it rewrites
-# for assertions (ours and its plugins' whole packages) from one run to the next.  The OpenSearch
-# half of the store contracts (the `opensearch` backend of tests that take `backend`) needs real
-# nodes: `make test` runs it, as it runs the tests marked `slow` (recall measured at scale).  The OpenAPI fuzz tries 4 examples per operation here
-# (about 2.2 s of CPU per example across its 148 cases; 8 were a seventh of the fast tier's CPU; 25 in the full suite).  Each worker's OpenMP (faiss) and OpenBLAS (numpy)
-# pools are of one thread: the workers already fill the cores, and idle pool threads spin-wait
-# for work, which took a sixth of the CPU time of the tests that build graphs.
-fast-tests: $(STAMP)
-	TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
-		-o tmp_path_retention_policy=failed -m 'not opensearch and not slow' --fuzz-examples=4 tests/unit tests/http $(PYTEST_ARGS)
+# for assertions (ours and its plugins' whole packages) from one run to the next.  Each worker's OpenMP
+# (faiss) and OpenBLAS (numpy) pools are of one thread: the workers already fill the cores, and idle pool
+# threads spin-wait for work, which took a sixth of the CPU time of the tests that build graphs.
+IN_PROCESS := TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -o tmp_path_retention_policy=failed
 
-# The static checks, then the whole suite once (the fast tier included, with the full fuzz): the real
-# model, real processes, real OpenSearch nodes.
+# The unit and in-process HTTP tests (marked `inprocess` by tests/conftest.py).  Not here: the OpenSearch
+# half of the store contracts (the `opensearch` backend of tests that take `backend`), which needs real
+# nodes, and the tests marked `slow` (recall measured at scale); `make test` runs both.  The OpenAPI fuzz
+# tries 4 examples per operation here (about 2.2 s of CPU per example across its 148 cases; 25 in the
+# full suite).
+fast-tests: $(STAMP)
+	$(IN_PROCESS) -m 'inprocess and not slow' --fuzz-examples=4 tests/unit tests/http $(PYTEST_ARGS)
+
+# The static checks, then the whole suite once: the in-process tests on the workers (with the `slow`
+# ones and the full fuzz), then the rest in one process (real processes, real OpenSearch nodes).
 test: install static opensearch browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(IN_PROCESS) -m inprocess tests/unit tests/http $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m 'not inprocess' $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache

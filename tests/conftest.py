@@ -27,6 +27,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: The folders of the in-process tiers (`make check`): unit tests and in-process HTTP tests.
+IN_PROCESS_FOLDERS = ("unit", "http")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks ``inprocess`` the tests of the in-process folders that need no OpenSearch node: `make test` runs
+    them on xdist workers, then everything else (real nodes, real processes) in one process."""
+    root = Path(__file__).parent
+    for item in items:
+        folder = item.path.relative_to(root).parts[0] if item.path.is_relative_to(root) else ""
+        if folder in IN_PROCESS_FOLDERS and item.get_closest_marker("opensearch") is None:
+            item.add_marker(pytest.mark.inprocess)
+
+
 @dataclass(frozen=True)
 class Caller:
     key_id: str

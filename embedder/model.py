@@ -12,6 +12,7 @@ import functools
 import json
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -143,9 +144,12 @@ class Embedder:
         models: dict[str, str] = merged["models"]
         if precision not in models:
             raise ValueError(f"precision {precision!r} not available in {folder} (have {sorted(models)})")
-        session = open_session(folder / models[precision], intra_threads=intra_threads, inter_threads=inter_threads)
-        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        return cls(session, tokenizer, config, batch_size=batch_size, precision=precision)
+        # The tokenizer's 10 MB of JSON is read while onnxruntime builds the session, side by side (neither holds
+        # the GIL throughout): a server starts about a second sooner (1.5 s for both here, 2.7 s one after the other).
+        with ThreadPoolExecutor(1, thread_name_prefix="tokenizer-load") as pool:
+            tokenizer = pool.submit(Tokenizer.from_file, str(folder / "tokenizer.json"))
+            session = open_session(folder / models[precision], intra_threads=intra_threads, inter_threads=inter_threads)
+            return cls(session, tokenizer.result(), config, batch_size=batch_size, precision=precision)
 
     def describe(self) -> dict[str, Any]:
         """What runs: model, precision, and for int8 the integer GEMM and the CPU's instruction set."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import aiohttp
@@ -60,7 +61,7 @@ def judge() -> Iterator[str]:
         yield node.url
 
 
-# A server per scenario: on the OpenSearch store BM25 statistics are index-wide, so a scenario's
+# On the OpenSearch store a server per scenario: BM25 statistics are index-wide, so a scenario's
 # scores must not count the documents earlier scenarios left, as the judge's reset ensures there.
 def our_config(request: pytest.FixtureRequest, base: Path, *settings: str) -> Path | None:
     """Our TOML config: ``settings`` (its lines), and on the OpenSearch store its region; None if empty."""
@@ -75,20 +76,43 @@ def our_config(request: pytest.FixtureRequest, base: Path, *settings: str) -> Pa
     return config
 
 
-@pytest.fixture(params=["sqlite", "opensearch"])
-def ours(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    base = tmp_path_factory.mktemp(f"conformance-{request.param}")
-    with LiveServer(base / "data", config=our_config(request, base)) as server:
+#: Our ML settings for the ML scenarios: the scripted LLM on loopback is trusted, as the judge trusts it.
+TRUST_LOOPBACK = ("[ml]", f"trusted_endpoints_regex = ['{TRUSTED_LOOPBACK}']", "allow_private_addresses = true")
+
+
+@pytest.fixture(scope="module")
+def embedded_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LiveServer]]:
+    """One embedded server of each kind for the module (a server starts in seconds, and there are fifty scenarios):
+    each scenario is a new organisation's, and the embedded store's statistics are each owner's own."""
+    with ExitStack() as stack:
+        servers = {}
+        for kind, settings in (("memory", ()), ("ml", TRUST_LOOPBACK)):
+            base = tmp_path_factory.mktemp(f"conformance-{kind}-sqlite")
+            config = base / "memory-plugin.toml"
+            config.write_text("".join(f"{line}\n" for line in settings))
+            servers[kind] = stack.enter_context(LiveServer(base / "data", config=config if settings else None))
+        yield servers
+
+
+def our_server(request: pytest.FixtureRequest, kind: str, *settings: str) -> Iterator[LiveServer]:
+    """The module's embedded server of ``kind``, or a new server on the OpenSearch store."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("embedded_servers")[kind]
+        return
+    base = request.getfixturevalue("tmp_path_factory").mktemp(f"conformance-{kind}-{request.param}")
+    with LiveServer(base / "data", config=our_config(request, base, *settings)) as server:
         yield server
 
 
 @pytest.fixture(params=["sqlite", "opensearch"])
-def ours_ml(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def ours(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    yield from our_server(request, "memory")
+
+
+@pytest.fixture(params=["sqlite", "opensearch"])
+def ours_ml(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     """Our server, trusting the scripted LLM on loopback as the judge does."""
-    base = tmp_path_factory.mktemp(f"conformance-ml-{request.param}")
-    trust = ("[ml]", f"trusted_endpoints_regex = ['{TRUSTED_LOOPBACK}']", "allow_private_addresses = true")
-    with LiveServer(base / "data", config=our_config(request, base, *trust)) as server:
-        yield server
+    yield from our_server(request, "ml", *TRUST_LOOPBACK)
 
 
 @pytest.fixture(scope="module")

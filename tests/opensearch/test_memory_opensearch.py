@@ -575,3 +575,44 @@ async def test_each_added_message_is_answered_by_its_own_item(store):  # type: i
     assert isinstance(results[1], TransportError) and results[1].status_code == 409, results
     assert (await store.get_conversation(ALICE, "c")).updated_time == at(2)  # type: ignore[union-attr]
     assert (await store.get_interaction(ALICE, "taken")).create_time == at(1)  # type: ignore[union-attr]
+
+
+async def test_a_page_of_messages_is_one_request_that_also_proves_the_memory_the_callers(store):  # type: ignore[no-untyped-def]
+    """A page within the result window is one ``_msearch``: the memory, searched by id and owner, and the page.
+    Whoever does not own the memory, or asks after it is gone, gets None (404) as after a get, never its page."""
+    await store.add_conversation(conversation("c", ALICE, at(0)))
+    await store.add_conversation(conversation("empty", ALICE, at(0)))
+    for n in range(3):
+        assert await store.add_interaction(interaction(f"i{n}", "c", ALICE, at(n + 1)))
+    calls = counted_requests(store)
+    page = await store.list_interactions(ALICE, "c", 1, 10, True)
+    assert [found.interaction_id for found in page] == ["i1", "i0"]  # type: ignore[union-attr]
+    assert [call.split("?")[0].rsplit("/", 1)[-1] for call in calls] == ["_msearch"], calls
+    assert await store.list_interactions(ALICE, "empty", 0, 10, True) == []
+    assert await store.list_interactions(ALICE, "c", 5, 10, True) == []  # past the last message: still ours
+    for other in (BOB, CAROL, ADMIN):
+        assert await store.list_interactions(other, "c", 0, 10, True) is None
+    assert await store.list_interactions(ALICE, "unknown", 0, 10, True) is None
+    assert await store.list_interactions(ALICE, "x" * 513, 0, 10, True) is None  # no id is that long
+    assert await store.delete_conversation(ALICE, "c") == ["i0", "i1", "i2"]
+    assert await store.list_interactions(ALICE, "c", 0, 10, True) is None
+
+
+async def test_a_page_whose_msearch_fails_is_asked_again_as_a_get_and_a_search(store, monkeypatch):  # type: ignore[no-untyped-def]
+    """An error in either half of the ``_msearch`` (a shard still starting, say) sends the get and the search
+    again, one after the other, where the get waits for starting shards and each raises its own error."""
+    await store.add_conversation(conversation("c", ALICE, at(0)))
+    assert await store.add_interaction(interaction("i0", "c", ALICE, at(1)))
+    failing = {"error": {"type": "no_shard_available_action_exception"}, "status": 503}
+    original = store.client.msearch
+
+    async def half_failing(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        answer = await original(*args, **kwargs)
+        answer["responses"][0] = failing
+        return answer
+
+    monkeypatch.setattr(store.client, "msearch", half_failing)
+    calls = counted_requests(store)
+    assert [found.interaction_id for found in await store.list_interactions(ALICE, "c", 0, 10, True)] == ["i0"]  # type: ignore[union-attr]
+    assert [call.split("?")[0].rsplit("/", 1)[-1] for call in calls] == ["_msearch", "c", "_search"], calls
+    assert await store.list_interactions(BOB, "c", 0, 10, True) is None

@@ -85,10 +85,12 @@ from memory_plugin.memory.stores.scoped_search import (
     scoped_search,
 )
 from memory_plugin.opensearch_client import (
+    MAX_ID_BYTES,
     MAX_RESULT_WINDOW,
     delete_by_query,
     get_document,
     get_documents,
+    id_bytes,
     make_client,
 )
 from memory_plugin.settings import OpenSearchRegion
@@ -177,15 +179,7 @@ class OpenSearchMemoryStore(MemoryStore):
         if limit is not None and offset + limit <= window:
             if limit <= 0:
                 return []
-            window_body = {
-                "query": query,
-                "sort": sort,
-                "from": offset,
-                "size": limit,
-                "track_total_hits": False,
-                "version": True,
-            }
-            result = await self.client.search(index=index, body=window_body)
+            result = await self.client.search(index=index, body=page_body(query, sort, offset, limit))
             return list(result["hits"]["hits"])
         end = None if limit is None else offset + limit
         hits: list[dict[str, Any]] = []
@@ -362,8 +356,6 @@ class OpenSearchMemoryStore(MemoryStore):
     async def list_interactions(
         self, owner: Principal, conversation_id: str, offset: int, limit: int, newest_first: bool
     ) -> list[Interaction] | None:
-        if await self._get_owned(self.meta_index, conversation_id, owner) is None:
-            return None
         direction = "desc" if newest_first else "asc"
         query = {
             "bool": {
@@ -372,8 +364,41 @@ class OpenSearchMemoryStore(MemoryStore):
             }
         }
         sort = [{EXACT_CREATED: {"order": direction}}, {OWN_ID: {"order": direction}}]
-        hits = await self._search(self.message_index, query, sort, offset, limit)
+        hits = await self._page_of_owned(conversation_id, owner, self.message_index, query, sort, offset, limit)
+        if hits is None:
+            return None
         return [read_interaction(hit["_id"], hit["_source"], hit["_version"]) for hit in hits]
+
+    async def _page_of_owned(
+        self,
+        conversation_id: str,
+        owner: Principal,
+        index: str,
+        query: Mapping[str, Any],
+        sort: list[Any],
+        offset: int,
+        limit: int,
+    ) -> list[dict[str, Any]] | None:
+        """A page of ``index``, or None if the memory is not ``owner``'s: in one ``_msearch`` where the page is
+        within the result window (ml-commons reads the memory, then searches, inside the node; a second request
+        from us cost the node more than the search). The memory is found by a search on its id and owner, not a
+        real-time get: every write of a memory is refreshed before it is acknowledged, so a search sees what a
+        get would. On any error of either search, the get and the search are sent again, one after the other,
+        for their own errors and retries."""
+        if 0 < limit and offset + limit <= self.max_result_window and 0 < id_bytes(conversation_id) <= MAX_ID_BYTES:
+            owned = {"bool": {"filter": [{"ids": {"values": [conversation_id]}}, *owner_filter(owner)]}}
+            searches = [
+                {"index": self.meta_index},
+                {"query": owned, "size": 0, "track_total_hits": 1},
+                {"index": index},
+                page_body(query, sort, offset, limit),
+            ]
+            memory, page = (await self.client.msearch(body=searches))["responses"]
+            if "error" not in memory and "error" not in page:
+                return list(page["hits"]["hits"]) if memory["hits"]["total"]["value"] else None
+        if await self._get_owned(self.meta_index, conversation_id, owner) is None:
+            return None
+        return await self._search(index, query, sort, offset, limit)
 
     async def list_traces(
         self, owner: Principal, interaction_id: str, offset: int, limit: int
@@ -452,3 +477,8 @@ class OpenSearchMemoryStore(MemoryStore):
                 raise RelayedBadRequest(public_error(error.info, names)) from None
             raise Unavailable(f"the memory store did not answer the search: {error.error}") from None
         return public_response(response, search, document=document, names=names)
+
+
+def page_body(query: Mapping[str, Any], sort: list[Any], offset: int, limit: int) -> dict[str, Any]:
+    """The body of one page within the result window: ``sort`` order, versions, no total."""
+    return {"query": query, "sort": sort, "from": offset, "size": limit, "track_total_hits": False, "version": True}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 from embedder import AsyncEmbedder, Embedder, ensure_default_model
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.setup import open_agentic
+from memory_plugin.concurrency import run_all
 from memory_plugin.erasure.service import ErasureService
 from memory_plugin.files import lock_exclusively
 from memory_plugin.histories.bridge import BridgeMetrics, HistoryBridge
@@ -99,12 +100,20 @@ async def open_services(
         if metrics is not None:
             metrics.watch(settings.regions, lambda: batcher.pending)
         stores = {name: open_histories_store(settings, name) for name in settings.regions}
-        for store in stores.values():
-            await store.open(model.dimension)
-            stack.push_async_callback(store.close)
         memory_store = open_memory_store(settings)
-        await memory_store.open()
-        stack.push_async_callback(memory_store.close)
+        described = model.describe() if isinstance(model, Embedder) else {"name": type(model).__name__}
+
+        async def opened(opening: Awaitable[None], close: Callable[[], Awaitable[None]]) -> None:
+            await opening
+            stack.push_async_callback(close)
+
+        # Side by side: on OpenSearch each store creates its indices, and ten made one after the other took a second.
+        *_, ml = await run_all(
+            *(opened(store.open(model.dimension), store.close) for store in stores.values()),
+            opened(memory_store.open(), memory_store.close),
+            stack.enter_async_context(open_ml(settings, batcher, described, metrics)),
+        )
+        assert isinstance(ml, MLService)
         histories = HistoryService(
             stores,
             batcher,
@@ -125,8 +134,6 @@ async def open_services(
             await bridge.start()
             stack.push_async_callback(bridge.stop)
         memory = MemoryService(memory_store, bridge)
-        described = model.describe() if isinstance(model, Embedder) else {"name": type(model).__name__}
-        ml = await stack.enter_async_context(open_ml(settings, batcher, described, metrics))
         agentic = await stack.enter_async_context(open_agentic(settings, batcher, ml, metrics))
         erasure = ErasureService(histories, memory, agentic, ml)
         yield Services(memory, histories, agentic, ml, erasure, bridge, described)

@@ -83,6 +83,7 @@ from memory_plugin.agentic.stores.retention import RetentionStore
 from memory_plugin.agentic.stores.retention_opensearch import OpenSearchRetention
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of
 from memory_plugin.auth import Principal
+from memory_plugin.concurrency import run_all
 from memory_plugin.opensearch_client import bulk, create_index, delete_by_query, get_document, make_client
 from memory_plugin.settings import OpenSearchRegion
 
@@ -117,9 +118,11 @@ class OpenSearchAgenticStore(AgenticStore):
         self.dimension = dimension
         self._client = make_client(self.settings)
         try:
-            await self._ensure(self.container_index, CONTAINER_MAPPINGS)
-            await self._ensure(self.job_index, JOB_MAPPINGS)
-            await self.queues.open(self.client)
+            await run_all(
+                self._ensure(self.container_index, CONTAINER_MAPPINGS),
+                self._ensure(self.job_index, JOB_MAPPINGS),
+                self.queues.open(self.client),
+            )
         except BaseException:
             await self.close()
             raise

@@ -18,6 +18,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError
 
 from memory_plugin.auth import Principal
+from memory_plugin.concurrency import run_all
 from memory_plugin.ml.budget import Budget
 from memory_plugin.ml.stores.base import Kind, MLStore, Owned, StoreConflict, Stored
 from memory_plugin.ml.stores.opensearch_budget import MAPPINGS as BUDGET_MAPPINGS
@@ -64,9 +65,9 @@ class OpenSearchMLStore(MLStore):
     async def open(self) -> None:
         self._client = make_client(self.settings)
         try:
-            await create_index(self.client, self.index, {"settings": INDEX_SETTINGS, "mappings": MAPPINGS})
-            await create_index(
-                self.client, self.budget_index, {"settings": INDEX_SETTINGS, "mappings": BUDGET_MAPPINGS}
+            await run_all(
+                create_index(self.client, self.index, {"settings": INDEX_SETTINGS, "mappings": MAPPINGS}),
+                create_index(self.client, self.budget_index, {"settings": INDEX_SETTINGS, "mappings": BUDGET_MAPPINGS}),
             )
         except BaseException:
             await self.close()

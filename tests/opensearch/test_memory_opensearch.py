@@ -598,12 +598,20 @@ async def test_a_page_of_messages_is_one_request_that_also_proves_the_memory_the
     assert await store.list_interactions(ALICE, "c", 0, 10, True) is None
 
 
-async def test_a_page_whose_msearch_fails_is_asked_again_as_a_get_and_a_search(store, monkeypatch):  # type: ignore[no-untyped-def]
-    """An error in either half of the ``_msearch`` (a shard still starting, say) sends the get and the search
-    again, one after the other, where the get waits for starting shards and each raises its own error."""
+@pytest.mark.parametrize(
+    "failing",
+    [
+        {"error": {"type": "no_shard_available_action_exception"}, "status": 503},
+        {"_shards": {"total": 2, "successful": 1, "failed": 1}, "hits": {"total": {"value": 0}, "hits": []}},
+    ],
+    ids=["error", "failed-shard"],
+)
+async def test_a_page_whose_msearch_fails_is_asked_again_as_a_get_and_a_search(store, monkeypatch, failing):  # type: ignore[no-untyped-def]
+    """An error in either half of the ``_msearch`` (a shard still starting, say), or a shard that failed it,
+    sends the get and the search again, one after the other, where the get waits for starting shards and each
+    raises its own error."""
     await store.add_conversation(conversation("c", ALICE, at(0)))
     assert await store.add_interaction(interaction("i0", "c", ALICE, at(1)))
-    failing = {"error": {"type": "no_shard_available_action_exception"}, "status": 503}
     original = store.client.msearch
 
     async def half_failing(*args: Any, **kwargs: Any) -> dict[str, Any]:

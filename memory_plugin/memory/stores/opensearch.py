@@ -383,8 +383,8 @@ class OpenSearchMemoryStore(MemoryStore):
         within the result window (ml-commons reads the memory, then searches, inside the node; a second request
         from us cost the node more than the search). The memory is found by a search on its id and owner, not a
         real-time get: every write of a memory is refreshed before it is acknowledged, so a search sees what a
-        get would. On any error of either search, the get and the search are sent again, one after the other,
-        for their own errors and retries."""
+        get would. On any error of either search, or a shard that failed it (a memory missed there is not a
+        404), the get and the search are sent again, one after the other, for their own errors and retries."""
         if 0 < limit and offset + limit <= self.max_result_window and 0 < id_bytes(conversation_id) <= MAX_ID_BYTES:
             owned = {"bool": {"filter": [{"ids": {"values": [conversation_id]}}, *owner_filter(owner)]}}
             searches = [
@@ -394,7 +394,7 @@ class OpenSearchMemoryStore(MemoryStore):
                 page_body(query, sort, offset, limit),
             ]
             memory, page = (await self.client.msearch(body=searches))["responses"]
-            if "error" not in memory and "error" not in page:
+            if answered_whole(memory) and answered_whole(page):
                 return list(page["hits"]["hits"]) if memory["hits"]["total"]["value"] else None
         if await self._get_owned(self.meta_index, conversation_id, owner) is None:
             return None
@@ -482,3 +482,8 @@ class OpenSearchMemoryStore(MemoryStore):
 def page_body(query: Mapping[str, Any], sort: list[Any], offset: int, limit: int) -> dict[str, Any]:
     """The body of one page within the result window: ``sort`` order, versions, no total."""
     return {"query": query, "sort": sort, "from": offset, "size": limit, "track_total_hits": False, "version": True}
+
+
+def answered_whole(response: Mapping[str, Any]) -> bool:
+    """An ``_msearch`` item that is neither an error nor missing a failed shard's hits."""
+    return "error" not in response and not response.get("_shards", {}).get("failed")

@@ -61,13 +61,14 @@ static: $(STAMP)
 IN_PROCESS := TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -o tmp_path_retention_policy=failed
 
-# The unit and in-process HTTP tests (marked `inprocess` by tests/conftest.py).  Not here: the OpenSearch
-# half of the store contracts (the `opensearch` backend of tests that take `backend`), which needs real
-# nodes, and the tests marked `slow` (recall measured at scale); `make test` runs both.  The OpenAPI fuzz
-# tries 4 examples per operation here (about 2.2 s of CPU per example across its 148 cases; 25 in the
-# full suite).
+# The unit and in-process HTTP tests (marked `inprocess` by tests/conftest.py).  Not here, and all in
+# `make test`: the OpenSearch half of the store contracts (the `opensearch` backend of tests that take
+# `backend`), which needs real nodes; the tests marked `slow` (scale, exhaustive comparisons with a
+# reference); and those marked `model`, which load the real embedding model (search quality, and the
+# agentic HTTP tests, whose containers embed with it).  The OpenAPI fuzz tries 4 examples per operation
+# here (about 2.2 s of CPU per example across its 148 cases; 25 in the full suite).
 fast-tests: $(STAMP)
-	$(IN_PROCESS) -m 'inprocess and not slow' --fuzz-examples=4 tests/unit tests/http $(PYTEST_ARGS)
+	$(IN_PROCESS) -m 'inprocess and not slow and not model' --fuzz-examples=4 tests/unit tests/http $(PYTEST_ARGS)
 
 # The static checks, then the whole suite once: the in-process tests on the workers (with the `slow`
 # ones and the full fuzz), then the rest in one process (real processes, real OpenSearch nodes).

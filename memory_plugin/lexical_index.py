@@ -453,7 +453,8 @@ class Fts5Tokenizer:
     at a time): the mirror's tokens are the table's own.  The table is contentless and emptied whole after each
     call (``delete-all``): a row deleted from an ordinary one stays in its index as a tombstone, which every
     later read of ``fts5vocab`` walks again (a query's six words took milliseconds after a few thousand writes).
-    Each word's tokens are also kept (``word_tokens``): questions repeat their words."""
+    Each word's tokens are also kept (``word_tokens``): questions repeat their words.  The table is made at the
+    first call: a store that is opened and never searched by words (most, in tests and tools) pays nothing."""
 
     #: Words whose tokens are kept; the dict starts afresh beyond this many.
     WORDS = 65_536
@@ -461,17 +462,24 @@ class Fts5Tokenizer:
     def __init__(self, tokenize: str) -> None:
         self.tokenize = tokenize
         self._lock = threading.Lock()
-        self._c = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        self._c.execute(f"CREATE VIRTUAL TABLE scratch USING fts5 (memory, content = '', tokenize = '{tokenize}')")
-        self._c.execute("CREATE VIRTUAL TABLE scratch_vocab USING fts5vocab(scratch, instance)")
+        self._c: sqlite3.Connection | None = None
         self._words: dict[str, list[str]] = {}
+
+    def _scratch(self) -> sqlite3.Connection:
+        if self._c is None:
+            c = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            c.execute(f"CREATE VIRTUAL TABLE scratch USING fts5 (memory, content = '', tokenize = '{self.tokenize}')")
+            c.execute("CREATE VIRTUAL TABLE scratch_vocab USING fts5vocab(scratch, instance)")
+            self._c = c
+        return self._c
 
     def tokens(self, texts: Sequence[str]) -> list[list[str]]:
         out: list[list[tuple[int, str]]] = [[] for _ in texts]
         with self._lock:
-            self._c.executemany("INSERT INTO scratch (rowid, memory) VALUES (?, ?)", list(enumerate(texts)))
-            rows = self._c.execute("SELECT doc, offset, term FROM scratch_vocab").fetchall()
-            self._c.execute("INSERT INTO scratch (scratch) VALUES ('delete-all')")
+            c = self._scratch()
+            c.executemany("INSERT INTO scratch (rowid, memory) VALUES (?, ?)", list(enumerate(texts)))
+            rows = c.execute("SELECT doc, offset, term FROM scratch_vocab").fetchall()
+            c.execute("INSERT INTO scratch (scratch) VALUES ('delete-all')")
         for doc, offset, term in rows:
             out[doc].append((offset, term))
         return [[term for _, term in sorted(doc)] for doc in out]
@@ -487,4 +495,6 @@ class Fts5Tokenizer:
         return [known[word] for word in words]
 
     def close(self) -> None:
-        self._c.close()
+        with self._lock:
+            if self._c is not None:
+                self._c.close()

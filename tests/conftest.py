@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +15,10 @@ import pytest
 from embedder import Embedder, ensure_default_model
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore
+from memory_plugin.ml.stores.sqlite import MASTER_KEY_FILE
+from memory_plugin.services import LOCK_FILE, open_services
 from memory_plugin.settings import OpenSearchRegion, Settings, load_settings
+from tests.support.fake_embedder import FakeEmbedder
 from tests.support.polling import PATIENCE
 
 
@@ -118,12 +123,36 @@ def on_opensearch(settings: Settings, url: str, prefix: str) -> Settings:
     return settings.replace(regions={"USA": region}, home_region="USA")
 
 
+def settings_for(data_dir: Path) -> Settings:
+    # A region that answers late is a failed region: on a loaded machine 2 s (the default) is not enough.
+    return load_settings(
+        environ={}, data_dir=data_dir, http={"port": 0}, bridge={"enabled": False}, search_deadline=PATIENCE
+    )
+
+
+@pytest.fixture(scope="session")
+def empty_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder whose embedded stores are made and empty, for each test to copy: making the seven SQLite
+    files and their schemas was about a third of each app's start-up.  Without the folder's lock, keys and
+    master key, which each test's app makes its own."""
+    data_dir = tmp_path_factory.mktemp("empty-stores") / "data"
+
+    async def make() -> None:
+        async with open_services(settings_for(data_dir), embedder=FakeEmbedder.with_default_tokenizer()):
+            pass
+
+    asyncio.run(make())
+    for name in (LOCK_FILE, MASTER_KEY_FILE):
+        (data_dir / name).unlink()
+    return data_dir
+
+
 @pytest.fixture
 def settings(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Settings:
-    # A region that answers late is a failed region: on a loaded machine 2 s (the default) is not enough.
-    settings = load_settings(
-        environ={}, data_dir=tmp_path / "data", http={"port": 0}, bridge={"enabled": False}, search_deadline=PATIENCE
-    )
+    """The test's settings, its data folder empty stores (``fresh_data_dir``: nothing at all)."""
+    settings = settings_for(tmp_path / "data")
+    if backend == "embedded" and request.node.get_closest_marker("fresh_data_dir") is None:
+        shutil.copytree(request.getfixturevalue("empty_stores"), settings.data_dir)
     if backend == "opensearch":
         nodes = request.getfixturevalue("opensearch_nodes")
         settings = on_opensearch(settings, nodes[0].url, request.getfixturevalue("index_prefix"))

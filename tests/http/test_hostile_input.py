@@ -515,6 +515,7 @@ async def test_plain_and_negative_integers_still_parse(client, alice, admin):
 # -- item 9: files, keys, metrics, whitespace -----------------------------------------------------------
 
 
+@pytest.mark.fresh_data_dir  # every file made under the umask, none copied
 async def test_data_files_are_0600_and_folders_0700_whatever_the_umask(
     aiohttp_client, settings: Settings, embedder, keys, admin
 ):

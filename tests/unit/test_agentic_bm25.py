@@ -8,6 +8,7 @@ import random
 import sqlite3
 
 import numpy as np
+import pytest
 
 from memory_plugin.agentic.models import LONG_TERM
 from memory_plugin.agentic.stores.base import LongTermScope, owner_key
@@ -140,6 +141,7 @@ def test_tokenizer_is_fts5s_own_on_unicode():
     tokenizer.close()
 
 
+@pytest.mark.slow
 async def test_early_termination_skips_segments_that_cannot_reach_the_top(tmp_path):
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(8)

@@ -145,6 +145,7 @@ def wide_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return walks
 
 
+@pytest.mark.slow
 async def test_a_large_containers_graph_follows_its_writes_and_comes_back_at_reopening(tmp_path, wide_walks: list[int]):  # type: ignore[no-untyped-def]
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(128)
@@ -167,6 +168,7 @@ async def test_a_large_containers_graph_follows_its_writes_and_comes_back_at_reo
     await reopened.close()
 
 
+@pytest.mark.slow
 async def test_a_saved_graph_is_checked_against_sqlite_at_reopening(tmp_path, wide_walks: list[int]):  # type: ignore[no-untyped-def]
     """Memories deleted or given new vectors after the graph was saved are dead rows of it, new ones its tail;
     a torn file is built again, and the files of containers gone are removed."""

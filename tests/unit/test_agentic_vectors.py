@@ -88,6 +88,7 @@ def graph_paths(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return walks
 
 
+@pytest.mark.slow
 def test_a_large_container_walks_its_graph_when_most_rows_pass_and_scans_a_few(graph_paths: list[int]) -> None:
     matrix, stored, owners = shared_matrix(8_000, 0.9, dim=128)
     built(matrix)
@@ -123,6 +124,7 @@ def test_rows_written_or_removed_after_the_graph_are_ranked_at_once(graph_paths:
     assert matrix.rows().search(tail[7], 1, None, ALICE)[0][0] == 8_008
 
 
+@pytest.mark.slow
 def test_a_compaction_drops_the_graph_and_a_new_one_follows(graph_paths: list[int]) -> None:
     matrix, stored, owners = shared_matrix(8_000, 1.0, dim=128)
     first = built(matrix).graph

@@ -80,6 +80,7 @@ async def assert_same_as_fts5(store: SqliteHistoryStore) -> None:
                         assert got == await ranked_by_fts5(store, *args), args
 
 
+@pytest.mark.slow
 async def test_the_engine_ranks_as_fts5_did_through_writes_replacements_and_deletes(
     store: SqliteHistoryStore,
 ) -> None:
@@ -112,6 +113,7 @@ async def assert_hybrid_as_composed(store: SqliteHistoryStore) -> None:
                     assert [(h.id, h.score) for h in found] == composed[:k], (org, query, k)
 
 
+@pytest.mark.slow
 async def test_hybrid_in_the_store_ranks_as_the_service_composes(store: SqliteHistoryStore) -> None:
     records = corpus(10, 900)
     await store.write_records(records)

@@ -51,7 +51,9 @@ def brute_force(
     return scored
 
 
-@pytest.mark.parametrize("idf", ["lucene", "fts5"])
+@pytest.mark.parametrize(
+    "idf", ["lucene", pytest.param("fts5", marks=pytest.mark.slow)]
+)  # the same engine, its other idf
 def test_the_top_k_is_every_posting_scored_to_the_bit(idf: str) -> None:
     """Same docs, same order (ties by seq) and the same scores to the last bit: each doc's terms are added in the
     query's order from 0 with the same float operations in both, so no tolerance is needed, and none is given.

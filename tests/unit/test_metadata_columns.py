@@ -56,6 +56,7 @@ def random_condition(rng: random.Random, keys: tuple[str, ...] = KEYS) -> Condit
     return Condition(f"metadata.{rng.choice(keys)}", op, tuple(rng.choice(EXPECTED) for _ in range(count)))
 
 
+@pytest.mark.slow
 def test_key_column_positions_are_matches_exactly() -> None:
     """Thousands of random conditions over mixed-type values: the column's positions are the reference's."""
     rng = random.Random(5)
@@ -152,7 +153,7 @@ async def column_chunk_ids(store: SqliteHistoryStore, where: Filter, org: str) -
     return {hit.id for hit in hits([(chunk, 0.0) for chunk in chunks], rows)}
 
 
-@pytest.mark.parametrize("exact_threshold", [20_000, 0])
+@pytest.mark.parametrize("exact_threshold", [20_000, pytest.param(0, marks=pytest.mark.slow)])
 async def test_random_metadata_filters_match_reference(tmp_path: Path, exact_threshold: int) -> None:
     """Random mixed-type records, random metadata filters (alone and with top-level ones): hits == brute force."""
     rng = random.Random(11)
@@ -183,6 +184,7 @@ async def test_random_metadata_filters_match_reference(tmp_path: Path, exact_thr
         await sql.close()
 
 
+@pytest.mark.slow
 async def test_key_first_seen_after_many_writes(tmp_path: Path) -> None:
     """A key nobody wrote for thousands of records, then some: the first filter naming it finds them all at once."""
     store = SqliteHistoryStore(tmp_path)

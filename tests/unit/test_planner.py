@@ -93,6 +93,7 @@ def brute_force(index: vector_index.TypeIndex, positions: np.ndarray, query: np.
     return [int(ids[i]) for i in order[:k]]
 
 
+@pytest.mark.slow
 async def test_both_paths_agree_with_brute_force_over_random_filters(tmp_path: Path) -> None:
     """Hundreds of random filters on a seeded store: the scan, the walk and the planner's pick rank as brute force."""
     rng = random.Random(21)

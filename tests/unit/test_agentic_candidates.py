@@ -42,18 +42,20 @@ SELECTIVE = [
 ]
 
 
-@pytest.mark.parametrize(("required", "count"), SELECTIVE)
-async def test_the_store_returns_only_the_docs_the_terms_select(store: AgenticStore, required: Any, count: int):
-    found = await store.docs_matching(ALICE, "c1", WORKING, required)
+async def test_the_store_returns_only_the_docs_the_terms_select(store: AgenticStore, subtests: Any):
     every = await store.docs(ALICE, "c1", WORKING)
-    selected = [
-        doc.id
-        for doc in every
-        if all(
-            any(value in _strings(doc.source, path) for path in paths for value in values) for paths, values in required
-        )
-    ]
-    assert [doc.id for doc in found] == selected and len(selected) == count
+    for required, count in SELECTIVE:  # one store for all: the lookups only read it
+        with subtests.test(required=required):
+            found = await store.docs_matching(ALICE, "c1", WORKING, required)
+            selected = [
+                doc.id
+                for doc in every
+                if all(
+                    any(value in _strings(doc.source, path) for path in paths for value in values)
+                    for paths, values in required
+                )
+            ]
+            assert [doc.id for doc in found] == selected and len(selected) == count
 
 
 def _strings(source: dict[str, Any], path: str) -> list[str]:
@@ -64,15 +66,18 @@ def _strings(source: dict[str, Any], path: str) -> list[str]:
     return [node] if isinstance(node, str) else []
 
 
-@pytest.mark.parametrize("body", SERVICE_BODIES)
-async def test_a_search_over_the_candidates_answers_as_a_scan(store: AgenticStore, body: dict[str, Any]):
+async def test_a_search_over_the_candidates_answers_as_a_scan(store: AgenticStore, subtests: Any):
     memories = service(store)  # type: ignore[arg-type]
-    pushed = await memories.search(ALICE, "c1", "working", body)
-    store.indexed_field = lambda path: False  # type: ignore[method-assign]  # every doc evaluated
-    scanned = await memories.search(ALICE, "c1", "working", body)
-    for answer in (pushed, scanned):
-        answer.pop("took")
-    assert pushed == scanned
+    indexed_field = store.indexed_field
+    for body in SERVICE_BODIES:  # one store for all: the searches only read it
+        with subtests.test(body=body):
+            store.indexed_field = indexed_field  # type: ignore[method-assign]
+            pushed = await memories.search(ALICE, "c1", "working", body)
+            store.indexed_field = lambda path: False  # type: ignore[method-assign]  # every doc evaluated
+            scanned = await memories.search(ALICE, "c1", "working", body)
+            for answer in (pushed, scanned):
+                answer.pop("took")
+            assert pushed == scanned
 
 
 def test_the_node_filters_only_by_paths_its_index_holds_exactly():

@@ -17,8 +17,7 @@ this store                                  ml-commons
 ==========================================  ============================================
 The mappings and the fields of ours are in ``opensearch_documents``.
 
-Writes use ``refresh=true``.  An infer run is applied as **one** bulk request
-(``opensearch_long_term``).
+Writes use ``refresh=true``.  An infer run is applied as **one** bulk request (``opensearch_long_term``).
 
 Every update merges into a document read with its ``if_seq_no``/``if_primary_term``
 and is written on that condition, read and merged again when another write came

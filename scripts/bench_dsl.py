@@ -41,8 +41,10 @@ from memory_plugin.agentic.container_requests import parse_container  # noqa: E4
 from memory_plugin.agentic.containers import Containers  # noqa: E402
 from memory_plugin.agentic.llm import ContainerModels  # noqa: E402
 from memory_plugin.agentic.memories import Memories  # noqa: E402
+from memory_plugin.agentic.memory_requests import parse_memory_search  # noqa: E402
 from memory_plugin.agentic.models import WORKING  # noqa: E402
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore  # noqa: E402
+from memory_plugin.agentic.views import hits_view  # noqa: E402
 from memory_plugin.app import serving_loop  # noqa: E402
 from memory_plugin.auth import Principal  # noqa: E402
 from memory_plugin.background import Worker  # noqa: E402
@@ -109,7 +111,8 @@ async def measure(memories: Memories, sessions: int, queries: int, label: str) -
     for _ in tqdm(range(queries), desc=label, unit="q", mininterval=2.0, leave=False):
         body = session_load(f"session-{rng.randrange(sessions):05d}")
         began = time.perf_counter()
-        answer = await memories.search(OWNER, CONTAINER, "working", body)
+        found = await memories.search(OWNER, CONTAINER, "working", parse_memory_search("working", body))
+        answer = hits_view(found)
         latencies.append((time.perf_counter() - began) * 1000)
         hits += len(answer["hits"]["hits"])
     latencies.sort()

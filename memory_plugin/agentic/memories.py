@@ -21,17 +21,15 @@ from memory_plugin.agentic.models import (
     parse_memory_type,
     valid_unicode,
 )
-from memory_plugin.agentic.requests import Body, without_nested
-from memory_plugin.agentic.results import AddMemoriesResult, DeletedByQuery, FoundMemory, SessionCreated, Written
+from memory_plugin.agentic.results import AddMemoriesResult, DeletedByQuery, FoundMemory, Hits, SessionCreated, Written
 from memory_plugin.agentic.search import matching_ids
 from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite, StoredDoc, owner_id
 from memory_plugin.agentic.stores.memories import MemoryDocStore
-from memory_plugin.agentic.stores.opensearch_documents import NESTED_PATHS
-from memory_plugin.agentic.views import hit_extras, took
+from memory_plugin.agentic.views import took
 from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
 from memory_plugin.clock import new_id
-from memory_plugin.dsl import DocumentHit, SearchBody, bounded, execute, parse_search, search_response
+from memory_plugin.dsl import DocumentHit, SearchBody, bounded, execute
 from memory_plugin.dsl.pushdown import required_terms, sorted_page
 from memory_plugin.errors import InvalidArgument, StatusBadRequest, StatusNotFound, UpstreamFailed
 
@@ -254,10 +252,7 @@ class Memories:
                 return docs, total
         return await self._candidates(owner, container_id, memory_type, query), None
 
-    async def search(self, owner: Principal, container_id: str, raw_type: str, body: Body) -> dict[str, Any]:
-        if body is None:
-            raise InvalidArgument("Search memories request has empty body")
-        query = parse_search(without_nested(body, NESTED_PATHS.get(raw_type.lower(), frozenset())))
+    async def search(self, owner: Principal, container_id: str, raw_type: str, query: SearchBody) -> Hits:
         container, memory_type = await self._typed(owner, container_id, raw_type)
         started = time.perf_counter()
         docs, total = await self._page(owner, container_id, memory_type, query)
@@ -282,12 +277,7 @@ class Memories:
                 for hit in result.hits
             )
             result = replace(result, hits=hits)
-        return search_response(
-            result,
-            took(started),
-            index=container.index(memory_type),
-            hit_extras=hit_extras(docs).__getitem__,
-        )
+        return Hits(container.index(memory_type), result, took(started), docs)
 
     async def delete_by_query(self, owner: Principal, container_id: str, request: DeleteByQueryInput) -> DeletedByQuery:
         memory_type = request.memory_type

@@ -274,3 +274,10 @@ def parse_delete_by_query(raw_type: str, body: Body) -> DeleteByQueryInput:
         )
     query = parse_search({"query": without_nested(body["query"], NESTED_PATHS[memory_type]), "size": 0})
     return DeleteByQueryInput(memory_type, query)
+
+
+def parse_memory_search(raw_type: str, body: Body) -> SearchBody:
+    """A memories ``_search`` body over one type (named as the path names it; checked by the service)."""
+    if body is None:
+        raise InvalidArgument("Search memories request has empty body")
+    return parse_search(without_nested(body, NESTED_PATHS.get(raw_type.lower(), frozenset())))

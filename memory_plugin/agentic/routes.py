@@ -23,6 +23,7 @@ from memory_plugin.agentic.memory_requests import (
     parse_add_memories,
     parse_delete_by_query,
     parse_long_term_search,
+    parse_memory_search,
     parse_memory_update,
     parse_session,
 )
@@ -206,7 +207,11 @@ async def create_session(request: web.Request) -> web.Response:
 @routes.route("*", TYPED + "/_search")
 async def search_memories(request: web.Request) -> web.Response:
     _search_methods(request)
-    return await _answer(request, _service(request).memories.search, TYPE_IDS, search_body, SEARCH_PARAMS)
+    check_params(request, SEARCH_PARAMS)
+    container_id, memory_type = (request.match_info[name] for name in TYPE_IDS)
+    query = parse_memory_search(memory_type, await search_body(request))
+    found = await _service(request).memories.search(principal_of(request), container_id, memory_type, query)
+    return json_response(hits_view(found))
 
 
 @routes.post(TYPED + "/_delete_by_query")

@@ -22,6 +22,7 @@ from memory_plugin.agentic.memory_requests import (
     parse_add_memories,
     parse_delete_by_query,
     parse_long_term_search,
+    parse_memory_search,
     parse_memory_update,
     parse_session,
 )
@@ -347,7 +348,10 @@ class AgenticMemory:
         self, principal: Principal, container_id: str, memory_type: MemoryType, query: Mapping[str, Any]
     ) -> SearchHits:
         """A query DSL body over one type of a container's memories."""
-        return SearchHits.of(await self._on().memories.search(principal, container_id, memory_type, query))
+        found = await self._on().memories.search(
+            principal, container_id, memory_type, parse_memory_search(memory_type, query)
+        )
+        return SearchHits.of(hits_view(found))
 
     async def delete_by_query(
         self, principal: Principal, container_id: str, memory_type: MemoryType, query: Mapping[str, Any]

@@ -16,7 +16,7 @@ from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.base import MemoryAdd
 from memory_plugin.agentic.stores.opensearch_documents import candidate_filters
 from memory_plugin.settings import Settings
-from tests.unit.test_agentic_postings import ALICE, BOB, SERVICE_BODIES, service, working
+from tests.unit.test_agentic_postings import ALICE, BOB, SERVICE_BODIES, searched, service, working
 
 pytestmark = pytest.mark.backends("embedded", "opensearch")
 
@@ -72,9 +72,9 @@ async def test_a_search_over_the_candidates_answers_as_a_scan(store: AgenticStor
     for body in SERVICE_BODIES:  # one store for all: the searches only read it
         with subtests.test(body=body):
             store.indexed_field = indexed_field  # type: ignore[method-assign]
-            pushed = await memories.search(ALICE, "c1", "working", body)
+            pushed = await searched(memories, body)
             store.indexed_field = lambda path: False  # type: ignore[method-assign]  # every doc evaluated
-            scanned = await memories.search(ALICE, "c1", "working", body)
+            scanned = await searched(memories, body)
             for answer in (pushed, scanned):
                 answer.pop("took")
             assert pushed == scanned

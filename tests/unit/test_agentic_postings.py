@@ -14,12 +14,13 @@ from memory_plugin.agentic.container_requests import parse_container
 from memory_plugin.agentic.containers import Containers
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.memories import Memories
+from memory_plugin.agentic.memory_requests import parse_memory_search
 from memory_plugin.agentic.models import HISTORY, SESSIONS, WORKING
 from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.agentic.stores.sqlite_postings import indexed_path, postings
 from memory_plugin.agentic.stores.sqlite_tables import MIGRATIONS
-from memory_plugin.agentic.views import hit_extras
+from memory_plugin.agentic.views import hit_extras, hits_view
 from memory_plugin.auth import Principal
 from memory_plugin.background import Worker
 from memory_plugin.dsl import execute, parse_search, search_response
@@ -311,6 +312,11 @@ def service(store: SqliteAgenticStore) -> Memories:
     return Memories(store, containers, models, embeddings=Idle("e"), infer=Idle("i"), retention_enabled=False)
 
 
+async def searched(memories: Memories, body: dict[str, Any]) -> dict[str, Any]:
+    """Alice's ``_search`` of c1's working memories, as the route parses and answers it."""
+    return hits_view(await memories.search(ALICE, "c1", "working", parse_memory_search("working", body)))
+
+
 def test_a_session_load_is_a_page_the_store_can_pick():
     body = {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "from": 2, "size": 10}
     assert sorted_page(parse_search(body), indexed_path) == SortedPage(
@@ -364,9 +370,9 @@ async def test_a_search_through_the_service_answers_as_a_scan(tmp_path, subtests
         for body in SERVICE_BODIES:
             with subtests.test(body=body):
                 store.indexed_field = indexed_field  # type: ignore[method-assign]
-                pushed = await memories.search(ALICE, "c1", "working", body)
+                pushed = await searched(memories, body)
                 store.indexed_field = lambda path: False  # type: ignore[method-assign]  # as before postings
-                scanned = await memories.search(ALICE, "c1", "working", body)
+                scanned = await searched(memories, body)
                 for answer in (pushed, scanned):
                     answer.pop("took")
                 assert pushed == scanned
@@ -387,16 +393,16 @@ async def test_a_session_load_reads_only_its_page_unless_a_sort_value_is_not_a_n
 
     monkeypatch.setattr(store, "sorted_page", spy)
     body = {"query": {"bool": {"filter": [SESSION]}}, "sort": [{"created_time": "desc"}], "size": 3}
-    before = await memories.search(ALICE, "c1", "working", body)
+    before = await searched(memories, body)
     assert picked == [(9, 3)]  # s3: n = 3, 11, ..., 75 of 80, less bob's 35
     assert before["hits"]["total"] == {"value": 9, "relation": "eq"}
     # a date string where the others hold numbers: the DSL sorts them, as before
     await store.update(ALICE, "c1", WORKING, "w0011", lambda doc: {**doc, "created_time": "2030-01-01T00:00:00Z"})
-    after = await memories.search(ALICE, "c1", "working", body)
+    after = await searched(memories, body)
     assert picked[-1] is None
     assert after["hits"]["hits"][0]["_id"] == "w0011" and after["hits"]["total"]["value"] == 9
     await store.update(ALICE, "c1", WORKING, "w0011", lambda doc: {**doc, "created_time": 11})
-    bounded = await memories.search(ALICE, "c1", "working", {**body, "track_total_hits": 4})
+    bounded = await searched(memories, {**body, "track_total_hits": 4})
     assert picked[-1] == (5, 3)  # counting stopped one past the bound
     assert bounded["hits"]["total"] == {"value": 4, "relation": "gte"}
     assert [hit["_id"] for hit in bounded["hits"]["hits"]] == [hit["_id"] for hit in before["hits"]["hits"]]

@@ -72,7 +72,7 @@ fast-tests: $(STAMP)
 	$(IN_PROCESS) -m 'inprocess and not slow and not model' --fuzz-examples=2 tests/unit tests/http $(PYTEST_ARGS)
 
 # The static checks, then the whole suite once: the in-process tests on the workers (with the `slow`
-# ones and the full fuzz), then the rest in one process (real processes, real OpenSearch nodes).
+# and `model` ones and the full fuzz), then the rest in one process (real processes, real OpenSearch nodes).
 test: install static opensearch browser
 	$(IN_PROCESS) -m inprocess tests/unit tests/http $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m 'not inprocess' $(PYTEST_ARGS)

@@ -16,7 +16,7 @@ from memory_plugin.agentic.stores.backend import AgenticStore
 from memory_plugin.agentic.stores.base import MemoryAdd
 from memory_plugin.agentic.stores.opensearch_documents import candidate_filters
 from memory_plugin.settings import Settings
-from tests.unit.test_agentic_postings import ALICE, BOB, SERVICE_BODIES, searched, service, working
+from tests.unit.test_agentic_postings import ALICE, BOB, assert_searches_answer_as_scans, working
 
 pytestmark = pytest.mark.backends("embedded", "opensearch")
 
@@ -67,17 +67,7 @@ def _strings(source: dict[str, Any], path: str) -> list[str]:
 
 
 async def test_a_search_over_the_candidates_answers_as_a_scan(store: AgenticStore, subtests: Any):
-    memories = service(store)  # type: ignore[arg-type]
-    indexed_field = store.indexed_field
-    for body in SERVICE_BODIES:  # one store for all: the searches only read it
-        with subtests.test(body=body):
-            store.indexed_field = indexed_field  # type: ignore[method-assign]
-            pushed = await searched(memories, body)
-            store.indexed_field = lambda path: False  # type: ignore[method-assign]  # every doc evaluated
-            scanned = await searched(memories, body)
-            for answer in (pushed, scanned):
-                answer.pop("took")
-            assert pushed == scanned
+    await assert_searches_answer_as_scans(store, subtests)
 
 
 def test_the_node_filters_only_by_paths_its_index_holds_exactly():

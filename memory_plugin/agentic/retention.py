@@ -111,10 +111,6 @@ class TypePlan:
     def docs(self) -> list[Snapshot]:
         return [doc for docs in self.by_reason.values() for doc in docs]
 
-    def report(self) -> dict[str, Any]:
-        counts = {reason: len(docs) for reason, docs in self.by_reason.items()}
-        return {"total": sum(counts.values()), "by_reason": counts}
-
 
 @dataclass
 class Plan:
@@ -131,30 +127,6 @@ class Plan:
 
     def plan(self, memory_type: str) -> TypePlan:
         return self.types.setdefault(memory_type, TypePlan())
-
-    def report(self) -> dict[str, Any]:
-        """``MemoryRetentionDryRunResult.toXContent``."""
-        effective: dict[str, Any] = {}
-        for memory_type, key in REPORT_KEYS.items():
-            if self.policy and memory_type in self.policy:
-                effective[key] = dict(self.policy[memory_type])
-        if self.ttl_days > 0:
-            effective["working_memory_ttl_days"] = self.ttl_days
-        would_delete = {key: self.plan(memory_type).report() for memory_type, key in REPORT_KEYS.items()}
-        working = self.plan(WORKING)
-        for reason in ("cascade", "ttl", "orphan"):
-            working.by_reason.setdefault(reason, [])
-        would_delete["working_memory"] = working.report()
-        return {
-            "container_id": self.container_id,
-            "evaluated_at": self.evaluated_at,
-            "policy_source": self.policy_source,
-            "effective_policy": effective,
-            "would_delete": would_delete,
-            "total_would_delete": sum(part["total"] for part in would_delete.values()),
-            "pinned_would_skip": self.pinned_would_skip,
-            "warnings": self.warnings,
-        }
 
 
 @dataclass(frozen=True)

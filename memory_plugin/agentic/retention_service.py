@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from memory_plugin.agentic.retention import Plan, Retention, RetentionRuns
 from memory_plugin.agentic.retention_settings import RetentionDefaults
@@ -28,13 +27,6 @@ log = logging.getLogger(__name__)
 
 #: Containers one cluster-wide dry-run evaluates (ml-commons' MAX_CONTAINERS_PER_DRY_RUN).
 MAX_CONTAINERS_PER_DRY_RUN = 1000
-_MESSAGES = {
-    "triggered": "Memory retention job triggered. Deletions run asynchronously per configured retention policy.",
-    "already_running": "Memory retention job is already in progress; this invocation was skipped to avoid "
-    "double-running.",
-    "retention_disabled": "Memory retention is disabled (plugins.ml_commons.memory.retention_enabled=false); "
-    "nothing was triggered.",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,24 +44,6 @@ class DryRuns:
     skipped_count: int
     #: More containers than one dry run evaluates: the first ``MAX_CONTAINERS_PER_DRY_RUN`` were.
     truncated: bool
-
-
-def trigger_response(triggered: RetentionTriggered) -> dict[str, Any]:
-    """``MLExecuteMemoryRetentionResponse``."""
-    status = triggered.status
-    done = status == "triggered"
-    return {"acknowledged": done, "triggered": done, "status": status, "message": _MESSAGES[status]}
-
-
-def dry_runs_response(runs: DryRuns) -> dict[str, Any]:
-    response: dict[str, Any] = {"skipped_count": runs.skipped_count, "truncated": runs.truncated}
-    if runs.truncated:
-        response["warning"] = (
-            f"Cluster-wide retention dry-run evaluated the first {MAX_CONTAINERS_PER_DRY_RUN} memory containers; "
-            "additional containers were not evaluated. Narrow the scope or run per-container dry-runs."
-        )
-    response["results"] = [plan.report() for plan in runs.plans]
-    return response
 
 
 class RetentionService:

@@ -29,7 +29,7 @@ from memory_plugin.agentic.memory_requests import (
 )
 from memory_plugin.agentic.models import BASE, LONG_TERM, parse_memory_type
 from memory_plugin.agentic.requests import boolean
-from memory_plugin.agentic.retention_service import dry_runs_response, trigger_response
+from memory_plugin.agentic.retention_views import dry_runs_view, plan_view, triggered_view
 from memory_plugin.agentic.service import AgenticService
 from memory_plugin.agentic.views import (
     added_view,
@@ -130,20 +130,20 @@ async def execute_retention(request: web.Request) -> web.Response:
     check_params(request)
     if request.body_exists and await read_body(request):
         raise StatusBadRequest("_execute does not accept a request body; it always runs cluster-wide.")
-    return json_response(trigger_response(await _service(request).retention.execute(principal_of(request))))
+    return json_response(triggered_view(await _service(request).retention.execute(principal_of(request))))
 
 
 @routes.post(BASE + "/_retention/_dry_run")
 async def dry_run_retention_everywhere(request: web.Request) -> web.Response:
     check_params(request)
-    return json_response(dry_runs_response(await _service(request).retention.dry_run_all(principal_of(request))))
+    return json_response(dry_runs_view(await _service(request).retention.dry_run_all(principal_of(request))))
 
 
 @routes.post(CONTAINER + "/_retention/_dry_run")
 async def dry_run_retention(request: web.Request) -> web.Response:
     check_params(request)
     container_id = request.match_info["memory_container_id"]
-    return json_response((await _service(request).retention.dry_run(principal_of(request), container_id)).report())
+    return json_response(plan_view(await _service(request).retention.dry_run(principal_of(request), container_id)))
 
 
 @routes.route("*", BASE + "/_search")

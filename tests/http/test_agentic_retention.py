@@ -12,6 +12,7 @@ import pytest
 from memory_plugin.agentic.models import now_millis
 from memory_plugin.agentic.retention import DAY_MILLIS
 from memory_plugin.agentic.retention_settings import RetentionDefaults
+from memory_plugin.agentic.retention_views import plan_view
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore, Principal
@@ -433,13 +434,13 @@ async def test_a_session_touched_between_evaluation_and_delete_keeps_itself_and_
     owner, engine = principal(alice), retention(api)
     stored = await api.app[AGENTIC].store.get_container(owner, cid)
     plan = await engine.evaluate(owner, stored)
-    assert plan.report()["would_delete"]["working_memory"]["by_reason"]["cascade"] == 2
+    assert plan_view(plan)["would_delete"]["working_memory"]["by_reason"]["cascade"] == 2
     later = await session_with(api, alice, cid, "s")  # an add touches the session after the evaluation
     assert (await engine.apply(owner, plan)).total == 0
     assert await ids(api, alice, cid, "sessions") == {"s"}
     assert await ids(api, alice, cid, "working") == {*first, *later}
     plan = await engine.evaluate(owner, stored)  # evaluated afresh, the session is recent: nothing goes
-    assert plan.report()["total_would_delete"] == 0
+    assert plan_view(plan)["total_would_delete"] == 0
 
 
 # -- a run covers every document of a container, whoever wrote it (ml-commons filters by container and pinned)

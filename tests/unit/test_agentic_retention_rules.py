@@ -11,6 +11,7 @@ import pytest
 from memory_plugin.agentic.retention import DAY_MILLIS, Retention, normalized
 from memory_plugin.agentic.retention_policy import merged_policy, parse_policy
 from memory_plugin.agentic.retention_settings import RetentionDefaults
+from memory_plugin.agentic.retention_views import plan_view
 from memory_plugin.agentic.stores.base import StoredDoc
 from memory_plugin.agentic.stores.retention import RetentionStore, Snapshot
 from memory_plugin.auth import Principal
@@ -70,7 +71,7 @@ async def test_sessions_are_the_union_of_expired_and_least_recently_updated_beyo
     working = [snap("w1", namespace={"session_id": "a"}), snap("w2", session_id="legacy"), snap("w3")]
     policy = {"sessions": {"retention_days": 2, "max_count": 3}}
     plan = await engine({"sessions": sessions, "working": working}).evaluate(OWNER, container(policy))
-    report = plan.report()
+    report = plan_view(plan)
     # expired: legacy, a; over max_count (5 unpinned, keep 3): legacy, a again: nothing more by count
     assert report["would_delete"]["sessions"] == {"total": 2, "by_reason": {"retention_days": 2, "max_count": 0}}
     assert report["would_delete"]["working_memory"]["by_reason"]["cascade"] == 2
@@ -84,7 +85,7 @@ async def test_long_term_max_count_applies_to_what_the_time_rule_leaves():
     docs = [snap(f"m{n}", last_updated_time=NOW - n * DAY_MILLIS) for n in range(6)]
     policy = {"long-term": {"retention_days": 3, "max_count": 2}}
     plan = await engine({"long-term": docs}).evaluate(OWNER, container(policy))
-    assert plan.report()["would_delete"]["long_term"] == {
+    assert plan_view(plan)["would_delete"]["long_term"] == {
         "total": 4,
         "by_reason": {"retention_days": 2, "max_count": 2},
     }
@@ -94,7 +95,7 @@ async def test_long_term_max_count_applies_to_what_the_time_rule_leaves():
 async def test_pinned_beyond_max_count_is_a_warning_and_nothing_pinned_goes():
     docs = [snap(f"h{n}", created_time=n, pinned=True) for n in range(3)] + [snap("h9", created_time=9)]
     plan = await engine({"history": docs}).evaluate(OWNER, container({"history": {"max_count": 1}}))
-    assert plan.report()["would_delete"]["history"]["total"] == 0
+    assert plan_view(plan)["would_delete"]["history"]["total"] == 0
     assert plan.warnings == ["pinned count (3) exceeds max_count (1) for history — container will grow unbounded"]
 
 

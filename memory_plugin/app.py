@@ -7,6 +7,7 @@ stand-alone, under a test client, or mounted into another aiohttp app.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import hmac
 import logging
@@ -121,7 +122,7 @@ async def health(request: web.Request) -> web.Response:
     backlog: dict[str, Any] = {}
     bridge = request.config_dict.get(BRIDGE)
     if bridge is not None:
-        details["bridge"] = backlog["outbox"] = bridge.lag
+        details["bridge"] = backlog["outbox"] = dataclasses.asdict(bridge.lag)
     pending = request.config_dict.get(AGENTIC_PENDING)
     if pending is not None:
         backlog["agentic_pending_embeddings"] = pending.current()

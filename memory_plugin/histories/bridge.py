@@ -32,6 +32,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -69,6 +70,14 @@ def interaction_record(interaction: Interaction) -> dict[str, Any]:
         "record_created_at": isoformat(interaction.create_time),
         "metadata": metadata,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeLag:
+    """How far search lags behind memory writes: entries not yet applied, and the oldest one's age."""
+
+    backlog: int
+    oldest_pending_seconds: float
 
 
 class BridgeMetrics:
@@ -150,9 +159,9 @@ class HistoryBridge(Worker):
     # -- lag ---------------------------------------------------------------------------
 
     @property
-    def lag(self) -> dict[str, Any]:
+    def lag(self) -> BridgeLag:
         """Backlog and oldest entry's age, as of the last look at the outbox (for health and metrics)."""
-        return {"backlog": self._lag.backlog, "oldest_pending_seconds": round(self.oldest_pending_seconds(), 3)}
+        return BridgeLag(self._lag.backlog, round(self.oldest_pending_seconds(), 3))
 
     def oldest_pending_seconds(self) -> float:
         oldest = self._lag.oldest_enqueued_at

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from memory_plugin.agentic.llm import (
 from memory_plugin.agentic.metrics import AgenticMetrics
 from memory_plugin.agentic.models import (
     WORKING,
+    EmbeddingChoice,
     LongTermMemory,
     Strategy,
     flat_object_terms,
@@ -170,11 +171,11 @@ class InferWorker(Worker):
         if changes:
             self.embeddings.wake()
 
-    async def _fact_vector(self, embedding: TextEmbedding, config: Mapping[str, Any], fact: str) -> np.ndarray:
+    async def _fact_vector(self, embedding: TextEmbedding, choice: EmbeddingChoice, fact: str) -> np.ndarray:
         """A fact's vector; a registered embedding model that fails is ``UpstreamFailed``, as the LLM's failure
         is recorded once (``RegisteredChat``)."""
         try:
-            return await self.models.query_vector(embedding, config, fact)
+            return await self.models.query_vector(embedding, choice, fact)
         except (UpstreamFailed, *STORE_FAILURES):
             raise
         except ServiceError as error:
@@ -232,7 +233,7 @@ class InferWorker(Worker):
         old: dict[str, tuple[str, float]] = {}
         for fact in facts[:max_infer]:
             await self._hold(job)
-            vector = await self._fact_vector(embedding, config, fact)
+            vector = await self._fact_vector(embedding, run.container.embedding, fact)
             for doc, cosine in await self.ranking.knn(similar, vector, max_infer):
                 score = cosine_score(cosine)
                 if doc.id not in old or old[doc.id][1] < score:

@@ -67,5 +67,5 @@ class InferRun:
     async def embedding(self) -> TextEmbedding:
         """The container's embedding model, which finds the memories similar to each fact."""
         if self._embedding is None:
-            self._embedding = await self.models.embedding(self.models_owner, self.container.config)
+            self._embedding = await self.models.embedding(self.models_owner, self.container.embedding)
         return self._embedding

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from embedder import AsyncEmbedder
+from memory_plugin.agentic.models import EmbeddingChoice
 from memory_plugin.auth import Principal
 from memory_plugin.errors import InsufficientStorage, ServiceError, Unavailable, UpstreamFailed
 
@@ -138,12 +139,11 @@ class ContainerModels:
                 return RegisteredChat(registered)
         return self.llm
 
-    async def embedding(self, owner: Principal, config: Mapping[str, Any]) -> TextEmbedding:
+    async def embedding(self, owner: Principal, choice: EmbeddingChoice) -> TextEmbedding:
         """The owner's registered remote model the ``embedding_model_id`` names, else the built-in model
         (which needs nothing registered)."""
-        model_id = config.get("embedding_model_id")
-        if self.registered is not None and isinstance(model_id, str) and model_id:
-            remote = await self.registered.embedding_model(owner, model_id)
+        if self.registered is not None and choice.model_id is not None:
+            remote = await self.registered.embedding_model(owner, choice.model_id)
             if remote is not None:
                 return remote
         return self.embedder
@@ -151,28 +151,28 @@ class ContainerModels:
     async def dimension(self, owner: Principal, model_id: str | None) -> int | None:
         """The dimension a container's ``embedding_dimension`` must have: the built-in model's, or None (any)
         when ``model_id`` names the owner's registered remote model."""
-        config = {"embedding_model_id": model_id}
-        return None if await self.embedding(owner, config) is not self.embedder else self.embedder.dimension
+        choice = EmbeddingChoice(model_id or None, None)
+        return None if await self.embedding(owner, choice) is not self.embedder else self.embedder.dimension
 
-    async def passages(self, owner: Principal, config: Mapping[str, Any], texts: list[str]) -> np.ndarray:
-        embedding = await self.embedding(owner, config)
+    async def passages(self, owner: Principal, choice: EmbeddingChoice, texts: list[str]) -> np.ndarray:
+        embedding = await self.embedding(owner, choice)
         # Background work for every organisation: one fairness key, one share of the built-in embedder.
-        return checked(await embedding.passages(texts, tenant="agentic-background"), config)
+        return checked(await embedding.passages(texts, tenant="agentic-background"), choice)
 
-    async def query_vector(self, embedding: TextEmbedding, config: Mapping[str, Any], text: str) -> np.ndarray:
+    async def query_vector(self, embedding: TextEmbedding, choice: EmbeddingChoice, text: str) -> np.ndarray:
         vector = np.asarray(await embedding.query(text)).reshape(1, -1)
-        return checked(vector, config).reshape(-1)
+        return checked(vector, choice).reshape(-1)
 
     async def close(self) -> None:
         if self.llm is not None:
             await self.llm.close()
 
 
-def checked(vectors: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
+def checked(vectors: np.ndarray, choice: EmbeddingChoice) -> np.ndarray:
     """A model's vectors, if they have the container's ``embedding_dimension`` and a direction (a cosine
     needs one): a remote model may answer anything, and a container outlives a change of built-in model."""
     vectors = np.asarray(vectors, dtype=np.float32)
-    dimension, model_id = config.get("embedding_dimension"), config.get("embedding_model_id")
+    dimension, model_id = choice.dimension, choice.model_id
     if vectors.ndim != 2 or vectors.shape[1] != dimension:
         raise UpstreamFailed(
             f"The embedding model {model_id} answered {vectors.shape[-1]}-dimensional vectors; "

@@ -122,6 +122,23 @@ def flat_object_terms(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
+@dataclass(frozen=True, slots=True)
+class EmbeddingChoice:
+    """Which model embeds a container's long-term memories (the owner's registered one, or None for the
+    built-in model), and the dimension its vectors must have."""
+
+    model_id: str | None
+    dimension: int | None
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> EmbeddingChoice:
+        model_id, dimension = config.get("embedding_model_id"), config.get("embedding_dimension")
+        return cls(
+            model_id if isinstance(model_id, str) and model_id else None,
+            dimension if isinstance(dimension, int) and not isinstance(dimension, bool) else None,
+        )
+
+
 @dataclass(frozen=True)
 class Container:
     """A memory container as its memories see it: its configuration, the indices its memory types live in,
@@ -136,6 +153,10 @@ class Container:
     def config(self) -> Mapping[str, Any]:
         config: Mapping[str, Any] = self.source.get("configuration", {})
         return config
+
+    @property
+    def embedding(self) -> EmbeddingChoice:
+        return EmbeddingChoice.of(self.config)
 
     def index(self, memory_type: str) -> str:
         return index_name(self.source, memory_type)

@@ -117,9 +117,9 @@ class LongTermSearcher:
         return search.result([(docs[key], score) for key, score in ranked], started)
 
     async def _query_vector(self, owner: Principal, search: LongTermSearch) -> np.ndarray:
-        config = search.container.config
-        embedding = await self.models.embedding(search.container.owner or owner, config)  # the owner's models
-        return await self.models.query_vector(embedding, config, search.request.query)
+        choice = search.container.embedding
+        embedding = await self.models.embedding(search.container.owner or owner, choice)  # the owner's models
+        return await self.models.query_vector(embedding, choice, search.request.query)
 
     async def _checked(
         self, owner: Principal, container_id: str, request: LongTermSearchInput, kind: str

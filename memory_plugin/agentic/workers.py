@@ -23,6 +23,7 @@ import numpy as np
 
 from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.metrics import AgenticMetrics
+from memory_plugin.agentic.models import EmbeddingChoice
 from memory_plugin.agentic.stores.base import PendingEmbedding
 from memory_plugin.agentic.stores.containers import ContainerStore
 from memory_plugin.agentic.stores.queues import EmbeddingQueue, InferQueue
@@ -87,8 +88,8 @@ class EmbeddingWorker(Worker):
         container = await self.containers.find_container(owner.organization_id, container_id)
         if container is None:
             raise LookupError(f"memory container {container_id} is gone")
-        config = container.source.get("configuration", {})
-        return await self.models.passages(container.owner or owner, config, [entry.text for entry in group])
+        choice = EmbeddingChoice.of(container.source.get("configuration", {}))
+        return await self.models.passages(container.owner or owner, choice, [entry.text for entry in group])
 
 
 async def settled(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from memory_plugin.agentic.infer import job_ids
+from memory_plugin.agentic.models import EmbeddingChoice
 from memory_plugin.agentic.routes import AGENTIC
 from memory_plugin.agentic.stores.base import InferJob, LongTermChange
 from memory_plugin.agentic.stores.opensearch import OpenSearchAgenticStore
@@ -255,7 +256,7 @@ async def test_pending_embeddings_are_claimed_by_one_process(two, alice, llm, re
     assert await second.pending_embeddings(64) == [], "a claimed memory was handed to a second process"
     await first.release_embeddings(claimed)  # its model failed: anyone may take it at once
     [again] = await second.pending_embeddings(64)
-    vector = await two[1].app[AGENTIC].models.passages(again.owner, SEMANTIC_CONFIG, [again.text])
+    vector = await two[1].app[AGENTIC].models.passages(again.owner, EmbeddingChoice.of(SEMANTIC_CONFIG), [again.text])
     # Both embed it (the first's lease ran out, say): the memory's text is current for both, stored once.
     assert await second.store_embeddings([(again.key, again.text, vector[0])]) == 1
     assert await first.store_embeddings([(claimed[0].key, claimed[0].text, vector[0])]) == 0

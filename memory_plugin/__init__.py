@@ -48,6 +48,7 @@ from memory_plugin.errors import (
 from memory_plugin.histories.service import IngestedRecord, SearchResult
 from memory_plugin.histories.stores.records import DeleteCounts, Hit, Record
 from memory_plugin.memory.models import Conversation, Interaction, InteractionFields, Page, Updated
+from memory_plugin.ml.results import Inference, Tensor
 from memory_plugin.settings import EmbeddedRegion, OpenSearchRegion, Settings, load_settings
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "FilterSpec",
     "Forgotten",
     "Hit",
+    "Inference",
     "IngestedRecord",
     "InsufficientStorage",
     "Interaction",
@@ -96,6 +98,7 @@ __all__ = [
     "ServiceError",
     "SessionCreated",
     "Settings",
+    "Tensor",
     "Unauthorized",
     "Unavailable",
     "Updated",

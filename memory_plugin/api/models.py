@@ -16,13 +16,13 @@ from memory_plugin.dsl import SearchBody, parse_search
 from memory_plugin.dsl.mapping import Fields
 from memory_plugin.ml.connector_requests import Action, parse_connector_input
 from memory_plugin.ml.model_requests import parse_predict_input, parse_register_input
+from memory_plugin.ml.results import Inference
 from memory_plugin.ml.service import BUILT_IN, MLService
 from memory_plugin.ml.views import (
     CONNECTOR_FIELDS,
     MODEL_FIELDS,
     document_view,
     found_view,
-    inference_view,
     model_doc_view,
     written_view,
 )
@@ -172,15 +172,15 @@ class Models:
         *,
         parameters: Mapping[str, Any] | None = None,
         text_docs: Sequence[str] | None = None,
-    ) -> list[dict[str, Any]]:
-        """The ``inference_results`` of one predict: a remote model's answer to ``parameters`` (its
-        connector's ``dataAsMap`` and status code), or the embedding model's tensors for ``text_docs``."""
+    ) -> list[Inference]:
+        """The ``inference_results`` of one predict: a remote model's answer to ``parameters`` (each
+        tensor's ``data_as_map``, and the status code), or the embedding model's tensors for ``text_docs``."""
         body = _present(
             parameters=dict(parameters) if parameters is not None else None,
             text_docs=list(text_docs) if text_docs is not None else None,
         )
         predicted = await self._service.predictions.predict(principal, model_id, parse_predict_input(body))
-        return [inference_view(result) for result in predicted.results]
+        return list(predicted.results)
 
     async def embed(self, principal: Principal, texts: Sequence[str], model_id: str = BUILT_IN) -> list[list[float]]:
         """One vector per text, from the built-in embedding model (or a model registered as it)."""

@@ -245,7 +245,8 @@ async def test_models_connectors_and_predict(mp, llm):
     [result] = await models.predict(
         ALICE, registered.model_id, parameters={"system_prompt": "title conversations", "user_prompt": "hi"}
     )
-    assert result["output"][0]["dataAsMap"]["choices"][0]["message"]["content"] == "Greeting"
+    assert result.output[0].data_as_map is not None
+    assert result.output[0].data_as_map["choices"][0]["message"]["content"] == "Greeting"
     assert llm.api_keys[-1] == "Bearer sk-alice"
 
     # The registered model as a container's LLM: Alice's key pays for the inference.

@@ -12,6 +12,7 @@ from memory_plugin import (
     Conversation,
     Deleted,
     DeletedByQuery,
+    Inference,
     Interaction,
     MemoryContainer,
     MemoryPlugin,
@@ -71,9 +72,7 @@ async def models(mp: MemoryPlugin, me: Principal) -> None:
     connector: ConnectorView = await mp.models.get_connector(me, connector_id)
     registered: Registered = await mp.models.register(me, "chat", connector_id=connector_id, deploy=True)
     model: ModelView = await mp.models.get(me, registered.model_id)
-    results: list[dict[str, object]] = await mp.models.predict(
-        me, registered.model_id, parameters={"user_prompt": "hi"}
-    )
+    results: list[Inference] = await mp.models.predict(me, registered.model_id, parameters={"user_prompt": "hi"})
     vectors: list[list[float]] = await mp.models.embed(me, ["a", "b"])
     listed: SearchHits = await mp.models.search_models(me, {"query": {"match_all": {}}})
     connectors: SearchHits = await mp.models.search_connectors(me, {"query": {"match_all": {}}})

@@ -10,11 +10,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _revisions import archived
 from tqdm import tqdm
 
 from memory_plugin.app import GIL_SWITCH_INTERVAL
@@ -34,13 +34,9 @@ def compare_revisions(
 ) -> dict[str, Any]:
     """The same store searched by the code of ``revision`` and by this tree, one search each in turns: each case's
     filter ``params`` (``truth``: its exact top 10 per query), and each ``(case, mode)`` with the query ``texts``."""
-    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as checkout:
-        archive = subprocess.run(
-            ["git", "archive", revision, "memory_plugin"], cwd=ROOT, capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", checkout], input=archive.stdout, check=True)
+    with archived(revision, "memory_plugin") as checkout:
         np.save(Path(checkout) / "queries.npy", queries)
-        sides = {f"embedded@{revision}": checkout, "embedded@this tree": str(ROOT)}
+        sides = {f"embedded@{revision}": str(checkout), "embedded@this tree": str(ROOT)}
         workers = {
             name: subprocess.Popen(
                 [

@@ -6,7 +6,9 @@ Starts the servers as subprocesses on loopback, drives each with the same
 aiohttp client, and prints req/s and latency percentiles side by side: the
 ratio to hello-world is our overhead.  Hello-world runs twice: on asyncio's own
 loop, as ``web.run_app`` starts it, and on uvloop, the loop our server runs on,
-so that the second ratio compares like with like.  List runs twice: as served
+so that the second ratio compares like with like.  ``--baseline REV`` also
+serves the code of git revision REV on a third server, its creates and lists
+interleaved with this tree's: a before and after in one run.  List runs twice: as served
 (the same page again and again, which the page cache answers), and on a second
 server with ``page_cache_mb = 0``, where every request reads SQLite and renders.  ``--repeat N`` runs every case N times,
 interleaved, and keeps each case's best run: on a shared machine, the run the
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -34,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from _plots import plot_memory, write_report  # noqa: E402
+from _revisions import archived  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 from tests.support.live import LiveServer, free_port  # noqa: E402
@@ -93,6 +97,7 @@ async def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per case, interleaved; the best is kept")
     parser.add_argument("--bridge", action="store_true", help="also index interactions for search")
     parser.add_argument("--log-level", default="info", help="the server's log level (info logs every request)")
+    parser.add_argument("--baseline", help="also serve this git revision's code, its cases interleaved with ours")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "memory.json")
     args = parser.parse_args()
 
@@ -116,12 +121,35 @@ async def main() -> None:
     with (
         LiveServer(workdir / "data", env=env) as server,
         LiveServer(workdir / "uncached", env=uncached_env) as uncached,
+        contextlib.ExitStack() as baseline_stack,
     ):
         assert server.process is not None and uncached.process is not None
         await asyncio.sleep(1.0)  # let hello-world bind too
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
             async with http.post(BASE, json={"name": "bench"}) as response:
                 conversation_id = (await response.json())["conversation_id"]
+        before = []
+        if args.baseline:
+            code = baseline_stack.enter_context(archived(args.baseline, "memory_plugin", "embedder"))
+            _, old_token = KeyStore(workdir / "baseline" / "keys.json").create("bench-org", "bench-user")
+            old = baseline_stack.enter_context(LiveServer(workdir / "baseline", env=env, code=code))
+            assert old.process is not None
+            old_headers = {"Authorization": f"Bearer {old_token}"}
+            async with aiohttp.ClientSession(old.url, headers=old_headers) as http:
+                async with http.post(BASE, json={"name": "bench"}) as response:
+                    old_id = (await response.json())["conversation_id"]
+            old_url = f"{old.url}{BASE}/{old_id}"
+            before = [
+                (f"create interaction @{args.baseline}", old_url, "POST", interaction, old_headers, old.process.pid),
+                (
+                    f"list interactions @{args.baseline}",
+                    f"{old_url}?max_results=10",
+                    "GET",
+                    None,
+                    old_headers,
+                    old.process.pid,
+                ),
+            ]
         async with aiohttp.ClientSession(uncached.url, headers=uncached_headers) as http:
             async with http.post(BASE, json={"name": "bench"}) as response:
                 uncached_id = (await response.json())["conversation_id"]
@@ -158,6 +186,7 @@ async def main() -> None:
                 uncached_headers,
                 uncached.process.pid,
             ),
+            *before,
         ]
         total = args.requests * len(cases) * len(args.concurrency) * args.repeat
         with tqdm(total=total, unit="req", desc="bench_memory") as bar:
@@ -196,7 +225,7 @@ async def main() -> None:
             f"{row['ratio_to_hello_world']:>10}{row['ratio_to_hello_world_uvloop']:>17}{cpu:>12}"
             f"{row['cpu_ratio_to_hello_world']!s:>14}{row['cpu_ratio_to_hello_world_uvloop']!s:>15}  {row['statuses']}"
         )
-    report = {"bridge": args.bridge, "repeat": args.repeat, "results": results}
+    report = {"bridge": args.bridge, "repeat": args.repeat, "baseline": args.baseline, "results": results}
     write_report(args.out, report, plot_memory)
 
 

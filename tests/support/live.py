@@ -76,11 +76,16 @@ class LiveServer:
         env: dict[str, str] | None = None,
         config: Path | None = None,
         args: list[str] | None = None,
+        code: Path | None = None,
     ) -> None:
+        """``code``: a folder holding another revision's ``memory_plugin`` to serve instead of this tree's."""
         self.data_dir = data_dir
+        self.code = code
         self.args = list(args or [])
         self.port = free_port()
         self.env = {**os.environ, "MEMORY_PLUGIN_BRIDGE_ENABLED": "false", **(env or {})}
+        if code is not None:
+            self.env["PYTHONPATH"] = str(code)
         self.config = config
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"server-{self.port}.log"
@@ -101,7 +106,7 @@ class LiveServer:
             command += ["--config", str(self.config)]
         command += self.args
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, env=self.env, cwd=self.code, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

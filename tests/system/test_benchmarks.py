@@ -69,7 +69,7 @@ def _http(report: dict[str, Any]) -> None:
     assert [row["case"] for row in report["search"]] == ["search c=1", "search c=2"]
 
 
-@benchmark("bench_memory.py", "--requests", "20", "--concurrency", "1,2")
+@benchmark("bench_memory.py", "--requests", "20", "--concurrency", "1,2", "--baseline", "HEAD")
 def _memory(report: dict[str, Any]) -> None:
     cases = (
         "hello-world GET",
@@ -79,6 +79,8 @@ def _memory(report: dict[str, Any]) -> None:
         "create interaction",
         "list interactions",
         "list, no page cache",
+        "create interaction @HEAD",
+        "list interactions @HEAD",
     )
     assert cells(report, "case", "concurrency") == {(case, n) for case in cases for n in (1, 2)}
     for row in report["results"]:
@@ -97,12 +99,16 @@ def _memory(report: dict[str, Any]) -> None:
     "6",
     "--seed-texts",
     "10",
+    "--baseline",
+    "HEAD",
 )
 def _agentic(report: dict[str, Any]) -> None:
     assert [case for (case,) in sorted(cells(report, "case"))] == sorted(
         [
             "add memory",
             "add memory + session",
+            "add memory @HEAD",
+            "add memory + session @HEAD",
             "semantic k=10",
             "semantic k=10, namespace",
             "hybrid k=10",

@@ -357,11 +357,16 @@ async def main() -> None:
     if args.adds:
         results = await bench_adds(args.adds, args.concurrency, args.log_level, args.baseline, args.repeat)
     results += await bench_search(args.memories, args.searches, args.seed_texts)
-    print(f"\n{'case':<56}{'memories':>10}{'conc':>6}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'recall@10':>11}")
+    print(
+        f"\n{'case':<56}{'memories':>10}{'conc':>6}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'recall@10':>11}"
+        f"{'cpu ms/req':>12}"
+    )
     for row in results:
+        # The server's CPU per add: the figure the machine's other load moves least (adds only).
         print(
             f"{row['case']:<56}{row.get('memories', '-')!s:>10}{row['concurrency']:>6}{row['req_per_s']!s:>10}"
             f"{row['p50_ms']:>10}{row['p99_ms']!s:>10}{row.get('recall_at_10', '')!s:>11}"
+            f"{row.get('server_cpu_ms_per_request', '')!s:>12}"
         )
     write_report(args.out, {"results": results}, plot_agentic)
 

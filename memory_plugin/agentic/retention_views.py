@@ -43,11 +43,8 @@ def plan_view(plan: Plan) -> dict[str, Any]:
             effective[key] = dict(plan.policy[memory_type])
     if plan.ttl_days > 0:
         effective["working_memory_ttl_days"] = plan.ttl_days
-    would_delete = {key: _type_view(plan.plan(memory_type)) for memory_type, key in REPORT_KEYS.items()}
-    working = plan.plan(WORKING)
-    for reason in ("cascade", "ttl", "orphan"):
-        working.by_reason.setdefault(reason, [])
-    would_delete["working_memory"] = _type_view(working)
+    would_delete = {key: _type_view(plan.types.get(memory_type)) for memory_type, key in REPORT_KEYS.items()}
+    would_delete["working_memory"] = _type_view(plan.types.get(WORKING), always=("cascade", "ttl", "orphan"))
     return {
         "container_id": plan.container_id,
         "evaluated_at": plan.evaluated_at,
@@ -60,6 +57,8 @@ def plan_view(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _type_view(plan: TypePlan) -> dict[str, Any]:
-    counts = {reason: len(docs) for reason, docs in plan.by_reason.items()}
+def _type_view(plan: TypePlan | None, always: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A type's deletes by reason, in the plan's order, then each of ``always`` it lacks (at 0)."""
+    counts = {reason: len(docs) for reason, docs in (plan.by_reason.items() if plan is not None else ())}
+    counts.update({reason: 0 for reason in always if reason not in counts})
     return {"total": sum(counts.values()), "by_reason": counts}

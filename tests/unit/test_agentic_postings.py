@@ -240,27 +240,59 @@ async def test_postings_follow_updates_deletes_and_session_touches(tmp_path):
         touch = SessionWrite("s-new", None, touched_time=5)
         await store.add_memory(ALICE, "c1", MemoryAdd("w-newer", working(1), touch))
         assert await ids("namespace.session_id", "s-new", SESSIONS) == ["s-new"]
+        held = await store.db.read(lambda c: c.execute("SELECT * FROM postings ORDER BY seq, term_id").fetchall())
+        await store.add_memory(ALICE, "c1", MemoryAdd("w-newest", working(2), touch))  # the touch keeps them
+        after = await store.db.read(lambda c: c.execute("SELECT * FROM postings ORDER BY seq, term_id").fetchall())
+        assert after[: len(held)] == held and len(after) == len(held) + len(postings(working(2)))
         assert await store.delete_container(ALICE, "c1") is not None
-        rows = await store.db.read(lambda c: c.execute("SELECT count(*) FROM postings").fetchone()[0])
-        assert rows == 0
+        counts = "SELECT (SELECT count(*) FROM postings), (SELECT count(*) FROM posting_terms)"
+        assert await store.db.read(lambda c: tuple(c.execute(counts).fetchone())) == (0, 0)
     finally:
         await store.close()
 
 
-async def test_a_database_of_schema_v4_gains_the_sort_indexes_on_open(tmp_path):
-    path = tmp_path / "v4.sqlite3"
+#: Schema v5's postings, as that release left them: every string again in each of four B-trees.
+WIDE_POSTINGS = """
+    CREATE TABLE postings (
+        container_id TEXT NOT NULL, memory_type TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL,
+        seq INTEGER NOT NULL REFERENCES memories (seq) ON DELETE CASCADE, organization_id TEXT NOT NULL,
+        user_id TEXT NOT NULL, created_time, last_updated_time,
+        PRIMARY KEY (container_id, memory_type, field, value, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX postings_seq ON postings (seq);
+    CREATE INDEX postings_by_created_time ON postings
+        (container_id, memory_type, field, value, organization_id, user_id, created_time, seq);
+"""
+
+
+async def test_a_database_of_schema_v5_trades_its_wide_postings_for_narrow_ones_on_open(tmp_path):
+    path = tmp_path / "v5.sqlite3"
     connection = sqlite3.connect(path, isolation_level=None)
-    for migration in MIGRATIONS[:4]:
+    for migration in MIGRATIONS[:3]:
         migration(connection)
-    connection.execute("PRAGMA user_version=4")
+    connection.executescript(WIDE_POSTINGS)
+    connection.execute("PRAGMA user_version=5")
+    connection.execute("INSERT INTO containers VALUES ('c1', 'org-1', 'alice', '{}', 1, 1)")
+    connection.execute(
+        "INSERT INTO memories (seq, container_id, memory_type, memory_id, organization_id, user_id, doc, version, "
+        "seq_no) VALUES (3, 'c1', ?, 'm3', 'org-1', 'alice', ?, 1, 3)",
+        (WORKING, json.dumps(working(3))),
+    )
+    connection.execute(  # a posting v5 wrote: gone with its table
+        "INSERT INTO postings VALUES ('c1', ?, 'namespace.session_id', 's3', 3, 'org-1', 'alice', 1, 1)", (WORKING,)
+    )
     connection.close()
     store = SqliteAgenticStore(path)
     await store.open(8)
     try:
-        names = await store.db.read(
-            lambda c: {row[0] for row in c.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'postings'")}
+        tables = await store.db.read(
+            lambda c: {row[0]: row[1] for row in c.execute("SELECT name, tbl_name FROM sqlite_master")}
         )
-        assert {"postings_by_created_time", "postings_by_last_updated_time"} <= names
+        assert tables["postings_seq"] == "postings" and "postings_by_created_time" not in tables
+        columns = await store.db.read(lambda c: [row[1] for row in c.execute("PRAGMA table_info(postings)")])
+        assert columns == ["term_id", "created_time", "seq"]
+        found = await store.docs_matching(ALICE, "c1", WORKING, [(("namespace.session_id",), ("s3",))])
+        assert [doc.id for doc in found] == ["m3"]
     finally:
         await store.close()
 

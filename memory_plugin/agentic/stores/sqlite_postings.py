@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memory_plugin.agentic.models import valid_unicode
 from memory_plugin.agentic.stores.base import ExactTerms, StoredDoc, owner_key
 from memory_plugin.auth import Principal
-from memory_plugin.dsl.values import field_values
 from memory_plugin.sqlite import run_script
 
 #: Top-level fields (a path's first segment) whose exact values are indexed: the keyword fields and the
@@ -51,53 +50,68 @@ def indexed_path(path: str) -> bool:
     return path.split(".", 1)[0] in INDEXED_ROOTS and path not in MAP_ROOTS
 
 
-def _node_paths(value: Any, path: str) -> Iterator[str]:
-    """``path`` and every dotted path below it through objects (arrays are transparent, as in ``lookup``)."""
-    yield path
-    if isinstance(value, Mapping):
-        for key, inner in value.items():
-            yield from _node_paths(inner, f"{path}.{key}")
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _node_paths(item, path)
-
-
 def postings(doc: Mapping[str, Any]) -> set[tuple[str, str]]:
-    """``(path, value)`` for every indexed path of ``doc`` and string value the DSL reads there.  Every path a
-    DSL lookup can resolve is a chain of the doc's keys, so a match on an indexed path is always among these."""
-    paths: set[str] = set()
+    """``(path, value)`` for every indexed path of ``doc`` and string value the DSL reads there: each string
+    leaf under each of the paths that lead to it (arrays are transparent, and a path holding an object reads
+    every leaf below it, as ``field_values`` does).  Every path a DSL lookup can resolve is a chain of the
+    doc's keys, so a match on an indexed path is always among these."""
+    found: set[tuple[str, str]] = set()
+
+    def walk(value: Any, paths: tuple[str, ...]) -> None:
+        if isinstance(value, str):
+            found.update((path, value) for path in paths if path not in MAP_ROOTS)
+        elif isinstance(value, Mapping):
+            for key, inner in value.items():
+                walk(inner, (*paths, f"{paths[-1]}.{key}"))
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item, paths)
+
     for key, value in doc.items():
         if key.split(".", 1)[0] in INDEXED_ROOTS:
-            paths.update(_node_paths(value, key))
-    found: set[tuple[str, str]] = set()
-    for path in paths - MAP_ROOTS:
-        found.update((path, value) for value in field_values(doc, path) if isinstance(value, str))
+            walk(value, (key,))
     return found
 
 
-#: Top-level numbers each posting carries, so that a page sorted by them is picked from the postings alone.
-SORT_FIELDS = ("created_time", "last_updated_time")
+#: The one number each posting carries, so that a page sorted by it is picked from the postings alone (the
+#: order the LangGraph checkpointer and the Strands client load a session in).
+SORT_FIELD = "created_time"
+#: What a posting carries for a doc without one exact number there: text sorts after every number in SQLite,
+#: so one seek at the end of a term's postings finds it.
+NOT_A_NUMBER = ""
 #: Integers a double holds exactly: beyond, the DSL's float keys could tie where SQLite's integers do not.
 _EXACT_FLOAT = 2**53
 
 
+def schema_retired(connection: sqlite3.Connection) -> None:
+    """Schemas v4 and v5 held the postings that v6 replaces (a row of every string per posting, in four
+    B-trees): a database still before them goes straight to v6's."""
+
+
 def schema_postings(connection: sqlite3.Connection) -> None:
-    """Schema v4: the ``postings`` table, filled for every doc already stored (nothing is re-read later).  Each
-    row also holds its doc's owner and sort numbers: counting and paging a session reads no doc."""
+    """Schema v6: the ``postings`` of every doc already stored (nothing is re-read later), narrow rows that
+    name their term by id.  A term is one value of one path of one owner's docs of a type in a container, so
+    counting and paging a session reads no doc; a posting's key carries its doc's ``created_time``, so a
+    term's postings are a session in that order, and a write adds one row to two B-trees per posting."""
     run_script(
         connection,
         """
-        CREATE TABLE postings (
+        DROP TABLE IF EXISTS postings;
+        CREATE TABLE posting_terms (
+            term_id INTEGER PRIMARY KEY,
             container_id TEXT NOT NULL,
             memory_type TEXT NOT NULL,
             field TEXT NOT NULL,
             value TEXT NOT NULL,
-            seq INTEGER NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
             organization_id TEXT NOT NULL,
             user_id TEXT NOT NULL,
-            created_time,
-            last_updated_time,
-            PRIMARY KEY (container_id, memory_type, field, value, seq)
+            UNIQUE (container_id, memory_type, field, value, organization_id, user_id)
+        );
+        CREATE TABLE postings (
+            term_id INTEGER NOT NULL,
+            created_time NOT NULL,
+            seq INTEGER NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
+            PRIMARY KEY (term_id, created_time, seq)
         ) WITHOUT ROWID;
         CREATE INDEX postings_seq ON postings (seq);
         """,
@@ -106,42 +120,36 @@ def schema_postings(connection: sqlite3.Connection) -> None:
         "SELECT seq, container_id, memory_type, organization_id, user_id, doc FROM memories ORDER BY seq"
     )
     for seq, container_id, memory_type, organization_id, user_id, doc in rows:
-        _insert_postings(connection, seq, container_id, memory_type, (organization_id, user_id), json.loads(doc))
-
-
-def schema_sort_indexes(connection: sqlite3.Connection) -> None:
-    """Schema v5: a term's postings in the order of each sort number, so that a session's page is its first
-    entries and its count stops at ``track_total_hits``, however long the session."""
-    for field in SORT_FIELDS:
-        connection.execute(
-            f"CREATE INDEX postings_by_{field} ON postings "
-            f"(container_id, memory_type, field, value, organization_id, user_id, {field}, seq)"
+        index_postings(
+            connection, seq, container_id, memory_type, (organization_id, user_id), json.loads(doc), new=True
         )
 
 
-def _sort_number(value: Any) -> int | float | None:
-    """A sort field's value as the DSL orders it, when it is one number it orders exactly so."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < _EXACT_FLOAT:
-        return value
-    return None
+def _exact(value: Any) -> bool:
+    """Whether the DSL orders ``value`` as SQLite does: one number, exactly."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < _EXACT_FLOAT
 
 
-def _insert_postings(
-    c: sqlite3.Connection,
-    seq: int,
-    container_id: str,
-    memory_type: str,
-    owner: tuple[str, str],
-    doc: Mapping[str, Any],
-) -> None:
-    numbers = tuple(_sort_number(doc.get(name)) for name in SORT_FIELDS)
-    c.executemany(
-        "INSERT OR IGNORE INTO postings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (container_id, memory_type, valid_unicode(path), valid_unicode(value), seq, *owner, *numbers)
-            for path, value in postings(doc)
-        ],
-    )
+#: One value of one path, of one owner's docs of a type in a container.
+_TERM = "container_id = ? AND memory_type = ? AND field = ? AND value = ? AND organization_id = ? AND user_id = ?"
+
+
+def _term_ids(
+    c: sqlite3.Connection, container_id: str, memory_type: str, owner: tuple[str, str], pairs: set[tuple[str, str]]
+) -> set[int]:
+    """The ids of the terms ``pairs`` name, each added on first use."""
+    found = set()
+    for key in {(container_id, memory_type, path, value, *owner) for path, value in pairs}:
+        row = (
+            c.execute(f"SELECT term_id FROM posting_terms WHERE {_TERM}", key).fetchone()
+            or c.execute(
+                "INSERT INTO posting_terms (container_id, memory_type, field, value, organization_id, user_id) "
+                "VALUES (?, ?, ?, ?, ?, ?) RETURNING term_id",
+                key,
+            ).fetchone()
+        )
+        found.add(row[0])
+    return found
 
 
 def index_postings(
@@ -154,20 +162,39 @@ def index_postings(
     *,
     new: bool,
 ) -> None:
-    """A doc's postings, replacing its earlier ones unless it is ``new``, in the caller's transaction."""
+    """A doc's postings, replacing its earlier ones unless it is ``new``, in the caller's transaction.  A
+    rewrite that keeps them (a session's touch moves only ``last_updated_time``) writes none."""
+    created = doc.get(SORT_FIELD)
+    key = created if _exact(created) else NOT_A_NUMBER
+    pairs = {(valid_unicode(path), valid_unicode(value)) for path, value in postings(doc)}
     if not new:
+        held = c.execute(
+            "SELECT t.field, t.value, p.created_time FROM postings AS p JOIN posting_terms AS t USING (term_id) "
+            "WHERE p.seq = ?",
+            (seq,),
+        ).fetchall()
+        if len(held) == len(pairs) and all((field, value) in pairs and at == key for field, value, at in held):
+            return
         c.execute("DELETE FROM postings WHERE seq = ?", (seq,))
-    _insert_postings(c, seq, container_id, memory_type, owner, doc)
+    c.executemany(
+        "INSERT INTO postings VALUES (?, ?, ?)",
+        [(term_id, key, seq) for term_id in _term_ids(c, container_id, memory_type, owner, pairs)],
+    )
 
 
-#: One value of one path, of the owner's docs: a prefix of the sort indexes.
-_TERM = "container_id = ? AND memory_type = ? AND field = ? AND value = ? AND organization_id = ? AND user_id = ?"
-#: One required term's postings of the owner's docs.
-_POSTED = (
-    "SELECT seq{columns} FROM postings WHERE container_id = ? AND memory_type = ? AND field IN "
+def forget_container(c: sqlite3.Connection, container_id: str) -> None:
+    """A deleted container's terms (its postings go with its docs)."""
+    c.execute("DELETE FROM posting_terms WHERE container_id = ?", (container_id,))
+
+
+#: The owner's terms of one of the paths and one of the values.
+_TERMS = (
+    "SELECT term_id FROM posting_terms WHERE container_id = ? AND memory_type = ? AND field IN "
     "(SELECT value FROM json_each(?)) AND value IN (SELECT value FROM json_each(?)) AND organization_id = ? "
     "AND user_id = ?"
 )
+#: One required term's postings of the owner's docs.
+_POSTED = "SELECT seq{columns} FROM postings WHERE term_id IN (" + _TERMS + ")"
 
 
 def _posted(
@@ -253,17 +280,17 @@ def _sorted_seqs(
 ) -> tuple[int, list[int]] | None:
     """``sorted_page``'s count (up to ``count_up_to``) and page, oldest first."""
     field, descending, limit = sort
-    if field in SORT_FIELDS:  # from the postings alone: the first term's, among the other terms' seqs
+    if field == SORT_FIELD:  # from the postings alone: the first term's, among the other terms' seqs
         (paths, values), rest = required[0], required[1:]
         more: list[Any] = []
         if rest:
             others, more = _candidates(owner, container_id, memory_type, rest)
-        among = f" AND seq IN ({others})" if rest else ""
-        if len(paths) == 1 and len(values) == 1:  # a posting per doc: the sort index holds count and page
+        among = f" AND +seq IN ({others})" if rest else ""  # "+": the term's key drives, never postings_seq
+        if len(paths) == 1 and len(values) == 1:  # a posting per doc: the term's key holds count and page
             return _indexed_page(
                 c, owner, container_id, memory_type, (paths[0], values[0]), among, more, sort, count_up_to
             )
-        sql = _POSTED.format(columns=f", {field} AS key") + among
+        sql = _POSTED.format(columns=f", {SORT_FIELD} AS key") + among
         parameters = [*_posted(owner, container_id, memory_type, paths, values), *more]
         numbers = dict(c.execute(sql, parameters).fetchall())  # a doc may have several of the term's postings
     else:
@@ -277,7 +304,7 @@ def _sorted_seqs(
         except sqlite3.OperationalError:  # a doc SQLite's JSON does not read (Python writes NaN): the DSL sorts
             return None
         numbers = {seq: key if kind in ("integer", "real") else None for seq, kind, key in keys}
-    if any(key is None or abs(key) >= _EXACT_FLOAT for key in numbers.values()):
+    if not all(_exact(key) for key in numbers.values()):
         return None
     ranked_keys = sorted(numbers.items(), key=lambda row: (-row[1] if descending else row[1], row[0]))
     return len(numbers), sorted(seq for seq, _ in ranked_keys[:limit])
@@ -294,17 +321,22 @@ def _indexed_page(
     sort: tuple[str, bool, int],
     count_up_to: int | None,
 ) -> tuple[int, list[int]] | None:
-    """One term's count and page read along ``postings_by_<field>`` in sort order: the page is its first
-    ``limit`` entries and the count stops at ``count_up_to``, however many docs the term selects."""
-    field, descending, limit = sort
-    where, index = f"{_TERM}{among}", f"INDEXED BY postings_by_{field}"  # whatever the statistics say
-    parameters = [container_id, memory_type, valid_unicode(term[0]), valid_unicode(term[1]), *owner_key(owner), *more]
-    if c.execute(f"SELECT 1 FROM postings WHERE {where} AND {field} IS NULL LIMIT 1", parameters).fetchone():
-        return None  # a doc with anything but a single number there: the DSL sorts
+    """One term's count and page read along its postings' key, in ``created_time`` order: the page is its
+    first ``limit`` entries and the count stops at ``count_up_to``, however many docs the term selects."""
+    _, descending, limit = sort
+    key = [container_id, memory_type, valid_unicode(term[0]), valid_unicode(term[1]), *owner_key(owner)]
+    row = c.execute(f"SELECT term_id FROM posting_terms WHERE {_TERM}", key).fetchone()
+    if row is None:
+        return 0, []
+    if c.execute(
+        f"SELECT 1 FROM postings WHERE term_id = ? AND {SORT_FIELD} >= ?{among} LIMIT 1", [row[0], NOT_A_NUMBER, *more]
+    ).fetchone():
+        return None  # a doc with anything but one exact number there: the DSL sorts
+    where, parameters = f"term_id = ?{among}", [row[0], *more]
     bound = -1 if count_up_to is None else count_up_to
     (total,) = c.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM postings {index} WHERE {where} LIMIT ?)", [*parameters, bound]
+        f"SELECT count(*) FROM (SELECT 1 FROM postings WHERE {where} LIMIT ?)", [*parameters, bound]
     ).fetchone()
-    order = f"{field} {'DESC' if descending else 'ASC'}, seq"
-    ranked = c.execute(f"SELECT seq FROM postings {index} WHERE {where} ORDER BY {order} LIMIT ?", [*parameters, limit])
+    order = f"{SORT_FIELD} {'DESC' if descending else 'ASC'}, seq"
+    ranked = c.execute(f"SELECT seq FROM postings WHERE {where} ORDER BY {order} LIMIT ?", [*parameters, limit])
     return total, sorted(seq for (seq,) in ranked)

@@ -2,7 +2,7 @@
 
     python scripts/bench_agentic.py [--adds 3000] [--memories 100000] [--searches 300] [--out bench-results/agentic.json]
 
-``--adds 0`` skips the first part; ``--baseline REV`` also adds through the code of git
+``--adds 0`` skips the first part and ``--memories 0`` the second; ``--baseline REV`` also adds through the code of git
 revision REV on a second server, its runs interleaved with this tree's (``--repeat N``
 runs each N times and keeps the best).
 
@@ -356,7 +356,8 @@ async def main() -> None:
     results = []
     if args.adds:
         results = await bench_adds(args.adds, args.concurrency, args.log_level, args.baseline, args.repeat)
-    results += await bench_search(args.memories, args.searches, args.seed_texts)
+    if args.memories:
+        results += await bench_search(args.memories, args.searches, args.seed_texts)
     print(
         f"\n{'case':<56}{'memories':>10}{'conc':>6}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'recall@10':>11}"
         f"{'cpu ms/req':>12}"

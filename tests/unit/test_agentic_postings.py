@@ -16,9 +16,10 @@ from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.memories import Memories
 from memory_plugin.agentic.memory_requests import parse_memory_search
 from memory_plugin.agentic.models import HISTORY, SESSIONS, WORKING
+from memory_plugin.agentic.stores import sqlite_postings
 from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
-from memory_plugin.agentic.stores.sqlite_postings import indexed_path, postings
+from memory_plugin.agentic.stores.sqlite_postings import RECENT_DOCS, indexed_path, postings
 from memory_plugin.agentic.stores.sqlite_tables import MIGRATIONS
 from memory_plugin.agentic.views import hit_extras, hits_view
 from memory_plugin.auth import Principal
@@ -28,6 +29,13 @@ from memory_plugin.dsl.pushdown import RequiredTerms, SortedPage, required_terms
 
 ALICE, BOB = Principal("org-1", "alice"), Principal("org-1", "bob")
 SESSION = {"term": {"namespace.session_id": "s3"}}
+
+
+@pytest.fixture(autouse=True, params=[1, 13, RECENT_DOCS], ids=["moved", "moved-and-recent", "recent"])
+def recent_postings(request, monkeypatch):
+    """Every test with each new doc's postings moved at once to the term-ordered table, with some moved and
+    some recent, and (up to 512 docs) all of them recent."""
+    monkeypatch.setattr(sqlite_postings, "RECENT_DOCS", request.param)
 
 
 def planned(body: dict[str, Any]) -> list[RequiredTerms]:
@@ -240,13 +248,33 @@ async def test_postings_follow_updates_deletes_and_session_touches(tmp_path):
         touch = SessionWrite("s-new", None, touched_time=5)
         await store.add_memory(ALICE, "c1", MemoryAdd("w-newer", working(1), touch))
         assert await ids("namespace.session_id", "s-new", SESSIONS) == ["s-new"]
-        held = await store.db.read(lambda c: c.execute("SELECT * FROM postings ORDER BY seq, term_id").fetchall())
+        every = "SELECT * FROM postings UNION ALL SELECT * FROM recent_postings ORDER BY seq, term_id"
+        held = await store.db.read(lambda c: c.execute(every).fetchall())
         await store.add_memory(ALICE, "c1", MemoryAdd("w-newest", working(2), touch))  # the touch keeps them
-        after = await store.db.read(lambda c: c.execute("SELECT * FROM postings ORDER BY seq, term_id").fetchall())
+        after = await store.db.read(lambda c: c.execute(every).fetchall())
         assert after[: len(held)] == held and len(after) == len(held) + len(postings(working(2)))
         assert await store.delete_container(ALICE, "c1") is not None
-        counts = "SELECT (SELECT count(*) FROM postings), (SELECT count(*) FROM posting_terms)"
-        assert await store.db.read(lambda c: tuple(c.execute(counts).fetchone())) == (0, 0)
+        counts = (
+            "SELECT (SELECT count(*) FROM postings), (SELECT count(*) FROM recent_postings), "
+            "(SELECT count(*) FROM posting_terms)"
+        )
+        assert await store.db.read(lambda c: tuple(c.execute(counts).fetchone())) == (0, 0, 0)
+    finally:
+        await store.close()
+
+
+async def test_a_doc_with_more_values_than_a_statement_holds_has_all_its_postings(tmp_path):
+    store = await filled(tmp_path, count=1)
+    try:
+        wide = {**working(1), "tags": {f"k{n}": f"v{n}" for n in range(1000)}}  # 2,000 parameters and more
+
+        async def ids(n: int) -> list[str]:
+            return [doc.id for doc in await store.docs_matching(ALICE, "c1", WORKING, [((f"tags.k{n}",), (f"v{n}",))])]
+
+        await store.add_memory(ALICE, "c1", MemoryAdd("wide", wide))
+        assert [await ids(n) for n in (0, 399, 400, 999)] == [["wide"]] * 4
+        await store.update(ALICE, "c1", WORKING, "wide", lambda doc: {**doc, "tags": {"k999": "v999"}})
+        assert [await ids(n) for n in (0, 399, 400, 999)] == [[], [], [], ["wide"]]
     finally:
         await store.close()
 

@@ -85,6 +85,7 @@ class SessionWrite:
     created: bool = field(default=False)
 
     def touched(self, current: Mapping[str, Any]) -> dict[str, Any]:
+        """``current`` with nothing else changed: no posting holds ``last_updated_time`` (``postings_kept``)."""
         return {**current, "last_updated_time": self.touched_time}
 
 

@@ -274,7 +274,7 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
                     self._insert(c, owner, container_id, SESSIONS, session.session_id, session.doc)
                     session.created = True
                 elif row is not None:
-                    rewrite(c, row["seq"], session.touched(json.loads(row["doc"])))
+                    rewrite(c, row["seq"], session.touched(json.loads(row["doc"])), postings_kept=True)
             self._insert(c, owner, container_id, WORKING, add.working_id, add.working)
             if add.infer_request is not None:
                 c.execute(

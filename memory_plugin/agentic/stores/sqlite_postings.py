@@ -79,6 +79,10 @@ SORT_FIELD = "created_time"
 #: What a posting carries for a doc without one exact number there: text sorts after every number in SQLite,
 #: so one seek at the end of a term's postings finds it.
 NOT_A_NUMBER = ""
+#: New docs whose postings wait in ``recent_postings``, at most: those of every doc since the last seq that is a
+#: multiple of it.  They are in the order of their docs, so a commit dirties the table's last page or two; a
+#: read scans them all (about 0.1 ms for this many conversational adds).
+RECENT_DOCS = 512
 #: Integers a double holds exactly: beyond, the DSL's float keys could tie where SQLite's integers do not.
 _EXACT_FLOAT = 2**53
 
@@ -89,10 +93,15 @@ def schema_retired(connection: sqlite3.Connection) -> None:
 
 
 def schema_postings(connection: sqlite3.Connection) -> None:
-    """Schema v6: the ``postings`` of every doc already stored (nothing is re-read later), narrow rows that
-    name their term by id.  A term is one value of one path of one owner's docs of a type in a container, so
+    """Schema v6: the postings of every doc already stored (nothing is re-read later), narrow rows that name
+    their term by id.  A term is one value of one path of one owner's docs of a type in a container, so
     counting and paging a session reads no doc; a posting's key carries its doc's ``created_time``, so a
-    term's postings are a session in that order, and a write adds one row to two B-trees per posting."""
+    term's postings are a session in that order.
+
+    A new doc's postings are written to ``recent_postings`` and moved to ``postings`` ``RECENT_DOCS`` docs
+    at a time, as Lucene flushes a segment: a commit of adds spread over many sessions then dirties a page
+    or two of a small table, not the last page of every session's postings.  A rewrite's go straight to
+    ``postings``: a (term, doc) is in one table or the other."""
     run_script(
         connection,
         """
@@ -114,6 +123,12 @@ def schema_postings(connection: sqlite3.Connection) -> None:
             PRIMARY KEY (term_id, created_time, seq)
         ) WITHOUT ROWID;
         CREATE INDEX postings_seq ON postings (seq);
+        CREATE TABLE recent_postings (
+            term_id INTEGER NOT NULL,
+            created_time NOT NULL,
+            seq INTEGER NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
+            PRIMARY KEY (seq, term_id)
+        ) WITHOUT ROWID;
         """,
     )
     rows = connection.execute(
@@ -130,26 +145,41 @@ def _exact(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < _EXACT_FLOAT
 
 
+#: Pairs per statement: two host parameters each, well under SQLite's limit whatever a doc holds.
+_PAIRS = 400
 #: One value of one path, of one owner's docs of a type in a container.
 _TERM = "container_id = ? AND memory_type = ? AND field = ? AND value = ? AND organization_id = ? AND user_id = ?"
 
 
-def _term_ids(
-    c: sqlite3.Connection, container_id: str, memory_type: str, owner: tuple[str, str], pairs: set[tuple[str, str]]
-) -> set[int]:
-    """The ids of the terms ``pairs`` name, each added on first use."""
-    found = set()
-    for key in {(container_id, memory_type, path, value, *owner) for path, value in pairs}:
-        row = (
-            c.execute(f"SELECT term_id FROM posting_terms WHERE {_TERM}", key).fetchone()
-            or c.execute(
-                "INSERT INTO posting_terms (container_id, memory_type, field, value, organization_id, user_id) "
-                "VALUES (?, ?, ?, ?, ?, ?) RETURNING term_id",
-                key,
-            ).fetchone()
+def _insert(
+    c: sqlite3.Connection,
+    table: str,
+    seq: int,
+    key: Any,
+    term: tuple[str, str, str, str],
+    pairs: set[tuple[str, str]],
+) -> None:
+    """The postings of ``pairs`` into ``table`` (``term``: container, type, organisation, user), their terms
+    added on first use.  One statement per ``_PAIRS`` pairs when the terms are known: a write's Python holds
+    the GIL that the event loop waits for."""
+    ordered = sorted(pairs)
+    for start in range(0, len(ordered), _PAIRS):
+        batch = ordered[start : start + _PAIRS]
+        values = ", ".join("(?, ?)" for _ in batch)
+        flat = [part for pair in batch for part in pair]
+        posted = (
+            f"INSERT OR IGNORE INTO {table} SELECT t.term_id, ?, ? FROM (VALUES {values}) AS p "
+            "JOIN posting_terms AS t ON t.container_id = ? AND t.memory_type = ? AND t.field = p.column1 "
+            "AND t.value = p.column2 AND t.organization_id = ? AND t.user_id = ?"
         )
-        found.add(row[0])
-    return found
+        if c.execute(posted, [key, seq, *flat, *term]).rowcount == len(batch):
+            continue
+        c.execute(  # the terms first seen here, then their postings
+            "INSERT OR IGNORE INTO posting_terms (container_id, memory_type, organization_id, user_id, field, value) "
+            f"SELECT ?, ?, ?, ?, column1, column2 FROM (VALUES {values})",
+            [*term, *flat],
+        )
+        c.execute(posted, [key, seq, *flat, *term])
 
 
 def index_postings(
@@ -169,21 +199,23 @@ def index_postings(
     pairs = {(valid_unicode(path), valid_unicode(value)) for path, value in postings(doc)}
     if not new:
         held = c.execute(
-            "SELECT t.field, t.value, p.created_time FROM postings AS p JOIN posting_terms AS t USING (term_id) "
-            "WHERE p.seq = ?",
-            (seq,),
+            "SELECT t.field, t.value, p.created_time FROM (SELECT term_id, created_time FROM postings WHERE seq = ? "
+            "UNION ALL SELECT term_id, created_time FROM recent_postings WHERE seq = ?) AS p "
+            "JOIN posting_terms AS t USING (term_id)",
+            (seq, seq),
         ).fetchall()
         if len(held) == len(pairs) and all((field, value) in pairs and at == key for field, value, at in held):
             return
         c.execute("DELETE FROM postings WHERE seq = ?", (seq,))
-    c.executemany(
-        "INSERT INTO postings VALUES (?, ?, ?)",
-        [(term_id, key, seq) for term_id in _term_ids(c, container_id, memory_type, owner, pairs)],
-    )
+        c.execute("DELETE FROM recent_postings WHERE seq = ?", (seq,))
+    _insert(c, "recent_postings" if new else "postings", seq, key, (container_id, memory_type, *owner), pairs)
+    if new and seq % RECENT_DOCS == 0:
+        c.execute("INSERT INTO postings SELECT term_id, created_time, seq FROM recent_postings")
+        c.execute("DELETE FROM recent_postings")
 
 
 def forget_container(c: sqlite3.Connection, container_id: str) -> None:
-    """A deleted container's terms (its postings go with its docs)."""
+    """A deleted container's terms (its postings go with its docs, from either table)."""
     c.execute("DELETE FROM posting_terms WHERE container_id = ?", (container_id,))
 
 
@@ -193,27 +225,37 @@ _TERMS = (
     "(SELECT value FROM json_each(?)) AND value IN (SELECT value FROM json_each(?)) AND organization_id = ? "
     "AND user_id = ?"
 )
-#: One required term's postings of the owner's docs.
-_POSTED = "SELECT seq{columns} FROM postings WHERE term_id IN (" + _TERMS + ")"
+#: One required term's postings of the owner's docs, in both tables, each ``{among}`` (an extra condition).
+_POSTED = (
+    "SELECT * FROM (SELECT seq{columns} FROM postings WHERE term_id IN (" + _TERMS + "){among} UNION ALL "
+    "SELECT seq{columns} FROM recent_postings WHERE term_id IN (" + _TERMS + "){among})"
+)
 
 
 def _posted(
-    owner: Principal, container_id: str, memory_type: str, paths: Sequence[str], values: Sequence[str]
+    owner: Principal,
+    container_id: str,
+    memory_type: str,
+    paths: Sequence[str],
+    values: Sequence[str],
+    more: Sequence[Any] = (),
 ) -> list[Any]:
-    return [
+    """``_POSTED``'s parameters, ``more`` those of its ``{among}``."""
+    terms = [
         container_id,
         memory_type,
         json.dumps([valid_unicode(p) for p in paths]),
         json.dumps([valid_unicode(v) for v in values]),
         *owner_key(owner),
     ]
+    return [*terms, *more, *terms, *more]
 
 
 def _candidates(owner: Principal, container_id: str, memory_type: str, required: ExactTerms) -> tuple[str, list[Any]]:
     """The owner's seqs with, for each ``(paths, values)``, a posting of one of the paths and one of the values."""
     selects, parameters = [], []
     for paths, values in required:
-        selects.append(_POSTED.format(columns=""))
+        selects.append(_POSTED.format(columns="", among=""))
         parameters += _posted(owner, container_id, memory_type, paths, values)
     return " INTERSECT ".join(selects), parameters
 
@@ -290,8 +332,8 @@ def _sorted_seqs(
             return _indexed_page(
                 c, owner, container_id, memory_type, (paths[0], values[0]), among, more, sort, count_up_to
             )
-        sql = _POSTED.format(columns=f", {SORT_FIELD} AS key") + among
-        parameters = [*_posted(owner, container_id, memory_type, paths, values), *more]
+        sql = _POSTED.format(columns=f", {SORT_FIELD} AS key", among=among)
+        parameters = _posted(owner, container_id, memory_type, paths, values, more)
         numbers = dict(c.execute(sql, parameters).fetchall())  # a doc may have several of the term's postings
     else:
         candidates, parameters = _candidates(owner, container_id, memory_type, required)
@@ -328,15 +370,19 @@ def _indexed_page(
     row = c.execute(f"SELECT term_id FROM posting_terms WHERE {_TERM}", key).fetchone()
     if row is None:
         return 0, []
-    if c.execute(
-        f"SELECT 1 FROM postings WHERE term_id = ? AND {SORT_FIELD} >= ?{among} LIMIT 1", [row[0], NOT_A_NUMBER, *more]
-    ).fetchone():
-        return None  # a doc with anything but one exact number there: the DSL sorts
+    both = "SELECT {columns} FROM postings WHERE {where} UNION ALL SELECT {columns} FROM recent_postings WHERE {where}"
     where, parameters = f"term_id = ?{among}", [row[0], *more]
+    unsure = both.format(columns="1", where=f"term_id = ? AND {SORT_FIELD} >= ?{among}")
+    if c.execute(f"{unsure} LIMIT 1", [row[0], NOT_A_NUMBER, *more] * 2).fetchone():
+        return None  # a doc with anything but one exact number there: the DSL sorts
     bound = -1 if count_up_to is None else count_up_to
     (total,) = c.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM postings WHERE {where} LIMIT ?)", [*parameters, bound]
+        f"SELECT count(*) FROM ({both.format(columns='1', where=where)} LIMIT ?)", [*parameters, *parameters, bound]
     ).fetchone()
     order = f"{SORT_FIELD} {'DESC' if descending else 'ASC'}, seq"
-    ranked = c.execute(f"SELECT seq FROM postings WHERE {where} ORDER BY {order} LIMIT ?", [*parameters, limit])
-    return total, sorted(seq for (seq,) in ranked)
+    ranked = []  # each table's first entries, then the first of both
+    for table in ("postings", "recent_postings"):
+        sql = f"SELECT {SORT_FIELD}, seq FROM {table} WHERE {where} ORDER BY {order} LIMIT ?"
+        ranked += c.execute(sql, [*parameters, limit]).fetchall()
+    ranked.sort(key=lambda row: (-row[0] if descending else row[0], row[1]))
+    return total, sorted(seq for _, seq in ranked[:limit])

@@ -183,9 +183,12 @@ def index_terms(c: sqlite3.Connection, seq: int, doc: dict[str, Any]) -> None:
     )
 
 
-def rewrite(c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bool = False) -> int:
+def rewrite(
+    c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bool = False, postings_kept: bool = False
+) -> int:
     """Store a doc's next version, with its postings, and return its seq_no; ``reembed`` (a long-term doc's text
-    changed) drops its vector, queues the new text for embedding and re-indexes it for BM25."""
+    changed) drops its vector, queues the new text for embedding and re-indexes it for BM25; ``postings_kept``
+    (the caller changed no value they hold: a session's touch) skips them."""
     seq_no = next_seq_no(c)
     if reembed:
         row = c.execute(
@@ -200,7 +203,7 @@ def rewrite(c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bo
             "RETURNING container_id, memory_type, organization_id, user_id",
             (dumps(doc), seq_no, seq),
         ).fetchone()
-    if row is not None:
+    if row is not None and not postings_kept:
         index_postings(c, seq, row[0], row[1], (row[2], row[3]), doc, new=False)
     return seq_no
 

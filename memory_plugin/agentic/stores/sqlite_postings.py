@@ -370,19 +370,17 @@ def _indexed_page(
     row = c.execute(f"SELECT term_id FROM posting_terms WHERE {_TERM}", key).fetchone()
     if row is None:
         return 0, []
-    both = "SELECT {columns} FROM postings WHERE {where} UNION ALL SELECT {columns} FROM recent_postings WHERE {where}"
     where, parameters = f"term_id = ?{among}", [row[0], *more]
-    unsure = both.format(columns="1", where=f"term_id = ? AND {SORT_FIELD} >= ?{among}")
-    if c.execute(f"{unsure} LIMIT 1", [row[0], NOT_A_NUMBER, *more] * 2).fetchone():
+    recent = c.execute(f"SELECT {SORT_FIELD}, seq FROM recent_postings WHERE {where}", parameters).fetchall()
+    unsure = f"SELECT 1 FROM postings WHERE term_id = ? AND {SORT_FIELD} >= ?{among} LIMIT 1"
+    if any(isinstance(key, str) for key, _ in recent) or c.execute(unsure, [row[0], NOT_A_NUMBER, *more]).fetchone():
         return None  # a doc with anything but one exact number there: the DSL sorts
     bound = -1 if count_up_to is None else count_up_to
-    (total,) = c.execute(
-        f"SELECT count(*) FROM ({both.format(columns='1', where=where)} LIMIT ?)", [*parameters, *parameters, bound]
-    ).fetchone()
+    counted = f"SELECT count(*) FROM (SELECT 1 FROM postings WHERE {where} LIMIT ?)"
+    (moved,) = c.execute(counted, [*parameters, bound]).fetchone()
+    total = moved + len(recent) if bound < 0 else min(moved + len(recent), bound)
     order = f"{SORT_FIELD} {'DESC' if descending else 'ASC'}, seq"
-    ranked = []  # each table's first entries, then the first of both
-    for table in ("postings", "recent_postings"):
-        sql = f"SELECT {SORT_FIELD}, seq FROM {table} WHERE {where} ORDER BY {order} LIMIT ?"
-        ranked += c.execute(sql, [*parameters, limit]).fetchall()
+    sql = f"SELECT {SORT_FIELD}, seq FROM postings WHERE {where} ORDER BY {order} LIMIT ?"
+    ranked = [*c.execute(sql, [*parameters, limit]), *recent]  # the moved ones' first entries, and the recent
     ranked.sort(key=lambda row: (-row[0] if descending else row[0], row[1]))
     return total, sorted(seq for _, seq in ranked[:limit])

@@ -248,7 +248,10 @@ async def test_postings_follow_updates_deletes_and_session_touches(tmp_path):
         touch = SessionWrite("s-new", None, touched_time=5)
         await store.add_memory(ALICE, "c1", MemoryAdd("w-newer", working(1), touch))
         assert await ids("namespace.session_id", "s-new", SESSIONS) == ["s-new"]
-        every = "SELECT * FROM postings UNION ALL SELECT * FROM recent_postings ORDER BY seq, term_id"
+        every = (
+            "SELECT t.field, t.value, p.created_time, p.seq FROM postings AS p JOIN posting_terms AS t USING (term_id) "
+            "UNION ALL SELECT field, value, created_time, seq FROM recent_postings ORDER BY 4, 1, 2"
+        )
         held = await store.db.read(lambda c: c.execute(every).fetchall())
         await store.add_memory(ALICE, "c1", MemoryAdd("w-newest", working(2), touch))  # the touch keeps them
         after = await store.db.read(lambda c: c.execute(every).fetchall())

@@ -98,10 +98,11 @@ def schema_postings(connection: sqlite3.Connection) -> None:
     counting and paging a session reads no doc; a posting's key carries its doc's ``created_time``, so a
     term's postings are a session in that order.
 
-    A new doc's postings are written to ``recent_postings`` and moved to ``postings`` ``RECENT_DOCS`` docs
-    at a time, as Lucene flushes a segment: a commit of adds spread over many sessions then dirties a page
-    or two of a small table, not the last page of every session's postings.  A rewrite's go straight to
-    ``postings``: a (term, doc) is in one table or the other."""
+    A new doc's postings are written to ``recent_postings``, with their terms spelled out, and moved to
+    ``postings`` ``RECENT_DOCS`` docs at a time, their terms named then, as Lucene flushes a segment: an add
+    is one insert at the end of a small table, whatever its terms, not a write at the end of each of its
+    terms' postings (nor a dictionary lookup).  A rewrite's go straight to ``postings``: a (term, doc) is
+    in one table or the other."""
     run_script(
         connection,
         """
@@ -124,10 +125,15 @@ def schema_postings(connection: sqlite3.Connection) -> None:
         ) WITHOUT ROWID;
         CREATE INDEX postings_seq ON postings (seq);
         CREATE TABLE recent_postings (
-            term_id INTEGER NOT NULL,
-            created_time NOT NULL,
             seq INTEGER NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
-            PRIMARY KEY (seq, term_id)
+            field TEXT NOT NULL,
+            value TEXT NOT NULL,
+            created_time NOT NULL,
+            container_id TEXT NOT NULL,
+            memory_type TEXT NOT NULL,
+            organization_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            PRIMARY KEY (seq, field, value)
         ) WITHOUT ROWID;
         """,
     )
@@ -153,22 +159,20 @@ _TERM = "container_id = ? AND memory_type = ? AND field = ? AND value = ? AND or
 
 def _insert(
     c: sqlite3.Connection,
-    table: str,
     seq: int,
     key: Any,
     term: tuple[str, str, str, str],
     pairs: set[tuple[str, str]],
 ) -> None:
-    """The postings of ``pairs`` into ``table`` (``term``: container, type, organisation, user), their terms
-    added on first use.  One statement per ``_PAIRS`` pairs when the terms are known: a write's Python holds
-    the GIL that the event loop waits for."""
+    """A rewritten doc's postings of ``pairs`` (``term``: container, type, organisation, user), their terms
+    added on first use: one statement per ``_PAIRS`` pairs when the terms are known."""
     ordered = sorted(pairs)
     for start in range(0, len(ordered), _PAIRS):
         batch = ordered[start : start + _PAIRS]
         values = ", ".join("(?, ?)" for _ in batch)
         flat = [part for pair in batch for part in pair]
         posted = (
-            f"INSERT OR IGNORE INTO {table} SELECT t.term_id, ?, ? FROM (VALUES {values}) AS p "
+            f"INSERT OR IGNORE INTO postings SELECT t.term_id, ?, ? FROM (VALUES {values}) AS p "
             "JOIN posting_terms AS t ON t.container_id = ? AND t.memory_type = ? AND t.field = p.column1 "
             "AND t.value = p.column2 AND t.organization_id = ? AND t.user_id = ?"
         )
@@ -197,21 +201,41 @@ def index_postings(
     created = doc.get(SORT_FIELD)
     key = created if _exact(created) else NOT_A_NUMBER
     pairs = {(valid_unicode(path), valid_unicode(value)) for path, value in postings(doc)}
-    if not new:
-        held = c.execute(
-            "SELECT t.field, t.value, p.created_time FROM (SELECT term_id, created_time FROM postings WHERE seq = ? "
-            "UNION ALL SELECT term_id, created_time FROM recent_postings WHERE seq = ?) AS p "
-            "JOIN posting_terms AS t USING (term_id)",
-            (seq, seq),
-        ).fetchall()
-        if len(held) == len(pairs) and all((field, value) in pairs and at == key for field, value, at in held):
-            return
-        c.execute("DELETE FROM postings WHERE seq = ?", (seq,))
-        c.execute("DELETE FROM recent_postings WHERE seq = ?", (seq,))
-    _insert(c, "recent_postings" if new else "postings", seq, key, (container_id, memory_type, *owner), pairs)
-    if new and seq % RECENT_DOCS == 0:
-        c.execute("INSERT INTO postings SELECT term_id, created_time, seq FROM recent_postings")
-        c.execute("DELETE FROM recent_postings")
+    term = (container_id, memory_type, *owner)
+    if new:
+        c.executemany(
+            "INSERT INTO recent_postings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(seq, field, value, key, *term) for field, value in pairs],
+        )
+        if seq % RECENT_DOCS == 0:
+            _move_recent(c)
+        return
+    held = c.execute(
+        "SELECT t.field, t.value, p.created_time FROM postings AS p JOIN posting_terms AS t USING (term_id) "
+        "WHERE p.seq = ? UNION ALL SELECT field, value, created_time FROM recent_postings WHERE seq = ?",
+        (seq, seq),
+    ).fetchall()
+    if len(held) == len(pairs) and all((field, value) in pairs and at == key for field, value, at in held):
+        return
+    c.execute("DELETE FROM postings WHERE seq = ?", (seq,))
+    c.execute("DELETE FROM recent_postings WHERE seq = ?", (seq,))
+    _insert(c, seq, key, term, pairs)
+
+
+_TERM_COLUMNS = "container_id, memory_type, field, value, organization_id, user_id"
+
+
+def _move_recent(c: sqlite3.Connection) -> None:
+    """The recent postings into ``postings``, their terms named (added on first use), in three statements."""
+    c.execute(
+        f"INSERT OR IGNORE INTO posting_terms ({_TERM_COLUMNS}) SELECT {_TERM_COLUMNS} FROM recent_postings "
+        "ORDER BY container_id, memory_type, field, value"
+    )
+    c.execute(
+        "INSERT INTO postings SELECT t.term_id, r.created_time, r.seq FROM recent_postings AS r "
+        f"JOIN posting_terms AS t USING ({_TERM_COLUMNS})"
+    )
+    c.execute("DELETE FROM recent_postings")
 
 
 def forget_container(c: sqlite3.Connection, container_id: str) -> None:
@@ -225,10 +249,15 @@ _TERMS = (
     "(SELECT value FROM json_each(?)) AND value IN (SELECT value FROM json_each(?)) AND organization_id = ? "
     "AND user_id = ?"
 )
+#: The owner's recent postings of one of the paths and one of the values (the same parameters as ``_TERMS``).
+_RECENT = _TERMS.replace("SELECT term_id FROM posting_terms", "SELECT seq{columns} FROM recent_postings")
 #: One required term's postings of the owner's docs, in both tables, each ``{among}`` (an extra condition).
 _POSTED = (
-    "SELECT * FROM (SELECT seq{columns} FROM postings WHERE term_id IN (" + _TERMS + "){among} UNION ALL "
-    "SELECT seq{columns} FROM recent_postings WHERE term_id IN (" + _TERMS + "){among})"
+    "SELECT * FROM (SELECT seq{columns} FROM postings WHERE term_id IN ("
+    + _TERMS
+    + "){among} UNION ALL "
+    + _RECENT
+    + "{among})"
 )
 
 
@@ -367,20 +396,21 @@ def _indexed_page(
     first ``limit`` entries and the count stops at ``count_up_to``, however many docs the term selects."""
     _, descending, limit = sort
     key = [container_id, memory_type, valid_unicode(term[0]), valid_unicode(term[1]), *owner_key(owner)]
-    row = c.execute(f"SELECT term_id FROM posting_terms WHERE {_TERM}", key).fetchone()
-    if row is None:
-        return 0, []
-    where, parameters = f"term_id = ?{among}", [row[0], *more]
-    recent = c.execute(f"SELECT {SORT_FIELD}, seq FROM recent_postings WHERE {where}", parameters).fetchall()
-    unsure = f"SELECT 1 FROM postings WHERE term_id = ? AND {SORT_FIELD} >= ?{among} LIMIT 1"
-    if any(isinstance(key, str) for key, _ in recent) or c.execute(unsure, [row[0], NOT_A_NUMBER, *more]).fetchone():
+    recent = c.execute(f"SELECT {SORT_FIELD}, seq FROM recent_postings WHERE {_TERM}{among}", [*key, *more]).fetchall()
+    if any(isinstance(number, str) for number, _ in recent):
         return None  # a doc with anything but one exact number there: the DSL sorts
-    bound = -1 if count_up_to is None else count_up_to
-    counted = f"SELECT count(*) FROM (SELECT 1 FROM postings WHERE {where} LIMIT ?)"
-    (moved,) = c.execute(counted, [*parameters, bound]).fetchone()
-    total = moved + len(recent) if bound < 0 else min(moved + len(recent), bound)
-    order = f"{SORT_FIELD} {'DESC' if descending else 'ASC'}, seq"
-    sql = f"SELECT {SORT_FIELD}, seq FROM postings WHERE {where} ORDER BY {order} LIMIT ?"
-    ranked = [*c.execute(sql, [*parameters, limit]), *recent]  # the moved ones' first entries, and the recent
+    row = c.execute(f"SELECT term_id FROM posting_terms WHERE {_TERM}", key).fetchone()
+    moved, ranked = 0, recent  # the recent ones, and the moved ones' first entries
+    if row is not None:
+        where, parameters = f"term_id = ?{among}", [row[0], *more]
+        unsure = f"SELECT 1 FROM postings WHERE term_id = ? AND {SORT_FIELD} >= ?{among} LIMIT 1"
+        if c.execute(unsure, [row[0], NOT_A_NUMBER, *more]).fetchone():
+            return None
+        counted = f"SELECT count(*) FROM (SELECT 1 FROM postings WHERE {where} LIMIT ?)"
+        (moved,) = c.execute(counted, [*parameters, -1 if count_up_to is None else count_up_to]).fetchone()
+        order = f"{SORT_FIELD} {'DESC' if descending else 'ASC'}, seq"
+        sql = f"SELECT {SORT_FIELD}, seq FROM postings WHERE {where} ORDER BY {order} LIMIT ?"
+        ranked = [*recent, *c.execute(sql, [*parameters, limit])]
+    total = moved + len(recent) if count_up_to is None else min(moved + len(recent), count_up_to)
     ranked.sort(key=lambda row: (-row[0] if descending else row[0], row[1]))
     return total, sorted(seq for _, seq in ranked[:limit])

@@ -276,6 +276,8 @@ async def test_a_doc_with_more_values_than_a_statement_holds_has_all_its_posting
 
         await store.add_memory(ALICE, "c1", MemoryAdd("wide", wide))
         assert [await ids(n) for n in (0, 399, 400, 999)] == [["wide"]] * 4
+        waiting = "SELECT count(*) FROM recent_postings JOIN memories USING (seq) WHERE memory_id = 'wide'"
+        assert await store.db.read(lambda c: c.execute(waiting).fetchone()[0]) == 0  # no read scans them
         await store.update(ALICE, "c1", WORKING, "wide", lambda doc: {**doc, "tags": {"k999": "v999"}})
         assert [await ids(n) for n in (0, 399, 400, 999)] == [[], [], [], ["wide"]]
     finally:

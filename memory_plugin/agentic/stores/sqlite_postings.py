@@ -83,6 +83,9 @@ NOT_A_NUMBER = ""
 #: multiple of it.  They are in the order of their docs, so a commit dirties the table's last page or two; a
 #: read scans them all (about 0.1 ms for this many conversational adds).
 RECENT_DOCS = 512
+#: Postings of a new doc that wait with the recent ones, at most: however many values a caller sends, a read
+#: scans at most ``RECENT_DOCS`` times this many recent postings.
+RECENT_PAIRS = 16
 #: Integers a double holds exactly: beyond, the DSL's float keys could tie where SQLite's integers do not.
 _EXACT_FLOAT = 2**53
 
@@ -164,7 +167,7 @@ def _insert(
     term: tuple[str, str, str, str],
     pairs: set[tuple[str, str]],
 ) -> None:
-    """A rewritten doc's postings of ``pairs`` (``term``: container, type, organisation, user), their terms
+    """A rewritten doc's postings of ``pairs`` (or a new doc's beyond ``RECENT_PAIRS``) (``term``: container, type, organisation, user), their terms
     added on first use: one statement per ``_PAIRS`` pairs when the terms are known."""
     ordered = sorted(pairs)
     for start in range(0, len(ordered), _PAIRS):
@@ -203,10 +206,13 @@ def index_postings(
     pairs = {(valid_unicode(path), valid_unicode(value)) for path, value in postings(doc)}
     term = (container_id, memory_type, *owner)
     if new:
-        c.executemany(
-            "INSERT INTO recent_postings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(seq, field, value, key, *term) for field, value in pairs],
-        )
+        if len(pairs) <= RECENT_PAIRS:
+            c.executemany(
+                "INSERT INTO recent_postings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(seq, field, value, key, *term) for field, value in pairs],
+            )
+        else:  # a doc of many values: in the term-ordered table at once, so that no read scans them
+            _insert(c, seq, key, term, pairs)
         if seq % RECENT_DOCS == 0:
             _move_recent(c)
         return

@@ -30,12 +30,9 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from _plots import plot_loadtest, write_report  # noqa: E402
+from hello_world import hello_world_rps  # noqa: E402
 
 from memory_plugin.auth import KeyStore  # noqa: E402
 
@@ -345,51 +343,6 @@ class Load:
             "verify_errors": problems[:20],
             "verify_error_count": len(problems),
         }
-
-
-async def hello_world_rps(concurrency: int, seconds: float) -> dict[str, Any]:
-    """Req/s of the smallest aiohttp app, same client and concurrency: the ceiling for this machine."""
-    from tests.support.live import free_port
-
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "hello_world.py"), str(port)])
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(url, timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        count, statuses = 0, Counter[int]()
-        connector = aiohttp.TCPConnector(limit=concurrency)
-        async with aiohttp.ClientSession(connector=connector) as http:
-            started = time.perf_counter()
-            deadline = started + seconds
-
-            async def worker() -> None:
-                nonlocal count
-                while time.perf_counter() < deadline:
-                    async with http.get(url) as response:
-                        await response.read()
-                        statuses[response.status] += 1
-                        count += 1
-
-            await asyncio.gather(*(worker() for _ in range(concurrency)))
-            elapsed = time.perf_counter() - started
-        return {
-            "seconds": round(elapsed, 2),
-            "requests": count,
-            "throughput_rps": round(count / elapsed, 1),
-            "statuses": dict(statuses),
-        }
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def print_table(result: dict[str, Any]) -> None:

@@ -256,6 +256,10 @@ async def test_postings_follow_updates_deletes_and_session_touches(tmp_path):
         await store.add_memory(ALICE, "c1", MemoryAdd("w-newest", working(2), touch))  # the touch keeps them
         after = await store.db.read(lambda c: c.execute(every).fetchall())
         assert after[: len(held)] == held and len(after) == len(held) + len(postings(working(2)))
+        named = "SELECT count(*) FROM posting_terms WHERE value = 'moved'"
+        assert await store.db.read(lambda c: c.execute(named).fetchone()[0]) == 1
+        await store.delete(ALICE, "c1", WORKING, "w0005")  # the term's last posting: the term goes with it
+        assert await store.db.read(lambda c: c.execute(named).fetchone()[0]) == 0
         assert await store.delete_container(ALICE, "c1") is not None
         counts = (
             "SELECT (SELECT count(*) FROM postings), (SELECT count(*) FROM recent_postings), "

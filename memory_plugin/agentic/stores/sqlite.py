@@ -41,7 +41,6 @@ from memory_plugin.agentic.stores.retention_sqlite import SqliteRetention
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of, without_sources
 from memory_plugin.agentic.stores.sqlite_forgetting import forget, index_history_terms
 from memory_plugin.agentic.stores.sqlite_postings import (
-    forget_container,
     index_postings,
     indexed_path,
     matching_docs,
@@ -194,7 +193,6 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
             sql = "SELECT seq FROM memories WHERE container_id = ? AND memory_type = ?"
             fts_delete(c, [seq for (seq,) in c.execute(sql, (container_id, LONG_TERM)).fetchall()])
             c.execute("DELETE FROM memories WHERE container_id = ?", (container_id,))
-            forget_container(c, container_id)
             c.execute("DELETE FROM infer_jobs WHERE container_id = ?", (container_id,))
             seq_no = next_seq_no(c)
             return StoredDoc(container_id, json.loads(row["doc"]), row["version"] + 1, seq_no)

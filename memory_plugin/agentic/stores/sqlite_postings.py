@@ -99,7 +99,8 @@ def schema_postings(connection: sqlite3.Connection) -> None:
     """Schema v6: the postings of every doc already stored (nothing is re-read later), narrow rows that name
     their term by id.  A term is one value of one path of one owner's docs of a type in a container, so
     counting and paging a session reads no doc; a posting's key carries its doc's ``created_time``, so a
-    term's postings are a session in that order.
+    term's postings are a session in that order.  A term goes with its last posting (a trigger), so that
+    the dictionary does not keep the ids of sessions long forgotten.
 
     A new doc's postings are written to ``recent_postings``, with their terms spelled out, and moved to
     ``postings`` ``RECENT_DOCS`` docs at a time, their terms named then, as Lucene flushes a segment: an add
@@ -139,6 +140,11 @@ def schema_postings(connection: sqlite3.Connection) -> None:
             PRIMARY KEY (seq, field, value)
         ) WITHOUT ROWID;
         """,
+    )
+    connection.execute(  # one statement, whose body run_script would split
+        "CREATE TRIGGER posting_terms_unused AFTER DELETE ON postings "
+        "WHEN NOT EXISTS (SELECT 1 FROM postings WHERE term_id = OLD.term_id) "
+        "BEGIN DELETE FROM posting_terms WHERE term_id = OLD.term_id; END"
     )
     rows = connection.execute(
         "SELECT seq, container_id, memory_type, organization_id, user_id, doc FROM memories ORDER BY seq"
@@ -242,11 +248,6 @@ def _move_recent(c: sqlite3.Connection) -> None:
         f"JOIN posting_terms AS t USING ({_TERM_COLUMNS})"
     )
     c.execute("DELETE FROM recent_postings")
-
-
-def forget_container(c: sqlite3.Connection, container_id: str) -> None:
-    """A deleted container's terms (its postings go with its docs, from either table)."""
-    c.execute("DELETE FROM posting_terms WHERE container_id = ?", (container_id,))
 
 
 #: The owner's terms of one of the paths and one of the values.

@@ -40,12 +40,7 @@ from memory_plugin.agentic.stores.retention import RetentionStore
 from memory_plugin.agentic.stores.retention_sqlite import SqliteRetention
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of, without_sources
 from memory_plugin.agentic.stores.sqlite_forgetting import forget, index_history_terms
-from memory_plugin.agentic.stores.sqlite_postings import (
-    index_postings,
-    indexed_path,
-    matching_docs,
-    sorted_page,
-)
+from memory_plugin.agentic.stores.sqlite_postings import index_postings, indexed_path, matching_docs, sorted_page
 from memory_plugin.agentic.stores.sqlite_queues import SqliteQueues
 from memory_plugin.agentic.stores.sqlite_tables import (
     CONTAINER_OWNER,

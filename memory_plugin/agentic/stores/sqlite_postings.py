@@ -173,8 +173,9 @@ def _insert(
     term: tuple[str, str, str, str],
     pairs: set[tuple[str, str]],
 ) -> None:
-    """A rewritten doc's postings of ``pairs`` (or a new doc's beyond ``RECENT_PAIRS``) (``term``: container, type, organisation, user), their terms
-    added on first use: one statement per ``_PAIRS`` pairs when the terms are known."""
+    """The postings of ``pairs`` in ``postings`` (a rewrite's, or a new doc's beyond ``RECENT_PAIRS``; ``term``:
+    container, type, organisation, user), their terms added on first use: one statement per ``_PAIRS`` pairs
+    when the terms are known."""
     ordered = sorted(pairs)
     for start in range(0, len(ordered), _PAIRS):
         batch = ordered[start : start + _PAIRS]

@@ -251,21 +251,17 @@ def _move_recent(c: sqlite3.Connection) -> None:
     c.execute("DELETE FROM recent_postings")
 
 
-#: The owner's terms of one of the paths and one of the values.
-_TERMS = (
-    "SELECT term_id FROM posting_terms WHERE container_id = ? AND memory_type = ? AND field IN "
-    "(SELECT value FROM json_each(?)) AND value IN (SELECT value FROM json_each(?)) AND organization_id = ? "
-    "AND user_id = ?"
+#: One of the paths and one of the values, of the owner's docs of a type in a container (both tables name a
+#: term by these columns).  Parameters: container, type, paths (JSON), values (JSON), organisation, user.
+_OWNED_TERM = (
+    "container_id = ? AND memory_type = ? AND field IN (SELECT value FROM json_each(?)) "
+    "AND value IN (SELECT value FROM json_each(?)) AND organization_id = ? AND user_id = ?"
 )
-#: The owner's recent postings of one of the paths and one of the values (the same parameters as ``_TERMS``).
-_RECENT = _TERMS.replace("SELECT term_id FROM posting_terms", "SELECT seq{columns} FROM recent_postings")
 #: One required term's postings of the owner's docs, in both tables, each ``{among}`` (an extra condition).
 _POSTED = (
-    "SELECT * FROM (SELECT seq{columns} FROM postings WHERE term_id IN ("
-    + _TERMS
-    + "){among} UNION ALL "
-    + _RECENT
-    + "{among})"
+    "SELECT * FROM (SELECT seq{columns} FROM postings WHERE term_id IN "
+    f"(SELECT term_id FROM posting_terms WHERE {_OWNED_TERM}){{among}} UNION ALL "
+    f"SELECT seq{{columns}} FROM recent_postings WHERE {_OWNED_TERM}{{among}})"
 )
 
 

@@ -20,7 +20,7 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -30,6 +30,7 @@ from memory_plugin.files import create_private_file, make_private_dir
 from memory_plugin.preload import preload_in_background
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 log = logging.getLogger(__name__)
 
 #: A migration takes the connection and brings the schema up one version.
@@ -41,6 +42,33 @@ Migration = Callable[[sqlite3.Connection], None]
 MAX_BATCH = 128
 #: How much of the file a read-only connection maps into memory (SQLite caps it at its own maximum).
 READ_MAP_BYTES = 1 << 40
+
+
+class KeptReads(Generic[K, T]):
+    """Point reads kept in memory until a write of what they read ends: ``forget`` is that write's ``settled``
+    hook.  Only for a file this process alone writes (the data folder is locked to one).  A read still under
+    way when such a write ends is not kept, so no read answers anything older than an acknowledged write; the
+    values must not change once read (rows, not decoded documents)."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._kept: dict[K, T] = {}
+        self._writes = 0
+        self._limit = limit
+
+    async def get(self, key: K, read: Callable[[], Awaitable[T]]) -> T:
+        if key in self._kept:
+            return self._kept[key]
+        writes = self._writes
+        value = await read()
+        if writes == self._writes:
+            if len(self._kept) >= self._limit:
+                self._kept.clear()
+            self._kept[key] = value
+        return value
+
+    def forget(self) -> None:
+        self._writes += 1
+        self._kept.clear()
 
 
 class _Job(Generic[T]):

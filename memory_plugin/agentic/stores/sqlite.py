@@ -63,6 +63,7 @@ from memory_plugin.agentic.stores.sqlite_tables import (
 )
 from memory_plugin.agentic.stores.vectors import Matrix, container_matrix, drop_matrices, load_vectors
 from memory_plugin.auth import Principal
+from memory_plugin.sqlite import KeptReads
 
 T = TypeVar("T")
 
@@ -76,6 +77,8 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
         #: container id -> its vectors by seq, each container's of its own dimension.  Changed on the event
         #: loop only, once the write that changes them has committed; searched in snapshots (``Matrix.rows``).
         self._indexes: dict[str, Matrix] = {}
+        #: ``get_container``'s rows by container id and caller: every memory call reads its container first.
+        self._container_reads: KeptReads[tuple[Any, ...], sqlite3.Row | None] = KeptReads()
 
     async def open(self, dimension: int) -> None:
         await self.db.open()
@@ -142,17 +145,13 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
             )
             return StoredDoc(container_id, doc, 1, seq_no)
 
-        return await self._write(insert)
+        return await self.db.write(insert, settled=self._container_reads.forget)
 
     async def get_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
-        def read(c: sqlite3.Connection) -> StoredDoc | None:
-            row = c.execute(
-                f"SELECT * FROM containers WHERE container_id = ? AND {CONTAINER_USABLE}",
-                (container_id, *usable_params(owner)),
-            ).fetchone()
-            return container_doc(row) if row else None
-
-        return await self.db.read(read)
+        key = (container_id, *usable_params(owner))
+        sql = f"SELECT * FROM containers WHERE container_id = ? AND {CONTAINER_USABLE}"
+        row = await self._container_reads.get(key, lambda: self.db.read(lambda c: c.execute(sql, key).fetchone()))
+        return container_doc(row) if row else None
 
     async def find_container(self, organization_id: str, container_id: str) -> StoredDoc | None:
         sql = "SELECT * FROM containers WHERE container_id = ? AND organization_id = ?"
@@ -176,7 +175,7 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
             )
             return StoredDoc(container_id, doc, row["version"] + 1, seq_no)
 
-        return await self._write(update)
+        return await self.db.write(update, settled=self._container_reads.forget)
 
     async def delete_container(self, owner: Principal, container_id: str) -> StoredDoc | None:
         def delete(c: sqlite3.Connection) -> StoredDoc | None:
@@ -196,7 +195,7 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
             if result is not None:
                 drop_matrices(self._indexes, container_id, discard=True)
 
-        return await self._write(delete, forget)
+        return await self.db.write(delete, settled=self._container_reads.forget, committed=forget)
 
     async def containers(self, owner: Principal) -> list[StoredDoc]:
         sql = "SELECT * FROM containers WHERE organization_id = ? AND user_id = ? ORDER BY rowid"

@@ -11,7 +11,7 @@ from typing import Any
 from memory_plugin.auth import Principal
 from memory_plugin.files import create_private_file, make_private_dir, open_private
 from memory_plugin.ml.stores.base import Kind, MLStore, Owned, StoreConflict, Stored
-from memory_plugin.sqlite import Database, run_script
+from memory_plugin.sqlite import Database, KeptReads, run_script
 
 #: The master key's file in the data folder, 0600: not in the database whose credentials it seals.
 MASTER_KEY_FILE = "ml-master.key"
@@ -49,6 +49,8 @@ class SqliteMLStore(MLStore):
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.db = Database(self.path, [_schema_v1])
+        #: ``get``'s rows: an agentic add reads its container's model on every call.
+        self._reads: KeptReads[tuple[str, ...], tuple[Any, ...] | None] = KeptReads()
 
     async def open(self) -> None:
         make_private_dir(self.path.parent)
@@ -85,18 +87,13 @@ class SqliteMLStore(MLStore):
             except sqlite3.IntegrityError:
                 raise StoreConflict(doc_id) from None
 
-        await self.db.write(insert)
+        await self.db.write(insert, settled=self._reads.forget)
 
     async def get(self, kind: Kind, owner: Principal, doc_id: str) -> Stored | None:
-        def select(connection: sqlite3.Connection) -> Stored | None:
-            row = connection.execute(
-                "SELECT id, source, version FROM documents WHERE kind = ? AND id = ? "
-                "AND organization_id = ? AND user_id = ?",
-                (kind, doc_id, *_owner(owner)),
-            ).fetchone()
-            return Stored(row[0], json.loads(row[1]), row[2]) if row else None
-
-        return await self.db.read(select)
+        key = (kind, doc_id, *_owner(owner))
+        sql = "SELECT id, source, version FROM documents WHERE kind = ? AND id = ? AND organization_id = ? AND user_id = ?"
+        row = await self._reads.get(key, lambda: self.db.read(lambda c: c.execute(sql, key).fetchone()))
+        return Stored(row[0], json.loads(row[1]), row[2]) if row else None
 
     async def replace(self, kind: Kind, owner: Principal, current: Stored, source: dict[str, Any]) -> bool:
         def update(connection: sqlite3.Connection) -> bool:
@@ -108,7 +105,7 @@ class SqliteMLStore(MLStore):
             )
             return cursor.rowcount == 1
 
-        return await self.db.write(update)
+        return await self.db.write(update, settled=self._reads.forget)
 
     async def delete(self, kind: Kind, owner: Principal, doc_id: str) -> bool:
         def remove(connection: sqlite3.Connection) -> bool:
@@ -118,7 +115,7 @@ class SqliteMLStore(MLStore):
             )
             return cursor.rowcount == 1
 
-        return await self.db.write(remove)
+        return await self.db.write(remove, settled=self._reads.forget)
 
     async def all(self, kind: Kind, owner: Principal) -> list[Stored]:
         def select(connection: sqlite3.Connection) -> list[Stored]:
@@ -158,7 +155,7 @@ class SqliteMLStore(MLStore):
                 "DELETE FROM documents WHERE organization_id = ? AND user_id = ?", _owner(owner)
             ).rowcount
 
-        return await self.db.write(remove)
+        return await self.db.write(remove, settled=self._reads.forget)
 
 
 def _owned(organization_id: str, row: tuple[Any, ...]) -> Owned:

@@ -1,5 +1,5 @@
 """The embedded agentic store's own logic: the vector mirror (deletes, compaction, filters, reload at open),
-FTS5 ranking scoped to owner and container, and embeddings that only land on current text."""
+FTS5 ranking scoped to owner and container, embeddings that only land on current text, and a session's touch."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from memory_plugin.agentic.models import LONG_TERM
+from memory_plugin.agentic.models import LONG_TERM, SESSIONS, WORKING
 from memory_plugin.agentic.stores import vectors
-from memory_plugin.agentic.stores.base import LongTermScope, MemoryAdd
+from memory_plugin.agentic.stores.base import LongTermScope, MemoryAdd, SessionWrite
 from memory_plugin.agentic.stores.fts import fts_query
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.auth import Principal
@@ -216,3 +216,30 @@ async def test_a_saved_graph_is_checked_against_sqlite_at_reopening(tmp_path, wi
     await reopened.delete_container(ALICE, "c1")
     assert not one.graph_file.exists()  # type: ignore[union-attr]
     await reopened.close()
+
+
+async def test_an_add_touches_its_session_in_sql_keeping_every_other_byte_of_it(tmp_path):
+    store = SqliteAgenticStore(tmp_path / "agentic.sqlite3")
+    await store.open(8)
+    try:
+        await store.insert_container(ALICE, "c1", {"name": "c1"})
+        doc = {"summary": "caf\u00e9 \ud800 \U0001f600", "big": 10**30, "created_time": 1, "last_updated_time": 1}
+        first = SessionWrite("s1", doc, touched_time=1)
+        assert await store.add_memory(ALICE, "c1", MemoryAdd("w1", {"session_id": "s1"}, first))
+        assert first.created
+        before = await store.get(ALICE, "c1", SESSIONS, "s1")
+        touch = SessionWrite("s1", doc, touched_time=7)
+        assert await store.add_memory(ALICE, "c1", MemoryAdd("w2", {"session_id": "s1"}, touch))
+        after = await store.get(ALICE, "c1", SESSIONS, "s1")
+        assert not touch.created and after.source == {**doc, "last_updated_time": 7}
+        assert list(after.source) == list(doc)  # the field keeps its place
+        assert after.version == before.version + 1
+        working = await store.get(ALICE, "c1", WORKING, "w2")
+        assert after.seq_no == working.seq_no - 1  # taken in order, none lost
+        # Bob's add naming Alice's session neither touches it nor creates his own of that id
+        other = SessionWrite("s1", {"created_time": 2}, touched_time=9)
+        assert await store.add_memory(BOB, "c1", MemoryAdd("w3", {"session_id": "s1"}, other))
+        assert not other.created and (await store.get(ALICE, "c1", SESSIONS, "s1")).source == after.source
+        assert (await store.get(BOB, "c1", WORKING, "w3")).seq_no == working.seq_no + 1  # no seq_no for no touch
+    finally:
+        await store.close()

@@ -84,8 +84,13 @@ class SessionWrite:
     touched_time: int = 0
     created: bool = field(default=False)
 
+    @property
+    def drawn(self) -> bool:
+        """The service drew the id for this add: there is nothing to touch, and no other session holds it."""
+        return self.doc is not None and not self.touched_time
+
     def touched(self, current: Mapping[str, Any]) -> dict[str, Any]:
-        """``current`` with nothing else changed: no posting holds ``last_updated_time`` (``postings_kept``)."""
+        """``current`` with nothing else changed (no posting holds ``last_updated_time``)."""
         return {**current, "last_updated_time": self.touched_time}
 
 

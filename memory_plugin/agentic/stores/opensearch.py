@@ -308,7 +308,7 @@ class OpenSearchAgenticStore(AgenticStore):
         and a session changed or gone meanwhile (an update, a retention sweep) is read and written again."""
 
         async def attempt() -> None:
-            found = await get_document(self.client, index, session.session_id)
+            found = None if session.drawn else await get_document(self.client, index, session.session_id)
             if found is not None and not in_scope(found, owner, container_id):
                 return  # another owner's or container's (indices may be shared): not ours to touch or reveal
             if found is None and session.doc is None:

@@ -59,6 +59,7 @@ from memory_plugin.agentic.stores.sqlite_tables import (
     rewrite,
     row_doc,
     session_taken,
+    touch_session,
     usable_params,
 )
 from memory_plugin.agentic.stores.vectors import Matrix, container_matrix, drop_matrices, load_vectors
@@ -260,13 +261,16 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
             if not self._has_container(c, owner, container_id):
                 return False
             if session is not None:
-                row = self._select(c, owner, container_id, SESSIONS, session.session_id)
                 # another writer's session of that id (a shared container) is neither touched nor revealed
-                if row is None and session.doc is not None and not session_taken(c, container_id, session.session_id):
+                created = session.drawn or (
+                    not touch_session(c, owner, container_id, session.session_id, session.touched_time)
+                    and session.doc is not None
+                    and not session_taken(c, container_id, session.session_id)
+                )
+                if created:
+                    assert session.doc is not None
                     self._insert(c, owner, container_id, SESSIONS, session.session_id, session.doc)
                     session.created = True
-                elif row is not None:
-                    rewrite(c, row["seq"], session.touched(json.loads(row["doc"])), postings_kept=True)
             self._insert(c, owner, container_id, WORKING, add.working_id, add.working)
             if add.infer_request is not None:
                 c.execute(

@@ -183,12 +183,9 @@ def index_terms(c: sqlite3.Connection, seq: int, doc: dict[str, Any]) -> None:
     )
 
 
-def rewrite(
-    c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bool = False, postings_kept: bool = False
-) -> int:
+def rewrite(c: sqlite3.Connection, seq: int, doc: dict[str, Any], *, reembed: bool = False) -> int:
     """Store a doc's next version, with its postings, and return its seq_no; ``reembed`` (a long-term doc's text
-    changed) drops its vector, queues the new text for embedding and re-indexes it for BM25; ``postings_kept``
-    (the caller changed no value they hold: a session's touch) skips them."""
+    changed) drops its vector, queues the new text for embedding and re-indexes it for BM25."""
     seq_no = next_seq_no(c)
     if reembed:
         row = c.execute(
@@ -203,7 +200,7 @@ def rewrite(
             "RETURNING container_id, memory_type, organization_id, user_id",
             (dumps(doc), seq_no, seq),
         ).fetchone()
-    if row is not None and not postings_kept:
+    if row is not None:
         index_postings(c, seq, row[0], row[1], (row[2], row[3]), doc, new=False)
     return seq_no
 
@@ -313,6 +310,26 @@ def bm25_top(
     finally:
         ranked.close()
     return kept
+
+
+def touch_session(c: sqlite3.Connection, owner: Principal, container_id: str, session_id: str, time: int) -> bool:
+    """The owner's session's next version, its ``last_updated_time`` set by SQLite (``SessionWrite.touched``):
+    no posting holds that field, so none is written, and no Python decodes the doc.  False if there is none
+    (then no seq_no is taken)."""
+    key = (container_id, SESSIONS, *owner_key(owner), session_id)
+    taken = c.execute(
+        "UPDATE counters SET value = value + 1 WHERE name = 'seq_no' "
+        f"AND EXISTS (SELECT 1 FROM memories WHERE {MEMORY_OWNER} AND memory_id = ?) RETURNING value",
+        key,
+    ).fetchone()
+    if taken is None:
+        return False
+    c.execute(
+        "UPDATE memories SET doc = json_set(doc, '$.last_updated_time', ?), version = version + 1, seq_no = ? "
+        f"WHERE {MEMORY_OWNER} AND memory_id = ?",
+        (time, taken[0], *key),
+    )
+    return True
 
 
 def session_taken(c: sqlite3.Connection, container_id: str, session_id: str) -> bool:

@@ -68,7 +68,16 @@ def postings(doc: Mapping[str, Any]) -> set[tuple[str, str]]:
                 walk(item, paths)
 
     for key, value in doc.items():
-        if key.split(".", 1)[0] in INDEXED_ROOTS:
+        if key.partition(".")[0] not in INDEXED_ROOTS:
+            continue
+        if isinstance(value, str):  # the usual shapes first: a string, a map of strings (``namespace``)
+            if key not in MAP_ROOTS:
+                found.add((key, value))
+        elif type(value) is dict and all(type(inner) is str for inner in value.values()):
+            found.update((f"{key}.{inner_key}", inner) for inner_key, inner in value.items())
+            if key not in MAP_ROOTS:
+                found.update((key, inner) for inner in value.values())
+        else:
             walk(value, (key,))
     return found
 

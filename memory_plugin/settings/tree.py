@@ -7,6 +7,7 @@ of earlier releases (``port = 9200``, ``MEMORY_PLUGIN_EMBED_THREADS``) still loa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -312,7 +313,8 @@ class Settings:
 
 
 def _merged(section: T, changes: Mapping[str, Any]) -> T:
-    inner = dict(sections(type(section)))
+    kind: type = type(section)
+    inner = dict(sections(kind))
     merged: dict[str, Any] = {}
     for name, value in changes.items():
         if name in inner and isinstance(value, Mapping):
@@ -347,11 +349,13 @@ class Key:
         return str(self.field.metadata.get("flat") or "_".join(self.path))
 
 
-def sections(cls: type) -> Iterator[tuple[str, type]]:
+@functools.cache
+def sections(cls: type) -> tuple[tuple[str, type], ...]:
+    """``cls``'s sections by field name, once a class: resolving its annotations is most of loading settings."""
     hints = typing.get_type_hints(cls)
-    for item in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(hints[item.name]):
-            yield item.name, hints[item.name]
+    return tuple(
+        (item.name, hints[item.name]) for item in dataclasses.fields(cls) if dataclasses.is_dataclass(hints[item.name])
+    )
 
 
 def keys(cls: type = Settings, prefix: tuple[str, ...] = ()) -> Iterator[Key]:

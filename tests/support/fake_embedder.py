@@ -35,13 +35,18 @@ class FakeEmbedder:
     chunking is exactly what production does.
     """
 
-    def __init__(self, tokenizer: Tokenizer, dimension: int = 64) -> None:
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer: Tokenizer | None, dimension: int = 64) -> None:
+        self._tokenizer = tokenizer
         self.dimension = dimension
 
     @classmethod
     def with_default_tokenizer(cls, dimension: int = 64) -> FakeEmbedder:
-        return cls(default_tokenizer(), dimension)
+        """Reads the tokenizer when a test first chunks or counts: a worker whose tests never do saves a second."""
+        return cls(None, dimension)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._tokenizer or default_tokenizer()
 
     def query(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed(texts)

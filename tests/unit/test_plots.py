@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-from _plots import plot_file  # noqa: E402
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SEARCH_CELL = {"candidates": 1000, "p50_ms": 0.8, "p99_ms": 1.9, "recall_at_10": 0.97}
@@ -85,8 +83,18 @@ RESULTS: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.fixture(scope="module")
+def plot_file() -> Any:
+    """Imported by the worker that draws (matplotlib takes a second to import), not by every one that collects."""
+    sys.path.insert(0, str(SCRIPTS))
+    from _plots import plot_file
+
+    return plot_file
+
+
+@pytest.mark.xdist_group("charts")
 @pytest.mark.parametrize("kind", sorted(RESULTS))
-def test_chart_is_a_png_beside_the_json(kind: str, tmp_path: Path) -> None:
+def test_chart_is_a_png_beside_the_json(kind: str, tmp_path: Path, plot_file: Any) -> None:
     saved = tmp_path / f"{kind}.json"
     saved.write_text(json.dumps(RESULTS[kind]))
     png = plot_file(saved)

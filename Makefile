@@ -66,7 +66,7 @@ IN_PROCESS := TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 O
 # `backend`), which needs real nodes; the tests marked `slow` (scale, exhaustive comparisons with a
 # reference); and those marked `model`, which load the real embedding model (search quality, and the
 # agentic HTTP tests, whose containers embed with it).  The OpenAPI fuzz tries 1 example per operation
-# and mode here (about 5 s of CPU across its 148 cases, on one worker, most of it Hypothesis drawing the
+# and mode here (about 5 s of CPU across its 148 cases, most of it Hypothesis drawing the
 # requests; 25 in the full suite).
 fast-tests: $(STAMP)
 	$(IN_PROCESS) -m 'inprocess and not slow and not model' --fuzz-examples=1 tests/unit tests/http $(PYTEST_ARGS)

@@ -105,7 +105,6 @@ def test_the_cases_are_schemathesis_operations():
         assert takes == LABELS[label], label
 
 
-@pytest.mark.xdist_group("openapi-fuzz")
 @pytest.mark.parametrize(("label", "mode"), CASES, ids=[f"{label}-{mode}" for label, mode in CASES])
 def test_fuzz_no_server_errors_and_every_4xx_in_the_api_format(live, label, mode, pytestconfig):
     from schemathesis import GenerationMode

@@ -73,9 +73,10 @@ fast-tests: $(STAMP)
 
 # The static checks, then the whole suite once: the in-process tests on the workers (with the `slow`
 # and `model` ones and the full fuzz), then the rest in one process (real processes, real OpenSearch nodes).
+# Each step ends with its slowest tests, so that a run's log says where its time went.
 test: install static opensearch browser
-	$(IN_PROCESS) -m inprocess tests/unit tests/http $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -m 'not inprocess' $(PYTEST_ARGS)
+	$(IN_PROCESS) -m inprocess --durations=15 tests/unit tests/http $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m 'not inprocess' --durations=40 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache

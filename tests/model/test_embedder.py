@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
 
 from embedder import (
     AsyncEmbedder,
@@ -133,7 +134,14 @@ def test_long_input_is_truncated_to_the_window(embedder: Embedder) -> None:
     a = embedder.passage([head])[0]
     b = embedder.passage([head + " completely different tail about quantum physics"])[0]
     np.testing.assert_allclose(a, b, atol=1e-6)  # the same ids after truncation: the same computation
-    assert len(embedder._encoder.encode(embedder.passage_prefix + head).ids) == embedder.max_tokens
+    # the window is what the tokenizer's own truncation keeps, whatever the text's own tokens look like
+    truncating = Tokenizer.from_str(embedder.tokenizer.to_str())
+    truncating.enable_truncation(max_length=embedder.max_tokens)
+    for text in (head, head + " </s> <s></s>", "<s> " * 700, "日本語 " * 400 + "</s>", "short </s>"):
+        text = embedder.passage_prefix + text
+        window = embedder._window(embedder.tokenizer.encode(text).ids)
+        assert window == truncating.encode(text).ids
+        assert len(window) == min(embedder.max_tokens, len(embedder.tokenizer.encode(text).ids))
 
 
 @pytest.mark.parametrize("kind", ["query", "passage"])

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 from memory_plugin.errors import ServiceError, storage_error
 from memory_plugin.files import create_private_file, make_private_dir
 from memory_plugin.preload import preload_in_background
+from memory_plugin.versioned_cache import VersionedCache
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -46,29 +47,30 @@ READ_MAP_BYTES = 1 << 40
 
 class KeptReads(Generic[K, T]):
     """Point reads kept in memory until a write of what they read ends: ``forget`` is that write's ``settled``
-    hook.  Only for a file this process alone writes (the data folder is locked to one).  A read still under
-    way when such a write ends is not kept, so no read answers anything older than an acknowledged write; the
-    values must not change once read (rows, not decoded documents)."""
+    hook, and moves the version every kept read was made at (``VersionedCache``).  Only for a file this process
+    alone writes (the data folder is locked to one).  The version is taken before the read, so a read still
+    under way when such a write ends is not kept and no read answers anything older than an acknowledged
+    write; the values must not change once read (rows, not decoded documents)."""
 
     def __init__(self, limit: int = 1024) -> None:
-        self._kept: dict[K, T] = {}
+        # Each read costs 1 of ``limit``, kept in a 1-tuple so that an absence (None) is kept too.
+        self._cache: VersionedCache[tuple[T]] = VersionedCache(limit, entry_share=limit)
         self._writes = 0
-        self._limit = limit
+
+    def __len__(self) -> int:
+        return len(self._cache)
 
     async def get(self, key: K, read: Callable[[], Awaitable[T]]) -> T:
-        if key in self._kept:
-            return self._kept[key]
         writes = self._writes
+        kept = self._cache.get(key, writes)
+        if kept is not None:
+            return kept[0]
         value = await read()
-        if writes == self._writes:
-            if len(self._kept) >= self._limit:
-                self._kept.clear()
-            self._kept[key] = value
+        self._cache.put(key, writes, (value,), 1)
         return value
 
     def forget(self) -> None:
         self._writes += 1
-        self._kept.clear()
 
 
 class _Job(Generic[T]):

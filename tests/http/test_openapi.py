@@ -53,7 +53,7 @@ def live(tmp_path_factory, fake_embedder):
 
 @functools.cache
 def schema_operations() -> dict[str, Any]:
-    """schemathesis' operations by label, loaded by the one worker that fuzzes (its import takes a second)."""
+    """schemathesis' operations by label, loaded by a worker when it first fuzzes (its import takes a second)."""
     import schemathesis
 
     schema = schemathesis.openapi.from_dict(openapi_document())

@@ -58,7 +58,7 @@ async def test_kept_reads_stay_within_their_limit():
 
     for n in range(10):
         assert await kept.get(n, lambda n=n: read(n)) == n
-    assert len(kept._kept) <= 3
+    assert len(kept) <= 3
 
 
 async def test_a_container_read_follows_every_container_write(tmp_path):

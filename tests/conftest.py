@@ -36,15 +36,44 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 IN_PROCESS_FOLDERS = ("unit", "http")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Marks ``inprocess`` the tests of the in-process folders that need no OpenSearch node: `make test` runs
-    them on xdist workers, then everything else (real nodes, real processes) in one process."""
+#: The xdist group of the in-process tests that need the real model: one worker loads it, the others never do.
+REAL_MODEL = "real-model"
+#: The xdist group of the tests that need real OpenSearch nodes: one worker starts them, once.
+OPENSEARCH_NODES = "opensearch-nodes"
+
+
+def _worker_group(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("opensearch") is not None or "opensearch_nodes" in getattr(item, "fixturenames", ()):
+        return OPENSEARCH_NODES
+    if item.get_closest_marker("inprocess") is not None and item.get_closest_marker("model") is not None:
+        return REAL_MODEL
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """Marks ``inprocess`` the tests of the in-process folders that need no OpenSearch node (`make test` runs them
+    first, then everything else: real nodes, real processes), and places tests on xdist's workers (``--dist
+    loadgroup``): those that need the real nodes on one worker, which starts them once, and the in-process ones
+    that need the real model on one, which loads it once.
+
+    xdist (3.8) passes a test's group to the scheduler as a suffix of its id, ``...@group``, which it writes to
+    ``_nodeid``; pytest 9.2's ids are structured and no longer read that attribute, so the groups were silently
+    lost (pytest-xdist#1386).  After xdist's hook the suffix goes where pytest reads it, for every group."""
     root = Path(__file__).parent
     for item in items:
         folder = item.path.relative_to(root).parts[0] if item.path.is_relative_to(root) else ""
         if folder in IN_PROCESS_FOLDERS and item.get_closest_marker("opensearch") is None:
             item.add_marker(pytest.mark.inprocess)
+        group = _worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    yield
+    if getattr(config.option, "loadgroup", False):  # set on xdist's workers only
+        for item in items:
+            mark = item.get_closest_marker("xdist_group")
+            if mark is not None and not item.nodeid.endswith(f"@{mark.args[0]}"):
+                item._id = type(item._id).parse(f"{item.nodeid}@{mark.args[0]}")  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

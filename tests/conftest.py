@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -74,6 +75,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             mark = item.get_closest_marker("xdist_group")
             if mark is not None and not item.nodeid.endswith(f"@{mark.args[0]}"):
                 item._id = type(item._id).parse(f"{item.nodeid}@{mark.args[0]}")  # type: ignore[attr-defined]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection loaded (the test modules and their libraries, about 100,000 objects) stays for the run:
+    frozen, the collector no longer walks it, and a full collection waits for 100 middle ones, not 10.  Over
+    126 in-process tests the collector took 1.5-1.8 s of their 20 s of CPU, 0.6 s after.  The cycles tests
+    leave are still collected."""
+    gc.collect()
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, 100)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,9 @@ OPENSEARCH_NODES = "opensearch-nodes"
 
 
 def _worker_group(item: pytest.Item) -> str | None:
-    if item.get_closest_marker("opensearch") is not None or "opensearch_nodes" in getattr(item, "fixturenames", ()):
+    uses = getattr(item, "fixturenames", ())
+    # the session's nodes: asked for, or through an OpenSearch ``backend`` (a test starting a node of its own is free)
+    if "opensearch_nodes" in uses or ("backend" in uses and item.get_closest_marker("opensearch") is not None):
         return OPENSEARCH_NODES
     if item.get_closest_marker("inprocess") is not None and item.get_closest_marker("model") is not None:
         return REAL_MODEL

@@ -34,7 +34,8 @@ from tests.support.opensearch.ml import MEMORY_INDICES, ml_node
 from tests.support.polling import eventually
 from tests.support.scripted_openai import ScriptedOpenAI, scripted_openai
 
-pytestmark = pytest.mark.opensearch
+# The OpenSearch half of the scenarios runs our server on the session's nodes (``our_config``).
+pytestmark = [pytest.mark.opensearch, pytest.mark.usefixtures("opensearch_nodes")]
 
 ANALYZER_ANSWERS = Path(__file__).parents[1] / "unit" / "data" / "standard_analyzer_answers.json"
 

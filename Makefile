@@ -75,11 +75,12 @@ fast-tests: $(STAMP)
 # and `model` ones and the full fuzz), then the rest (real processes, real OpenSearch nodes) on two
 # workers: in one process these left 30% of the two cores idle (waiting for starts, kills, deadlines).
 # The tests that need the nodes run on one worker, which starts them once (tests/conftest.py groups
-# them); the other takes the rest.  Each step ends with its slowest tests, so that a run's log says
-# where its time went.
+# them); the other takes the rest.  The suite's nodes keep their data in TEST_TMPDIR (tmpfs where there
+# is one): each index created and deleted fsyncs the cluster state.  Each step ends with its slowest
+# tests, so that a run's log says where its time went.
 test: install static opensearch browser
 	$(IN_PROCESS) -m inprocess --durations=15 tests/unit tests/http $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -m 'not inprocess' --durations=40 $(PYTEST_ARGS)
+	TEST_NODE_DIR=$(TEST_TMPDIR) $(BIN)/python -m pytest -n 2 --dist loadgroup -m 'not inprocess' --durations=40 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache

@@ -255,12 +255,12 @@ def opensearch_nodes():  # type: ignore[no-untyped-def]
     ``CI=true`` that is a failure, never a skip.
     """
     from tests.support.live import unavailable
-    from tests.support.opensearch import missing_prerequisites, start_nodes
+    from tests.support.opensearch import missing_prerequisites, start_nodes, suite_node_dir
 
     missing = missing_prerequisites()
     if missing:
         unavailable(f"OpenSearch tests need {missing}")
-    with start_nodes(2) as nodes:
+    with start_nodes(2, base_dir=suite_node_dir()) as nodes:
         yield nodes
 
 

@@ -31,6 +31,7 @@ from tests.conformance.scenarios import OPENSEARCH_SCENARIOS, SCENARIOS
 from tests.conformance.scenarios_ml import ML_SCENARIOS
 from tests.support.live import LiveServer, unavailable
 from tests.support.opensearch.ml import MEMORY_INDICES, ml_node
+from tests.support.opensearch.nodes import suite_node_dir
 from tests.support.polling import eventually
 from tests.support.scripted_openai import ScriptedOpenAI, scripted_openai
 
@@ -58,7 +59,7 @@ def judge() -> Iterator[str]:
     missing = missing_prerequisites()
     if missing:
         unavailable(f"the ml-commons node needs {missing}")
-    with ml_node() as node:
+    with ml_node(suite_node_dir()) as node:
         yield node.url
 
 

@@ -80,6 +80,7 @@ from tests.support.opensearch.nodes import (
     http_json,
     start_nodes,
     stop_all,
+    suite_node_dir,
 )
 from tests.support.opensearch.runas import ensure_user
 
@@ -117,4 +118,5 @@ __all__ = [
     "native_knn_libraries",
     "start_nodes",
     "stop_all",
+    "suite_node_dir",
 ]

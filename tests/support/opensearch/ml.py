@@ -74,12 +74,14 @@ def ensure_ml_distribution() -> Path:
 
 
 @contextmanager
-def ml_node() -> Iterator[OpenSearchNode]:
-    """One green ml-commons node for the duration of the block."""
+def ml_node(base_dir: str | None = None) -> Iterator[OpenSearchNode]:
+    """One green ml-commons node for the duration of the block, its folder in ``base_dir`` (default: the system's
+    temporary folder)."""
     node = OpenSearchNode(
         "ml-commons",
         home=ensure_ml_distribution(),
         heap="1g",
+        base_dir=base_dir,
         extra_settings={"plugins.ml_commons.only_run_on_ml_node": False},
     )
     try:

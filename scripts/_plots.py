@@ -306,7 +306,8 @@ def plot_agentic(result: dict[str, Any], path: Path) -> Path:
     adds = [r for r in rows if r["case"].startswith("add")]
     searches = [r for r in rows if r["case"].startswith(("semantic", "hybrid", "bm25", "knn"))]
     figure, (left, right) = plt.subplots(1, 2, figsize=(16, 6))
-    left.bar([r["case"] for r in adds], [r["req_per_s"] for r in adds], color="#4c72b0")
+    left.bar(range(len(adds)), [r["req_per_s"] for r in adds], color="#4c72b0")
+    left.set_xticks(range(len(adds)), [r["case"] for r in adds], rotation=20, ha="right", fontsize=8)
     left.set_title(f"add memory, infer off, concurrency {adds[0]['concurrency'] if adds else '-'}")
     left.set_ylabel("requests / s")
     xs = range(len(searches))

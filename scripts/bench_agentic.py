@@ -9,8 +9,10 @@ runs each N times and keeps the best).
 Two parts, one table, one JSON and one PNG:
 
 - ``POST /_plugins/_ml/memory_containers/{id}/memories`` (infer off) against a real
-  server on loopback, at concurrency 32: plain conversational adds, and adds
-  naming a ``session_id`` (which also touch the session document);
+  server on loopback, at concurrency 32: plain conversational adds, adds
+  naming a ``session_id`` (which also touch the session document), and plain
+  adds into a container whose working memory was searched by a term first (the
+  embedded store keeps postings for a type from its first such search on);
 - semantic and hybrid search over ``--memories`` long-term memories written
   straight into the embedded store (texts are real paragraphs with a suffix,
   vectors are mixed from the real embeddings of those paragraphs, as
@@ -84,15 +86,18 @@ async def bench_adds(
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-agentic-"))
     env = {"MEMORY_PLUGIN_MODEL_DIR": str(ensure_default_model()), "MEMORY_PLUGIN_LOG_LEVEL": log_level}
-    cases = [
-        ("add memory", lambda n: {"messages": message(n), "namespace": {"user_id": f"u{n % USERS}"}}),
+    plain = lambda n: {"messages": message(n), "namespace": {"user_id": f"u{n % USERS}"}}  # noqa: E731
+    cases = [  # name, body, whether the container's working memory was searched by a term first
+        ("add memory", plain, False),
         (
             "add memory + session",
             lambda n: {
                 "messages": message(n),
                 "namespace": {"user_id": f"u{n % USERS}", "session_id": f"s{n % 100}"},
             },
+            False,
         ),
+        ("add memory, container searched", plain, True),
     ]
     best: dict[str, dict] = {}
     with contextlib.ExitStack() as stack:
@@ -106,16 +111,23 @@ async def bench_adds(
             headers = {"Authorization": f"Bearer {token}"}
             server = stack.enter_context(LiveServer(data, env=env, code=code))
             assert server.process is not None
+            urls = {}
             async with aiohttp.ClientSession(server.url, headers=headers) as http:
-                async with http.post(
-                    BASE + "/_create", json={"name": "bench", "configuration": SEMANTIC_CONFIG}
-                ) as response:
-                    container_id = (await response.json())["memory_container_id"]
-            targets.append((suffix, f"{server.url}{BASE}/{container_id}/memories", headers, server.process.pid))
+                for searched in (False, True):
+                    async with http.post(
+                        BASE + "/_create", json={"name": "bench", "configuration": SEMANTIC_CONFIG}
+                    ) as response:
+                        urls[searched] = f"{BASE}/{(await response.json())['memory_container_id']}/memories"
+                # a session load, as the LangGraph checkpointer sends before its adds: the store keeps postings
+                load = {"query": {"term": {"namespace.session_id": "s0"}}, "sort": [{"created_time": "desc"}]}
+                async with http.post(urls[True] + "/working/_search", json=load) as response:
+                    assert response.status == 200, await response.text()
+            targets.append((suffix, server.url, urls, headers, server.process.pid))
         with tqdm(total=requests * len(cases) * len(targets) * repeat, unit="req", desc="adds") as bar:
             for _ in range(repeat):
-                for name, body in cases:
-                    for suffix, url, headers, pid in targets:
+                for name, body, searched in cases:
+                    for suffix, root, urls, headers, pid in targets:
+                        url = root + urls[searched]
                         row = await drive(name + suffix, url, "POST", body, headers, requests, concurrency, bar, pid)
                         if row["case"] not in best or row["req_per_s"] > best[row["case"]]["req_per_s"]:
                             best[row["case"]] = row

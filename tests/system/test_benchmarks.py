@@ -109,6 +109,8 @@ def _agentic(report: dict[str, Any]) -> None:
             "add memory + session",
             "add memory @HEAD",
             "add memory + session @HEAD",
+            "add memory, container searched",
+            "add memory, container searched @HEAD",
             "semantic k=10",
             "semantic k=10, namespace",
             "hybrid k=10",

@@ -16,7 +16,7 @@ from memory_plugin.agentic.llm import ContainerModels
 from memory_plugin.agentic.memories import Memories
 from memory_plugin.agentic.memory_requests import parse_memory_search
 from memory_plugin.agentic.models import HISTORY, SESSIONS, WORKING
-from memory_plugin.agentic.stores import sqlite_postings
+from memory_plugin.agentic.stores import sqlite_posting_reads, sqlite_postings
 from memory_plugin.agentic.stores.base import MemoryAdd, SessionWrite
 from memory_plugin.agentic.stores.sqlite import SqliteAgenticStore
 from memory_plugin.agentic.stores.sqlite_postings import RECENT_DOCS, indexed_path, postings
@@ -60,10 +60,14 @@ def working(n: int, owner: str = "alice") -> dict[str, Any]:
     return doc
 
 
-async def filled(tmp_path, count: int = 400) -> SqliteAgenticStore:
+async def filled(tmp_path, count: int = 400, *, posted_first: bool = False) -> SqliteAgenticStore:
+    """A store with ``count`` working memories in c1; ``posted_first``: its types' postings asked for by a
+    search before the first of them (every write then keeps its own), else built at the first search."""
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(8)
     await store.insert_container(ALICE, "c1", parse_container({"name": "c1"}, False).document(8, "alice"))
+    for memory_type in (WORKING, SESSIONS, HISTORY) if posted_first else ():
+        assert await store.docs_matching(ALICE, "c1", memory_type, [(("session_id",), ("none",))]) == []
     for n in range(count):
         owner = BOB if n % 7 == 0 else ALICE  # a shared container: others' docs are never candidates
         await store.add_memory(owner, "c1", MemoryAdd(f"w{n:04d}", working(n, owner.user_id or "")))
@@ -214,8 +218,9 @@ EQUIVALENT = [
 ]
 
 
-async def test_a_pushed_down_search_answers_as_a_scan_of_every_doc(tmp_path, subtests):
-    store = await filled(tmp_path)  # once: the searches only read it
+@pytest.mark.parametrize("posted_first", [False, True], ids=["posted-at-search", "posted-first"])
+async def test_a_pushed_down_search_answers_as_a_scan_of_every_doc(tmp_path, subtests, posted_first):
+    store = await filled(tmp_path, posted_first=posted_first)  # once: the searches only read it
     try:
         for body in EQUIVALENT:
             with subtests.test(body=body):
@@ -227,8 +232,9 @@ async def test_a_pushed_down_search_answers_as_a_scan_of_every_doc(tmp_path, sub
         await store.close()
 
 
-async def test_postings_follow_updates_deletes_and_session_touches(tmp_path):
-    store = await filled(tmp_path, count=16)
+@pytest.mark.parametrize("posted_first", [False, True], ids=["posted-at-search", "posted-first"])
+async def test_postings_follow_updates_deletes_and_session_touches(tmp_path, posted_first):
+    store = await filled(tmp_path, count=16, posted_first=posted_first)
     try:
 
         async def ids(field: str, value: str, memory_type: str = WORKING) -> list[str]:
@@ -263,9 +269,9 @@ async def test_postings_follow_updates_deletes_and_session_touches(tmp_path):
         assert await store.delete_container(ALICE, "c1") is not None
         counts = (
             "SELECT (SELECT count(*) FROM postings), (SELECT count(*) FROM recent_postings), "
-            "(SELECT count(*) FROM posting_terms)"
+            "(SELECT count(*) FROM posting_terms), (SELECT count(*) FROM posted_scopes)"
         )
-        assert await store.db.read(lambda c: tuple(c.execute(counts).fetchone())) == (0, 0, 0)
+        assert await store.db.read(lambda c: tuple(c.execute(counts).fetchone())) == (0, 0, 0, 0)
     finally:
         await store.close()
 
@@ -284,6 +290,54 @@ async def test_a_doc_with_more_values_than_a_statement_holds_has_all_its_posting
         assert await store.db.read(lambda c: c.execute(waiting).fetchone()[0]) == 0  # no read scans them
         await store.update(ALICE, "c1", WORKING, "wide", lambda doc: {**doc, "tags": {"k999": "v999"}})
         assert [await ids(n) for n in (0, 399, 400, 999)] == [[], [], [], ["wide"]]
+    finally:
+        await store.close()
+
+
+HELD = (
+    "SELECT p.seq, t.field, t.value FROM postings AS p JOIN posting_terms AS t USING (term_id) "
+    "UNION ALL SELECT seq, field, value FROM recent_postings"
+)
+
+
+async def held_and_due(store: SqliteAgenticStore, memory_type: str = WORKING) -> tuple[dict, dict]:
+    """Each doc's postings as stored, and as its doc now says they should be."""
+    held: dict[int, set] = {}
+    for seq, field, value in await store.db.read(lambda c: c.execute(HELD).fetchall()):
+        held.setdefault(seq, set()).add((field, value))
+    rows = await store.db.read(
+        lambda c: c.execute("SELECT seq, doc FROM memories WHERE memory_type = ?", (memory_type,)).fetchall()
+    )
+    due = {seq: postings(json.loads(doc)) for seq, doc in rows}
+    return held, {seq: pairs for seq, pairs in due.items() if pairs}
+
+
+async def test_a_type_has_postings_from_its_first_search_built_in_parts_between_writes(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_posting_reads, "POST_BATCH", 3)
+    store = await filled(tmp_path, count=16)
+    try:
+        assert await store.db.read(lambda c: c.execute(HELD).fetchall()) == []  # nobody searched: none written
+        # a first search that stopped waiting after one batch of three, then writes of every kind
+        await store.db.write(lambda c: sqlite_postings.start_posting(c, "c1", WORKING))
+        seqs = await store.db.read(lambda c: sqlite_postings.unposted_seqs(c, "c1", WORKING))
+        assert len(seqs) == 16
+        await store.db.write(lambda c: sqlite_postings.post_docs(c, "c1", WORKING, seqs[:3], False))
+        held, due = await held_and_due(store)
+        assert held == {seq: due[seq] for seq in seqs[:3]}
+        retopic = lambda doc: {**doc, "tags": {"topic": "moved"}}  # noqa: E731
+        await store.update(ALICE, "c1", WORKING, "w0001", retopic)  # posted: its postings follow
+        await store.update(ALICE, "c1", WORKING, "w0008", retopic)  # not yet: its batch reads it as it is now
+        await store.delete(ALICE, "c1", WORKING, "w0009")
+        await store.add_memory(ALICE, "c1", MemoryAdd("w-new", working(99)))  # new: posted at once
+        held, due = await held_and_due(store)
+        assert set(held) == {*seqs[:3], max(due)}
+        found = await store.docs_matching(ALICE, "c1", WORKING, [(("tags.topic",), ("moved",))])  # the rest
+        assert [doc.id for doc in found] == ["w0001", "w0008"]
+        held, due = await held_and_due(store)
+        assert held == due and len(due) == 16
+        ready = "SELECT started = through FROM posted_scopes WHERE container_id = 'c1' AND memory_type = ?"
+        assert await store.db.read(lambda c: c.execute(ready, (WORKING,)).fetchone()[0]) == 1
+        assert await store.db.read(lambda c: c.execute(ready, (SESSIONS,)).fetchone()) is None
     finally:
         await store.close()
 
@@ -363,6 +417,11 @@ async def test_a_database_of_the_schema_before_postings_gains_them_on_open(tmp_p
         assert pushed == (await answer(store, body, pushdown=False))[0]
         assert read == 4 and pushed["hits"]["total"]["value"] == 4
         assert len(await store.docs(ALICE, "c1", WORKING)) == 29  # nothing lost
+        scopes = "SELECT memory_type, started, through FROM posted_scopes ORDER BY 1"
+        assert await store.db.read(lambda c: [tuple(row) for row in c.execute(scopes)]) == [
+            (HISTORY, 0, 0),
+            (WORKING, 0, 0),
+        ]
     finally:
         await store.close()
 

@@ -40,7 +40,8 @@ from memory_plugin.agentic.stores.retention import RetentionStore
 from memory_plugin.agentic.stores.retention_sqlite import SqliteRetention
 from memory_plugin.agentic.stores.sources import SOURCES, Forgotten, sources_of, without_sources
 from memory_plugin.agentic.stores.sqlite_forgetting import forget, index_history_terms
-from memory_plugin.agentic.stores.sqlite_postings import index_postings, indexed_path, matching_docs, sorted_page
+from memory_plugin.agentic.stores.sqlite_posting_reads import matching_docs, read_posted, sorted_page
+from memory_plugin.agentic.stores.sqlite_postings import index_postings, indexed_path
 from memory_plugin.agentic.stores.sqlite_queues import SqliteQueues
 from memory_plugin.agentic.stores.sqlite_tables import (
     CONTAINER_OWNER,
@@ -189,6 +190,7 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
             fts_delete(c, [seq for (seq,) in c.execute(sql, (container_id, LONG_TERM)).fetchall()])
             c.execute("DELETE FROM memories WHERE container_id = ?", (container_id,))
             c.execute("DELETE FROM infer_jobs WHERE container_id = ?", (container_id,))
+            c.execute("DELETE FROM posted_scopes WHERE container_id = ?", (container_id,))
             seq_no = next_seq_no(c)
             return StoredDoc(container_id, json.loads(row["doc"]), row["version"] + 1, seq_no)
 
@@ -368,7 +370,12 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
     ) -> list[StoredDoc]:
         if not required:
             return await self.docs(owner, container_id, memory_type)
-        return await self.db.read(lambda c: matching_docs(c, owner, container_id, memory_type, required, row_doc))
+        return await read_posted(
+            self.db,
+            container_id,
+            memory_type,
+            lambda c: matching_docs(c, owner, container_id, memory_type, required, row_doc),
+        )
 
     async def sorted_page(
         self,
@@ -379,8 +386,11 @@ class SqliteAgenticStore(SqliteQueues, AgenticStore):
         sort: tuple[str, bool, int],
         count_up_to: int | None = None,
     ) -> tuple[int, list[StoredDoc]] | None:
-        return await self.db.read(
-            lambda c: sorted_page(c, owner, container_id, memory_type, required, sort, count_up_to, row_doc)
+        return await read_posted(
+            self.db,
+            container_id,
+            memory_type,
+            lambda c: sorted_page(c, owner, container_id, memory_type, required, sort, count_up_to, row_doc),
         )
 
     async def delete_ids(self, owner: Principal, container_id: str, memory_type: str, ids: Sequence[str]) -> int:

@@ -8,6 +8,10 @@ such a path with a plain string value matches only docs among that path's postin
 candidates are always a superset of the matches, and the full query then decides.  They are written in the
 transaction of the doc's insert or rewrite, and go with the doc (``ON DELETE CASCADE``).
 
+A container's memory type has postings from the first search that can use them (``sqlite_posting_reads``),
+as a database builds an index when it is first asked for: adds into a container no term query reads write
+none (a conversational add's five postings cost as much writer time as the rest of the add).
+
 ``owner_id`` and ``memory_container_id`` are left out on purpose: every doc a search reads has the same
 value there (searches are scoped by both), so their postings would select the whole container.
 """
@@ -16,12 +20,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_plugin.agentic.models import valid_unicode
-from memory_plugin.agentic.stores.base import ExactTerms, StoredDoc, owner_key
-from memory_plugin.auth import Principal
 from memory_plugin.sqlite import run_script
 
 #: Top-level fields (a path's first segment) whose exact values are indexed: the keyword fields and the
@@ -95,6 +97,8 @@ RECENT_DOCS = 512
 #: Postings of a new doc that wait with the recent ones, at most: however many values a caller sends, a read
 #: scans at most ``RECENT_DOCS`` times this many recent postings.
 RECENT_PAIRS = 16
+#: Docs of a container type whose postings one write builds, at most, when its first search asks for them.
+POST_BATCH = 2000
 #: Integers a double holds exactly: beyond, the DSL's float keys could tie where SQLite's integers do not.
 _EXACT_FLOAT = 2**53
 
@@ -159,20 +163,102 @@ def schema_postings(connection: sqlite3.Connection) -> None:
         "SELECT seq, container_id, memory_type, organization_id, user_id, doc FROM memories ORDER BY seq"
     )
     for seq, container_id, memory_type, organization_id, user_id, doc in rows:
-        index_postings(
-            connection, seq, container_id, memory_type, (organization_id, user_id), json.loads(doc), new=True
-        )
+        _post_new(connection, seq, (container_id, memory_type, organization_id, user_id), json.loads(doc))
+        _move_due(connection, seq)
 
 
-def _exact(value: Any) -> bool:
+def schema_posted_scopes(connection: sqlite3.Connection) -> None:
+    """Schema v7: the container types that have postings (``posted_scopes``); every one already stored has."""
+    run_script(
+        connection,
+        """
+        CREATE TABLE posted_scopes (
+            container_id TEXT NOT NULL,
+            memory_type TEXT NOT NULL,
+            started INTEGER NOT NULL,
+            through INTEGER NOT NULL,
+            PRIMARY KEY (container_id, memory_type)
+        ) WITHOUT ROWID;
+        INSERT INTO posted_scopes SELECT DISTINCT container_id, memory_type, 0, 0 FROM memories;
+        """,
+    )
+
+
+def _scope(c: sqlite3.Connection, container_id: str, memory_type: str) -> tuple[int, int] | None:
+    """A posted scope's ``started`` and ``through``: the last seq when its postings were asked for, and the
+    last seq of its docs before then that has them.  A doc of the scope has its postings when ``seq <=
+    through`` or ``seq > started`` (written since); the scope's postings are whole once ``through`` reaches
+    ``started``."""
+    row = c.execute(
+        "SELECT started, through FROM posted_scopes WHERE container_id = ? AND memory_type = ?",
+        (container_id, memory_type),
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def scope_posted(c: sqlite3.Connection, container_id: str, memory_type: str) -> bool:
+    """Whether every doc of the container's type has its postings: a search may read them."""
+    scope = _scope(c, container_id, memory_type)
+    return scope is not None and scope[1] >= scope[0]
+
+
+def start_posting(c: sqlite3.Connection, container_id: str, memory_type: str) -> None:
+    """The scope is posted from now on: every doc written from here has its postings (a write)."""
+    c.execute(
+        "INSERT OR IGNORE INTO posted_scopes SELECT ?, ?, coalesce(max(seq), 0), 0 FROM memories",
+        (container_id, memory_type),
+    )
+
+
+def unposted_seqs(c: sqlite3.Connection, container_id: str, memory_type: str) -> list[int]:
+    """The seqs of the scope's docs that have no postings yet, in order (a read, after ``start_posting``)."""
+    scope = _scope(c, container_id, memory_type)
+    if scope is None:
+        return []
+    started, through = scope
+    rows = c.execute(
+        "SELECT seq FROM memories WHERE container_id = ? AND memory_type = ? AND seq > ? AND seq <= ? ORDER BY seq",
+        (container_id, memory_type, through, started),
+    )
+    return [seq for (seq,) in rows]
+
+
+def post_docs(c: sqlite3.Connection, container_id: str, memory_type: str, seqs: Sequence[int], last: bool) -> None:
+    """The postings of the scope's docs ``seqs`` (those still stored, as they are now), and how far the scope
+    is posted: through the last of them, or whole when they are ``last`` (a write; twice writes nothing more)."""
+    rows = c.execute(
+        "SELECT seq, organization_id, user_id, doc FROM memories WHERE seq IN (SELECT value FROM json_each(?)) "
+        "AND container_id = ? AND memory_type = ?",
+        (json.dumps(list(seqs)), container_id, memory_type),
+    )
+    for seq, organization_id, user_id, doc in rows.fetchall():
+        source = json.loads(doc)
+        term = (container_id, memory_type, organization_id, user_id)
+        _insert(c, seq, _key(source), term, _pairs(source))
+    c.execute(
+        "UPDATE posted_scopes SET through = max(through, CASE WHEN ? THEN started ELSE ? END) "
+        "WHERE container_id = ? AND memory_type = ?",
+        (last, seqs[-1] if seqs else 0, container_id, memory_type),
+    )
+
+
+def _key(doc: Mapping[str, Any]) -> Any:
+    """What the doc's postings carry: its ``created_time``, when that is one exact number."""
+    created = doc.get(SORT_FIELD)
+    return created if exact_number(created) else NOT_A_NUMBER
+
+
+def _pairs(doc: Mapping[str, Any]) -> set[tuple[str, str]]:
+    return {(valid_unicode(path), valid_unicode(value)) for path, value in postings(doc)}
+
+
+def exact_number(value: Any) -> bool:
     """Whether the DSL orders ``value`` as SQLite does: one number, exactly."""
     return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < _EXACT_FLOAT
 
 
 #: Pairs per statement: two host parameters each, well under SQLite's limit whatever a doc holds.
 _PAIRS = 400
-#: One value of one path, of one owner's docs of a type in a container.
-_TERM = "container_id = ? AND memory_type = ? AND field = ? AND value = ? AND organization_id = ? AND user_id = ?"
 
 
 def _insert(
@@ -215,23 +301,18 @@ def index_postings(
     *,
     new: bool,
 ) -> None:
-    """A doc's postings, replacing its earlier ones unless it is ``new``, in the caller's transaction.  A
-    rewrite that keeps them (a session's touch moves only ``last_updated_time``) writes none."""
-    created = doc.get(SORT_FIELD)
-    key = created if _exact(created) else NOT_A_NUMBER
-    pairs = {(valid_unicode(path), valid_unicode(value)) for path, value in postings(doc)}
-    term = (container_id, memory_type, *owner)
+    """A doc's postings, replacing its earlier ones unless it is ``new``, in the caller's transaction, when its
+    scope is posted (a doc its scope's postings have not reached yet gets them when they do).  A rewrite that
+    keeps them (a session's touch moves only ``last_updated_time``) writes none."""
+    scope = _scope(c, container_id, memory_type)
     if new:
-        if len(pairs) <= RECENT_PAIRS:
-            c.executemany(
-                "INSERT INTO recent_postings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(seq, field, value, key, *term) for field, value in pairs],
-            )
-        else:  # a doc of many values: in the term-ordered table at once, so that no read scans them
-            _insert(c, seq, key, term, pairs)
-        if seq % RECENT_DOCS == 0:
-            _move_recent(c)
+        if scope is not None:
+            _post_new(c, seq, (container_id, memory_type, *owner), doc)
+        _move_due(c, seq)
         return
+    if scope is None or scope[1] < seq <= scope[0]:
+        return
+    key, pairs = _key(doc), _pairs(doc)
     held = c.execute(
         "SELECT t.field, t.value, p.created_time FROM postings AS p JOIN posting_terms AS t USING (term_id) "
         "WHERE p.seq = ? UNION ALL SELECT field, value, created_time FROM recent_postings WHERE seq = ?",
@@ -241,7 +322,25 @@ def index_postings(
         return
     c.execute("DELETE FROM postings WHERE seq = ?", (seq,))
     c.execute("DELETE FROM recent_postings WHERE seq = ?", (seq,))
-    _insert(c, seq, key, term, pairs)
+    _insert(c, seq, key, (container_id, memory_type, *owner), pairs)
+
+
+def _post_new(c: sqlite3.Connection, seq: int, term: tuple[str, str, str, str], doc: Mapping[str, Any]) -> None:
+    """A new doc's postings (``term``: container, type, organisation, user)."""
+    key, pairs = _key(doc), _pairs(doc)
+    if len(pairs) <= RECENT_PAIRS:
+        c.executemany(
+            "INSERT INTO recent_postings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(seq, field, value, key, *term) for field, value in pairs],
+        )
+    else:  # a doc of many values: in the term-ordered table at once, so that no read scans them
+        _insert(c, seq, key, term, pairs)
+
+
+def _move_due(c: sqlite3.Connection, seq: int) -> None:
+    """The recent postings move when a new doc's seq is a multiple of ``RECENT_DOCS``, whatever its scope."""
+    if seq % RECENT_DOCS == 0:
+        _move_recent(c)
 
 
 _TERM_COLUMNS = "container_id, memory_type, field, value, organization_id, user_id"
@@ -258,172 +357,3 @@ def _move_recent(c: sqlite3.Connection) -> None:
         f"JOIN posting_terms AS t USING ({_TERM_COLUMNS})"
     )
     c.execute("DELETE FROM recent_postings")
-
-
-#: One of the paths and one of the values, of the owner's docs of a type in a container (both tables name a
-#: term by these columns).  Parameters: container, type, paths (JSON), values (JSON), organisation, user.
-_OWNED_TERM = (
-    "container_id = ? AND memory_type = ? AND field IN (SELECT value FROM json_each(?)) "
-    "AND value IN (SELECT value FROM json_each(?)) AND organization_id = ? AND user_id = ?"
-)
-#: One required term's postings of the owner's docs, in both tables, each ``{among}`` (an extra condition).
-_POSTED = (
-    "SELECT * FROM (SELECT seq{columns} FROM postings WHERE term_id IN "
-    f"(SELECT term_id FROM posting_terms WHERE {_OWNED_TERM}){{among}} UNION ALL "
-    f"SELECT seq{{columns}} FROM recent_postings WHERE {_OWNED_TERM}{{among}})"
-)
-
-
-def _posted(
-    owner: Principal,
-    container_id: str,
-    memory_type: str,
-    paths: Sequence[str],
-    values: Sequence[str],
-    more: Sequence[Any] = (),
-) -> list[Any]:
-    """``_POSTED``'s parameters, ``more`` those of its ``{among}``."""
-    terms = [
-        container_id,
-        memory_type,
-        json.dumps([valid_unicode(p) for p in paths]),
-        json.dumps([valid_unicode(v) for v in values]),
-        *owner_key(owner),
-    ]
-    return [*terms, *more, *terms, *more]
-
-
-def _candidates(owner: Principal, container_id: str, memory_type: str, required: ExactTerms) -> tuple[str, list[Any]]:
-    """The owner's seqs with, for each ``(paths, values)``, a posting of one of the paths and one of the values."""
-    selects, parameters = [], []
-    for paths, values in required:
-        selects.append(_POSTED.format(columns="", among=""))
-        parameters += _posted(owner, container_id, memory_type, paths, values)
-    return " INTERSECT ".join(selects), parameters
-
-
-#: The owner's docs among candidates: the candidates drive, each a rowid lookup (left to itself, SQLite walks
-#: every row of the container's type instead).
-_OWNED = (
-    "FROM ({candidates}) AS candidates CROSS JOIN memories AS m ON m.seq = candidates.seq "
-    "WHERE m.container_id = ? AND m.memory_type = ? AND m.organization_id = ? AND m.user_id = ?"
-)
-_DOC = "SELECT m.seq, m.memory_id, m.doc, m.version, m.seq_no "
-
-
-def matching_docs(
-    c: sqlite3.Connection,
-    owner: Principal,
-    container_id: str,
-    memory_type: str,
-    required: ExactTerms,
-    row_doc: Callable[[sqlite3.Row, str], StoredDoc],
-) -> list[StoredDoc]:
-    """The owner's docs of a type in the container with, for each ``(paths, values)``, a posting of one of the
-    paths and one of the values; oldest first, as ``docs`` lists them (the DSL breaks ties by that order)."""
-    candidates, parameters = _candidates(owner, container_id, memory_type, required)
-    sql = _DOC + _OWNED.format(candidates=candidates) + " ORDER BY m.seq"
-    rows = c.execute(sql, [*parameters, container_id, memory_type, *owner_key(owner)])
-    return [row_doc(row, "memory_id") for row in rows]
-
-
-def sorted_page(
-    c: sqlite3.Connection,
-    owner: Principal,
-    container_id: str,
-    memory_type: str,
-    required: ExactTerms,
-    sort: tuple[str, bool, int],
-    count_up_to: int | None,
-    row_doc: Callable[[sqlite3.Row, str], StoredDoc],
-) -> tuple[int, list[StoredDoc]] | None:
-    """How many of the owner's docs ``matching_docs`` selects, and the first ``limit`` of them by a top-level
-    ``field`` (``sort``: field, descending, limit; oldest first among equals), oldest first; None when one of
-    them holds anything but a single number there (the DSL then sorts them).  The count may stop at
-    ``count_up_to`` (None: all)."""
-    found = _sorted_seqs(c, owner, container_id, memory_type, required, sort, count_up_to)
-    if found is None:
-        return None
-    total, page = found
-    rows = c.execute(
-        "SELECT seq, memory_id, doc, version, seq_no FROM memories WHERE seq IN (SELECT value FROM json_each(?)) "
-        "ORDER BY seq",
-        (json.dumps(page),),
-    )
-    return total, [row_doc(row, "memory_id") for row in rows]
-
-
-def _sorted_seqs(
-    c: sqlite3.Connection,
-    owner: Principal,
-    container_id: str,
-    memory_type: str,
-    required: ExactTerms,
-    sort: tuple[str, bool, int],
-    count_up_to: int | None,
-) -> tuple[int, list[int]] | None:
-    """``sorted_page``'s count (up to ``count_up_to``) and page, oldest first."""
-    field, descending, limit = sort
-    if field == SORT_FIELD:  # from the postings alone: the first term's, among the other terms' seqs
-        (paths, values), rest = required[0], required[1:]
-        more: list[Any] = []
-        if rest:
-            others, more = _candidates(owner, container_id, memory_type, rest)
-        among = f" AND +seq IN ({others})" if rest else ""  # "+": the term's key drives, never postings_seq
-        if len(paths) == 1 and len(values) == 1:  # a posting per doc: the term's key holds count and page
-            return _indexed_page(
-                c, owner, container_id, memory_type, (paths[0], values[0]), among, more, sort, count_up_to
-            )
-        sql = _POSTED.format(columns=f", {SORT_FIELD} AS key", among=among)
-        parameters = _posted(owner, container_id, memory_type, paths, values, more)
-        numbers = dict(c.execute(sql, parameters).fetchall())  # a doc may have several of the term's postings
-    else:
-        candidates, parameters = _candidates(owner, container_id, memory_type, required)
-        path = "$." + json.dumps(field)
-        try:
-            keys = c.execute(
-                f"SELECT m.seq, json_type(m.doc, ?), json_extract(m.doc, ?) {_OWNED.format(candidates=candidates)}",
-                [path, path, *parameters, container_id, memory_type, *owner_key(owner)],
-            ).fetchall()
-        except sqlite3.OperationalError:  # a doc SQLite's JSON does not read (Python writes NaN): the DSL sorts
-            return None
-        numbers = {seq: key if kind in ("integer", "real") else None for seq, kind, key in keys}
-    if not all(_exact(key) for key in numbers.values()):
-        return None
-    ranked_keys = sorted(numbers.items(), key=lambda row: (-row[1] if descending else row[1], row[0]))
-    return len(numbers), sorted(seq for seq, _ in ranked_keys[:limit])
-
-
-def _indexed_page(
-    c: sqlite3.Connection,
-    owner: Principal,
-    container_id: str,
-    memory_type: str,
-    term: tuple[str, str],
-    among: str,
-    more: list[Any],
-    sort: tuple[str, bool, int],
-    count_up_to: int | None,
-) -> tuple[int, list[int]] | None:
-    """One term's count and page read along its postings' key, in ``created_time`` order: the page is its
-    first ``limit`` entries and the count stops at ``count_up_to``, however many docs the term selects."""
-    _, descending, limit = sort
-    key = [container_id, memory_type, valid_unicode(term[0]), valid_unicode(term[1]), *owner_key(owner)]
-    recent = c.execute(f"SELECT {SORT_FIELD}, seq FROM recent_postings WHERE {_TERM}{among}", [*key, *more]).fetchall()
-    if any(isinstance(number, str) for number, _ in recent):
-        return None  # a doc with anything but one exact number there: the DSL sorts
-    row = c.execute(f"SELECT term_id FROM posting_terms WHERE {_TERM}", key).fetchone()
-    moved, ranked = 0, recent  # the recent ones, and the moved ones' first entries
-    if row is not None:
-        where, parameters = f"term_id = ?{among}", [row[0], *more]
-        unsure = f"SELECT 1 FROM postings WHERE term_id = ? AND {SORT_FIELD} >= ?{among} LIMIT 1"
-        if c.execute(unsure, [row[0], NOT_A_NUMBER, *more]).fetchone():
-            return None
-        counted = f"SELECT count(*) FROM (SELECT 1 FROM postings WHERE {where} LIMIT ?)"
-        (moved,) = c.execute(counted, [*parameters, -1 if count_up_to is None else count_up_to]).fetchone()
-        order = f"{SORT_FIELD} {'DESC' if descending else 'ASC'}, seq"
-        sql = f"SELECT {SORT_FIELD}, seq FROM postings WHERE {where} ORDER BY {order} LIMIT ?"
-        ranked = [*recent, *c.execute(sql, [*parameters, limit])]
-    total = moved + len(recent) if count_up_to is None else min(moved + len(recent), count_up_to)
-    ranked.sort(key=lambda row: (-row[0] if descending else row[0], row[1]))
-    return total, sorted(seq for _, seq in ranked[:limit])

@@ -48,7 +48,12 @@ from memory_plugin.agentic.stores.fts import (
     totals,
 )
 from memory_plugin.agentic.stores.sources import SOURCES, sources_of, without_sources
-from memory_plugin.agentic.stores.sqlite_postings import index_postings, schema_postings, schema_retired
+from memory_plugin.agentic.stores.sqlite_postings import (
+    index_postings,
+    schema_posted_scopes,
+    schema_postings,
+    schema_retired,
+)
 from memory_plugin.auth import Principal
 from memory_plugin.sorted_ids import sorted_distinct
 from memory_plugin.sqlite import run_script
@@ -115,7 +120,15 @@ def _schema_v3(connection: sqlite3.Connection) -> None:
     connection.execute("ALTER TABLE infer_jobs ADD COLUMN answers TEXT NOT NULL DEFAULT '{}'")
 
 
-MIGRATIONS = [_schema_v1, _schema_v2, _schema_v3, schema_retired, schema_retired, schema_postings]
+MIGRATIONS = [
+    _schema_v1,
+    _schema_v2,
+    _schema_v3,
+    schema_retired,
+    schema_retired,
+    schema_postings,
+    schema_posted_scopes,
+]
 CONTAINER_OWNER = "container_id = ? AND organization_id = ? AND user_id = ?"
 #: The containers a caller may use (``base.may_use``, in SQL): of its organisation, and its own, or any for an
 #: organisation key, or shared with one of its roles.  Parameters: organisation, admin (0/1), user, roles (JSON).

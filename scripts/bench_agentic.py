@@ -86,7 +86,10 @@ async def bench_adds(
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-agentic-"))
     env = {"MEMORY_PLUGIN_MODEL_DIR": str(ensure_default_model()), "MEMORY_PLUGIN_LOG_LEVEL": log_level}
-    plain = lambda n: {"messages": message(n), "namespace": {"user_id": f"u{n % USERS}"}}  # noqa: E731
+
+    def plain(n: int) -> dict:
+        return {"messages": message(n), "namespace": {"user_id": f"u{n % USERS}"}}
+
     cases = [  # name, body, whether the container's working memory was searched by a term first
         ("add memory", plain, False),
         (

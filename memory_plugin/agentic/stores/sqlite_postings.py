@@ -225,11 +225,16 @@ def unposted_seqs(c: sqlite3.Connection, container_id: str, memory_type: str) ->
 
 def post_docs(c: sqlite3.Connection, container_id: str, memory_type: str, seqs: Sequence[int], last: bool) -> None:
     """The postings of the scope's docs ``seqs`` (those still stored, as they are now), and how far the scope
-    is posted: through the last of them, or whole when they are ``last`` (a write; twice writes nothing more)."""
+    is posted: through the last of them, or whole when they are ``last`` (a write).  Those another search
+    posted meanwhile are skipped: searches that build one scope at once do its work once between them."""
+    scope = _scope(c, container_id, memory_type)
+    if scope is None:  # the container is gone
+        return
+    started, through = scope
     rows = c.execute(
         "SELECT seq, organization_id, user_id, doc FROM memories WHERE seq IN (SELECT value FROM json_each(?)) "
         "AND container_id = ? AND memory_type = ?",
-        (json.dumps(list(seqs)), container_id, memory_type),
+        (json.dumps([seq for seq in seqs if through < seq <= started]), container_id, memory_type),
     )
     for seq, organization_id, user_id, doc in rows.fetchall():
         source = json.loads(doc)

@@ -48,20 +48,35 @@ def test_scaleout_benchmark_runs_one_and_two_workers(opensearch_nodes, tmp_path:
 
 @pytest.mark.timeout(300)
 def test_side_by_side_benchmark_counts_what_each_operation_costs_the_node(opensearch_nodes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Without ml-commons on the session's node: this server's rows only, each with the node's counts."""
+    """Without ml-commons on the session's node: this server's rows only, each with the node's counts; with the
+    bridge on, a create case lasts until its messages are searchable, and costs the embedding besides."""
     out = tmp_path / "opensearch.json"
-    args = ["--requests", "40", "--concurrency", "4", "--workers", "1", "--bridge", "off", "--no-ml-commons"]
+    args = ["--requests", "40", "--warmup", "8", "--rounds", "1", "--concurrency", "4", "--workers", "1"]
+    args += ["--no-ml-commons"]
     done = run_script(
         "bench_opensearch.py", *args, "--opensearch-url", opensearch_nodes[0].url, "--out", str(out), timeout=290
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert {(row["op"], row["memories"]) for row in report["results"]} == {
-        (op, memories) for op in ("create", "list") for memories in (1, 32)
+    assert report["warmup"] == 8
+    rows = {(row["target"], row["op"], row["memories"]): row for row in report["results"]}
+    assert report["rounds"] == 1 and report["earlier_rounds"] == []
+    assert set(rows) == {
+        (f"ours, bridge {bridge}, 1w", op, memories)
+        for bridge in ("off", "on")
+        for op in ("create", "list")
+        for memories in (1, 32)
     }
-    for row in report["results"]:
+    for (target, op, memories), row in rows.items():
         assert row["statuses"] == {"200": 40}, row
-        assert row["target"] == "ours, bridge off, 1w", row
-        if row["op"] == "create":  # every message is indexed, and refreshed before it is acknowledged
+        assert row["server_cpu_ms_per_op"] > 0, row
+        if op == "create":  # every message is indexed, and refreshed before it is acknowledged
             assert row["indexed_per_op"] >= 1 and row["refreshes_per_op"] > 0, row
+        if target.endswith("off, 1w") or op == "list":
+            assert row["searchable_req_per_s"] == row["req_per_s"], row
+        else:  # the bridge's records, embedded on the server's CPU, and the wait for them
+            plain = rows["ours, bridge off, 1w", op, memories]
+            assert row["indexed_per_op"] > plain["indexed_per_op"], (row, plain)
+            assert row["server_cpu_ms_per_op"] > plain["server_cpu_ms_per_op"], (row, plain)
+            assert row["searchable_req_per_s"] <= row["req_per_s"], row
     assert out.with_suffix(".png").read_bytes().startswith(PNG)

@@ -73,6 +73,15 @@ def refusal(settings: Settings, workers: int) -> str | None:
     )
 
 
+def cores_shared(settings: Settings, workers: int) -> Settings:
+    """Each worker's model calls on its share of the cores, where the threads are not set: the runtime's default
+    is every core, and two workers' embeddings each taking both cores (beside OpenSearch) made messages
+    searchable a fifth slower than one thread each did (``scripts/bench_opensearch.py``, bridge on)."""
+    if workers == 1 or settings.embedder.threads is not None:
+        return settings
+    return settings.replace(embedder={"threads": max(1, len(os.sched_getaffinity(0)) // workers)})
+
+
 def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
     """``count`` sockets listening on one port (the first one's, when ``port`` is 0)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -215,7 +224,7 @@ def serve_workers(settings: Settings, workers: int) -> int:
     )
     _say(f"{workers} workers on http://{settings.http.host}:{port}, parent pid {os.getpid()}; {shared}")
     try:
-        return Supervisor(settings, sockets).supervise()
+        return Supervisor(cores_shared(settings, workers), sockets).supervise()
     finally:
         for sock in sockets:
             sock.close()

@@ -170,7 +170,12 @@ class EmbedderSection:
         env=ENV_PREFIX + "MODEL_DIR",
         shown="the default model `make install` builds",
     )
-    threads: int | None = setting(None, "Threads one model call uses.", flat="embed_threads", shown="the runtime's")
+    threads: int | None = setting(
+        None,
+        "Threads one model call uses.",
+        flat="embed_threads",
+        shown="the runtime's (one per physical core); with `--workers N`, the cores over N",
+    )
     precision: str | None = setting(
         None,
         "A model file named in the model folder's config (`fp32` or `int8` for the default).",

@@ -1,4 +1,5 @@
-"""``serve --workers N``: refused at once with an embedded store, naming it; one port for every worker."""
+"""``serve --workers N``: refused at once with an embedded store, naming it; one port for every worker; the
+cores shared out between the workers' model calls."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from memory_plugin.cli import main
 from memory_plugin.settings import EmbeddedRegion, OpenSearchRegion, load_settings
-from memory_plugin.workers import listening_sockets, refusal
+from memory_plugin.workers import cores_shared, listening_sockets, refusal
 
 
 def test_more_than_one_worker_with_an_embedded_store_is_refused_naming_it(tmp_path: Path) -> None:
@@ -38,3 +39,14 @@ def test_every_worker_socket_listens_on_one_port() -> None:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def test_workers_share_the_cores_between_their_model_calls_unless_told(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    settings = load_settings(environ={}, data_dir=tmp_path / "data")
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
+    assert cores_shared(settings, 1).embedder.threads is None, "one worker: the runtime's own choice"
+    assert cores_shared(settings, 2).embedder.threads == 4
+    assert cores_shared(settings, 3).embedder.threads == 2
+    assert cores_shared(settings, 16).embedder.threads == 1
+    told = settings.replace(embedder={"threads": 3})
+    assert cores_shared(told, 4).embedder.threads == 3

@@ -16,16 +16,18 @@ itself; this server with the bridge off and on, at each worker count.
 
 The JVM's JIT makes a path several times cheaper once it has run a while: measured
 once, in order, the first target (ml-commons) paid for the warm-up of the paths
-everyone shares, and in one run the same list cost the node 4.1 ms at the start and 2.4 ms
-near the end.  So every target is measured ``--rounds`` times in the same order
-(the report is the last round, the earlier ones are in the JSON), and each case
-first sends ``--warmup`` requests it does not measure.  Besides requests/s and latency it reads the node's ``_nodes/stats``
-before and after each case: what OpenSearch did per operation (documents
-indexed, real-time gets, searches, shard refreshes), and the node's and this
-server's CPU per operation.  With the bridge on, a create case lasts until every
-message it wrote is searchable (``/_health``'s outbox backlog at 0), so its CPU
-includes the embedding and indexing, and ``found/s`` is the rate of messages
-made searchable (elsewhere a message is searchable when it is acknowledged).
+everyone shares, and in one run the same list cost the node 4.1 ms at the start and
+2.4 ms near the end.  So every target is measured ``--rounds`` times in the same
+order (the report is the last round, the earlier ones are in the JSON), and each
+case first sends ``--warmup`` requests it does not measure.
+
+Besides requests/s and latency it reads the node's ``_nodes/stats`` before and
+after each case: what OpenSearch did per operation (documents indexed, real-time
+gets, searches, shard refreshes), and the node's and this server's CPU per
+operation.  With the bridge on, a create case lasts until every message it wrote
+is searchable (``/_health``'s outbox backlog at 0), so its CPU includes the
+embedding and indexing, and ``found/s`` is the rate of messages made searchable
+(elsewhere a message is searchable when it is acknowledged).
 Those counts do not depend on how loaded the machine is; requests/s do, so
 compare ratios within one run.  Prints a table, writes JSON and a chart beside it.
 """

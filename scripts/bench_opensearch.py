@@ -60,6 +60,8 @@ from bench_scaleout import cpu_seconds, process_tree  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
 
 MEMORY = "/_plugins/_ml/memory"
+#: The longest a case waits for the bridge to make its messages searchable (1,000 take about 10 s).
+SEARCHABLE_SECONDS = 600.0
 #: What ``_nodes/stats`` counts, per operation: (column, path in ``indices``).
 COUNTERS = {
     "indexed": ("indexing", "index_total"),
@@ -128,12 +130,14 @@ async def searchable(server: LiveServer | None) -> float:
     """Wait until ``server``'s bridge has indexed every message written so far (None: a target whose messages
     are searchable when acknowledged); the moment it had, on ``time.perf_counter``.  The backlog a process
     reports is what it last read (after a drain, or its poll each second), so the answer is the start of a
-    run of zeros that lasted over a second."""
+    run of zeros that lasted over a second.  A bridge that never catches up (a failing region) is an error
+    after ``SEARCHABLE_SECONDS``, not a run that never ends."""
     if server is None:
         return time.perf_counter()
     zero_since = None
+    deadline = time.perf_counter() + SEARCHABLE_SECONDS
     async with aiohttp.ClientSession() as http:
-        while True:
+        while time.perf_counter() < deadline:
             async with http.get(f"{server.url}/_health") as response:
                 backlog = (await response.json())["backlog"].get("outbox", {}).get("backlog", 0)
             now = time.perf_counter()
@@ -144,6 +148,7 @@ async def searchable(server: LiveServer | None) -> float:
             elif now - zero_since > 1.2:
                 return zero_since
             await asyncio.sleep(0.05)
+    raise TimeoutError(f"{server.url}: messages still waiting for the bridge after {SEARCHABLE_SECONDS} s")
 
 
 async def drive(

@@ -145,12 +145,15 @@ async def get_document(client: AsyncOpenSearch, index: str, doc_id: str) -> dict
 _SHARD_STARTING_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 
 
-async def get_documents(client: AsyncOpenSearch, index: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The documents found among ``ids`` (real-time, one request), by id."""
+async def get_documents(
+    client: AsyncOpenSearch, index: str, ids: Sequence[str], *, source: bool = True
+) -> dict[str, dict[str, Any]]:
+    """The documents found among ``ids`` (real-time, one request; without ``_source`` unless ``source``), by id."""
     wanted = list(dict.fromkeys(doc_id for doc_id in ids if 0 < id_bytes(doc_id) <= MAX_ID_BYTES))
     if not wanted:
         return {}
-    documents = (await client.mget(index=index, body={"ids": wanted}))["docs"]
+    params = None if source else {"_source": "false"}
+    documents = (await client.mget(index=index, body={"ids": wanted}, params=params))["docs"]
     return {doc["_id"]: doc for doc in documents if doc.get("found")}
 
 

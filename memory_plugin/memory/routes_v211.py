@@ -51,7 +51,7 @@ async def message_page(
     """
     memory, owner = request.config_dict[MEMORY], principal_of(request)
     next_token, max_results = window
-    version = memory.messages_version(conversation_id)  # before reading: see RenderedPages
+    version = await memory.messages_version(conversation_id)  # before reading: see RenderedPages
 
     async def render() -> dict[str, Any]:
         page = await memory.list_interactions(owner, conversation_id, next_token, max_results, newest_first)

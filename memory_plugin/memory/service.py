@@ -246,10 +246,10 @@ class MemoryService:
             raise conversation_not_found(conversation_id)
         return _page(items, next_token, max_results)
 
-    def messages_version(self, conversation_id: str) -> int | None:
+    async def messages_version(self, conversation_id: str) -> int | None:
         """Changes whenever :meth:`list_interactions` of this conversation could answer differently
         (None: unknown, so never cache): a page rendered at one version may be served again at it."""
-        return self.store.messages_version(conversation_id)
+        return await self.store.messages_version(conversation_id)
 
     async def list_traces(
         self, owner: Principal, interaction_id: str, next_token: int = 0, max_results: int = DEFAULT_MAX_RESULTS

@@ -2,13 +2,17 @@
 
 Every write that can change a list (a message, a trace, an update, a delete, an
 erasure) must be seen by the next read, and a kept page must never reach
-another caller, another form of the API or another window.
+another caller, another form of the API or another window.  On both backends: on
+OpenSearch the version is the memory document's, read from the node
+(``tests/opensearch/test_memory_opensearch.py`` moves it from another process).
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+import pytest
 
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore
@@ -19,6 +23,8 @@ from tests.conftest import Caller, make_caller
 V211 = "/_plugins/_ml/memory/conversation"
 V212 = "/_plugins/_ml/memory"
 HISTORIES = "/v2/ai/conversation_histories"
+
+pytestmark = pytest.mark.backends("embedded", "opensearch")
 
 
 async def _json(response: Any, status: int = 200) -> Any:

@@ -28,6 +28,7 @@ from memory_plugin.auth import Principal
 from memory_plugin.memory.models import Conversation, Interaction
 from memory_plugin.memory.routes_v211 import MEMORY
 from memory_plugin.memory.stores.opensearch import OpenSearchMemoryStore
+from memory_plugin.memory.stores.opensearch_schema import META_MAPPINGS, SCHEMA_VERSION
 from memory_plugin.memory.stores.sqlite import SqliteMemoryStore
 from memory_plugin.settings import OpenSearchRegion
 from tests.http.test_memory_v211 import create_conversation, create_interaction
@@ -624,3 +625,86 @@ async def test_a_page_whose_msearch_fails_is_asked_again_as_a_get_and_a_search(s
     assert [found.interaction_id for found in await store.list_interactions(ALICE, "c", 0, 10, True)] == ["i0"]  # type: ignore[union-attr]
     assert [call.split("?")[0].rsplit("/", 1)[-1] for call in calls] == ["_msearch", "c", "_search"], calls
     assert await store.list_interactions(BOB, "c", 0, 10, True) is None
+
+
+async def test_a_memorys_version_moves_with_every_write_to_its_pages(store, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    """``messages_version`` (what kept pages are served under) is the memory document's, read from the node:
+    another process's add, message update and delete move it or end it; reads, a no-op update and another
+    memory's writes leave it.  The ``_version`` a memory shows still counts what ml-commons' does."""
+    other = OpenSearchMemoryStore(OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix))
+    await other.open()
+    try:
+        await store.add_conversation(conversation("c", ALICE, at(0)))
+        await store.add_conversation(conversation("d", ALICE, at(0)))
+        created = await store.messages_version("c")
+        assert created is not None and await store.messages_version("c") == created
+        assert await other.add_interaction(interaction("i0", "c", ALICE, at(1)))
+        added = await store.messages_version("c")
+        assert added not in (None, created)
+        assert await store.list_interactions(ALICE, "c", 0, 10, True) is not None
+        assert await other.add_interaction(interaction("j0", "d", ALICE, at(2)))
+        noop = await other.update_interaction(ALICE, "i0", {"input": "in i0"})
+        assert noop is not None and noop.result == "noop"
+        assert await store.messages_version("c") == added
+        assert (await other.update_interaction(ALICE, "i0", {"response": "changed"})).result == "updated"  # type: ignore[union-attr]
+        edited = await store.messages_version("c")
+        assert edited not in (None, created, added)
+        # Created, one add's bump, the rename: 3, as on ml-commons; the message update is not counted.
+        renamed = await other.update_conversation(ALICE, "c", {"name": "renamed"})
+        assert renamed is not None and renamed.document.version == 3
+        assert (await store.get_conversation(ALICE, "c")).version == 3  # type: ignore[union-attr]
+        assert await store.messages_version("unknown") is None
+        assert await other.delete_conversation(ALICE, "c") == ["i0"]
+        assert await store.messages_version("c") is None
+    finally:
+        await other.close()
+
+
+async def test_a_memory_index_made_before_message_edits_gains_the_field_at_open(opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    """Indices of this schema made by an older server lack ``message_edits`` (and are strict): open adds it."""
+    node = opensearch_nodes[0]
+    internal = META_MAPPINGS["properties"]["memory_plugin"]["properties"]
+    older = {k: v for k, v in internal.items() if k != "message_edits"}
+    mappings = {**META_MAPPINGS, "properties": {**META_MAPPINGS["properties"], "memory_plugin": {"properties": older}}}
+    status, made = node.request(
+        "PUT",
+        f"/{index_prefix}-memory-meta-v{SCHEMA_VERSION}",
+        {"mappings": mappings, "aliases": {f"{index_prefix}-memory-meta": {}}},
+    )
+    assert status == 200, made
+    opened = OpenSearchMemoryStore(OpenSearchRegion(hosts=(node.url,), index_prefix=index_prefix))
+    await opened.open()
+    try:
+        await opened.add_conversation(conversation("c", ALICE, at(0)))
+        assert await opened.add_interaction(interaction("i0", "c", ALICE, at(1)))
+        before = await opened.messages_version("c")
+        assert (await opened.update_interaction(ALICE, "i0", {"input": "new"})).result == "updated"  # type: ignore[union-attr]
+        assert await opened.messages_version("c") != before
+    finally:
+        await opened.close()
+
+
+async def test_versions_asked_at_once_are_read_together(store, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
+    """Readers of a few memories asking at once share one ``_mget``; those asking while one is in flight share
+    the next (never one sent before they asked: a version read after another process's add is acknowledged
+    sees it)."""
+    other = OpenSearchMemoryStore(OpenSearchRegion(hosts=(opensearch_nodes[0].url,), index_prefix=index_prefix))
+    await other.open()
+    try:
+        for cid in ("c", "d"):
+            await store.add_conversation(conversation(cid, ALICE, at(0)))
+        calls = counted_requests(store)
+        before = await asyncio.gather(*(store.messages_version(("c", "d", "unknown")[n % 3]) for n in range(30)))
+        assert [call.split("?")[0].rsplit("/", 1)[-1] for call in calls] == ["_mget"], calls
+        assert before[0::3] == [before[0]] * 10 and before[1::3] == [before[1]] * 10 and before[2::3] == [None] * 10
+        assert None not in (before[0], before[1]) and before[0] != before[1]
+
+        async def add_then_ask(n: int) -> bool:
+            assert await other.add_interaction(interaction(f"i{n}", "c", ALICE, at(n + 1)))
+            return await store.messages_version("c") != before[0]
+
+        readers = [store.messages_version("c") for _ in range(20)]  # in flight while the adds are acknowledged
+        seen = await asyncio.gather(*(add_then_ask(n) for n in range(5)), *readers)
+        assert seen[:5] == [True] * 5 and None not in seen[5:]
+    finally:
+        await other.close()

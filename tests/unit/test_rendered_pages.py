@@ -83,12 +83,12 @@ async def test_a_write_whose_caller_left_still_moves_the_version(tmp_path: Path)
     try:
         alice = Principal("org-1", "alice")
         await store.add_conversation(Conversation("c1", alice, "billing", now(), now()))
-        before = store.messages_version("c1")
+        before = await store.messages_version("c1")
         write = asyncio.ensure_future(store.add_interaction(Interaction("i1", "c1", alice, now(), "q", "a")))
         await asyncio.sleep(0)  # queued on the writer's thread
         write.cancel()
         await store.update_conversation(alice, "c1", {"name": "after"})  # writes run in order: i1 is settled
-        assert store.messages_version("c1") != before
+        assert await store.messages_version("c1") != before
         listed = await store.list_interactions(alice, "c1", 0, 10, newest_first=True)
         assert listed is not None and [i.interaction_id for i in listed] == ["i1"]
     finally:

@@ -117,10 +117,10 @@ class MemoryStore(abc.ABC):
     ) -> list[Interaction] | None:
         """Interactions that are not traces, by ``create_time``; None if the conversation is unknown."""
 
-    def messages_version(self, conversation_id: str) -> int | None:
+    async def messages_version(self, conversation_id: str) -> int | None:
         """A number that changes, before any write is acknowledged, whenever ``list_interactions``
-        of this conversation could answer differently; None when the store cannot tell
-        (another process may write it), so that nothing may cache its pages."""
+        of this conversation could answer differently; None when the store cannot tell, so that
+        nothing may cache its pages.  A store that other processes write answers from what they share."""
         return None
 
     @abc.abstractmethod

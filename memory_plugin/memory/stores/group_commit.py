@@ -4,7 +4,9 @@ The first write flushes at once, alone; writes that arrive while a flush is in f
 wait and go together in the next one.  Under no load nothing waits; under load one
 flush (one ``_bulk``, one refresh) serves many writes, as one SQLite COMMIT serves a
 group in ``memory_plugin.sqlite``.  ``flush`` answers every write on its own: one
-write's failure is that write's alone.
+write's failure is that write's alone.  Reads that must see every write acknowledged
+before they were asked (a memory's version) are grouped the same way: each group's
+request is sent after all of its reads were asked.
 """
 
 from __future__ import annotations

@@ -35,6 +35,11 @@ then deletes its own message and answers False.  A process killed in the
 middle of a delete can leave messages without a conversation behind; they
 can still be read by id, but never listed.
 
+Pages of messages are kept by the server (``RenderedPages``) under the memory's
+version, its document's ``_primary_term`` and ``_seq_no`` read by a real-time GET
+(``messages_version``): a page read again costs OpenSearch one GET instead of a
+search, and whatever process wrote the memory meanwhile retires it.
+
 Paging beyond ``index.max_result_window`` (10000) uses ``search_after`` over
 the same sort, so every offset gives the same answer as SQLite.
 
@@ -113,6 +118,8 @@ class OpenSearchMemoryStore(MemoryStore):
         self._client: AsyncOpenSearch | None = None
         #: Messages added together are written together (``group_commit.py``).
         self._adds: GroupCommit[Interaction, bool] = GroupCommit(self._add_interactions)
+        #: Memories' versions asked for together are read together, each by a request sent after it was asked.
+        self._versions: GroupCommit[str, int | None] = GroupCommit(self._read_versions)
 
     @property
     def client(self) -> AsyncOpenSearch:
@@ -135,6 +142,7 @@ class OpenSearchMemoryStore(MemoryStore):
 
     async def close(self) -> None:
         await self._adds.idle()
+        await self._versions.idle()
         if self._client is not None:
             client, self._client = self._client, None
             await client.close()
@@ -424,7 +432,37 @@ class OpenSearchMemoryStore(MemoryStore):
             if current is None:
                 return None
             await self._enqueue("index", owner, current["_source"]["memory_id"], interaction_id)
-        return await self._update(self.message_index, interaction_id, owner, changes, read_interaction)
+        updated = await self._update(self.message_index, interaction_id, owner, changes, read_interaction)
+        if updated is not None and updated.result == "updated":
+            await self._count_edit(updated.document.conversation_id)
+        return updated
+
+    async def _count_edit(self, conversation_id: str) -> None:
+        """Write the memory after one of its messages changed (and was refreshed): its version moves."""
+        script = {"lang": "painless", "source": _COUNT_EDIT}
+        try:
+            await self.client.update(
+                index=self.meta_index, id=conversation_id, body={"script": script}, retry_on_conflict=RETRIES
+            )
+        except NotFoundError:
+            pass  # deleted meanwhile: no page of it is served any more
+
+    async def messages_version(self, conversation_id: str) -> int | None:
+        """The memory document's place in its shard's history, read real-time (``_source`` left out).
+
+        Every write that changes a memory's pages writes the memory document once its messages are
+        refreshed: an add bumps ``updated_time`` (``opensearch_adds.py``), a message update counts
+        itself (``message_edits``), a delete removes it.  So a page read after this version was taken
+        is at least as new as the version, in any process.  A write interrupted between the two
+        steps (never acknowledged) shows in pages kept here only from the memory's next write.
+
+        Readers asking at once share one ``_mget`` (``GroupCommit``): each one's is sent after it asked,
+        so it sees every write acknowledged before that."""
+        return await self._versions.submit(conversation_id)
+
+    async def _read_versions(self, conversation_ids: Sequence[str]) -> list[int | None]:
+        found = await get_documents(self.client, self.meta_index, conversation_ids, source=False)
+        return [shard_history_place(found.get(conversation_id)) for conversation_id in conversation_ids]
 
     # -- the history bridge's outbox ----------------------------------------------------------------
 
@@ -477,6 +515,18 @@ class OpenSearchMemoryStore(MemoryStore):
                 raise RelayedBadRequest(public_error(error.info, names)) from None
             raise Unavailable(f"the memory store did not answer the search: {error.error}") from None
         return public_response(response, search, document=document, names=names)
+
+
+#: A message update's write of its memory: no field a reader sees changes, ``_version`` and ``_seq_no`` move.
+_COUNT_EDIT = (
+    f"def own = ctx._source['{INTERNAL_FIELD}'];"
+    " own.message_edits = (own.message_edits == null ? 0 : own.message_edits) + 1;"
+)
+
+
+def shard_history_place(document: Mapping[str, Any] | None) -> int | None:
+    """Where a document's last write sits in its shard's history: its primary term, then its sequence number."""
+    return None if document is None else int(document["_primary_term"]) << 48 | int(document["_seq_no"])
 
 
 def page_body(query: Mapping[str, Any], sort: list[Any], offset: int, limit: int) -> dict[str, Any]:

@@ -45,7 +45,9 @@ async def add_messages(
 
     Each message is acknowledged only when its own items succeeded.  The messages (with their
     outbox entries) are written before ``updated_time`` moves, so that a delete racing with an
-    add either collects the message or makes the bump miss (and the message is taken back).
+    add either collects the message or makes the bump miss (and the message is taken back), and
+    so that the bump moves the memory's version only once its pages show the messages
+    (``messages_version``).
     """
     outcomes: list[bool | Exception] = [False] * len(interactions)
     memories = await get_documents(client, meta_index, [i.conversation_id for i in interactions])
@@ -87,6 +89,9 @@ async def add_messages(
         outcomes[n] = failure
         if failures[0] is None:  # the message is in, its entry is not
             take_back.append(interactions[n].interaction_id)
+    if take_back:  # before the bumps: a page read at the bumped version must not show it
+        await _take_back(client, message_index, take_back)
+        take_back = []
     # ``updated_time`` only moves forward: one scripted update per memory keeps the maximum, without
     # a read or a version, so writers of one memory (in any process) never conflict in a retry loop.
     latest: dict[str, str] = {}

@@ -116,6 +116,7 @@ def conversation_source(conversation: Conversation) -> dict[str, Any]:
 
 
 def read_conversation(conversation_id: str, source: Mapping[str, Any], version: int = 1) -> Conversation:
+    """``version`` is OpenSearch's ``_version``, less the writes made for message updates (``message_edits``)."""
     return Conversation(
         conversation_id=conversation_id,
         owner=_principal(source),
@@ -124,7 +125,7 @@ def read_conversation(conversation_id: str, source: Mapping[str, Any], version: 
         updated_time=parse_instant(source["updated_time"]),
         additional_info=_additional_info(source),
         application_type=source.get("application_type"),
-        version=version,
+        version=version - int(source[INTERNAL_FIELD].get("message_edits") or 0),
     )
 
 

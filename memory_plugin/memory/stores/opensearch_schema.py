@@ -34,6 +34,10 @@ The store's own data lives under one object, ``memory_plugin``, which no
   ISO strings with microseconds sort at full precision there, so "newest
   first" agrees with SQLite's text ordering even for writes in the same
   millisecond, where ml-commons' ``date`` fields tie.
+- ``message_edits`` (memories): how many times a message of the memory was
+  updated.  Each update writes the memory too, so that its version moves
+  (``messages_version`` in ``opensearch.py``); the count is taken off the
+  ``_version`` shown, which then counts what ml-commons' does.
 - ``additional_info_json``: the JSON encoding of ``additional_info``, neither
   indexed nor in doc values, read back as the truth.  2.11 clients send
   ``additional_info`` as a string and 2.12+ clients as a string map; both
@@ -102,7 +106,7 @@ META_MAPPINGS: dict[str, Any] = {
         "user": _KEYWORD,
         "application_type": _KEYWORD,
         "additional_info": {"type": "flat_object"},
-        INTERNAL_FIELD: _internal(updated_time=_NANOS),
+        INTERNAL_FIELD: _internal(updated_time=_NANOS, message_edits={"type": "long", "index": False}),
     },
 }
 
@@ -152,7 +156,10 @@ async def ensure_index(client: AsyncOpenSearch, alias: str, mappings: Mapping[st
     current = f"{alias}-v{SCHEMA_VERSION}"
     body = {"settings": index_settings(mappings), "mappings": mappings}
     if await client.indices.exists_alias(name=alias):
-        return  # the alias moves only with a migration, which points it at the current index
+        # The alias moves only with a migration, which points it at the current index; fields added
+        # within a schema (a new field is unknown to older documents) are added in place.
+        await client.indices.put_mapping(index=alias, body={"properties": mappings["properties"]})
+        return
     if not await client.indices.exists(index=alias):
         await create_index(client, current, {**body, "aliases": {alias: {}}})
         return

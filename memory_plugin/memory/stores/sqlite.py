@@ -73,7 +73,7 @@ class SqliteMemoryStore(MemoryStore):
         self.outbox = outbox
         self.versions = Versions()
 
-    def messages_version(self, conversation_id: str) -> int | None:
+    async def messages_version(self, conversation_id: str) -> int | None:
         return self.versions.of(conversation_id)
 
     async def open(self) -> None:

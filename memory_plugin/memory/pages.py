@@ -30,6 +30,11 @@ class RenderedPages:
         return len(self._pages)
 
     @property
+    def keeps(self) -> bool:
+        """False where no page may be kept (``page_cache_mb = 0``)."""
+        return self._pages.max_bytes > 0
+
+    @property
     def size(self) -> int:
         return self._pages.size
 

@@ -49,16 +49,17 @@ async def message_page(
     The key holds everything the body depends on: the caller (another caller's
     request never meets this page), the conversation, the window, the order and the form.
     """
-    memory, owner = request.config_dict[MEMORY], principal_of(request)
+    memory, owner, pages = request.config_dict[MEMORY], principal_of(request), request.config_dict[MESSAGE_PAGES]
     next_token, max_results = window
-    version = await memory.messages_version(conversation_id)  # before reading: see RenderedPages
+    # Before reading (see RenderedPages); not asked where no page is kept (it may cost a request).
+    version = await memory.messages_version(conversation_id) if pages.keeps else None
 
     async def render() -> dict[str, Any]:
         page = await memory.list_interactions(owner, conversation_id, next_token, max_results, newest_first)
         return page_v211(name, page, view)
 
     key = (name, view, owner, conversation_id, next_token, max_results, newest_first)
-    return await request.config_dict[MESSAGE_PAGES].json(key, version, render)
+    return await pages.json(key, version, render)
 
 
 @routes.post(BASE)

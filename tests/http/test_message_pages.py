@@ -16,8 +16,7 @@ import pytest
 
 from memory_plugin.app import create_app
 from memory_plugin.auth import KeyStore
-from memory_plugin.memory.routes_v211 import MESSAGE_PAGES
-from memory_plugin.settings import load_settings
+from memory_plugin.memory.routes_v211 import MEMORY, MESSAGE_PAGES
 from tests.conftest import Caller, make_caller
 
 V211 = "/_plugins/_ml/memory/conversation"
@@ -135,12 +134,16 @@ async def test_every_reader_sees_every_write_acknowledged_before_it_asked(client
     assert len(await _inputs(client, alice, memory_id, max_results=1000)) == 40
 
 
-async def test_page_cache_mb_0_keeps_nothing(aiohttp_client, tmp_path, embedder):
-    settings = load_settings(
-        environ={}, data_dir=tmp_path / "data", http={"port": 0, "page_cache_mb": 0}, bridge={"enabled": False}
-    )
+async def test_page_cache_mb_0_keeps_nothing_and_asks_no_version(aiohttp_client, settings, embedder, monkeypatch):
+    """With no page kept, a list never asks its memory's version (on OpenSearch that would be a request)."""
+    settings = settings.replace(http={"page_cache_mb": 0})
     caller = make_caller(KeyStore(settings.resolved_keys_file), "org-1", "alice")
     client = await aiohttp_client(create_app(settings, embedder=embedder))
     memory_id = await _memory(client, caller, messages=1)
+
+    async def never(conversation_id: str) -> int | None:
+        raise AssertionError("a version was asked for a page that cannot be kept")
+
+    monkeypatch.setattr(client.app[MEMORY], "messages_version", never)
     assert await _inputs(client, caller, memory_id) == ["q0"]
     assert len(client.app[MESSAGE_PAGES]) == 0

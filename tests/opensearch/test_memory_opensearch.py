@@ -708,3 +708,17 @@ async def test_versions_asked_at_once_are_read_together(store, opensearch_nodes,
         assert seen[:5] == [True] * 5 and None not in seen[5:]
     finally:
         await other.close()
+
+
+async def test_a_failed_version_read_serves_every_reader_a_fresh_page(store, monkeypatch):  # type: ignore[no-untyped-def]
+    """The shared ``_mget`` is only a shortcut: if it fails, no reader gets its error or a kept page."""
+    await store.add_conversation(conversation("c", ALICE, at(0)))
+    assert await store.add_interaction(interaction("i0", "c", ALICE, at(1)))
+
+    async def failing(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise TransportError(400, "illegal_argument_exception", "one reader's id was refused")
+
+    monkeypatch.setattr(store.client, "mget", failing)
+    assert await asyncio.gather(*(store.messages_version(cid) for cid in ("c", "c", "unknown"))) == [None] * 3
+    page = await store.list_interactions(ALICE, "c", 0, 10, True)
+    assert [found.interaction_id for found in page] == ["i0"]  # type: ignore[union-attr]

@@ -461,7 +461,10 @@ class OpenSearchMemoryStore(MemoryStore):
         return await self._versions.submit(conversation_id)
 
     async def _read_versions(self, conversation_ids: Sequence[str]) -> list[int | None]:
-        found = await get_documents(self.client, self.meta_index, conversation_ids, source=False)
+        try:
+            found = await get_documents(self.client, self.meta_index, conversation_ids, source=False)
+        except TransportError:  # one reader's id must not fail the others: unknown, so nothing is served kept
+            return [None] * len(conversation_ids)
         return [shard_history_place(found.get(conversation_id)) for conversation_id in conversation_ids]
 
     # -- the history bridge's outbox ----------------------------------------------------------------

@@ -36,9 +36,10 @@ middle of a delete can leave messages without a conversation behind; they
 can still be read by id, but never listed.
 
 Pages of messages are kept by the server (``RenderedPages``) under the memory's
-version, its document's ``_primary_term`` and ``_seq_no`` read by a real-time GET
-(``messages_version``): a page read again costs OpenSearch one GET instead of a
-search, and whatever process wrote the memory meanwhile retires it.
+version, its document's ``_primary_term`` and ``_seq_no`` read real-time
+(``messages_version``, one ``_mget`` for the readers asking together): a page
+read again costs OpenSearch a share of that ``_mget`` instead of a search, and
+whatever process wrote the memory meanwhile retires it.
 
 Paging beyond ``index.max_result_window`` (10000) uses ``search_after`` over
 the same sort, so every offset gives the same answer as SQLite.

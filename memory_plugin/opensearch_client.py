@@ -157,6 +157,20 @@ async def get_documents(
     return {doc["_id"]: doc for doc in documents if doc.get("found")}
 
 
+#: A write's ``_primary_term`` fits below this bit in :func:`write_place`.
+_TERM_BITS = 20
+
+
+def write_place(document: Mapping[str, Any]) -> int:
+    """Where a document's last write sits in its shard's history (``_seq_no`` and ``_primary_term``) as one
+    number: it moves with every write, and :func:`seq_no_and_term` gives both back for a conditional write."""
+    return int(document["_seq_no"]) * (1 << _TERM_BITS) + int(document["_primary_term"])
+
+
+def seq_no_and_term(place: int) -> tuple[int, int]:
+    return divmod(place, 1 << _TERM_BITS)
+
+
 def id_bytes(doc_id: str) -> int:
     """A document id's length as OpenSearch counts it (UTF-8 bytes)."""
     return len(doc_id.encode("utf-8", "surrogatepass"))

@@ -98,6 +98,7 @@ from memory_plugin.opensearch_client import (
     get_documents,
     id_bytes,
     make_client,
+    write_place,
 )
 from memory_plugin.settings import OpenSearchRegion
 
@@ -466,7 +467,7 @@ class OpenSearchMemoryStore(MemoryStore):
             found = await get_documents(self.client, self.meta_index, conversation_ids, source=False)
         except TransportError:  # one reader's id must not fail the others: unknown, so nothing is served kept
             return [None] * len(conversation_ids)
-        return [shard_history_place(found.get(conversation_id)) for conversation_id in conversation_ids]
+        return [write_place(found[cid]) if cid in found else None for cid in conversation_ids]
 
     # -- the history bridge's outbox ----------------------------------------------------------------
 
@@ -526,11 +527,6 @@ _COUNT_EDIT = (
     f"def own = ctx._source['{INTERNAL_FIELD}'];"
     " own.message_edits = (own.message_edits == null ? 0 : own.message_edits) + 1;"
 )
-
-
-def shard_history_place(document: Mapping[str, Any] | None) -> int | None:
-    """Where a document's last write sits in its shard's history: its primary term, then its sequence number."""
-    return None if document is None else int(document["_primary_term"]) << 48 | int(document["_seq_no"])
 
 
 def page_body(query: Mapping[str, Any], sort: list[Any], offset: int, limit: int) -> dict[str, Any]:

@@ -23,7 +23,15 @@ from memory_plugin.ml.budget import Budget
 from memory_plugin.ml.stores.base import Kind, MLStore, Owned, StoreConflict, Stored
 from memory_plugin.ml.stores.opensearch_budget import MAPPINGS as BUDGET_MAPPINGS
 from memory_plugin.ml.stores.opensearch_budget import SharedCallBudget
-from memory_plugin.opensearch_client import MAX_RESULT_WINDOW, create_index, get_document, make_client, scan
+from memory_plugin.opensearch_client import (
+    MAX_RESULT_WINDOW,
+    create_index,
+    get_document,
+    make_client,
+    scan,
+    seq_no_and_term,
+    write_place,
+)
 from memory_plugin.settings import OpenSearchRegion
 
 MAPPINGS = {
@@ -120,7 +128,7 @@ class OpenSearchMLStore(MLStore):
         return _stored(doc_id, found) if found else None
 
     async def replace(self, kind: Kind, owner: Principal, current: Stored, source: dict[str, Any]) -> bool:
-        seq_no, primary_term = divmod(current.version, 1 << 20)
+        seq_no, primary_term = seq_no_and_term(current.version)
         body = {
             "kind": kind,
             "organization_id": owner.organization_id,
@@ -194,8 +202,8 @@ class OpenSearchMLStore(MLStore):
 
 
 def _stored(doc_id: str, hit: dict[str, Any]) -> Stored:
-    """The version packs ``_seq_no`` and ``_primary_term``, which ``replace`` writes against."""
-    return Stored(doc_id, hit["_source"]["source"], hit["_seq_no"] * (1 << 20) + hit["_primary_term"])
+    """The version is the write's place (``_seq_no`` and ``_primary_term``), which ``replace`` writes against."""
+    return Stored(doc_id, hit["_source"]["source"], write_place(hit))
 
 
 def _owned(doc_id: str, hit: dict[str, Any]) -> Owned:

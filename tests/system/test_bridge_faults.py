@@ -227,7 +227,12 @@ async def test_a_hanging_region_holds_the_outbox_back_and_a_restart_without_it_a
         async with aiohttp.ClientSession(server.url, headers=headers) as http:
 
             async def caught_up() -> bool:
-                return await searchable(http, during) and not await conversation_records(http, doomed)
+                # and its entries deleted: they go once their effects are visible, so seeing those is not enough
+                return (
+                    await searchable(http, during)
+                    and not await conversation_records(http, doomed)
+                    and await backlog(http) == 0
+                )
 
             await eventually(caught_up, "the outbox applied after the restart")
     assert outbox_size(data_dir) == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ._paths import BuildError, default_model_dir
 from .batcher import AsyncEmbedder, BatchStats
-from .chunker import TextChunk, chunk_text
+from .chunker import TextChunk, chunk_text, text_tail
 from .model import Embedder
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Embedder",
     "TextChunk",
     "chunk_text",
+    "text_tail",
     "default_model_dir",
     "ensure_default_model",
 ]

@@ -122,3 +122,14 @@ def _within(text: str, start: int, end: int, max_chars: int) -> tuple[int, int]:
     start += len(span) - len(span.lstrip())
     end -= len(span) - len(span.rstrip())
     return start, min(end, start + max_chars)
+
+
+def text_tail(tokenizer_or_embedder: Any, text: str, max_tokens: int) -> str:
+    """The end of `text` that holds its last `max_tokens` tokens (and at most `CHARS_PER_TOKEN` characters
+    each), cut where a token begins: the context a chunk is embedded with."""
+    if max_tokens <= 0:
+        return ""
+    offsets = _tokenizer(tokenizer_or_embedder).encode(text, add_special_tokens=False).offsets
+    start = offsets[-max_tokens][0] if len(offsets) > max_tokens else 0
+    start = max(start, len(text) - CHARS_PER_TOKEN * max_tokens)
+    return text[start:].strip()

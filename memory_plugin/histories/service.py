@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from embedder import AsyncEmbedder, TextChunk, chunk_text
+from embedder import AsyncEmbedder, TextChunk, chunk_text, text_tail
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.dates import DateError, parse_instant
@@ -26,7 +26,7 @@ from memory_plugin.histories.fanout import RegionObserver, fan_out
 from memory_plugin.histories.stores.base import HistoryStore
 from memory_plugin.histories.stores.claims import Claim, RecordClaims, RecordConflict
 from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter, matches
-from memory_plugin.histories.stores.fusion import CANDIDATES, LENDERS, fuse, lift_sittings, spread
+from memory_plugin.histories.stores.fusion import CANDIDATES, LENDERS, SITTING_GAP, fuse, lift_sittings, micros, spread
 from memory_plugin.histories.stores.local_claims import LocalRecordClaims
 from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
 
@@ -46,6 +46,13 @@ RECORD_FIELDS = (
 )
 CHUNK_TOKENS = 480
 CHUNK_OVERLAP = 64
+#: A record's first chunk is embedded after this many tokens of the record before it in its user's timeline,
+#: if that one was said earlier in the same sitting (a later chunk has its own record's overlap): "Yes, twice
+#: last summer!" means what the turn before asked. On LoCoMo (``scripts/bench_locomo.py``) semantic
+#: recall@10 went from 0.49 to 0.61 with it, hybrid from 0.77 to 0.78.
+CONTEXT_TOKENS = CHUNK_OVERLAP
+#: Tokens of the model's window kept for its special tokens, the passage prefix and the line between.
+WINDOW_MARGIN = 16
 #: Texts up to this many characters in all are chunked on the event loop (about a millisecond).
 INLINE_CHUNKING_CHARS = 2048
 MAX_TOP_K = 100
@@ -290,19 +297,22 @@ class HistoryService:
             spans = chunk_all()
         else:
             spans = await asyncio.get_running_loop().run_in_executor(None, chunk_all)
-        texts = [span.text for record_spans in spans for span in record_spans]
-        vectors = await self.embedder.passages(texts, tenant=organization_id)
         ingested_at = now()
+        stored = [
+            dataclasses.replace(record, organization_id=organization_id, ingested_at=ingested_at)
+            for record, _ in checked
+        ]
+        texts = await self._in_context(stored, spans)
+        vectors = await self.embedder.passages(texts, tenant=organization_id)
         by_region: dict[str, list[tuple[Record, list[Chunk]]]] = {}
         offset = 0
-        for (record, _), record_spans in zip(checked, spans):
-            stored = dataclasses.replace(record, organization_id=organization_id, ingested_at=ingested_at)
+        for record, record_spans in zip(stored, spans):
             chunks = [
                 Chunk(index=span.index, total=span.total, text=span.text, vector=vectors[offset + i])
                 for i, span in enumerate(record_spans)
             ]
             offset += len(record_spans)
-            by_region.setdefault(record.region, []).append((stored, chunks))
+            by_region.setdefault(record.region, []).append((record, chunks))
         # One writer per record id at a time: "who owns it, where does it live, write, remove the
         # older copy" is one step, so two writers can neither both win nor leave a copy in two regions.
         try:
@@ -318,6 +328,40 @@ class HistoryService:
             IngestedRecord(record.record_id, record.region, record.record_type, len(record_spans), ingested_at)
             for (record, _), record_spans in zip(checked, spans)
         ]
+
+    async def _in_context(self, records: list[Record], spans: list[list[TextChunk]]) -> list[str]:
+        """Each chunk's text as it is embedded: a record's first chunk after ``CONTEXT_TOKENS`` of the record
+        before it in its user's timeline, as its region's store holds it now (``preceding_texts``)."""
+        by_region: dict[str, list[tuple[Record, str]]] = {}
+        for record, record_spans in zip(records, spans):
+            if record.user_id is not None:
+                by_region.setdefault(record.region, []).append((record, record_spans[-1].text))
+        found = await asyncio.gather(
+            *(self.stores[region].preceding_texts(members) for region, members in by_region.items())
+        )
+        preceding = {record_id: place for region_found in found for record_id, place in region_found.items()}
+        # said earlier in the same sitting: records stamped alike (a bulk import) have no order to go by
+        before = {
+            record.record_id: preceding[record.record_id][1]
+            for record in records
+            if record.record_id in preceding
+            and 0 < micros(record.record_created_at) - preceding[record.record_id][0] <= SITTING_GAP
+        }
+        model = self.embedder.embedder
+
+        def join() -> list[str]:
+            texts = []
+            for record, record_spans in zip(records, spans):
+                for span in record_spans:
+                    room = CONTEXT_TOKENS if span.index == 0 and record.record_id in before else 0
+                    room = min(room, model.max_tokens - WINDOW_MARGIN - (span.token_end - span.token_start))
+                    context = text_tail(model, before[record.record_id], room) if room > 0 else ""
+                    texts.append(f"{context}\n{span.text}" if context else span.text)
+            return texts
+
+        if sum(len(text) for text in before.values()) <= INLINE_CHUNKING_CHARS:
+            return join()
+        return await asyncio.get_running_loop().run_in_executor(None, join)
 
     async def _older_copies(self, principal: Principal, records: list[Record]) -> dict[str, list[str]]:
         """``region → record ids`` it holds of ``records``, after checking ownership; nothing is written yet.

@@ -396,6 +396,9 @@ class FailingStore(HistoryStore):
     async def record_owners(self, organization_id, record_ids):
         return await self.inner.record_owners(organization_id, record_ids)
 
+    async def preceding_texts(self, records):
+        return await self.inner.preceding_texts(records)
+
     async def delete_matching(self, organization_id, where):
         return await self.inner.delete_matching(organization_id, where)
 
@@ -540,3 +543,37 @@ async def test_keyword_mode_is_scoped_to_the_organisation_and_the_users_key(clie
     assert (await search(client, other_admin, q="papaya", mode="keyword"))["data"] == []
     assert (await search(client, alice, q="papaya", mode="hybrid"))["data"] == []
     assert len((await search(client, admin, q="papaya", mode="hybrid"))["data"]) == 1
+
+
+async def test_a_turn_is_embedded_after_the_end_of_the_turn_before_it_in_the_same_sitting(
+    client, admin, fake_embedder, monkeypatch
+):
+    embedded: list[str] = []
+    passage = fake_embedder.passage
+    monkeypatch.setattr(fake_embedder, "passage", lambda texts: embedded.extend(texts) or passage(texts))
+    long_turn = " ".join(f"word{i}" for i in range(300))  # two chunks
+
+    def at(seconds: int, record_id: str, text: str, **extra) -> dict:
+        moment = f"2026-05-28T12:{seconds // 60:02d}:{seconds % 60:02d}Z"
+        return record(record_id, "USA", "en", text, record_created_at=moment, **extra)
+
+    await ingest(client, admin, [at(0, "c1", "Did you ever go to Lisbon?")])
+    await ingest(
+        client,
+        admin,
+        [
+            at(2, "c3", long_turn),
+            at(1, "c2", "Yes, twice last summer!"),
+            at(1, "c2b", "Same instant as c2"),  # after c2 by record id, but not said after it
+            at(59 * 60, "c4", "Much later"),  # over half an hour after c3: another sitting
+            at(3, "c5", "Another user's turn", user_id="user-2"),
+            at(4, "c6", "Nobody's turn", user_id=None),
+        ],
+    )
+    assert embedded[0] == "Did you ever go to Lisbon?"
+    assert "Did you ever go to Lisbon?\nYes, twice last summer!" in embedded
+    assert "Same instant as c2" in embedded
+    (first,) = [text for text in embedded if "word0 " in text]
+    (last,) = [text for text in embedded if text.endswith("word299")]
+    assert first.startswith("Same instant as c2\nword0 ") and "\n" not in last  # only the first chunk
+    assert {"Much later", "Another user's turn", "Nobody's turn"} <= set(embedded)

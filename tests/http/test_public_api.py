@@ -52,7 +52,8 @@ async def test_every_operation_in_process(mp):
 
     await mp.indexed()  # the bridge indexes interactions in the background
     found = await mp.search(ALICE, "charged twice", "ai_pipeline_storage")
-    assert found.hits[0].record.record_id == first.interaction_id
+    # the reply that followed it is embedded after it, so it may be found by it too
+    assert first.interaction_id in [hit.record.record_id for hit in found.hits[:2]]
 
     ingested = await mp.ingest(
         ALICE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tokenizers import Tokenizer
 
-from embedder import TextChunk, chunk_text, ensure_default_model
+from embedder import TextChunk, chunk_text, ensure_default_model, text_tail
 
 pytestmark = pytest.mark.model
 
@@ -106,3 +106,15 @@ def test_accepts_an_embedder_like_object(tokenizer: Tokenizer) -> None:
         chunk_text(object(), "hello")
     with pytest.raises(ValueError):
         chunk_text(tokenizer, "hello", max_tokens=10, overlap=10)
+
+
+@pytest.mark.parametrize("text", [*SENTENCES, "  x  " * 300, "a" + " " * 5000 + "b"])
+@pytest.mark.parametrize("budget", [1, 8, 64])
+def test_a_tail_is_the_texts_end_within_the_budget(tokenizer: Tokenizer, text: str, budget: int) -> None:
+    tail = text_tail(tokenizer, text, budget)
+    assert text.rstrip().endswith(tail) and (tail or budget == 1)
+    assert count(tokenizer, tail) <= budget + 1  # a cut inside a word may get a fresh "▁"
+    assert len(tail) <= 16 * budget
+    if count(tokenizer, text) <= budget and len(text) <= 16 * budget:
+        assert tail == text.strip()
+    assert text_tail(tokenizer, text, 0) == ""

@@ -38,6 +38,7 @@ class FakeEmbedder:
     def __init__(self, tokenizer: Tokenizer | None, dimension: int = 64) -> None:
         self._tokenizer = tokenizer
         self.dimension = dimension
+        self.max_tokens = 512  # the default model's window
 
     @classmethod
     def with_default_tokenizer(cls, dimension: int = 64) -> FakeEmbedder:

@@ -396,6 +396,25 @@ class StoreContract:
         await store.write_records(alone)
         assert await self.keyword_ids(store, "Lisbon", org="org-b") == ["turn-0"]
 
+    async def test_preceding_texts_follow_the_timeline_and_the_batch(self, store: HistoryStore) -> None:
+        turns = self.timeline(["Did you visit Lisbon?", "Yes, twice last summer!", "What about Rome?", "Never."])
+        await store.write_records([turns[0], turns[3]])
+        await store.write_records(self.timeline(["another user's turn"], user_id="u-2", org="org-b"))
+        # turns 1 and 2 arrive together, between two stored ones; a record being rewritten is not its own lender
+        asked = [(turns[2][0], "What about Rome?"), (turns[1][0], "Yes, twice last summer!"), (turns[3][0], "Never.")]
+        minute = 60_000_000
+        start = (BASE_TIME - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+        assert await store.preceding_texts(asked) == {
+            "turn-1": (start, "Did you visit Lisbon?"),
+            "turn-2": (start + minute, "Yes, twice last summer!"),
+            "turn-3": (start + 2 * minute, "What about Rome?"),
+        }
+        assert await store.preceding_texts([(turns[0][0], "x")]) == {}
+        alone = self.timeline(["no user"], user_id=None)[0][0]
+        assert await store.preceding_texts([(replace(alone, record_id="turn-9"), "x")]) == {}
+        elsewhere = replace(turns[1][0], organization_id="org-b")
+        assert await store.preceding_texts([(elsewhere, "x")]) == {}
+
     async def test_deleting_a_turn_removes_its_words_from_its_successor(self, store: HistoryStore) -> None:
         turns = self.timeline(["my secret is papaya", "ok noted", "bye"])
         await store.write_records(turns)

@@ -41,6 +41,16 @@ class HistoryStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def preceding_texts(self, records: Sequence[tuple[Record, str]]) -> dict[str, tuple[int, str]]:
+        """For records about to be written, each with its last chunk's text: ``record_id →`` the record just
+        before it in its user's timeline here (the batch's own records count as well): its
+        ``record_created_at`` in microseconds since the epoch, and its last chunk's text.
+
+        A record without a ``user_id``, or first in its timeline, has none. What is read is what is stored
+        now: a concurrent writer may change it before these records are written.
+        """
+
+    @abc.abstractmethod
     async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
         """``record_id → user_id`` for those of ``record_ids`` the organisation has here."""
 

@@ -25,12 +25,15 @@ import logging
 import math
 import sqlite3
 import threading
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from memory_plugin.dates import to_micros
+from memory_plugin.histories.stores.records import Record
 from memory_plugin.lexical_index import Change, Fts5Tokenizer, LexicalIndex, bulk
 from memory_plugin.sqlite import fts5_totals, run_script
 
@@ -215,6 +218,39 @@ def index_words(connection: sqlite3.Connection, rid: int, changed: Changed) -> N
     )
     for chunk, text, organization_id, record_type in chunks:
         changed[chunk] = (shard(organization_id, record_type), text + context)
+
+
+_PRECEDING = (
+    "SELECT c.text, r.record_created_at, r.record_id FROM records r JOIN chunks c ON c.rid = r.rid"
+    " WHERE r.organization_id = ? AND r.record_type = ? AND r.user_id = ? AND (r.record_created_at, r.record_id) < (?, ?)"
+    " AND r.record_id NOT IN (SELECT value FROM json_each(?))"
+    " ORDER BY r.record_created_at DESC, r.record_id DESC, c.chunk_index DESC LIMIT 1"
+)
+
+
+def preceding_texts(
+    connection: sqlite3.Connection, records: Sequence[tuple[Record, str]]
+) -> dict[str, tuple[int, str]]:
+    """``HistoryStore.preceding_texts``: each record's stored predecessor, unless one of the batch comes later."""
+    timelines: dict[tuple[str, str, str], list[tuple[tuple[int, str], str]]] = defaultdict(list)
+    for record, last_text in records:
+        if record.user_id is not None:
+            place = (to_micros(record.record_created_at), record.record_id)
+            timelines[(record.organization_id, record.record_type, record.user_id)].append((place, last_text))
+    found: dict[str, tuple[int, str]] = {}
+    for (organization_id, record_type, user_id), members in timelines.items():
+        members.sort()
+        batch = json.dumps([record_id for (_, record_id), _ in members])
+        for at, ((created, record_id), _) in enumerate(members):
+            row = connection.execute(
+                _PRECEDING, (organization_id, record_type, user_id, created, record_id, batch)
+            ).fetchone()
+            stored = None if row is None else ((int(row[1]), str(row[2])), str(row[0]))
+            local = members[at - 1] if at > 0 else None
+            lender = max((x for x in (stored, local) if x is not None), default=None, key=lambda x: x[0])
+            if lender is not None:
+                found[record_id] = (lender[0][0], lender[1])
+    return found
 
 
 def successors(connection: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[int]:

@@ -188,7 +188,7 @@ class OpenSearchHistoryStore(HistoryStore):
             return
         for record_type in {record.record_type for record, _ in items}:
             await self._ensure_index(record_type)
-        lenders, borrowers = await self._timeline(items)
+        lenders, borrowers = await self._timeline([(record, chunks[-1].text) for record, chunks in items])
         generation = uuid.uuid4().hex
         actions: list[dict[str, Any]] = []
         for record, chunks in items:  # validate everything before writing anything
@@ -219,21 +219,26 @@ class OpenSearchHistoryStore(HistoryStore):
         for (record_type, organization_id, record_id), lender in borrowers.items():
             await self._lend(record_type, organization_id, record_id, lender)
 
+    async def preceding_texts(self, records: Sequence[tuple[Record, str]]) -> dict[str, tuple[int, str]]:
+        lenders, _ = await self._timeline(records)  # a type's index not made yet answers no hit
+        return {record_id: (lender.created_us, lender.text) for (_, record_id), lender in lenders.items()}
+
     async def _timeline(
-        self, items: Sequence[tuple[Record, Sequence[Chunk]]]
+        self, items: Sequence[tuple[Record, str]]
     ) -> tuple[dict[tuple[str, str], Lender], dict[tuple[str, str, str], Lender]]:
-        """Whom each written record borrows its words from, and which stored records must now borrow from
-        a written one: ``((org, record_id) -> lender, (record_type, org, record_id) -> lender)``.
+        """Whom each record of ``items`` (with its last chunk's text) borrows its words from, and which stored
+        records must borrow from one of them once written: ``((org, record_id) -> lender, (record_type, org,
+        record_id) -> lender)``.
 
         One ``_msearch`` finds each record's stored neighbours; the batch's own records count as well.
         """
-        groups: dict[tuple[str, str, str], list[tuple[Place, Record, Sequence[Chunk]]]] = defaultdict(list)
-        for record, chunks in items:
+        groups: dict[tuple[str, str, str], list[tuple[Place, Record, str]]] = defaultdict(list)
+        for record, last_text in items:
             if record.user_id is not None:
                 place = Place(
                     record.organization_id, record.user_id, to_micros(record.record_created_at), record.record_id
                 )
-                groups[(record.record_type, record.organization_id, record.user_id)].append((place, record, chunks))
+                groups[(record.record_type, record.organization_id, record.user_id)].append((place, record, last_text))
         searches: list[dict[str, Any]] = []
         for (record_type, _, _), members in groups.items():
             members.sort(key=lambda member: member[0].key)
@@ -250,11 +255,11 @@ class OpenSearchHistoryStore(HistoryStore):
             return lenders, borrowers
         responses = iter((await self.client.msearch(body=searches))["responses"])
         for (record_type, organization_id, _), members in groups.items():
-            for at, (place, record, chunks) in enumerate(members):
+            for at, (place, record, last_text) in enumerate(members):
                 stored_before, stored_after = lender_of(next(responses)), lender_of(next(responses))
                 if at > 0:
-                    _, previous, previous_chunks = members[at - 1]
-                    local = Lender(previous.record_id, members[at - 1][0].created_us, previous_chunks[-1].text)
+                    _, previous, previous_text = members[at - 1]
+                    local = Lender(previous.record_id, members[at - 1][0].created_us, previous_text)
                     if stored_before is None or stored_before.key < local.key:
                         stored_before = local
                 if stored_before is not None:
@@ -262,7 +267,7 @@ class OpenSearchHistoryStore(HistoryStore):
                 following = members[at + 1][0].key if at + 1 < len(members) else None
                 if stored_after is not None and (following is None or stored_after.key < following):
                     borrowers[(record_type, organization_id, stored_after.record_id)] = Lender(
-                        record.record_id, place.created_us, chunks[-1].text
+                        record.record_id, place.created_us, last_text
                     )
         return lenders, borrowers
 

@@ -210,6 +210,10 @@ class SqliteHistoryStore(HistoryStore):
             removed, added, changed = await self._db.write(work)
             await self._apply(removed, added, changed)
 
+    async def preceding_texts(self, records: Sequence[tuple[Record, str]]) -> dict[str, tuple[int, str]]:
+        self._require_open()
+        return await self._read_aside(partial(lexical.preceding_texts, records=records))
+
     async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
         self._require_open()
         marks = ", ".join("?" for _ in record_ids)

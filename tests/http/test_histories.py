@@ -577,3 +577,16 @@ async def test_a_turn_is_embedded_after_the_end_of_the_turn_before_it_in_the_sam
     (last,) = [text for text in embedded if text.endswith("word299")]
     assert first.startswith("Same instant as c2\nword0 ") and "\n" not in last  # only the first chunk
     assert {"Much later", "Another user's turn", "Nobody's turn"} <= set(embedded)
+
+
+@pytest.mark.model
+async def test_a_reply_is_found_by_what_it_answers(client, admin):
+    said = [
+        record("q", "USA", "en", "Did you ever go to Lisbon?", record_created_at="2026-05-28T12:00:00Z"),
+        record("a", "USA", "en", "Yes, twice last summer!", record_created_at="2026-05-28T12:00:05Z"),
+        record("alone", "USA", "en", "Yes, twice last summer!", user_id=None),  # no timeline: embedded alone
+        record("other", "USA", "en", "My printer keeps jamming.", record_created_at="2026-05-28T12:00:10Z"),
+    ]
+    await ingest(client, admin, said)
+    scores = {hit["record_id"]: hit["score"] for hit in (await search(client, admin, q="trips to Lisbon"))["data"]}
+    assert scores["a"] > scores["alone"] and scores["a"] > scores["other"], scores

@@ -220,17 +220,18 @@ class OpenSearchHistoryStore(HistoryStore):
             await self._lend(record_type, organization_id, record_id, lender)
 
     async def preceding_texts(self, records: Sequence[tuple[Record, str]]) -> dict[str, tuple[int, str]]:
-        lenders, _ = await self._timeline(records)  # a type's index not made yet answers no hit
+        lenders, _ = await self._timeline(records, successors=False)  # an index not made yet answers no hit
         return {record_id: (lender.created_us, lender.text) for (_, record_id), lender in lenders.items()}
 
     async def _timeline(
-        self, items: Sequence[tuple[Record, str]]
+        self, items: Sequence[tuple[Record, str]], *, successors: bool = True
     ) -> tuple[dict[tuple[str, str], Lender], dict[tuple[str, str, str], Lender]]:
         """Whom each record of ``items`` (with its last chunk's text) borrows its words from, and which stored
         records must borrow from one of them once written: ``((org, record_id) -> lender, (record_type, org,
         record_id) -> lender)``.
 
-        One ``_msearch`` finds each record's stored neighbours; the batch's own records count as well.
+        One ``_msearch`` finds each record's stored neighbours (only the one before without ``successors``);
+        the batch's own records count as well.
         """
         groups: dict[tuple[str, str, str], list[tuple[Place, Record, str]]] = defaultdict(list)
         for record, last_text in items:
@@ -244,7 +245,7 @@ class OpenSearchHistoryStore(HistoryStore):
             members.sort(key=lambda member: member[0].key)
             excluding = [place.record_id for place, _, _ in members]
             for place, _, _ in members:
-                for before in (True, False):
+                for before in (True, False) if successors else (True,):
                     searches += [
                         {"index": self.index_name(record_type)},
                         neighbour_search(place, before=before, excluding=excluding),
@@ -256,7 +257,8 @@ class OpenSearchHistoryStore(HistoryStore):
         responses = iter((await self.client.msearch(body=searches))["responses"])
         for (record_type, organization_id, _), members in groups.items():
             for at, (place, record, last_text) in enumerate(members):
-                stored_before, stored_after = lender_of(next(responses)), lender_of(next(responses))
+                stored_before = lender_of(next(responses))
+                stored_after = lender_of(next(responses)) if successors else None
                 if at > 0:
                     _, previous, previous_text = members[at - 1]
                     local = Lender(previous.record_id, members[at - 1][0].created_us, previous_text)

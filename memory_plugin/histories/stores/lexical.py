@@ -94,6 +94,7 @@ _NEXT = (
     "SELECT rid FROM records WHERE organization_id = ? AND record_type = ? AND user_id = ?"
     " AND (record_created_at, record_id) > (?, ?) ORDER BY record_created_at, record_id LIMIT 1"
 )
+_LAST_TEXT = "SELECT text FROM chunks WHERE rid = ? ORDER BY chunk_index DESC LIMIT 1"
 
 
 def _neighbour(connection: sqlite3.Connection, sql: str, rid: int) -> int | None:
@@ -203,9 +204,7 @@ def index_words(connection: sqlite3.Connection, rid: int, changed: Changed) -> N
     context = ""
     if prev is not None:
         connection.execute("INSERT INTO lexical_context (rid, prev_rid) VALUES (?, ?)", (rid, prev))
-        row = connection.execute(
-            "SELECT text FROM chunks WHERE rid = ? ORDER BY chunk_index DESC LIMIT 1", (prev,)
-        ).fetchone()
+        row = connection.execute(_LAST_TEXT, (prev,)).fetchone()
         context = "" if row is None else "\n" + row[0]
     chunks = connection.execute(
         "SELECT c.id, c.text, r.organization_id, r.record_type FROM chunks c JOIN records r ON r.rid = c.rid"
@@ -221,10 +220,9 @@ def index_words(connection: sqlite3.Connection, rid: int, changed: Changed) -> N
 
 
 _PRECEDING = (
-    "SELECT c.text, r.record_created_at, r.record_id FROM records r JOIN chunks c ON c.rid = r.rid"
-    " WHERE r.organization_id = ? AND r.record_type = ? AND r.user_id = ? AND (r.record_created_at, r.record_id) < (?, ?)"
-    " AND r.record_id NOT IN (SELECT value FROM json_each(?))"
-    " ORDER BY r.record_created_at DESC, r.record_id DESC, c.chunk_index DESC LIMIT 1"
+    "SELECT rid, record_created_at, record_id FROM records WHERE organization_id = ? AND record_type = ?"
+    " AND user_id = ? AND (record_created_at, record_id) < (?, ?) AND record_id NOT IN (SELECT value FROM json_each(?))"
+    " ORDER BY record_created_at DESC, record_id DESC LIMIT 1"
 )
 
 
@@ -245,7 +243,8 @@ def preceding_texts(
             row = connection.execute(
                 _PRECEDING, (organization_id, record_type, user_id, created, record_id, batch)
             ).fetchone()
-            stored = None if row is None else ((int(row[1]), str(row[2])), str(row[0]))
+            text = None if row is None else connection.execute(_LAST_TEXT, (row[0],)).fetchone()
+            stored = None if text is None else ((int(row[1]), str(row[2])), str(text[0]))
             local = members[at - 1] if at > 0 else None
             lender = max((x for x in (stored, local) if x is not None), default=None, key=lambda x: x[0])
             if lender is not None:

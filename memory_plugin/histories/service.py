@@ -336,10 +336,19 @@ class HistoryService:
         for record, record_spans in zip(records, spans):
             if record.user_id is not None:
                 by_region.setdefault(record.region, []).append((record, record_spans[-1].text))
-        found = await asyncio.gather(
-            *(self.stores[region].preceding_texts(members) for region, members in by_region.items())
+        outcome = await fan_out(
+            self.stores,
+            list(by_region),
+            lambda region, store: store.preceding_texts(by_region[region]),
+            self.deadline * 5,
+            self.observe_region,
         )
-        preceding = {record_id: place for region_found in found for record_id, place in region_found.items()}
+        if outcome.failed:
+            raise Unavailable(
+                f"regions {sorted(outcome.failed)} did not answer, so the records before these could not be read; "
+                "nothing was written, retry later"
+            )
+        preceding = {record_id: place for found in outcome.results.values() for record_id, place in found.items()}
         # said earlier in the same sitting: records stamped alike (a bulk import) have no order to go by
         before = {
             record.record_id: preceding[record.record_id][1]

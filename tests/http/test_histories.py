@@ -440,6 +440,27 @@ async def test_all_regions_failing_is_503(client, admin, corpus):
     assert (await response.json())["errors"][0]["code"] == "service_unavailable"
 
 
+class ContextHangs(FailingStore):
+    """A region that hangs when asked for the records before new ones."""
+
+    async def preceding_texts(self, records):
+        await asyncio.sleep(3600)
+
+
+async def test_an_ingest_into_a_region_that_hangs_is_503_in_time_and_writes_nothing(client, admin):
+    service = client.app[HISTORIES]
+    service.deadline = 0.3
+    inner = service.stores["DEU"]
+    service.stores["DEU"] = ContextHangs(inner, hang=True)
+    async with asyncio.timeout(PATIENCE):  # cut by the deadline, not left to its hour
+        response = await client.post(
+            BASE, json={"records": [record("r-deu", "DEU", "de", "Hallo, mein Router")]}, headers=admin.headers
+        )
+    assert response.status == 503
+    assert "DEU" in (await response.json())["errors"][0]["detail"]
+    assert await inner.record_owners(admin.organization_id, ["r-deu"]) == {}
+
+
 async def test_a_users_key_sees_and_writes_only_that_users_records(client, admin, alice, bob):
     await ingest(client, admin, [record("for-bob", "USA", "en", "Bob's call about a broken handset", user_id="bob")])
     response = await client.post(

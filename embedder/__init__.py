@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ._paths import BuildError, default_model_dir
 from .batcher import AsyncEmbedder, BatchStats
-from .chunker import TextChunk, chunk_text, text_tail
+from .chunker import TextChunk, chunk_text, text_tail, token_count
 from .model import Embedder
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "TextChunk",
     "chunk_text",
     "text_tail",
+    "token_count",
     "default_model_dir",
     "ensure_default_model",
 ]

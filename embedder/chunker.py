@@ -124,6 +124,11 @@ def _within(text: str, start: int, end: int, max_chars: int) -> tuple[int, int]:
     return start, min(end, start + max_chars)
 
 
+def token_count(tokenizer_or_embedder: Any, text: str) -> int:
+    """How many tokens `text` is, as a chunk's budget counts them (no special tokens, no prefix)."""
+    return len(_tokenizer(tokenizer_or_embedder).encode(text, add_special_tokens=False).ids)
+
+
 def text_tail(tokenizer_or_embedder: Any, text: str, max_tokens: int) -> str:
     """The end of `text` that holds its last `max_tokens` tokens (and at most `CHARS_PER_TOKEN` characters
     each), cut where a token begins: the context a chunk is embedded with."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from embedder import AsyncEmbedder, TextChunk, chunk_text, text_tail
+from embedder import AsyncEmbedder, TextChunk, chunk_text, text_tail, token_count
 from memory_plugin.auth import Principal
 from memory_plugin.clock import new_id, now
 from memory_plugin.dates import DateError, parse_instant
@@ -29,6 +30,8 @@ from memory_plugin.histories.stores.filters import FIELD_NAME, Condition, Filter
 from memory_plugin.histories.stores.fusion import CANDIDATES, LENDERS, SITTING_GAP, fuse, lift_sittings, micros, spread
 from memory_plugin.histories.stores.local_claims import LocalRecordClaims
 from memory_plugin.histories.stores.records import RECORD_TYPES, Chunk, DeleteCounts, Hit, Record
+
+log = logging.getLogger(__name__)
 
 RECORD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MAX_TEXT_BYTES = 1024 * 1024
@@ -324,6 +327,9 @@ class HistoryService:
         except RecordConflict as error:
             error.parameter = f"records[{seen[error.record_id]}].record_id"
             raise
+        for region, items in by_region.items():  # a record written before later ones is now their context
+            written = [record.record_id for record, _ in items]
+            await self._embed_again(organization_id, region, await self._following(organization_id, region, written))
         return [
             IngestedRecord(record.record_id, record.region, record.record_type, len(record_spans), ingested_at)
             for (record, _), record_spans in zip(checked, spans)
@@ -371,6 +377,66 @@ class HistoryService:
         if sum(len(text) for text in before.values()) <= INLINE_CHUNKING_CHARS:
             return join()
         return await asyncio.get_running_loop().run_in_executor(None, join)
+
+    async def _following(self, organization_id: str, region: str, record_ids: Sequence[str]) -> list[str]:
+        """``HistoryStore.following`` in ``region``; none if it cannot say (``_embed_again`` is best effort)."""
+        try:
+            async with asyncio.timeout(self.deadline * 5):
+                return await self.stores[region].following(organization_id, record_ids)
+        except Exception as error:  # noqa: BLE001 - what changed the timeline is durable already
+            log.warning(
+                "region %s: the records after %d changed ones are not embedded again: %r",
+                region,
+                len(record_ids),
+                error,
+            )
+            return []
+
+    async def _embed_again(self, organization_id: str, region: str, record_ids: Sequence[str]) -> None:
+        """Embed again the first chunk of ``record_ids`` in ``region``, whose predecessor was just written or deleted.
+
+        Under their claim: a writer of one of them meanwhile makes this give way (it embeds that record in its
+        context itself), and nothing it wrote is undone. Best effort: what changed the timeline is durable, and a
+        record left as it was keeps its vector until it is written again.
+        """
+        if not record_ids:
+            return
+        store, model = self.stores[region], self.embedder.embedder
+        try:
+            async with self.claims.hold(organization_id, record_ids) as claim:
+                async with claim.bounded():
+                    stored = await store.read_records(organization_id, record_ids)
+                if not stored:
+                    return
+                spans = [  # the token counts only a first chunk's context needs
+                    [
+                        TextChunk(
+                            c.index,
+                            c.total,
+                            c.text,
+                            0,
+                            len(c.text),
+                            0,
+                            token_count(model, c.text) if c.index == 0 else 0,
+                        )
+                        for c in chunks
+                    ]
+                    for _, chunks in stored
+                ]
+                texts = await self._in_context([record for record, _ in stored], spans)
+                firsts = [sum(len(s) for s in spans[:at]) for at in range(len(spans))]
+                vectors = await self.embedder.passages([texts[at] for at in firsts], tenant=organization_id)
+                renewed = [
+                    (record, [dataclasses.replace(chunks[0], vector=vector), *chunks[1:]])
+                    for (record, chunks), vector in zip(stored, vectors)
+                ]
+                await claim.confirm()
+                async with claim.bounded():
+                    await store.write_records(renewed)
+        except Exception as error:  # noqa: BLE001 - what changed the timeline is durable already
+            log.warning(
+                "region %s: %d records were not embedded again in their context: %r", region, len(record_ids), error
+            )
 
     async def _older_copies(self, principal: Principal, records: list[Record]) -> dict[str, list[str]]:
         """``region → record ids`` it holds of ``records``, after checking ownership; nothing is written yet.
@@ -469,6 +535,8 @@ class HistoryService:
         organization_id = principal.organization_id
         # Not in the middle of a move; leaving the claim cleanly proves it was held throughout.
         async with self.claims.hold(organization_id, [record_id]) as claim, claim.bounded():
+            regions = list(self.stores)
+            after = await asyncio.gather(*(self._following(organization_id, region, [record_id]) for region in regions))
             if principal.user_id is None:
                 counts = await self._everywhere(lambda _, store: store.delete_record(organization_id, record_id))
             else:
@@ -478,6 +546,8 @@ class HistoryService:
         deleted = int(sum(counts))
         if deleted == 0:
             raise NotFound("record", record_id, reason=f"record [{record_id}] not found", parameter="record_id")
+        for region, record_ids in zip(regions, after):  # the deleted record was their context
+            await self._embed_again(organization_id, region, record_ids)
         return deleted
 
     async def delete_matching(self, principal: Principal, where: Filter) -> DeleteCounts:

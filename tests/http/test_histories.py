@@ -399,6 +399,12 @@ class FailingStore(HistoryStore):
     async def preceding_texts(self, records):
         return await self.inner.preceding_texts(records)
 
+    async def following(self, organization_id, record_ids):
+        return await self.inner.following(organization_id, record_ids)
+
+    async def read_records(self, organization_id, record_ids):
+        return await self.inner.read_records(organization_id, record_ids)
+
     async def delete_matching(self, organization_id, where):
         return await self.inner.delete_matching(organization_id, where)
 
@@ -611,3 +617,28 @@ async def test_a_reply_is_found_by_what_it_answers(client, admin):
     await ingest(client, admin, said)
     scores = {hit["record_id"]: hit["score"] for hit in (await search(client, admin, q="trips to Lisbon"))["data"]}
     assert scores["a"] > scores["alone"] and scores["a"] > scores["other"], scores
+
+
+async def test_a_turn_is_embedded_again_when_the_turn_before_it_arrives_late_or_is_deleted(
+    client, admin, fake_embedder, monkeypatch
+):
+    embedded: list[str] = []
+    passage = fake_embedder.passage
+    monkeypatch.setattr(fake_embedder, "passage", lambda texts: embedded.extend(texts) or passage(texts))
+
+    def at(seconds: int, record_id: str, text: str) -> dict:
+        return record(record_id, "USA", "en", text, record_created_at=f"2026-05-28T12:00:{seconds:02d}Z")
+
+    await ingest(client, admin, [at(0, "t0", "Good morning"), at(9, "t2", "Yes, twice last summer!")])
+    assert embedded == ["Good morning", "Good morning\nYes, twice last summer!"]
+    await ingest(client, admin, [at(5, "t1", "Did you ever go to Lisbon?")])  # arrives after its successor
+    assert embedded[2:] == [
+        "Good morning\nDid you ever go to Lisbon?",
+        "Did you ever go to Lisbon?\nYes, twice last summer!",
+    ]
+    assert (await client.delete(f"{BASE}/t1", headers=admin.headers)).status == 200
+    assert embedded[4:] == ["Good morning\nYes, twice last summer!"]  # no deleted text stays in its vector
+    hits = (await search(client, admin, q="Lisbon", top_k=3))["data"]
+    assert "t1" not in [hit["record_id"] for hit in hits]
+    (twice,) = [hit for hit in hits if hit["record_id"] == "t2"]
+    assert twice["text"] == "Yes, twice last summer!" and twice["chunk_total"] == 1

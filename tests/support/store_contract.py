@@ -415,6 +415,36 @@ class StoreContract:
         elsewhere = replace(turns[1][0], organization_id="org-b")
         assert await store.preceding_texts([(elsewhere, "x")]) == {}
 
+    async def test_following_names_the_next_record_of_the_timeline_unless_asked_about(
+        self, store: HistoryStore
+    ) -> None:
+        turns = self.timeline(["zero", "one", "two", "three"])
+        await store.write_records(turns)
+        await store.write_records(self.timeline(["other"], user_id="u-2", org="org-b"))
+        assert await store.following("org-a", ["turn-0"]) == ["turn-1"]
+        assert sorted(await store.following("org-a", ["turn-0", "turn-1", "turn-2"])) == ["turn-3"]
+        assert sorted(await store.following("org-a", ["turn-0", "turn-2"])) == ["turn-1", "turn-3"]
+        assert await store.following("org-a", ["turn-3", "nothing"]) == []
+        assert await store.following("org-b", ["turn-1"]) == []  # org-b's turn-0 is all it has
+        await store.write_records(self.timeline(["no user"], user_id=None, org="org-c"))
+        assert await store.following("org-c", ["turn-0"]) == []
+
+    async def test_read_records_gives_each_record_with_its_chunks_and_vectors(self, store: HistoryStore) -> None:
+        vectors = unit(np.random.default_rng(5), 3)
+        record = Record("org-a", "long", "message", "USA", BASE_TIME, BASE_TIME, "u-1", "doc-1", None, {"k": "v"})
+        chunks = [Chunk(i, 3, f"part {i}", vectors[i]) for i in range(3)]
+        await store.write_records([(record, chunks), *self.timeline(["short"])])
+        assert await store.read_records("org-b", ["long"]) == []
+        (read,) = await store.read_records("org-a", ["long", "missing"])
+        assert read[0] == record
+        assert [(c.index, c.total, c.text) for c in read[1]] == [(i, 3, f"part {i}") for i in range(3)]
+        for got, sent in zip(read[1], chunks):
+            np.testing.assert_allclose(got.vector, sent.vector, atol=1e-6)  # float32 round trip of unit vectors
+        assert sorted(r.record_id for r, _ in await store.read_records("org-a", ["long", "turn-0"])) == [
+            "long",
+            "turn-0",
+        ]
+
     async def test_deleting_a_turn_removes_its_words_from_its_successor(self, store: HistoryStore) -> None:
         turns = self.timeline(["my secret is papaya", "ok noted", "bye"])
         await store.write_records(turns)

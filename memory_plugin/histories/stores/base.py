@@ -51,6 +51,16 @@ class HistoryStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def following(self, organization_id: str, record_ids: Sequence[str]) -> list[str]:
+        """The id of the record just after each of ``record_ids`` in its user's timeline here, unless it is one
+        of them: the records whose context writing or deleting ``record_ids`` changes. Ask after a write,
+        before a delete."""
+
+    @abc.abstractmethod
+    async def read_records(self, organization_id: str, record_ids: Sequence[str]) -> list[tuple[Record, list[Chunk]]]:
+        """Those of ``record_ids`` stored here, each with its chunks in order, vectors included."""
+
+    @abc.abstractmethod
     async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
         """``record_id → user_id`` for those of ``record_ids`` the organisation has here."""
 

@@ -252,6 +252,30 @@ def preceding_texts(
     return found
 
 
+_FOLLOWING = (
+    "SELECT record_id FROM records WHERE organization_id = ? AND record_type = ? AND user_id = ?"
+    " AND (record_created_at, record_id) > (?, ?) AND record_id NOT IN (SELECT value FROM json_each(?))"
+    " ORDER BY record_created_at, record_id LIMIT 1"
+)
+
+
+def following(connection: sqlite3.Connection, organization_id: str, record_ids: Sequence[str]) -> list[str]:
+    """``HistoryStore.following``."""
+    excluded = json.dumps(sorted(set(record_ids)))
+    found: dict[str, None] = {}
+    for record_id in record_ids:
+        place = connection.execute(
+            "SELECT record_type, user_id, record_created_at FROM records WHERE organization_id = ? AND record_id = ?",
+            (organization_id, record_id),
+        ).fetchone()
+        if place is None or place[1] is None:
+            continue
+        after = connection.execute(_FOLLOWING, (organization_id, *place, record_id, excluded)).fetchone()
+        if after is not None:
+            found[str(after[0])] = None
+    return list(found)
+
+
 def successors(connection: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[int]:
     """The records outside ``where`` whose words borrow from a record inside it (call before deleting)."""
     return [

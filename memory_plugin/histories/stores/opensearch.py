@@ -223,6 +223,47 @@ class OpenSearchHistoryStore(HistoryStore):
         lenders, _ = await self._timeline(records, successors=False)  # an index not made yet answers no hit
         return {record_id: (lender.created_us, lender.text) for (_, record_id), lender in lenders.items()}
 
+    async def following(self, organization_id: str, record_ids: Sequence[str]) -> list[str]:
+        self._require_open()
+        if not record_ids:
+            return []
+        query = _records_query(organization_id, record_ids, {"term": {"chunk_index": 0}})
+        fields = ["record_id", "record_type", "user_id", "record_created_at_us"]
+        places = [
+            hit["_source"] async for hit in scan(self.client, self.alias, query, fields) if "user_id" in hit["_source"]
+        ]
+        if not places:
+            return []
+        searches: list[dict[str, Any]] = []
+        for source in places:
+            place = Place(organization_id, source["user_id"], int(source["record_created_at_us"]), source["record_id"])
+            searches += [
+                {"index": self.index_name(source["record_type"])},
+                neighbour_search(place, before=False, excluding=list(record_ids)),
+            ]
+        responses = (await self.client.msearch(body=searches))["responses"]
+        return list(dict.fromkeys(lender.record_id for response in responses if (lender := lender_of(response))))
+
+    async def read_records(self, organization_id: str, record_ids: Sequence[str]) -> list[tuple[Record, list[Chunk]]]:
+        self._require_open()
+        if not record_ids:
+            return []
+        query = _records_query(organization_id, record_ids)
+        documents: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        async for hit in scan(self.client, self.alias, query, True):
+            documents[hit["_source"]["record_id"]].append(hit["_source"])
+        found = []
+        for docs in documents.values():
+            # a write in progress holds two generations for a moment: the newer one is the record
+            newest = max(docs, key=lambda doc: (doc["ingested_at_us"], doc["generation"]))["generation"]
+            docs = sorted((doc for doc in docs if doc["generation"] == newest), key=lambda doc: doc["chunk_index"])
+            chunks = [
+                Chunk(doc["chunk_index"], doc["chunk_total"], doc["text"], np.asarray(doc["vector"], np.float32))
+                for doc in docs
+            ]
+            found.append((read_record(docs[0]), chunks))
+        return found
+
     async def _timeline(
         self, items: Sequence[tuple[Record, str]], *, successors: bool = True
     ) -> tuple[dict[tuple[str, str], Lender], dict[tuple[str, str, str], Lender]]:
@@ -487,3 +528,9 @@ class OpenSearchHistoryStore(HistoryStore):
                     )
                 )
         return around
+
+
+def _records_query(organization_id: str, record_ids: Sequence[str], *more: dict[str, Any]) -> dict[str, Any]:
+    """The chunks of the organisation's ``record_ids`` (a batch's: far below ``index.max_terms_count``)."""
+    ids = {"terms": {"record_id": sorted(set(record_ids))}}
+    return {"bool": {"filter": [{"term": {"organization_id": organization_id}}, ids, *more]}}

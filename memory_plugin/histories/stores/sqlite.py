@@ -73,6 +73,7 @@ from memory_plugin.histories.stores.sqlite_tables import (
     hit_rows,
     hits,
     metadata_values,
+    read_records,
 )
 from memory_plugin.histories.stores.sqlite_writes import Added, delete_where, insert_records
 from memory_plugin.histories.stores.vector_index import IndexParams, TypeIndex
@@ -213,6 +214,16 @@ class SqliteHistoryStore(HistoryStore):
     async def preceding_texts(self, records: Sequence[tuple[Record, str]]) -> dict[str, tuple[int, str]]:
         self._require_open()
         return await self._read_aside(partial(lexical.preceding_texts, records=records))
+
+    async def following(self, organization_id: str, record_ids: Sequence[str]) -> list[str]:
+        self._require_open()
+        return await self._read_aside(
+            partial(lexical.following, organization_id=organization_id, record_ids=record_ids)
+        )
+
+    async def read_records(self, organization_id: str, record_ids: Sequence[str]) -> list[tuple[Record, list[Chunk]]]:
+        self._require_open()
+        return await self._read_aside(partial(read_records, organization_id=organization_id, record_ids=record_ids))
 
     async def record_owners(self, organization_id: str, record_ids: Sequence[str]) -> dict[str, str | None]:
         self._require_open()

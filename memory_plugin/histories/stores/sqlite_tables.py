@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from memory_plugin.dates import from_micros, to_micros
 from memory_plugin.histories.stores import lexical
 from memory_plugin.histories.stores.filter_columns import Row
 from memory_plugin.histories.stores.filters import DATE_FIELDS, TOP_LEVEL_FIELDS
-from memory_plugin.histories.stores.records import Hit, Record
+from memory_plugin.histories.stores.records import Chunk, Hit, Record
 from memory_plugin.sqlite import run_script
 
 
@@ -118,23 +118,43 @@ def hits(top: list[tuple[int, float]], rows: dict[int, HitRow]) -> list[Hit]:
         if row is None:
             continue  # deleted since the candidates were taken
         index, total, text = row[1:4]
-        org, record_id, record_type, region, created, ingested, user, document, retention, metadata = row[4:]
-        record = Record(
-            org,
-            record_id,
-            record_type,
-            region,
-            from_micros(created),
-            from_micros(ingested),
-            user,
-            document,
-            retention,
-            {} if metadata == "{}" else json.loads(metadata),
-        )
-        found.append(Hit(record, index, total, text, score))
+        found.append(Hit(record_of(row[4:14]), index, total, text, score))
     # equal shown scores in one order on every store and CPU, as the OpenSearch store sorts them
     found.sort(key=lambda hit: (-hit.score, hit.record.record_id, hit.chunk_index))
     return found
+
+
+def record_of(row: Sequence[Any]) -> Record:
+    """A record from its row's columns, as ``_HIT_COLUMNS`` reads them after the chunk's."""
+    org, record_id, record_type, region, created, ingested, user, document, retention, metadata = row
+    return Record(
+        org,
+        record_id,
+        record_type,
+        region,
+        from_micros(created),
+        from_micros(ingested),
+        user,
+        document,
+        retention,
+        {} if metadata == "{}" else json.loads(metadata),
+    )
+
+
+def read_records(
+    connection: sqlite3.Connection, organization_id: str, record_ids: Sequence[str]
+) -> list[tuple[Record, list[Chunk]]]:
+    """``HistoryStore.read_records``."""
+    found: dict[str, tuple[Record, list[Chunk]]] = {}
+    for record_id in dict.fromkeys(record_ids):
+        for row in connection.execute(
+            f"SELECT {_HIT_COLUMNS}, c.vector FROM records r JOIN chunks c ON c.rid = r.rid"
+            " WHERE r.organization_id = ? AND r.record_id = ? ORDER BY c.chunk_index",
+            (organization_id, record_id),
+        ):
+            record, chunks = found.setdefault(record_id, (record_of(row[4:14]), []))
+            chunks.append(Chunk(row[1], row[2], row[3], np.frombuffer(row[14], dtype=np.float32).copy()))
+    return list(found.values())
 
 
 def column_row(record: Record) -> Row:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -424,7 +425,7 @@ class HistoryService:
                     for _, chunks in stored
                 ]
                 texts = await self._in_context([record for record, _ in stored], spans)
-                firsts = [sum(len(s) for s in spans[:at]) for at in range(len(spans))]
+                firsts = accumulate((len(record_spans) for record_spans in spans[:-1]), initial=0)
                 vectors = await self.embedder.passages([texts[at] for at in firsts], tenant=organization_id)
                 renewed = [
                     (record, [dataclasses.replace(chunks[0], vector=vector), *chunks[1:]])

@@ -324,13 +324,12 @@ class HistoryService:
                 async with claim.bounded():
                     older = await self._older_copies(principal, [record for record, _ in checked])
                 await claim.confirm()  # still ours: a writer that stalled past its claim writes nothing
-                await self._write_then_remove_older(organization_id, by_region, older, claim)
+                following = await self._write_then_remove_older(organization_id, by_region, older, claim)
         except RecordConflict as error:
             error.parameter = f"records[{seen[error.record_id]}].record_id"
             raise
-        for region, items in by_region.items():  # a record written before later ones is now their context
-            written = [record.record_id for record, _ in items]
-            await self._embed_again(organization_id, region, await self._following(organization_id, region, written))
+        for region, record_ids in following.items():  # a record written before later ones is now their context
+            await self._embed_again(organization_id, region, record_ids)
         return [
             IngestedRecord(record.record_id, record.region, record.record_type, len(record_spans), ingested_at)
             for (record, _), record_spans in zip(checked, spans)
@@ -478,11 +477,12 @@ class HistoryService:
         by_region: dict[str, list[tuple[Record, list[Chunk]]]],
         older: Mapping[str, list[str]],
         claim: Claim,
-    ) -> None:
+    ) -> dict[str, list[str]]:
         """Write each region's records; only once a region's write is durable, remove their copies elsewhere.
 
         A write that fails (a full disk: 507) leaves the older copies where they
         were, so a failed move never loses the record; so does a claim lost meanwhile.
+        Returns each region's records that follow a written one (``HistoryStore.write_records``).
         """
         regions = list(by_region)
         async with claim.bounded():
@@ -521,6 +521,7 @@ class HistoryService:
                 f"the records were written, but older copies in regions {stuck} could not be removed; "
                 "send the same records again to finish the move"
             )
+        return {region: after for region, after in zip(regions, outcomes) if not isinstance(after, BaseException)}
 
     # -- deletion ------------------------------------------------------------------
 

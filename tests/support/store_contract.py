@@ -429,6 +429,14 @@ class StoreContract:
         await store.write_records(self.timeline(["no user"], user_id=None, org="org-c"))
         assert await store.following("org-c", ["turn-0"]) == []
 
+    async def test_a_write_names_the_records_whose_context_it_changed(self, store: HistoryStore) -> None:
+        turns = self.timeline(["zero", "one", "two", "three", "four"])
+        assert await store.write_records([turns[0], turns[4]]) == []  # each is the other's, and both are written
+        assert await store.write_records([turns[3], turns[1]]) == ["turn-4"]  # turn-1's next record is turn-3
+        assert sorted(await store.write_records([turns[2], turns[0]])) == ["turn-1", "turn-3"]
+        assert await store.write_records([turns[4]]) == []  # rewritten last: nothing follows it
+        assert await store.write_records(self.timeline(["no user"], user_id=None, org="org-c")) == []
+
     async def test_read_records_gives_each_record_with_its_chunks_and_vectors(self, store: HistoryStore) -> None:
         vectors = unit(np.random.default_rng(5), 3)
         record = Record("org-a", "long", "message", "USA", BASE_TIME, BASE_TIME, "u-1", "doc-1", None, {"k": "v"})

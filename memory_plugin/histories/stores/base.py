@@ -33,11 +33,12 @@ class HistoryStore(abc.ABC):
     async def close(self) -> None: ...
 
     @abc.abstractmethod
-    async def write_records(self, items: Sequence[tuple[Record, Sequence[Chunk]]]) -> None:
+    async def write_records(self, items: Sequence[tuple[Record, Sequence[Chunk]]]) -> list[str]:
         """Write each record with its chunks, replacing any chunks it had before.
 
         Each record is atomic: after a crash it has all of its new chunks or
-        all of its old ones, never a mix.
+        all of its old ones, never a mix. Returns what ``following`` would for the written ids: the stored
+        records whose context the write changed (the write already finds them to lend them its words).
         """
 
     @abc.abstractmethod

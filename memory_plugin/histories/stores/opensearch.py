@@ -178,14 +178,14 @@ class OpenSearchHistoryStore(HistoryStore):
 
     # -- writes ---------------------------------------------------------------------
 
-    async def write_records(self, items: Sequence[tuple[Record, Sequence[Chunk]]]) -> None:
+    async def write_records(self, items: Sequence[tuple[Record, Sequence[Chunk]]]) -> list[str]:
         """Index the new chunks, then delete each record's documents of older generations.
 
         Then the records that now follow a written one in their user's timeline borrow its words.
         """
         dimension = self._require_open()
         if not items:
-            return
+            return []
         for record_type in {record.record_type for record, _ in items}:
             await self._ensure_index(record_type)
         lenders, borrowers = await self._timeline([(record, chunks[-1].text) for record, chunks in items])
@@ -218,6 +218,7 @@ class OpenSearchHistoryStore(HistoryStore):
                 await self._delete_where(query)
         for (record_type, organization_id, record_id), lender in borrowers.items():
             await self._lend(record_type, organization_id, record_id, lender)
+        return list(dict.fromkeys(record_id for _, _, record_id in borrowers))
 
     async def preceding_texts(self, records: Sequence[tuple[Record, str]]) -> dict[str, tuple[int, str]]:
         lenders, _ = await self._timeline(records, successors=False)  # an index not made yet answers no hit

@@ -198,18 +198,19 @@ class SqliteHistoryStore(HistoryStore):
 
     # -- writes ---------------------------------------------------------------
 
-    async def write_records(self, items: Sequence[tuple[Record, Sequence[Chunk]]]) -> None:
+    async def write_records(self, items: Sequence[tuple[Record, Sequence[Chunk]]]) -> list[str]:
         """Write all ``items`` in one transaction (so each record is atomic), then index them."""
         params = self._require_open()
         if not items:
-            return
+            return []
 
         work = partial(insert_records, items=items, dimension=params.dimension)
 
         async with self._write_lock:
             await self._snapshots.owned(self._indexes)
-            removed, added, changed = await self._db.write(work)
+            removed, added, changed, after = await self._db.write(work)
             await self._apply(removed, added, changed)
+        return after
 
     async def preceding_texts(self, records: Sequence[tuple[Record, str]]) -> dict[str, tuple[int, str]]:
         self._require_open()

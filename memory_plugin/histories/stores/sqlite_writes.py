@@ -27,9 +27,9 @@ Added = tuple[str, list[int], list[np.ndarray], list[str], list[Row], list[Mappi
 
 def insert_records(
     connection: sqlite3.Connection, items: Sequence[tuple[Record, Sequence[Chunk]]], dimension: int
-) -> tuple[list[tuple[str, int]], list[Added], lexical.Changed]:
-    """Write ``items`` (each replacing the record of its id); return the chunks removed, the groups added and the
-    words changed."""
+) -> tuple[list[tuple[str, int]], list[Added], lexical.Changed, list[str]]:
+    """Write ``items`` (each replacing the record of its id); return the chunks removed, the groups added, the
+    words changed and the records following the written ones (``HistoryStore.write_records``)."""
     # On the database thread: normalising thousands of vectors stays off the event loop.
     prepared = [
         (record, [(chunk, unit_vector(chunk.vector, dimension)) for chunk in chunks]) for record, chunks in items
@@ -73,7 +73,11 @@ def insert_records(
             group[4].append(row)
             group[5].append(record.metadata)
         lexical.add_words(connection, int(rid), changed)  # type: ignore[arg-type]
-    return removed, list(added.values()), changed
+    by_org: dict[str, list[str]] = {}
+    for record, _ in items:
+        by_org.setdefault(record.organization_id, []).append(record.record_id)
+    after = [found for org, ids in by_org.items() for found in lexical.following(connection, org, ids)]
+    return removed, list(added.values()), changed, after
 
 
 def delete_where(

@@ -202,26 +202,30 @@ def item_error(result: Mapping[str, Any]) -> TransportError | None:
     return TransportError(result.get("status", 500), "bulk_failure", result["error"])
 
 
+#: Hits per page of ``scan``.
+SCAN_PAGE = 5000
+
+
 async def scan(
     client: AsyncOpenSearch, index: str, query: Mapping[str, Any], source: Sequence[str] | bool = False
 ) -> AsyncIterator[dict[str, Any]]:
     """Every hit of ``query`` (``_index``, ``_id`` and the ``source`` fields), in no particular order.
 
-    A missing index yields nothing.  The scroll context is cleared at the end.
+    A missing index yields nothing.  Most calls match a page or less (often nothing: a write's older
+    generations), so one plain search answers them; only more than a page opens a scroll, cleared at the end.
     """
+    body = {"query": dict(query), "_source": source if isinstance(source, bool) else list(source), "sort": ["_doc"]}
+    lookup = {"index": index, "body": body, "size": SCAN_PAGE, "ignore_unavailable": True, "allow_no_indices": True}
     try:
-        response = await client.search(
-            index=index,
-            body={
-                "query": dict(query),
-                "_source": source if isinstance(source, bool) else list(source),
-                "sort": ["_doc"],
-            },
-            size=5000,
-            scroll="1m",
-            ignore_unavailable=True,
-            allow_no_indices=True,
-        )
+        response = await client.search(**lookup, track_total_hits=True)
+    except NotFoundError:
+        return
+    if len(response["hits"]["hits"]) >= response["hits"]["total"]["value"]:
+        for hit in response["hits"]["hits"]:
+            yield hit
+        return
+    try:
+        response = await client.search(**lookup, scroll="1m")
     except NotFoundError:
         return
     scroll_id = response.get("_scroll_id")

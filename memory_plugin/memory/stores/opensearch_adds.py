@@ -72,7 +72,11 @@ async def add_messages(
             )
     per_message = 2 if outbox is not None else 1
     try:
-        items = await bulk_items(client, actions, refresh=True)
+        # Only the messages are refreshed: the entries are made searchable by the bridge that looks for them
+        # (``OpenSearchOutbox.pending``), once per batch rather than once per group.
+        items = await bulk_items(client, actions, refresh=outbox is None)
+        if outbox is not None:
+            await client.indices.refresh(index=message_index)
     except Exception as error:
         if outbox is not None:  # a message without its entry would never be indexed: take them back
             await _take_back(client, message_index, [interactions[n].interaction_id for n in alive])

@@ -68,11 +68,6 @@ _OUTBOX_ORDER = [{"enqueued_at": {"order": "asc"}}, {"entry_id": {"order": "asc"
 class OpenSearchOutbox:
     """The outbox index, and the memory and message indices its entries point into.
 
-    The bridge's writes (claims, finishes, retries) do not refresh the outbox: its readers, ``pending`` and
-    ``lag``, refresh it before they look, once per batch rather than once per write (an added message's entry
-    is refreshed with the message, in the same ``_bulk``). A claim is conditional, so a view that lags can
-    cost a 409, never a second holder.
-
     It holds no client: the store opens and closes that, and passes it to every call.
     """
 
@@ -112,7 +107,7 @@ class OpenSearchOutbox:
         conversation_id: str,
         interaction_id: str | None = None,
     ) -> None:
-        await bulk(client, self.entry_action(kind, owner, conversation_id, interaction_id), refresh=False)
+        await bulk(client, self.entry_action(kind, owner, conversation_id, interaction_id), refresh=True)
 
     async def pending(self, client: AsyncOpenSearch, limit: int, now: float) -> list[OutboxEntry]:
         # Each organisation's oldest ``limit`` (one collapsed group each), taken in turns as the
@@ -127,6 +122,9 @@ class OpenSearchOutbox:
                 "inner_hits": {"name": "oldest", "size": limit, "sort": _OUTBOX_ORDER, "seq_no_primary_term": True},
             },
         }
+        # Entries are written without a refresh of their own (``add_messages``), and so are claims and finished
+        # entries: the readers of the outbox (here and ``lag``) refresh it before they look, once per batch
+        # rather than once per write (a claim is conditional, so a stale view can only cost a 409).
         await client.indices.refresh(index=self.index)
         groups = (await client.search(index=self.index, body=body))["hits"]["hits"]
         queues = [group["inner_hits"]["oldest"]["hits"]["hits"] for group in groups]
@@ -171,7 +169,7 @@ class OpenSearchOutbox:
         for entry in entries:
             actions.append({"update": {"_index": self.index, "_id": entry.entry_id, **_held(entry)}})
             actions.append({"doc": {"attempts": entry.attempts + 1, "not_before": not_before, **RELEASED}})
-        await conditional_bulk(client, actions, refresh=False)
+        await conditional_bulk(client, actions, refresh=True)
 
     async def lag(self, client: AsyncOpenSearch) -> OutboxLag:
         await client.indices.refresh(index=self.index)  # the entries written and finished since the last look

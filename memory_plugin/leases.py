@@ -84,16 +84,15 @@ def unleased(now: float, field: str = "lease_until") -> dict[str, Any]:
 
 
 async def claim(
-    client: AsyncOpenSearch, hits: Sequence[Mapping[str, Any]], fields: Mapping[str, Any], *, refresh: bool = True
+    client: AsyncOpenSearch, hits: Sequence[Mapping[str, Any]], fields: Mapping[str, Any]
 ) -> list[tuple[Mapping[str, Any], Lease]]:
     """Write ``fields`` into each hit (searched with ``seq_no_primary_term``) unless it changed since it was
-    read; the hits won, with their leases.  Refreshed (unless the queue's readers refresh before they look),
-    so that other processes' searches pass them by."""
+    read; the hits won, with their leases.  Refreshed, so that other processes' searches pass them by."""
     actions: list[dict[str, Any]] = []
     for hit in hits:
         condition = Lease(hit["_seq_no"], hit["_primary_term"]).condition()
         actions += [{"update": {"_index": hit["_index"], "_id": hit["_id"], **condition}}, {"doc": dict(fields)}]
-    results = await conditional_bulk(client, actions, refresh=refresh)
+    results = await conditional_bulk(client, actions, refresh=True)
     return [(hit, lease) for hit, lease in zip(hits, results) if lease is not None]
 
 

@@ -317,21 +317,6 @@ async def test_outbox_entries_of_a_dead_holder_are_finished_by_another_process(b
         await doomed.close()
 
 
-async def test_outbox_readers_see_entries_and_finishes_written_without_a_refresh(bridged, alice):  # type: ignore[no-untyped-def]
-    for api in bridged:
-        await api.app[BRIDGE].stop()
-    conversation_id = await memory_conversation(bridged[0], alice)
-    for n in range(3):  # acknowledged: each entry is durable, though not refreshed for searches by the add
-        await interaction(bridged[0], alice, conversation_id, f"quarterly filing {n}")
-    store = bridged[1].app[BRIDGE].store
-    assert (await store.outbox_lag()).backlog == 3
-    taken = await store.outbox_pending(64, time.time())
-    assert len(taken) == 3
-    assert await bridged[0].app[BRIDGE].store.outbox_pending(64, time.time()) == [], "a claim went unseen"
-    await store.outbox_done(taken)
-    assert (await bridged[0].app[BRIDGE].store.outbox_lag()).backlog == 0
-
-
 async def test_a_stale_outbox_holder_cannot_finish_entries_taken_over(bridged, alice, region):  # type: ignore[no-untyped-def]
     for api in bridged:
         await api.app[BRIDGE].stop()

@@ -2,7 +2,7 @@
 
 Messages that arrive while a group is being written go together in the next, as one ``_mget`` of their
 memories, one ``_bulk`` of the messages (and their outbox entries) and one ``_bulk`` of the
-``updated_time`` bumps, each with one refresh of its index.  A bump is a painless script keeping the maximum, with no
+``updated_time`` bumps, each with one refresh.  A bump is a painless script keeping the maximum, with no
 read and no version: writers of one memory, in any process, never conflict in a retry loop.
 How an add and a ``delete_conversation`` race is told in ``opensearch.py``.
 """
@@ -72,11 +72,7 @@ async def add_messages(
             )
     per_message = 2 if outbox is not None else 1
     try:
-        # Only the messages are refreshed: the entries are made searchable by the bridge that looks for them
-        # (``OpenSearchOutbox.pending``), once per batch rather than once per group.
-        items = await bulk_items(client, actions, refresh=outbox is None)
-        if outbox is not None:
-            await client.indices.refresh(index=message_index)
+        items = await bulk_items(client, actions, refresh=True)
     except Exception as error:
         if outbox is not None:  # a message without its entry would never be indexed: take them back
             await _take_back(client, message_index, [interactions[n].interaction_id for n in alive])

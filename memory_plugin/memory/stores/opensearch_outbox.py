@@ -122,15 +122,11 @@ class OpenSearchOutbox:
                 "inner_hits": {"name": "oldest", "size": limit, "sort": _OUTBOX_ORDER, "seq_no_primary_term": True},
             },
         }
-        # Entries are written without a refresh of their own (``add_messages``), and so are claims and finished
-        # entries: the readers of the outbox (here and ``lag``) refresh it before they look, once per batch
-        # rather than once per write (a claim is conditional, so a stale view can only cost a 409).
-        await client.indices.refresh(index=self.index)
         groups = (await client.search(index=self.index, body=body))["hits"]["hits"]
         queues = [group["inner_hits"]["oldest"]["hits"]["hits"] for group in groups]
         turns = (queue[turn] for turn in range(limit) for queue in queues if turn < len(queue))
         candidates = [{**hit, "_index": self.index} for hit in itertools.islice(turns, limit)]
-        claimed = await claim(client, candidates, leased(now, self.lease_seconds), refresh=False)
+        claimed = await claim(client, candidates, leased(now, self.lease_seconds))
         hits = [hit for hit, _ in claimed]
         sources = [hit["_source"] for hit in hits]
         message_ids = sorted({s["message_id"] for s in sources if s["kind"] == "index" and s.get("message_id")})
@@ -162,7 +158,7 @@ class OpenSearchOutbox:
 
     async def done(self, client: AsyncOpenSearch, entries: Sequence[OutboxEntry]) -> None:
         actions = [{"delete": {"_index": self.index, "_id": entry.entry_id, **_held(entry)}} for entry in entries]
-        await conditional_bulk(client, actions, refresh=False)  # an entry taken over since is its new holder's
+        await conditional_bulk(client, actions, refresh=True)  # an entry taken over since is its new holder's
 
     async def retry(self, client: AsyncOpenSearch, entries: Sequence[OutboxEntry], not_before: float) -> None:
         actions: list[dict[str, Any]] = []
@@ -172,7 +168,6 @@ class OpenSearchOutbox:
         await conditional_bulk(client, actions, refresh=True)
 
     async def lag(self, client: AsyncOpenSearch) -> OutboxLag:
-        await client.indices.refresh(index=self.index)  # the entries written and finished since the last look
         body = {"query": {"match_all": {}}, "sort": _OUTBOX_ORDER, "size": 1, "track_total_hits": True}
         hits = (await client.search(index=self.index, body=body))["hits"]
         oldest = hits["hits"][0]["_source"]["enqueued_at"] if hits["hits"] else None

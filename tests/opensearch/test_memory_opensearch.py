@@ -133,6 +133,26 @@ async def sqlite_store(tmp_path):  # type: ignore[no-untyped-def]
     await opened.close()
 
 
+async def test_writes_refresh_without_waiting_for_merges_in_new_and_older_indices(
+    store, opensearch_nodes, index_prefix
+):  # type: ignore[no-untyped-def]
+    node = opensearch_nodes[0]
+
+    def merging_on_flush() -> dict[str, str]:
+        status, settings = node.request("GET", f"/{index_prefix}-memory-*/_settings/index.merge_on_flush.enabled")
+        assert status == 200
+        return {name: found["settings"]["index"]["merge_on_flush"]["enabled"] for name, found in settings.items()}
+
+    names = [f"{index_prefix}-memory-message-v2", f"{index_prefix}-memory-meta-v2"]
+    assert merging_on_flush() == dict.fromkeys(names, "false")  # made so
+    on = {"index": {"merge_on_flush": {"enabled": True}}}
+    assert node.request("PUT", f"/{index_prefix}-memory-*/_settings", on)[0] == 200
+    again = OpenSearchMemoryStore(store.settings)
+    await again.open()  # indices made before the setting get it on open
+    await again.close()
+    assert merging_on_flush() == dict.fromkeys(names, "false")
+
+
 async def test_open_is_idempotent_and_creates_ml_commons_like_indices(store, opensearch_nodes, index_prefix):  # type: ignore[no-untyped-def]
     again = OpenSearchMemoryStore(store.settings)
     await again.open()  # the indices exist already

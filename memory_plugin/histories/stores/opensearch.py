@@ -230,12 +230,9 @@ class OpenSearchHistoryStore(HistoryStore):
             return []
         query = _records_query(organization_id, record_ids, {"term": {"chunk_index": 0}})
         fields = ["record_id", "record_type", "user_id", "record_created_at_us"]
-        body = {"size": 2 * len(record_ids), "query": query, "_source": fields}  # two generations while one is written
-        try:
-            response = await self.client.search(index=self.alias, body=body)
-        except NotFoundError:  # no index yet
-            return []
-        places = [hit["_source"] for hit in response["hits"]["hits"] if "user_id" in hit["_source"]]
+        # every generation a write in progress holds: each names the same place in the timeline
+        places = [hit["_source"] async for hit in scan(self.client, self.alias, query, fields)]
+        places = [source for source in places if "user_id" in source]
         if not places:
             return []
         searches: list[dict[str, Any]] = []

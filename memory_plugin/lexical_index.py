@@ -32,7 +32,15 @@ from typing import Literal
 
 import numpy as np
 
-from memory_plugin.lexical_search import SEGMENT, Postings, TermList, TopK, fts5_weight, lucene_weight
+from memory_plugin.lexical_search import (
+    EVERY_POSTINGS,
+    SEGMENT,
+    Postings,
+    TermList,
+    TopK,
+    fts5_weight,
+    lucene_weight,
+)
 from memory_plugin.sorted_ids import runs
 
 __all__ = ["SEGMENT", "Change", "LexicalIndex", "Segment", "Shard", "TermList", "bulk", "Fts5Tokenizer"]
@@ -346,7 +354,7 @@ class LexicalIndex:
                 passing &= passes[ords]
             return passing
 
-        top, scores = search.run(k, ok, seqs)
+        top, scores = (search.every if search.postings() <= EVERY_POSTINGS else search.run)(k, ok, seqs)
         self.scored = search.scored
         return list(zip(seqs[top].tolist(), scores.tolist()))
 

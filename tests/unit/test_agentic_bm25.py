@@ -10,6 +10,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+from memory_plugin import lexical_index
 from memory_plugin.agentic.models import LONG_TERM
 from memory_plugin.agentic.stores.base import LongTermScope, owner_key
 from memory_plugin.agentic.stores.bm25 import SEGMENT, LexicalIndex
@@ -142,7 +143,8 @@ def test_tokenizer_is_fts5s_own_on_unicode():
 
 
 @pytest.mark.slow
-async def test_early_termination_skips_segments_that_cannot_reach_the_top(tmp_path):
+async def test_early_termination_skips_segments_that_cannot_reach_the_top(tmp_path, monkeypatch):
+    monkeypatch.setattr(lexical_index, "EVERY_POSTINGS", 0)  # the planner would score these few postings at once
     store = SqliteAgenticStore(tmp_path / "a.sqlite3")
     await store.open(8)
     assert await store.lexical_ready()

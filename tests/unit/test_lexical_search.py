@@ -7,6 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from memory_plugin import lexical_index
 from memory_plugin.lexical_index import SEGMENT, Change, LexicalIndex
 from memory_plugin.lexical_search import K1, B
 
@@ -54,10 +55,15 @@ def brute_force(
 @pytest.mark.parametrize(
     "idf", ["lucene", pytest.param("fts5", marks=pytest.mark.slow)]
 )  # the same engine, its other idf
-def test_the_top_k_is_every_posting_scored_to_the_bit(idf: str) -> None:
+@pytest.mark.parametrize("every_postings", [0, 1 << 40], ids=["segments skipped", "every posting scored"])
+def test_the_top_k_is_every_posting_scored_to_the_bit(
+    idf: str, every_postings: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Same docs, same order (ties by seq) and the same scores to the last bit: each doc's terms are added in the
     query's order from 0 with the same float operations in both, so no tolerance is needed, and none is given.
-    Several segments and a tail, two owners, deletes and replacements, filters of every size, k from 1 to all."""
+    Several segments and a tail, two owners, deletes and replacements, filters of every size, k from 1 to all;
+    both ways of the planner (``EVERY_POSTINGS``)."""
+    monkeypatch.setattr(lexical_index, "EVERY_POSTINGS", every_postings)
     rng = np.random.default_rng(48)
     index = LexicalIndex(idf)  # type: ignore[arg-type]
     docs: dict[int, tuple[list[str], tuple[str, str]]] = {}

@@ -27,7 +27,8 @@ FIRST_BATCH, GROWTH = 2, 2
 #: Up to this many postings of the query's terms, scoring them all (``TopK.every``) is faster than skipping
 #: segments (``TopK.run``), whose numpy calls per term per batch cost more than the postings they skip. Thread
 #: CPU p50 of six-word Zipf queries, run / every: 100k docs 1.1 / 0.4 ms (under 1,200 postings) to 5.3 / 3.1
-#: (170k-270k); 1M docs 3.9 / 1.5 (under 12k), 11.2 / 7.9 (110k-330k), 13.8 / 13.6 (330k-660k), then run ahead.
+#: (170k-270k); 1M docs 3.9 / 1.5 (under 12k), 11.2 / 7.9 (110k-330k), 13.8 / 13.6 (330k-660k), then run ahead
+#: (top 100; the top 10 likewise: 10.9 / 9.6 at 110k-330k, run ahead from 330k).
 EVERY_POSTINGS = 1 << 18
 
 

@@ -15,7 +15,7 @@ Each container's docs get ordinals in the order they arrive; postings are frozen
 bounds every segment's best score from those two numbers (valid whatever the average length is now), scores
 segments best bound first, and stops once no segment left can reach the k-th score: block-max MaxScore at
 segment granularity, each segment scored with numpy (``lexical_search``); a filter passing few docs has them
-scored directly.  Deleted or replaced docs stay as dead ordinals until their container is compacted.
+scored directly, and a query whose words hold fewer postings than ``EVERY_POSTINGS`` has them all scored.  Deleted or replaced docs stay as dead ordinals until their container is compacted.
 
 Changed on one thread at a time (``apply``), after the write committed; searched from a snapshot: arrays are
 replaced, never shrunk, and rows below a snapshot's ``n`` never change.  A search gathers term lists in its

@@ -6,6 +6,9 @@ weaker term's) is below it is only looked up at the docs a stronger term holds. 
 the postings of the segments read: a batch takes its terms' postings as slices of each chosen segment
 (a term's ordinals ascend, so its segments are contiguous runs) and scores the docs they name into a
 row of the shard's size, never a pass over every posting of a common word in every batch.
+
+Those few numpy calls per term per batch cost more than the postings they skip until the query's terms hold
+a few hundred thousand postings: below ``EVERY_POSTINGS``, every posting is scored at once (``TopK.every``).
 """
 
 from __future__ import annotations
